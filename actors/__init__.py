@@ -1,0 +1,1 @@
+"""Dramatiq actors and the long-running loops (scheduler, journal client): thin adapters."""

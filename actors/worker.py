@@ -1,0 +1,61 @@
+"""The worker module: ``dramatiq actors.worker --queues visit.git``.
+
+Declares one queue per configured visit type and the ``visit`` actor, which
+runs the visit type's loader and publishes the outcome to the journal. The
+journal client, not the worker, updates the schedule: a visit whose status
+never reaches the journal is returned by the scheduler after its cooldown.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Any
+
+import dramatiq
+
+from actors.broker import make_broker
+from app.kafka import StatusPublisher
+from app.loaders.base import Loader, get_loader
+from app.queue_names import visit_queue
+from app.settings import get_settings
+from monitoring.metrics import VISIT_SECONDS, VISITS
+
+log = logging.getLogger("revisit.worker")
+
+settings = get_settings()
+broker = make_broker(settings)
+for _visit_type in settings.visit_types:
+    broker.declare_queue(visit_queue(_visit_type))
+
+
+@lru_cache(maxsize=1)
+def publisher() -> StatusPublisher:
+    """One journal producer per worker process."""
+    return StatusPublisher(get_settings())
+
+
+@lru_cache(maxsize=None)
+def loader_for(visit_type: str) -> Loader:
+    """The loader of a visit type, loaded once."""
+    return get_loader(visit_type)
+
+
+@dramatiq.actor(actor_name="visit", queue_name=visit_queue(settings.visit_types[0]), max_retries=0)
+def visit(
+    origin_id: int,
+    url: str,
+    visit_type: str,
+    arguments: dict[str, Any],
+    visit: int,
+    scheduled_at: float,
+) -> None:
+    """Visit one origin and publish its final status to the journal."""
+    result = loader_for(visit_type).load(url, arguments, get_settings().git_timeout_s)
+    metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3)}
+    if result.error:
+        metadata["error"] = result.error
+    publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+    VISITS.labels(visit_type, result.status).inc()
+    VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
+    log.info("visited %s: %s in %.2fs", url, result.status, result.duration_s)

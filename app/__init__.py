@@ -1,0 +1,1 @@
+"""revisit: decides which software origin each loader worker visits next."""

@@ -1,0 +1,15 @@
+"""Opening PostgreSQL connections."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import dict_row
+
+from app.settings import Settings
+
+DictConnection = psycopg.Connection[dict[str, object]]
+
+
+def connect(settings: Settings, *, autocommit: bool = False) -> DictConnection:
+    """A new connection whose rows come back as dicts."""
+    return psycopg.connect(settings.database_dsn(), row_factory=dict_row, autocommit=autocommit)

@@ -1,0 +1,88 @@
+"""Listers and listed origins in PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from app.db.connection import DictConnection
+from app.db.queries import query
+from app.domain.placement import MirrorRow
+from app.listing_input import ListedOriginIn
+
+
+class UnknownLister(LookupError):
+    """No lister instance of that name is registered."""
+
+
+def register_lister(
+    conn: DictConnection, name: str, instance_name: str, first_visits_queue_prefix: str | None
+) -> uuid.UUID:
+    """Create the lister instance if new; return its id."""
+    row = conn.execute(
+        query("register_lister"),
+        {
+            "name": name,
+            "instance_name": instance_name,
+            "first_visits_queue_prefix": first_visits_queue_prefix,
+        },
+    ).fetchone()
+    assert row is not None
+    return row["id"]  # type: ignore[return-value]
+
+
+def find_lister(conn: DictConnection, name: str, instance_name: str) -> dict[str, Any]:
+    """The lister instance, or UnknownLister naming what was asked."""
+    row = conn.execute(
+        query("find_lister"), {"name": name, "instance_name": instance_name}
+    ).fetchone()
+    if row is None:
+        raise UnknownLister(f"lister {name}/{instance_name} is not registered")
+    return row
+
+
+def known_visit_types(conn: DictConnection) -> set[str]:
+    """Names of the configured visit types."""
+    return {str(r["name"]) for r in conn.execute(query("known_visit_types"))}
+
+
+def mirror_row(r: dict[str, Any]) -> MirrorRow:
+    """A MirrorRow from a query row with the mirror columns."""
+    return MirrorRow(
+        id=r["id"],
+        visit_type=r["visit_type"],
+        next_visit_queue_position=r["next_visit_queue_position"],
+        last_visit_status=r["last_visit_status"],
+        last_visit=r["last_visit"],
+        last_final_date=r["last_final_date"],
+        last_scheduled=r["last_scheduled"],
+        enabled=r["enabled"],
+    )
+
+
+def upsert_listed_origins(
+    conn: DictConnection, lister_id: uuid.UUID, rows: list[ListedOriginIn], now: datetime
+) -> list[MirrorRow]:
+    """Record a batch of listed origins (COPY then one upsert) inside the caller's
+    transaction; return the mirror rows of the origins it touched."""
+    conn.execute(query("create_listing_staging"))
+    with conn.cursor().copy(query("copy_listing_staging")) as copy:
+        for row in rows:
+            copy.write_row(
+                (
+                    row.url,
+                    row.visit_type,
+                    json.dumps(row.extra_loader_arguments),
+                    row.last_update,
+                    row.is_fork,
+                    row.forked_from_url,
+                )
+            )
+    params = {"lister_id": lister_id, "now": now}
+    conn.execute(query("upsert_listed_origins"), params)
+    conn.execute(query("insert_stats_for_listing"), params)
+    mirror_rows = [mirror_row(r) for r in conn.execute(query("listing_mirror_rows"))]
+    conn.execute(query("touch_lister"), {"lister_id": lister_id, "finished": None})
+    return mirror_rows

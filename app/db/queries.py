@@ -1,0 +1,40 @@
+"""Named SQL queries, loaded from the ``-- name: NAME`` blocks of ``sql/queries/*.sql``."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import LiteralString, cast
+
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def parse_blocks(text: str) -> dict[str, str]:
+    """Split a SQL file into its named blocks."""
+    parts = _NAME.split(text)
+    blocks: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in blocks:
+            raise ValueError(f"query {name!r} defined twice")
+        blocks[name] = body.strip()
+    return blocks
+
+
+@lru_cache(maxsize=1)
+def all_queries() -> dict[str, str]:
+    """Every named query of the package, by name."""
+    found: dict[str, str] = {}
+    folder = resources.files("sql") / "queries"
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            for name, body in parse_blocks(entry.read_text()).items():
+                if name in found:
+                    raise ValueError(f"query {name!r} defined twice")
+                found[name] = body
+    return found
+
+
+def query(name: str) -> LiteralString:
+    """The SQL text of one named query (trusted: it ships with the package)."""
+    return cast(LiteralString, all_queries()[name])

@@ -1,0 +1,198 @@
+"""``revisit demo``: the whole system on throwaway services and a local git forge.
+
+A demo forge of real git repositories (file:// URLs) is listed, the Procfile
+processes visit them, and a background "developer" commits to some of them
+while it runs, so first visits, eventful revisits, uneventful revisits and a
+not_found origin all show up in the summary printed every few seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from app import embedded
+from app.context import Context
+from app.db.connection import connect
+from app.db.listings import register_lister
+from app.db.migrate import migrate
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+from app.settings import Settings
+
+PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+
+#: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
+DEMO_ENV = {
+    "REVISIT_VISIT_TYPES": '["git"]',
+    "REVISIT_LADDER_UNIT_S": "5",
+    "REVISIT_ABSOLUTE_COOLDOWN_S": "4",
+    "REVISIT_FAILED_COOLDOWN_S": "20",
+    "REVISIT_NOT_FOUND_COOLDOWN_S": "30",
+    "REVISIT_SCHEDULED_COOLDOWN_S": "60",
+    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
+    "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
+    "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
+    "REVISIT_GIT_TIMEOUT_S": "20",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity; return its output."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.org",
+        "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.org",
+    }
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return proc.stdout
+
+
+def make_repo(path: Path) -> str:
+    """A new git repository with one commit; returns its file:// URL."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    commit(path, "initial import")
+    return path.as_uri()
+
+
+def commit(repo: Path, message: str) -> None:
+    """Add a commit to ``repo``."""
+    with (repo / "CHANGES").open("a") as f:
+        f.write(f"{datetime.now(tz=UTC).isoformat()} {message}\n")
+    git(repo, "add", "CHANGES")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def make_forge(root: Path, count: int) -> list[str]:
+    """``count`` repositories under ``root``; returns their URLs."""
+    return [make_repo(root / f"project-{i:03d}") for i in range(count)]
+
+
+def list_forge(settings: Settings, urls: list[str], gone_url: str) -> None:
+    """Register the demo lister and record its origins (one of which does not exist)."""
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        lister_id = register_lister(conn, "demo", "local-forge", None)
+        conn.commit()
+        rows = [(i + 1, ListedOriginIn(url=u, visit_type="git"))
+                for i, u in enumerate([*urls, gone_url])]
+        record_listed_origins(conn, ctx, lister_id, rows, datetime.now(tz=UTC))
+
+
+class Developer(threading.Thread):
+    """Commits to a few repositories at random while the demo runs."""
+
+    def __init__(self, repos: list[Path], every_s: float, rng: random.Random) -> None:
+        super().__init__(daemon=True)
+        self.repos, self.every_s, self.rng = repos, every_s, rng
+        self.stop = threading.Event()
+        self.commits = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            repo = self.rng.choice(self.repos)
+            commit(repo, f"change {self.commits}")
+            self.commits += 1
+
+
+SUMMARY_SQL = """
+select count(*) as listed,
+       count(*) filter (where last_final_date is not null) as visited,
+       coalesce(sum(eventful_visits), 0) as eventful,
+       coalesce(sum(uneventful_visits), 0) as uneventful,
+       coalesce(sum(failed_visits), 0) as failed,
+       count(*) filter (where last_visit_status = 'not_found') as not_found_origins
+from origin_visit_stats
+"""
+
+
+def summary(settings: Settings, developer: Developer, started: float) -> Table:
+    """A table of what happened so far."""
+    with connect(settings) as conn:
+        row = conn.execute(SUMMARY_SQL).fetchone() or {}
+    table = Table(title=f"revisit demo, {time.monotonic() - started:.0f}s")
+    for column in ("listed", "visited", "eventful", "uneventful", "failed", "commits made"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        *(str(row.get(k, 0)) for k in ("listed", "visited", "eventful", "uneventful", "failed")),
+        str(developer.commits),
+    )
+    return table
+
+
+def _start_processes(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
+    honcho = shutil.which("honcho", path=str(Path(sys.executable).parent)) or "honcho"
+    return subprocess.Popen(
+        [honcho, "-f", str(PROCFILE), "-d", str(PROCFILE.parent), "start"],
+        env=env,
+        stdout=(root / "processes.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int:
+    """Run the demo until Ctrl-C (or ``duration_s``); return the exit code."""
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    configured = {k: os.environ.get(k) for k in
+                  ("REVISIT_DATABASE_URL", "REVISIT_REDIS_URL", "REVISIT_KAFKA_BROKERS")}
+    with tempfile.TemporaryDirectory(prefix="revisit-demo-") as tmp:
+        root = Path(tmp)
+        console.print("starting services (embedded where none is configured)...")
+        with embedded.services(
+            configured["REVISIT_DATABASE_URL"],
+            configured["REVISIT_REDIS_URL"],
+            configured["REVISIT_KAFKA_BROKERS"],
+        ) as service_env:
+            os.environ.update({**DEMO_ENV, **service_env})
+            env = dict(os.environ)
+            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+            settings = Settings()
+            for m in migrate(settings.database_dsn()):
+                console.print(f"schema: applied {m.version:04d} {m.name}")
+            urls = make_forge(root / "forge", repo_count)
+            list_forge(settings, urls, (root / "forge" / "deleted-project").as_uri())
+            console.print(f"listed {repo_count} repositories and one deleted project; "
+                          f"processes log to {root / 'processes.log'}")
+            developer = Developer([Path(u[len("file://"):]) for u in urls[: max(2, repo_count // 3)]],
+                                  3.0, random.Random(1))
+            procs = _start_processes(env, root)
+            developer.start()
+            started = time.monotonic()
+            try:
+                while not stop.wait(5.0):
+                    console.print(summary(settings, developer, started))
+                    if procs.poll() is not None:
+                        console.print("[red]a process exited; see processes.log[/red]")
+                        return 1
+                    if duration_s is not None and time.monotonic() - started >= duration_s:
+                        break
+            finally:
+                developer.stop.set()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(procs.pid, signal.SIGINT)
+                try:
+                    procs.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(procs.pid, signal.SIGKILL)
+                console.print(summary(settings, developer, started))
+                console.print("stopped.")
+    return 0

@@ -1,0 +1,1 @@
+"""Pure scheduling policy: no I/O; ``now`` and the random generator are parameters."""

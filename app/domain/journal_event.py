@@ -1,0 +1,88 @@
+"""A decoded origin_visit_status journal message, and its validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+FINAL_STATUSES = frozenset({"full", "partial", "failed", "not_found"})
+ALL_STATUSES = FINAL_STATUSES | {"created", "ongoing"}
+SUCCESS_STATUSES = frozenset({"full", "partial"})
+SNAPSHOT_ID_LENGTH = 20
+
+
+class InvalidEvent(ValueError):
+    """A journal message that cannot be applied; the text names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class VisitStatusEvent:
+    """One origin_visit_status record as the archive publishes it."""
+
+    origin: str
+    visit_type: str
+    visit: int
+    date: datetime
+    status: str
+    snapshot: bytes | None
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def is_final(self) -> bool:
+        """Whether this status ends the visit (and so moves the schedule)."""
+        return self.status in FINAL_STATUSES
+
+    @property
+    def order_key(self) -> tuple[datetime, int, int]:
+        """Total order of statuses of one origin: date, visit, then finality."""
+        return (self.date, self.visit, int(self.is_final))
+
+    @property
+    def duration_s(self) -> float | None:
+        """Visit duration reported by the loader in ``metadata``, if any."""
+        if not self.metadata:
+            return None
+        value = self.metadata.get("duration_s")
+        return float(value) if isinstance(value, int | float) else None
+
+
+def event_from_dict(raw: Any, known_visit_types: frozenset[str]) -> VisitStatusEvent:
+    """Validate a decoded journal value; raise InvalidEvent naming the bad field."""
+    if not isinstance(raw, dict):
+        raise InvalidEvent(f"value: expected a map, got {type(raw).__name__}")
+    origin = _field(raw, "origin", str)
+    if not origin:
+        raise InvalidEvent("origin: empty")
+    visit = _field(raw, "visit", int)
+    if isinstance(visit, bool) or visit < 0:
+        raise InvalidEvent(f"visit: expected a non-negative integer, got {visit!r}")
+    date = _field(raw, "date", datetime)
+    if date.tzinfo is None:
+        raise InvalidEvent("date: naive datetime, expected UTC")
+    status = _field(raw, "status", str)
+    if status not in ALL_STATUSES:
+        raise InvalidEvent(f"status: unknown status {status!r}")
+    visit_type = _field(raw, "type", str)
+    if visit_type not in known_visit_types:
+        raise InvalidEvent(
+            f"type: unknown visit type {visit_type!r} (known: {', '.join(sorted(known_visit_types))})"
+        )
+    snapshot = raw.get("snapshot")
+    if snapshot is not None and (
+        not isinstance(snapshot, bytes) or len(snapshot) != SNAPSHOT_ID_LENGTH
+    ):
+        raise InvalidEvent("snapshot: expected 20 bytes or nil")
+    metadata = raw.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidEvent("metadata: expected a map or nil")
+    return VisitStatusEvent(origin, visit_type, visit, date, status, snapshot, metadata)
+
+
+def _field(raw: dict[Any, Any], name: str, kind: type[Any]) -> Any:
+    if name not in raw:
+        raise InvalidEvent(f"{name}: missing")
+    value = raw[name]
+    if not isinstance(value, kind):
+        raise InvalidEvent(f"{name}: expected {kind.__name__}, got {type(value).__name__}")
+    return value

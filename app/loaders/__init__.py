@@ -1,0 +1,1 @@
+"""Loaders: visit one origin and say what was found."""

@@ -1,0 +1,76 @@
+"""Process configuration, read from the environment (prefix ``REVISIT_``).
+
+Every Procfile process reads the same settings, so one environment configures
+the whole deployment. Service addresses that embed credentials are SecretStr so
+they never show up in logs or ``repr``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All knobs of revisit; defaults suit a single-host deployment."""
+
+    model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="ignore")
+
+    database_url: SecretStr = Field(
+        default=SecretStr("postgresql://postgres@127.0.0.1:5432/revisit"),
+        description="libpq connection string of the PostgreSQL source of truth",
+    )
+    redis_url: SecretStr = Field(
+        default=SecretStr("redis://127.0.0.1:6379/0"),
+        description="Redis holding the scheduling mirror and the Dramatiq queues",
+    )
+    kafka_brokers: str = Field(default="127.0.0.1:9092", description="bootstrap.servers")
+    journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
+    dead_letter_topic: str = Field(default="revisit.journal.dead_letter")
+    journal_group_id: str = Field(default="revisit-journal-client")
+    journal_batch_size: int = Field(default=2000, ge=1)
+    journal_batch_timeout_s: float = Field(default=0.5, gt=0)
+    kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
+
+    redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
+    dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
+    dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
+    dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
+
+    visit_types: list[str] = Field(
+        default=["git", "hg", "svn"],
+        description="visit types whose Dramatiq queues the worker processes declare",
+    )
+    scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
+    scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
+
+    ladder_unit_s: float = Field(
+        default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
+    )
+    absolute_cooldown_s: float = Field(default=12 * 3600.0, ge=0)
+    scheduled_cooldown_s: float = Field(default=7 * 86400.0, ge=0)
+    failed_cooldown_s: float = Field(default=14 * 86400.0, ge=0)
+    not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
+    max_failures_in_a_row: int = Field(default=3, ge=1)
+
+    git_timeout_s: float = Field(default=120.0, gt=0)
+
+    metrics_address: str = Field(default="127.0.0.1")
+    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+    journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+
+    def database_dsn(self) -> str:
+        """The PostgreSQL connection string, unwrapped for the driver."""
+        return self.database_url.get_secret_value()
+
+    def redis_dsn(self) -> str:
+        """The Redis URL, unwrapped for the driver."""
+        return self.redis_url.get_secret_value()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""Prometheus metrics of revisit's processes, Grafana dashboards and alert rules."""

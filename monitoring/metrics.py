@@ -1,0 +1,51 @@
+"""Every Prometheus metric revisit exports, in one place."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+JOURNAL_MESSAGES = Counter(
+    "revisit_journal_messages_total",
+    "origin_visit_status messages applied, by status and visit type",
+    ["status", "visit_type"],
+)
+JOURNAL_OUTCOMES = Counter(
+    "revisit_journal_visit_outcomes_total",
+    "Final visits applied, by outcome (eventful, uneventful, failed) and visit type",
+    ["outcome", "visit_type"],
+)
+JOURNAL_DEAD_LETTERS = Counter(
+    "revisit_journal_dead_letters_total",
+    "Journal messages that could not be applied and went to the dead-letter topic",
+    ["reason"],
+)
+JOURNAL_BATCH_SECONDS = Histogram(
+    "revisit_journal_batch_seconds", "Time to apply one journal batch, commit included"
+)
+SCHEDULED_VISITS = Counter(
+    "revisit_scheduled_visits_total", "Visits sent to workers, by visit type", ["visit_type"]
+)
+SCHEDULER_FREE_SLOTS = Gauge(
+    "revisit_scheduler_free_slots", "Free slots of each visit queue at the last step", ["visit_type"]
+)
+RETURNED_ORIGINS = Counter(
+    "revisit_returned_origins_total",
+    "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never reported",
+    ["visit_type", "reason"],
+)
+MIRROR_ORIGINS = Gauge(
+    "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
+)
+VISITS = Counter(
+    "revisit_worker_visits_total", "Visits done by workers, by visit type and status",
+    ["visit_type", "status"],
+)
+VISIT_SECONDS = Histogram(
+    "revisit_worker_visit_seconds", "Duration of visits", ["visit_type"]
+)
+
+
+def serve(port: int, address: str = "127.0.0.1") -> None:
+    """Expose /metrics on ``address:port`` (0: do not serve)."""
+    if port:
+        start_http_server(port, addr=address)

@@ -1,0 +1,1 @@
+"""The Redis mirror of the scheduling pools: key layout, Lua scripts, rebuild."""

@@ -1,0 +1,69 @@
+"""Every Redis key revisit writes, in one place.
+
+All keys of one visit type share the hash tag ``{<visit_type>}`` so that, on a
+Redis Cluster, a visit type's pools live on one slot and the Lua scripts that
+move origins between them stay atomic.
+
+| key                                   | type | member         | score / value            |
+|---------------------------------------|------|----------------|--------------------------|
+| ``<ns>:{<vt>}:pool:<pool>``           | zset | stats id       | next visit target (unix s) |
+| ``<ns>:{<vt>}:inflight``              | zset | stats id       | when scheduled (unix s)  |
+| ``<ns>:{<vt>}:cooling``               | zset | stats id       | when it may be visited again (unix s) |
+| ``<ns>:{<vt>}:parked``                | hash | stats id       | next visit target of in-flight and cooling origins |
+| ``<ns>:{<vt>}:meta``                  | hash | field          | ``rebuilt_at`` and other bookkeeping |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POOLS = ("next_visit",)
+DEFAULT_POOL = "next_visit"
+
+
+@dataclass(frozen=True, slots=True)
+class VisitTypeKeys:
+    """Key names of one visit type's part of the mirror."""
+
+    namespace: str
+    visit_type: str
+    prefix: str = ""
+
+    @property
+    def tag(self) -> str:
+        """The common prefix, carrying the Redis Cluster hash tag."""
+        return f"{self.namespace}:{{{self.visit_type}}}:{self.prefix}"
+
+    def pool(self, name: str = DEFAULT_POOL) -> str:
+        """Sorted set of the origins ready to be picked by one policy's pool."""
+        if name not in POOLS:
+            raise ValueError(f"unknown pool {name!r} (known: {', '.join(POOLS)})")
+        return f"{self.tag}pool:{name}"
+
+    @property
+    def inflight(self) -> str:
+        """Sorted set of the origins sent to a worker, by when they were sent."""
+        return f"{self.tag}inflight"
+
+    @property
+    def cooling(self) -> str:
+        """Sorted set of the origins resting after a visit, by when they may return."""
+        return f"{self.tag}cooling"
+
+    @property
+    def parked(self) -> str:
+        """Hash of the next visit target of each origin in flight or cooling."""
+        return f"{self.tag}parked"
+
+    @property
+    def meta(self) -> str:
+        """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
+        return f"{self.tag}meta"
+
+    def data_keys(self) -> list[str]:
+        """The keys that hold origins (all but ``meta``), in script order."""
+        return [self.pool(), self.inflight, self.cooling, self.parked]
+
+    def staging(self) -> VisitTypeKeys:
+        """Keys of a rebuild in progress, renamed over the live ones when done."""
+        return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:")

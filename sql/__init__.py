@@ -1,0 +1,1 @@
+"""SQL of revisit: numbered migrations and named queries, shipped as package data."""

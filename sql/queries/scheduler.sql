@@ -1,0 +1,41 @@
+-- Recording what the scheduler sent to workers.
+
+-- name: mark_scheduled
+-- One statement per batch: stamp last_scheduled and fetch what the visit
+-- messages need (the loader arguments of the most recently seen listing).
+with marked as (
+  update origin_visit_stats set last_scheduled = %(now)s
+  where id = any(%(ids)s)
+  returning id, url, visit_type
+)
+select m.id, m.url, m.visit_type,
+       coalesce((select lo.extra_loader_arguments from listed_origins lo
+                 where lo.url = m.url and lo.visit_type = m.visit_type
+                 order by lo.enabled desc, lo.last_seen desc limit 1),
+                '{}'::jsonb) as extra_loader_arguments
+from marked m
+
+-- name: origins_by_id
+select id, url, visit_type from origin_visit_stats where id = any(%(ids)s)
+
+-- name: visit_type_config
+select name, max_queue_length, num_retries, extract(epoch from retry_delay) as retry_delay_s,
+       extract(epoch from time_limit) as time_limit_s,
+       extract(epoch from min_interval) as min_interval_s,
+       extract(epoch from max_interval) as max_interval_s,
+       extract(epoch from default_interval) as default_interval_s
+from visit_types order by name
+
+-- name: describe_origin
+select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
+       st.last_successful, st.last_scheduled, encode(st.last_snapshot, 'hex') as last_snapshot,
+       st.next_visit_queue_position, st.next_position_offset, st.successive_visits,
+       st.eventful_visits, st.uneventful_visits, st.failed_visits, st.failures_in_a_row,
+       st.last_duration_s, st.disabled_for_failures,
+       (select string_agg(l.name || '/' || l.instance_name
+                          || case when lo.enabled then '' else ' (disabled)' end, ', ')
+        from listed_origins lo join listers l on l.id = lo.lister_id
+        where lo.url = st.url and lo.visit_type = st.visit_type) as listed_by
+from origin_visit_stats st
+where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(visit_type)s)
+order by st.visit_type
