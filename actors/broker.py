@@ -21,7 +21,7 @@ from app.settings import Settings
 
 def make_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, set as Dramatiq's global broker."""
-    broker = RedisBroker(
+    broker = RedisBroker(  # type: ignore[no-untyped-call]
         url=settings.redis_dsn(),
         namespace=settings.dramatiq_namespace,
         heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
@@ -62,7 +62,7 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
             broker.heartbeat_timeout,
             broker.dead_message_ttl,
             0,
-            broker._max_unpack_size(),
+            broker._max_unpack_size(),  # type: ignore[no-untyped-call]
             message.options["redis_message_id"],
             message.encode(),
         ]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from app.context import Context
 from app.db.connection import connect
@@ -59,8 +59,8 @@ def next_offsets(messages: list[Message]) -> list[TopicPartition]:
     """The offsets to commit after ``messages``: one past the last of each partition."""
     last: dict[tuple[str, int], int] = {}
     for m in messages:
-        key = (m.topic(), m.partition())
-        last[key] = max(last.get(key, -1), m.offset())
+        key = (str(m.topic()), int(m.partition() or 0))
+        last[key] = max(last.get(key, -1), int(m.offset() or 0))
     return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 

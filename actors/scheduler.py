@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import dramatiq
 
@@ -59,7 +60,7 @@ class SchedulerLoop:
                 config.max_queue_length, depth, self.settings.scheduler_min_free_fraction
             )
             result = schedule_step(self.conn, self.ctx, visit_type, slots, now)
-            messages = [
+            messages: list[dramatiq.Message[Any]] = [
                 dramatiq.Message(
                     queue_name=queue,
                     actor_name="visit",

@@ -9,7 +9,7 @@ never reaches the journal is returned by the scheduler after its cooldown.
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import dramatiq
@@ -35,7 +35,7 @@ def publisher() -> StatusPublisher:
     return StatusPublisher(get_settings())
 
 
-@lru_cache(maxsize=None)
+@cache
 def loader_for(visit_type: str) -> Loader:
     """The loader of a visit type, loaded once."""
     return get_loader(visit_type)

@@ -23,8 +23,9 @@ from app.listing import record_listed_origins
 from app.listing_input import ListingInputError, parse_json_lines
 from app.settings import Settings, get_settings
 
-app = typer.Typer(help="revisit: decides which software origin each loader visits next.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="revisit: decides which software origin each loader visits next.", no_args_is_help=True
+)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 lister_app = typer.Typer(help="Lister instances.", no_args_is_help=True)
 origins_app = typer.Typer(help="Listed origins.", no_args_is_help=True)
@@ -120,7 +121,7 @@ def origins_import(
     with connect(settings) as conn:
         try:
             lister_id = find_lister(conn, name, instance)["id"]
-            count = record_listed_origins(conn, ctx, lister_id, rows, _now())  # type: ignore[arg-type]
+            count = record_listed_origins(conn, ctx, lister_id, rows, _now())
         except UnknownLister as exc:
             raise _fail(f"--lister: {exc}") from exc
         except ListingInputError as exc:
@@ -133,7 +134,9 @@ def origins_import(
 @app.command("schedule")
 def schedule(
     visit_type: str,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="only show what would be picked")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="only show what would be picked")
+    ] = False,
     n: Annotated[int, typer.Option("-n", min=1, help="how many visits")] = 10,
 ) -> None:
     """Show (--dry-run) or schedule the next N visits of VISIT_TYPE."""
@@ -262,15 +265,29 @@ def worker(
     from app.queue_names import visit_queue
 
     queues = [visit_queue(vt) for vt in get_settings().visit_types]
-    args = [sys.executable, "-m", "dramatiq", "actors.worker",
-            "--processes", str(processes), "--threads", str(threads), "--queues", *queues]
+    args = [
+        sys.executable,
+        "-m",
+        "dramatiq",
+        "actors.worker",
+        "--processes",
+        str(processes),
+        "--threads",
+        str(threads),
+        "--queues",
+        *queues,
+    ]
     os.execv(sys.executable, args)
 
 
 @app.command("demo")
 def demo(
-    repos: Annotated[int, typer.Option(min=2, max=200, help="git repositories in the demo forge")] = 12,
-    duration: Annotated[float | None, typer.Option(min=1, help="stop after this many seconds")] = None,
+    repos: Annotated[
+        int, typer.Option(min=2, max=200, help="git repositories in the demo forge")
+    ] = 12,
+    duration: Annotated[
+        float | None, typer.Option(min=1, help="stop after this many seconds")
+    ] = None,
 ) -> None:
     """Run everything on local throwaway services with a demo forge of git repositories."""
     from app.demo import run_demo

@@ -40,4 +40,6 @@ class Context:
     def from_settings(cls, settings: Settings) -> Context:
         """Build the handles described by ``settings``."""
         client = redis_client(settings)
-        return cls(settings, client, Mirror(client, settings.redis_namespace), cooldowns_from(settings))
+        return cls(
+            settings, client, Mirror(client, settings.redis_namespace), cooldowns_from(settings)
+        )

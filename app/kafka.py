@@ -67,4 +67,6 @@ class StatusPublisher:
         )
         remaining = self.producer.flush(flush_timeout_s)
         if remaining:
-            raise RuntimeError(f"journal publish of {origin} not acknowledged in {flush_timeout_s}s")
+            raise RuntimeError(
+                f"journal publish of {origin} not acknowledged in {flush_timeout_s}s"
+            )

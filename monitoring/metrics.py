@@ -26,7 +26,9 @@ SCHEDULED_VISITS = Counter(
     "revisit_scheduled_visits_total", "Visits sent to workers, by visit type", ["visit_type"]
 )
 SCHEDULER_FREE_SLOTS = Gauge(
-    "revisit_scheduler_free_slots", "Free slots of each visit queue at the last step", ["visit_type"]
+    "revisit_scheduler_free_slots",
+    "Free slots of each visit queue at the last step",
+    ["visit_type"],
 )
 RETURNED_ORIGINS = Counter(
     "revisit_returned_origins_total",
@@ -37,12 +39,11 @@ MIRROR_ORIGINS = Gauge(
     "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
 )
 VISITS = Counter(
-    "revisit_worker_visits_total", "Visits done by workers, by visit type and status",
+    "revisit_worker_visits_total",
+    "Visits done by workers, by visit type and status",
     ["visit_type", "status"],
 )
-VISIT_SECONDS = Histogram(
-    "revisit_worker_visit_seconds", "Duration of visits", ["visit_type"]
-)
+VISIT_SECONDS = Histogram("revisit_worker_visit_seconds", "Duration of visits", ["visit_type"])
 
 
 def serve(port: int, address: str = "127.0.0.1") -> None:

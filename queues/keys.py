@@ -4,13 +4,13 @@ All keys of one visit type share the hash tag ``{<visit_type>}`` so that, on a
 Redis Cluster, a visit type's pools live on one slot and the Lua scripts that
 move origins between them stay atomic.
 
-| key                                   | type | member         | score / value            |
-|---------------------------------------|------|----------------|--------------------------|
-| ``<ns>:{<vt>}:pool:<pool>``           | zset | stats id       | next visit target (unix s) |
-| ``<ns>:{<vt>}:inflight``              | zset | stats id       | when scheduled (unix s)  |
-| ``<ns>:{<vt>}:cooling``               | zset | stats id       | when it may be visited again (unix s) |
-| ``<ns>:{<vt>}:parked``                | hash | stats id       | next visit target of in-flight and cooling origins |
-| ``<ns>:{<vt>}:meta``                  | hash | field          | ``rebuilt_at`` and other bookkeeping |
+| key                        | type | member   | score / value                             |
+|----------------------------|------|----------|-------------------------------------------|
+| ``<ns>:{<vt>}:pool:<pool>`` | zset | stats id | next visit target (unix s)                |
+| ``<ns>:{<vt>}:inflight``   | zset | stats id | when scheduled (unix s)                   |
+| ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
+| ``<ns>:{<vt>}:parked``     | hash | stats id | target of in-flight and cooling origins   |
+| ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping      |
 """
 
 from __future__ import annotations

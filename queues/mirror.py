@@ -107,7 +107,7 @@ class Mirror:
             pipe.execute()
             count += len(chunk)
         pipe = self.client.pipeline(transaction=True)
-        for old, new in zip(live.data_keys(), staging.data_keys(), strict=True):
+        for old in live.data_keys():
             pipe.delete(old)
         for old, new in zip(live.data_keys(), staging.data_keys(), strict=True):
             if self.client.exists(new):
@@ -120,12 +120,7 @@ class Mirror:
         """Every origin of the mirror with its place and score (for checks and tests)."""
         keys = self.keys(visit_type)
         found: dict[int, tuple[Where, float]] = {}
-        places: list[tuple[Where, str]] = [
-            ("pool", keys.pool()),
-            ("inflight", keys.inflight),
-            ("cooling", keys.cooling),
-        ]
-        for where, key in places:
+        for where, key in _places(keys):
             for member, score in self.client.zscan_iter(key, count=5000):
                 origin = int(member)
                 if origin in found:
@@ -137,7 +132,11 @@ class Mirror:
         """Where one origin is, with its score and rank."""
         keys = self.keys(visit_type)
         target = self.client.hget(keys.parked, origin_id)
-        for where, key in (("pool", keys.pool()), ("inflight", keys.inflight), ("cooling", keys.cooling)):
+        for where, key in (
+            ("pool", keys.pool()),
+            ("inflight", keys.inflight),
+            ("cooling", keys.cooling),
+        ):
             score = self.client.zscore(key, origin_id)
             if score is not None:
                 rank = self.client.zrank(key, origin_id)
@@ -165,8 +164,16 @@ def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
         by_where[p.where][str(p.id)] = p.score
         if p.where != "pool":
             parked[str(p.id)] = repr(p.target)
-    for where, key in (("pool", keys.pool()), ("inflight", keys.inflight), ("cooling", keys.cooling)):
+    for where, key in (
+        ("pool", keys.pool()),
+        ("inflight", keys.inflight),
+        ("cooling", keys.cooling),
+    ):
         if by_where[where]:
             pipe.zadd(key, by_where[where])
     if parked:
         pipe.hset(keys.parked, mapping=parked)
+
+
+def _places(keys: VisitTypeKeys) -> list[tuple[Where, str]]:
+    return [("pool", keys.pool()), ("inflight", keys.inflight), ("cooling", keys.cooling)]

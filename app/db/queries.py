@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import LiteralString, cast
+from typing import LiteralString
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
@@ -37,4 +37,4 @@ def all_queries() -> dict[str, str]:
 
 def query(name: str) -> LiteralString:
     """The SQL text of one named query (trusted: it ships with the package)."""
-    return cast(LiteralString, all_queries()[name])
+    return all_queries()[name]

@@ -65,9 +65,8 @@ def event_from_dict(raw: Any, known_visit_types: frozenset[str]) -> VisitStatusE
         raise InvalidEvent(f"status: unknown status {status!r}")
     visit_type = _field(raw, "type", str)
     if visit_type not in known_visit_types:
-        raise InvalidEvent(
-            f"type: unknown visit type {visit_type!r} (known: {', '.join(sorted(known_visit_types))})"
-        )
+        known = ", ".join(sorted(known_visit_types))
+        raise InvalidEvent(f"type: unknown visit type {visit_type!r} (known: {known})")
     snapshot = raw.get("snapshot")
     if snapshot is not None and (
         not isinstance(snapshot, bytes) or len(snapshot) != SNAPSHOT_ID_LENGTH

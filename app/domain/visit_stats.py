@@ -95,9 +95,7 @@ def apply_event(
         last_visit_number=event.visit,
         last_final_date=event.date,
         successive_visits=successive,
-        last_duration_s=event.duration_s
-        if event.duration_s is not None
-        else stats.last_duration_s,
+        last_duration_s=event.duration_s if event.duration_s is not None else stats.last_duration_s,
     )
     base = queue_position
     if result == "failed":
@@ -137,4 +135,3 @@ def apply_events(
     for event in sorted(events, key=lambda e: e.order_key):
         stats = apply_event(stats, event, queue_position, policy, rng)
     return stats
-

@@ -28,7 +28,7 @@ class GitLoader:
     """Visits git origins with ``git ls-remote`` (refs only, no object transfer)."""
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
-        """Visit ``url``; a timeout or git error is a failed visit, a missing repository not_found."""
+        """Visit ``url``: a timeout or git error is failed, a missing repository not_found."""
         started = time.monotonic()
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true"}
         try:
