@@ -38,7 +38,7 @@ app.add_typer(origin_app, name="origin")
 app.add_typer(mirror_app, name="mirror")
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _now() -> datetime:

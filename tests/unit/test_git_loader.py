@@ -1,0 +1,41 @@
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.demo import commit, make_repo
+from app.loaders.git import GitLoader, snapshot_id
+
+
+def test_snapshot_id_ignores_ref_order_and_sees_any_change() -> None:
+    a = "1111\trefs/heads/main\n2222\trefs/tags/v1\n"
+    b = "2222\trefs/tags/v1\n1111\trefs/heads/main\n"
+    c = "1112\trefs/heads/main\n2222\trefs/tags/v1\n"
+    assert snapshot_id(a) == snapshot_id(b) != snapshot_id(c)
+    assert len(snapshot_id(a)) == 20
+
+
+def test_git_loader_reports_new_snapshot_after_a_commit(tmp_path: Path) -> None:
+    url = make_repo(tmp_path / "repo")
+    loader = GitLoader()
+    first = loader.load(url, {}, 10)
+    same = loader.load(url, {}, 10)
+    commit(tmp_path / "repo", "more")
+    changed = loader.load(url, {}, 10)
+    assert first.status == "full" and first.snapshot == same.snapshot
+    assert changed.snapshot != first.snapshot
+
+
+def test_git_loader_reports_missing_repository_as_not_found(tmp_path: Path) -> None:
+    result = GitLoader().load((tmp_path / "nothing").as_uri(), {}, 10)
+    assert result.status == "not_found"
+    assert result.error
+
+
+def test_git_loader_reports_a_timeout_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow(*args: object, **kwargs: object) -> None:
+        raise subprocess.TimeoutExpired(cmd="git", timeout=0.01)
+
+    monkeypatch.setattr(subprocess, "run", slow)
+    result = GitLoader().load("file:///x", {}, 0.01)
+    assert (result.status, result.error) == ("failed", "timeout")
