@@ -99,7 +99,6 @@ class JournalClient:
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
         """Apply one batch, dead-letter its bad messages, then commit its offsets."""
         configs = visit_type_configs(self.conn)
-        self.conn.commit()
         events, rejected = decode_batch([m.value() for m in messages], frozenset(configs))
         for bad in rejected:
             self._dead_letter(messages[bad.index], bad.reason)

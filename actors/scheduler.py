@@ -35,7 +35,7 @@ class SchedulerLoop:
         self.settings = settings
         self.ctx = Context.from_settings(settings)
         self.broker = make_broker(settings)
-        self.conn = connect(settings, autocommit=True)
+        self.conn = connect(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._configs_at = 0.0
 

@@ -146,7 +146,7 @@ def schedule(
     settings = get_settings()
     _visit_types(settings, visit_type)
     ctx = Context.from_settings(settings)
-    with connect(settings, autocommit=True) as conn:
+    with connect(settings) as conn:
         ensure_built(conn, ctx, visit_type, _now())
         if not dry_run:
             from actors.scheduler import SchedulerLoop

@@ -91,7 +91,6 @@ def list_forge(settings: Settings, urls: list[str], gone_url: str) -> None:
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
         lister_id = register_lister(conn, "demo", "local-forge", None)
-        conn.commit()
         rows = [
             (i + 1, ListedOriginIn(url=u, visit_type="git"))
             for i, u in enumerate([*urls, gone_url])

@@ -10,6 +10,10 @@ from app.settings import Settings
 DictConnection = psycopg.Connection[dict[str, object]]
 
 
-def connect(settings: Settings, *, autocommit: bool = False) -> DictConnection:
-    """A new connection whose rows come back as dicts."""
+def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
+    """A new connection whose rows come back as dicts.
+
+    Autocommit by default: every write path opens an explicit transaction, so
+    no statement leaves a transaction (and its row locks) open by accident.
+    """
     return psycopg.connect(settings.database_dsn(), row_factory=dict_row, autocommit=autocommit)

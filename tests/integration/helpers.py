@@ -17,7 +17,6 @@ def list_origins(
 ) -> None:
     """Register a test lister and record ``urls`` as its origins."""
     lister_id = register_lister(conn, "test", "forge", None)
-    conn.commit()
     rows = [(i + 1, ListedOriginIn(url=u, visit_type=visit_type)) for i, u in enumerate(urls)]
     record_listed_origins(conn, ctx, lister_id, rows, now or datetime.now(tz=UTC))
 
@@ -25,5 +24,4 @@ def list_origins(
 def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:
     """Every stats row, by URL."""
     rows = conn.execute("select * from origin_visit_stats").fetchall()
-    conn.commit()
     return {str(r["url"]): r for r in rows}

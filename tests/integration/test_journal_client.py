@@ -1,0 +1,108 @@
+import random
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import Consumer, Producer
+from prometheus_client import REGISTRY
+
+from actors.journal import JournalClient
+from app.context import Context
+from app.db.connection import DictConnection
+from app.kafka import StatusPublisher, producer_config
+from app.mirror_sync import check
+from app.scheduling import schedule_step
+from app.settings import Settings
+from tests.integration.helpers import list_origins, stats_by_url
+from tests.processes import wait_for
+
+URLS = [f"https://forge.example/j{i}.git" for i in range(5)]
+SNAP = [bytes([i]) * 20 for i in range(5)]
+
+
+def drain(client: JournalClient, until: "callable[[], bool]", timeout_s: float = 30) -> None:  # type: ignore[valid-type]
+    def step() -> bool:
+        messages = client.poll_batch()
+        if messages:
+            client.process(messages, datetime.now(tz=UTC))
+        return bool(until())
+
+    wait_for(step, timeout_s, "journal client to apply the statuses")
+
+
+def dead_letter_count(reason: str) -> float:
+    return REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason}) or 0.0
+
+
+def test_statuses_update_stats_and_a_poison_message_is_dead_lettered(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    schedule_step(conn, ctx, "git", 10, now)
+    client = JournalClient(settings, random.Random(3))
+    publisher = StatusPublisher(settings)
+    raw = Producer(producer_config(settings))
+    before = dead_letter_count("value")
+    for i, url in enumerate(URLS[:2]):
+        publisher.publish(url, "git", 1, "full", SNAP[i], {"duration_s": 0.5})
+    raw.produce(settings.journal_topic, value=b"\xc1 definitely not msgpack", key=b"k")
+    raw.flush(10)
+    for i, url in enumerate(URLS[2:], start=2):
+        publisher.publish(url, "git", 1, "full", SNAP[i])
+    publisher.publish(URLS[0], "git", 2, "ongoing", None)
+
+    drain(client, lambda: all(r["last_final_date"] for r in stats_by_url(conn).values()))
+
+    stats = stats_by_url(conn)
+    assert {u: bytes(r["last_snapshot"]) for u, r in stats.items()} == dict(zip(URLS, SNAP))
+    assert all(r["eventful_visits"] == 1 for r in stats.values())
+    assert stats[URLS[0]]["last_duration_s"] == 0.5
+    assert dead_letter_count("value") == before + 1
+    assert ctx.mirror.sizes("git") == {"pool": 0, "inflight": 0, "cooling": 5}
+    assert check(conn, ctx, "git", datetime.now(tz=UTC)) == []
+
+    dlq = Consumer({"bootstrap.servers": settings.kafka_brokers, "group.id": "dlq-reader",
+                    "auto.offset.reset": "earliest", "session.timeout.ms": 1000})
+    dlq.subscribe([settings.dead_letter_topic])
+    found = []
+    wait_for(lambda: bool(found.extend(m for m in dlq.consume(10, 0.5) if not m.error())) or bool(found),
+             20, "the dead letter")
+    dlq.close()
+    assert found[0].value() == b"\xc1 definitely not msgpack"
+    headers = dict(found[0].headers())
+    assert headers["reason"].startswith(b"value: not msgpack")
+    client.consumer.close()
+
+
+def test_replaying_the_whole_topic_leaves_the_stats_unchanged(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    publisher = StatusPublisher(settings)
+    base = now - timedelta(hours=1)
+    for visit in (1, 2, 3):
+        for i, url in enumerate(URLS):
+            status = "failed" if (visit == 2 and i % 2) else "full"
+            snapshot = None if status == "failed" else bytes([visit]) * 20
+            publisher.publish(url, "git", visit, status, snapshot,
+                              date=base + timedelta(minutes=visit))
+    first = JournalClient(settings, random.Random(1))
+    drain(first, lambda: all(r["last_visit_number"] == 3 for r in stats_by_url(conn).values()))
+    first.consumer.close()
+    applied = stats_by_url(conn)
+
+    replay_settings = settings.model_copy(update={"journal_group_id": settings.journal_group_id + "-replay"})
+    replay = JournalClient(replay_settings, random.Random(2))
+    consumed = 0
+
+    def replayed() -> bool:
+        nonlocal consumed
+        messages = replay.poll_batch()
+        if messages:
+            replay.process(messages, datetime.now(tz=UTC))
+            consumed += len(messages)
+        return consumed >= 15
+
+    wait_for(replayed, 30, "the replay")
+    replay.consumer.close()
+    assert stats_by_url(conn) == applied

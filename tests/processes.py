@@ -1,0 +1,53 @@
+"""Starting revisit's own processes (as the Procfile does) from tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+@contextlib.contextmanager
+def running(commands: dict[str, list[str]], env: dict[str, str], logdir: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Start each named command with ``env``; stop them all (SIGTERM) on exit."""
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    try:
+        for name, argv in commands.items():
+            log = (logdir / f"{name}.log").open("wb")
+            procs[name] = subprocess.Popen(
+                argv, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        yield procs
+    finally:
+        for proc in procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, logdir: Path | None = None) -> None:
+    """Poll ``condition`` until true; fail with ``what`` (and the process logs) on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    logs = ""
+    if logdir is not None:
+        for path in sorted(logdir.glob("*.log")):
+            logs += f"\n--- {path.name} ---\n{path.read_text(errors='replace')[-3000:]}"
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}{logs}")
