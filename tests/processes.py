@@ -15,7 +15,9 @@ BIN = Path(sys.executable).parent
 
 
 @contextlib.contextmanager
-def running(commands: dict[str, list[str]], env: dict[str, str], logdir: Path) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+def running(
+    commands: dict[str, list[str]], env: dict[str, str], logdir: Path
+) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
     """Start each named command with ``env``; stop them all (SIGTERM) on exit."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -39,7 +41,9 @@ def running(commands: dict[str, list[str]], env: dict[str, str], logdir: Path) -
                 proc.wait(5)
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, logdir: Path | None = None) -> None:
+def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, logdir: Path | None = None
+) -> None:
     """Poll ``condition`` until true; fail with ``what`` (and the process logs) on timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -12,7 +12,10 @@ from app.listing_input import ListedOriginIn
 
 
 def list_origins(
-    conn: DictConnection, ctx: Context, urls: list[str], visit_type: str = "git",
+    conn: DictConnection,
+    ctx: Context,
+    urls: list[str],
+    visit_type: str = "git",
     now: datetime | None = None,
 ) -> None:
     """Register a test lister and record ``urls`` as its origins."""

@@ -29,7 +29,9 @@ def drain(client: JournalClient, until: "callable[[], bool]", timeout_s: float =
 
 
 def dead_letter_count(reason: str) -> float:
-    return REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason}) or 0.0
+    return (
+        REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason}) or 0.0
+    )
 
 
 def test_statuses_update_stats_and_a_poison_message_is_dead_lettered(
@@ -53,19 +55,30 @@ def test_statuses_update_stats_and_a_poison_message_is_dead_lettered(
     drain(client, lambda: all(r["last_final_date"] for r in stats_by_url(conn).values()))
 
     stats = stats_by_url(conn)
-    assert {u: bytes(r["last_snapshot"]) for u, r in stats.items()} == dict(zip(URLS, SNAP))
+    assert {u: bytes(r["last_snapshot"]) for u, r in stats.items()} == dict(
+        zip(URLS, SNAP, strict=True)
+    )
     assert all(r["eventful_visits"] == 1 for r in stats.values())
     assert stats[URLS[0]]["last_duration_s"] == 0.5
     assert dead_letter_count("value") == before + 1
     assert ctx.mirror.sizes("git") == {"pool": 0, "inflight": 0, "cooling": 5}
     assert check(conn, ctx, "git", datetime.now(tz=UTC)) == []
 
-    dlq = Consumer({"bootstrap.servers": settings.kafka_brokers, "group.id": "dlq-reader",
-                    "auto.offset.reset": "earliest", "session.timeout.ms": 1000})
+    dlq = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_brokers,
+            "group.id": "dlq-reader",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 1000,
+        }
+    )
     dlq.subscribe([settings.dead_letter_topic])
     found = []
-    wait_for(lambda: bool(found.extend(m for m in dlq.consume(10, 0.5) if not m.error())) or bool(found),
-             20, "the dead letter")
+    wait_for(
+        lambda: bool(found.extend(m for m in dlq.consume(10, 0.5) if not m.error())) or bool(found),
+        20,
+        "the dead letter",
+    )
     dlq.close()
     assert found[0].value() == b"\xc1 definitely not msgpack"
     headers = dict(found[0].headers())
@@ -84,14 +97,17 @@ def test_replaying_the_whole_topic_leaves_the_stats_unchanged(
         for i, url in enumerate(URLS):
             status = "failed" if (visit == 2 and i % 2) else "full"
             snapshot = None if status == "failed" else bytes([visit]) * 20
-            publisher.publish(url, "git", visit, status, snapshot,
-                              date=base + timedelta(minutes=visit))
+            publisher.publish(
+                url, "git", visit, status, snapshot, date=base + timedelta(minutes=visit)
+            )
     first = JournalClient(settings, random.Random(1))
     drain(first, lambda: all(r["last_visit_number"] == 3 for r in stats_by_url(conn).values()))
     first.consumer.close()
     applied = stats_by_url(conn)
 
-    replay_settings = settings.model_copy(update={"journal_group_id": settings.journal_group_id + "-replay"})
+    replay_settings = settings.model_copy(
+        update={"journal_group_id": settings.journal_group_id + "-replay"}
+    )
     replay = JournalClient(replay_settings, random.Random(2))
     consumed = 0
 

@@ -15,7 +15,9 @@ NOW = datetime(2026, 6, 1, tzinfo=UTC)
 URLS = [f"https://forge.example/r{i}.git" for i in range(30)]
 
 
-def test_listed_origins_land_in_postgres_and_in_the_pool(conn: DictConnection, ctx: Context) -> None:
+def test_listed_origins_land_in_postgres_and_in_the_pool(
+    conn: DictConnection, ctx: Context
+) -> None:
     list_origins(conn, ctx, URLS, now=NOW)
     stats = stats_by_url(conn)
     assert set(stats) == set(URLS)
@@ -60,7 +62,9 @@ def test_flushed_redis_is_rebuilt_equal_to_postgres(conn: DictConnection, ctx: C
     assert check(conn, ctx, "git", NOW) == []
 
 
-def test_mirror_check_reports_an_origin_missing_from_redis(conn: DictConnection, ctx: Context) -> None:
+def test_mirror_check_reports_an_origin_missing_from_redis(
+    conn: DictConnection, ctx: Context
+) -> None:
     list_origins(conn, ctx, URLS[:2], now=NOW)
     rebuild(conn, ctx, "git", NOW)
     member = ctx.redis.zrange(ctx.mirror.keys("git").pool(), 0, 0)[0]
@@ -81,7 +85,11 @@ def test_new_origins_are_targeted_no_later_than_the_queue_position(
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app", *args], input=stdin, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "app", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -110,10 +118,16 @@ def test_import_from_stdin_records_every_origin(settings: Settings, conn: DictCo
     assert show.returncode == 0 and "pool" in show.stdout
 
 
-def test_import_with_an_unknown_visit_type_is_refused(settings: Settings, conn: DictConnection) -> None:
+def test_import_with_an_unknown_visit_type_is_refused(
+    settings: Settings, conn: DictConnection
+) -> None:
     assert _cli("lister", "register", "gitlab", "example").returncode == 0
     result = _cli(
-        "origins", "import", "-", "--lister", "gitlab/example",
+        "origins",
+        "import",
+        "-",
+        "--lister",
+        "gitlab/example",
         stdin='{"url": "https://a.example/1", "visit_type": "cvs"}\n',
     )
     assert result.returncode == 2

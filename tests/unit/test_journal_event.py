@@ -16,7 +16,12 @@ def valid() -> dict[str, object]:
 
 def test_encoded_status_decodes_to_the_same_event() -> None:
     event = event_from_dict(decode(encode(valid())), KNOWN)
-    assert (event.origin, event.visit, event.date, event.status) == ("https://x.org/r", 3, DATE, "full")
+    assert (event.origin, event.visit, event.date, event.status) == (
+        "https://x.org/r",
+        3,
+        DATE,
+        "full",
+    )
     assert event.snapshot == b"s" * 20
 
 

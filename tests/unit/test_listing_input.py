@@ -5,8 +5,12 @@ from app.listing_input import ListingInputError, check_visit_types, parse_json_l
 
 def test_valid_lines_parse_with_their_line_numbers() -> None:
     rows = parse_json_lines(
-        ['{"url": "https://a", "visit_type": "git"}', "", '{"url": "https://b", "visit_type": "hg",'
-         ' "last_update": "2026-01-01T00:00:00Z", "is_fork": true}']
+        [
+            '{"url": "https://a", "visit_type": "git"}',
+            "",
+            '{"url": "https://b", "visit_type": "hg",'
+            ' "last_update": "2026-01-01T00:00:00Z", "is_fork": true}',
+        ]
     )
     assert [(n, r.url) for n, r in rows] == [(1, "https://a"), (3, "https://b")]
     assert rows[1][1].is_fork is True
@@ -30,5 +34,7 @@ def test_malformed_lines_are_reported_with_line_and_field() -> None:
 
 def test_unknown_visit_type_is_refused_with_the_known_list() -> None:
     rows = parse_json_lines(['{"url": "https://a", "visit_type": "cvs"}'])
-    with pytest.raises(ListingInputError, match=r"line 1: visit_type: unknown visit type 'cvs' \(known: git, hg\)"):
+    with pytest.raises(
+        ListingInputError, match=r"line 1: visit_type: unknown visit type 'cvs' \(known: git, hg\)"
+    ):
         check_visit_types(rows, {"git", "hg"})

@@ -10,8 +10,14 @@ COOL = Cooldowns()
 
 def row(**kw: object) -> MirrorRow:
     base: dict[str, object] = dict(
-        id=7, visit_type="git", next_visit_queue_position=TARGET, last_visit_status=None,
-        last_visit=None, last_final_date=None, last_scheduled=None, enabled=True,
+        id=7,
+        visit_type="git",
+        next_visit_queue_position=TARGET,
+        last_visit_status=None,
+        last_visit=None,
+        last_final_date=None,
+        last_scheduled=None,
+        enabled=True,
     )
     base.update(kw)
     return MirrorRow(**base)  # type: ignore[arg-type]
@@ -36,9 +42,20 @@ def test_scheduled_origin_without_result_is_in_flight_until_the_scheduled_cooldo
 
 def test_recently_visited_origin_cools_down_for_the_absolute_cooldown() -> None:
     visited = NOW - timedelta(hours=1)
-    p = place(row(last_final_date=visited, last_visit_status="full",
-                  last_scheduled=visited - timedelta(minutes=5)), NOW, COOL)
-    assert (p.where, p.score, p.target) == ("cooling", epoch_s(visited + COOL.absolute), epoch_s(TARGET))
+    p = place(
+        row(
+            last_final_date=visited,
+            last_visit_status="full",
+            last_scheduled=visited - timedelta(minutes=5),
+        ),
+        NOW,
+        COOL,
+    )
+    assert (p.where, p.score, p.target) == (
+        "cooling",
+        epoch_s(visited + COOL.absolute),
+        epoch_s(TARGET),
+    )
 
 
 def test_failed_and_not_found_origins_rest_longer() -> None:

@@ -14,7 +14,9 @@ SNAP_A = b"a" * 20
 SNAP_B = b"b" * 20
 
 
-def event(status: str, visit: int, snapshot: bytes | None = None, hours: float = 0) -> VisitStatusEvent:
+def event(
+    status: str, visit: int, snapshot: bytes | None = None, hours: float = 0
+) -> VisitStatusEvent:
     return VisitStatusEvent(
         origin="https://example.org/r.git",
         visit_type="git",
