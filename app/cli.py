@@ -156,9 +156,9 @@ def schedule(
             total = sum(len(r.orders) for r in results if r.visit_type == visit_type)
             console.print(f"scheduled {total} visits of {visit_type}")
             return
-        table = Table("rank", "url", "pool", "next visit target")
-        for rank, (url, pool, target) in enumerate(peek_next(conn, ctx, visit_type, n)):
-            table.add_row(str(rank), url, pool, target.isoformat(timespec="seconds"))
+        table = Table("rank", "url", "pool", "score")
+        for rank, (url, pool, score) in enumerate(peek_next(conn, ctx, visit_type, n)):
+            table.add_row(str(rank), url, pool, f"{score:.0f}")
         console.print(table)
 
 

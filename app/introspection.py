@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.queries import query
 from app.db.scheduling import origins_by_id
+from app.domain.placement import POOLS
 
 
 def peek_next(
     conn: DictConnection, ctx: Context, visit_type: str, n: int
-) -> list[tuple[str, str, datetime]]:
-    """The next ``n`` origins the scheduler would pick (read-only): url, pool, target."""
-    pool = ctx.mirror.keys(visit_type).pool()
-    members: list[tuple[bytes, float]] = ctx.redis.zrange(pool, 0, n - 1, withscores=True)  # type: ignore[assignment]
-    ids = [int(m) for m, _ in members]
-    known = origins_by_id(conn, ids)
+) -> list[tuple[str, str, float]]:
+    """The first ``n`` origins of each pool (read-only): url, pool, score."""
+    found: list[tuple[int, str, float]] = []
+    for pool in POOLS:
+        key = ctx.mirror.keys(visit_type).pool(pool)
+        members: list[tuple[bytes, float]] = ctx.redis.zrange(key, 0, n - 1, withscores=True)  # type: ignore[assignment]
+        found += [(int(m), pool, float(score)) for m, score in members]
+    known = origins_by_id(conn, [i for i, _, _ in found])
     return [
-        (
-            str(known[int(m)]["url"]) if int(m) in known else f"<id {int(m)}>",
-            "next_visit",
-            datetime.fromtimestamp(score, tz=UTC),
-        )
-        for m, score in members
+        (str(known[i]["url"]) if i in known else f"<id {i}>", pool, score)
+        for i, pool, score in found
     ]
 
 
@@ -37,9 +35,8 @@ def describe_origin(
     for row in conn.execute(query("describe_origin"), {"url": url, "visit_type": visit_type}):
         report = dict(row)
         location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))  # type: ignore[call-overload]
-        report["mirror_place"] = location.where
+        report["mirror_place"] = location.pool or location.where
         report["mirror_rank"] = location.rank
-        if location.score is not None:
-            report["mirror_score"] = datetime.fromtimestamp(location.score, tz=UTC).isoformat()
+        report["mirror_score"] = location.score
         reports.append(report)
     return reports

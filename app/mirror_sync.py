@@ -11,6 +11,7 @@ from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
 from app.domain.placement import Placement, place
+from queues.mirror import parked_value
 
 
 def expected_placements(
@@ -53,25 +54,42 @@ class Difference:
 def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> list[Difference]:
     """Compare the mirror of ``visit_type`` with Postgres; return the differences.
 
-    Places are compared exactly; pool scores (next visit targets) too. Origins
-    that moved between cooling and pool only because time passed are not a
-    difference: cooling origins become eligible at the next pop.
+    Places and scores are compared exactly, and for resting origins where they
+    return to. An origin still cooling in Redis whose cooldown has ended is
+    not a difference: the next pop returns it to its pool.
     """
     actual = ctx.mirror.contents(visit_type)
+    parked = ctx.mirror.parked(visit_type)
     differences: list[Difference] = []
     with conn.transaction():
         for p in expected_placements(conn, ctx, visit_type, now):
             if p.where == "absent":
                 continue
+            expected = p.pool if p.where == "pool" else p.where
             found = actual.pop(p.id, None)
             if found is None:
-                differences.append(Difference(p.id, p.where, "nothing"))
+                differences.append(Difference(p.id, expected, "nothing"))
                 continue
-            where, score = found
-            cooled_early = where == "cooling" and p.where == "pool"
-            if where != p.where and not cooled_early:
-                differences.append(Difference(p.id, p.where, where))
-            elif where == "pool" and abs(score - p.score) > 1e-3:
-                differences.append(Difference(p.id, f"pool@{p.score}", f"pool@{score}"))
-    differences.extend(Difference(i, "absent", w) for i, (w, _) in actual.items())
+            place, score = found
+            if place == "cooling" and p.where == "pool":
+                expected_back = parked_value(p)
+                if parked.get(p.id) != expected_back:
+                    differences.append(
+                        Difference(p.id, f"back to {expected_back}", f"back to {parked.get(p.id)}")
+                    )
+            elif place != expected:
+                differences.append(Difference(p.id, expected, place))
+            elif abs(score - p.score) > 1e-3:
+                differences.append(Difference(p.id, f"{expected}@{p.score}", f"{place}@{score}"))
+            elif p.where == "cooling" and parked.get(p.id) != parked_value(p):
+                differences.append(
+                    Difference(p.id, f"back to {parked_value(p)}", f"back to {parked.get(p.id)}")
+                )
+    differences.extend(Difference(i, "absent", place) for i, (place, _) in actual.items())
+    in_place = {
+        i
+        for i, (place, _) in ctx.mirror.contents(visit_type).items()
+        if place in ("inflight", "cooling")
+    }
+    differences.extend(Difference(i, "not parked", "parked") for i in parked if i not in in_place)
     return differences

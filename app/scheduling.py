@@ -15,6 +15,9 @@ from app.mirror_sync import ensure_built
 
 log = logging.getLogger(__name__)
 
+#: Pools ordered by next visit target: only their picks advance the queue position.
+TARGET_ORDERED_POOLS = frozenset({"no_last_update", "up_to_date"})
+
 
 @dataclass(frozen=True)
 class VisitOrder:
@@ -79,10 +82,17 @@ def schedule_step(
     result.cooled, result.lost = popped.cooled, popped.lost
     if not popped.popped:
         return result
-    ids = [origin_id for origin_id, _ in popped.popped]
+    ids = [p.id for p in popped.popped]
+    by_target = {p.id for p in popped.popped if p.pool in TARGET_ORDERED_POOLS}
     with conn.transaction():
         rows = mark_scheduled(conn, ids, now)
-        advance_queue_position(conn, visit_type, max(t for _, t in popped.popped))
+        targets = [
+            epoch_s(r["next_visit_queue_position"])
+            for r in rows
+            if r["id"] in by_target and r["next_visit_queue_position"] is not None
+        ]
+        if targets:
+            advance_queue_position(conn, visit_type, max(targets))
     visit_number = int(now_s * 1000)
     result.orders = [
         VisitOrder(

@@ -6,10 +6,10 @@ move origins between them stay atomic.
 
 | key                        | type | member   | score / value                             |
 |----------------------------|------|----------|-------------------------------------------|
-| ``<ns>:{<vt>}:pool:<pool>`` | zset | stats id | next visit target (unix s)                |
+| ``<ns>:{<vt>}:pool:<pool>`` | zset | stats id | the pool's order (see app.domain.placement) |
 | ``<ns>:{<vt>}:inflight``   | zset | stats id | when scheduled (unix s)                   |
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
-| ``<ns>:{<vt>}:parked``     | hash | stats id | target of in-flight and cooling origins   |
+| ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping      |
 """
 
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-POOLS = ("next_visit",)
-DEFAULT_POOL = "next_visit"
+from app.domain.placement import POOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +33,7 @@ class VisitTypeKeys:
         """The common prefix, carrying the Redis Cluster hash tag."""
         return f"{self.namespace}:{{{self.visit_type}}}:{self.prefix}"
 
-    def pool(self, name: str = DEFAULT_POOL) -> str:
+    def pool(self, name: str) -> str:
         """Sorted set of the origins ready to be picked by one policy's pool."""
         if name not in POOLS:
             raise ValueError(f"unknown pool {name!r} (known: {', '.join(POOLS)})")
@@ -60,9 +59,14 @@ class VisitTypeKeys:
         """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
         return f"{self.tag}meta"
 
+    def pools(self) -> list[str]:
+        """The pool keys, in the order of ``POOLS`` (the Lua scripts' pool index)."""
+        return [self.pool(name) for name in POOLS]
+
     def data_keys(self) -> list[str]:
-        """The keys that hold origins (all but ``meta``), in script order."""
-        return [self.pool(), self.inflight, self.cooling, self.parked]
+        """The keys that hold origins (all but ``meta``), in Lua script order:
+        the four pools, inflight, cooling, parked."""
+        return [*self.pools(), self.inflight, self.cooling, self.parked]
 
     def staging(self) -> VisitTypeKeys:
         """Keys of a rebuild in progress, renamed over the live ones when done."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from itertools import islice
@@ -11,40 +11,65 @@ from typing import Any
 
 import redis
 
-from app.domain.placement import Placement, Where
+from app.domain.placement import POOLS, Placement, PoolName, Where
 from queues.keys import VisitTypeKeys
 
 PLACE_CHUNK = 2000
 MAX_MOVES_PER_POP = 10000
+#: Lua place index of each place (pools are 1..4 in POOLS order).
+PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
+POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
 
 
 def _script(name: str) -> str:
     return (resources.files("queues") / "lua" / f"{name}.lua").read_text()
 
 
+def parked_value(p: Placement) -> str:
+    """The ``parked`` hash value of an origin in flight or cooling: where it returns."""
+    return f"{POOL_INDEX[p.pool]}|{p.pool_score!r}"
+
+
+def place_index(p: Placement) -> int:
+    """The Lua index of a placement's place."""
+    return POOL_INDEX[p.pool] if p.where == "pool" else PLACE_INDEX[p.where]
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    """One origin taken by a pop: its id, the pool it came from and its score there."""
+
+    id: int
+    pool: PoolName
+    score: float
+
+
 @dataclass(frozen=True, slots=True)
 class PopResult:
-    """What one pop did: origins now in flight, and how many came back to the pool."""
+    """What one pop did: origins now in flight, and how many came back to the pools."""
 
-    popped: list[tuple[int, float]]
+    popped: list[Popped]
     cooled: int
     lost: int
 
 
 @dataclass(frozen=True, slots=True)
 class Location:
-    """Where the mirror has one origin, and its rank there (0 = next)."""
+    """Where the mirror has one origin: place, pool, score and rank there (0 = next)."""
 
     where: Where
+    pool: str | None
     score: float | None
     rank: int | None
-    target: float | None
 
 
 def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
+
+
+Weights = Sequence[float] | str
 
 
 class Mirror:
@@ -63,32 +88,48 @@ class Mirror:
     def place(
         self, visit_type: str, placements: Iterable[Placement], *, keep_inflight: bool = False
     ) -> int:
-        """Move origins to the places given; return how many moved."""
-        keys = self.keys(visit_type)
-        return self._place_into(keys, placements, keep_inflight=keep_inflight)
+        """Move origins to the places given; return how many moved.
 
-    def _place_into(
-        self, keys: VisitTypeKeys, placements: Iterable[Placement], *, keep_inflight: bool
-    ) -> int:
-        moved = 0
+        ``keep_inflight`` leaves origins that Redis has in flight alone (for
+        writers that do not know about a pop still being recorded).
+        """
+        keys = self.keys(visit_type).data_keys()
         mode = "keep_inflight" if keep_inflight else "force"
+        moved = 0
         for chunk in _chunks(placements, PLACE_CHUNK):
             args: list[Any] = [mode]
             for p in chunk:
-                args += [p.id, p.where, repr(p.score), repr(p.target)]
-            moved += int(self._place(keys=keys.data_keys(), args=args))
+                args += [p.id, place_index(p), repr(p.score), parked_value(p)]
+            moved += int(self._place(keys=keys, args=args))
         return moved
 
+    def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
+        """Add origins that cannot be in the mirror yet (just created in Postgres),
+        with plain pipelined writes: much faster than ``place`` for bulk listings."""
+        return self._write(self.keys(visit_type), placements)
+
     def pop(
-        self, visit_type: str, count: int, now_s: float, scheduled_cooldown_s: float
+        self,
+        visit_type: str,
+        count: int,
+        now_s: float,
+        scheduled_cooldown_s: float,
+        weights: Weights = "auto",
     ) -> PopResult:
-        """Atomically move up to ``count`` origins with the lowest targets to in flight."""
+        """Atomically move up to ``count`` origins, split across the pools by
+        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight."""
         keys = self.keys(visit_type)
+        weight_args = ["auto", 0, 0, 0] if weights == "auto" else [repr(float(w)) for w in weights]
+        if len(weight_args) != len(POOLS):
+            raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
         cooled, lost, flat = self._pop(
             keys=keys.data_keys(),
-            args=[repr(now_s), count, repr(scheduled_cooldown_s), MAX_MOVES_PER_POP],
+            args=[repr(now_s), count, repr(scheduled_cooldown_s), MAX_MOVES_PER_POP, *weight_args],
         )
-        popped = [(int(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        popped = [
+            Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
+            for i in range(0, len(flat), 3)
+        ]
         return PopResult(popped, int(cooled), int(lost))
 
     def is_built(self, visit_type: str) -> bool:
@@ -100,12 +141,7 @@ class Mirror:
         live = self.keys(visit_type)
         staging = live.staging()
         self.client.delete(*staging.data_keys())
-        count = 0
-        for chunk in _chunks(placements, 20000):
-            pipe = self.client.pipeline(transaction=False)
-            _stage(pipe, staging, chunk)
-            pipe.execute()
-            count += len(chunk)
+        count = self._write(staging, placements)
         pipe = self.client.pipeline(transaction=True)
         for old in live.data_keys():
             pipe.delete(old)
@@ -116,64 +152,76 @@ class Mirror:
         pipe.execute()
         return count
 
-    def contents(self, visit_type: str) -> dict[int, tuple[Where, float]]:
-        """Every origin of the mirror with its place and score (for checks and tests)."""
+    def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
+        count = 0
+        for chunk in _chunks(placements, 20000):
+            pipe = self.client.pipeline(transaction=False)
+            _stage(pipe, keys, chunk)
+            pipe.execute()
+            count += len(chunk)
+        return count
+
+    def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
+        """Every origin of the mirror with its place (a pool name, 'inflight' or
+        'cooling') and score; for checks and tests."""
         keys = self.keys(visit_type)
-        found: dict[int, tuple[Where, float]] = {}
-        for where, key in _places(keys):
+        found: dict[int, tuple[str, float]] = {}
+        for place, key in _places(keys):
             for member, score in self.client.zscan_iter(key, count=5000):
                 origin = int(member)
                 if origin in found:
                     raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
-                found[origin] = (where, float(score))
+                found[origin] = (place, float(score))
         return found
+
+    def parked(self, visit_type: str) -> dict[int, str]:
+        """The parked hash: where each in-flight or cooling origin returns to."""
+        raw = self.client.hgetall(self.keys(visit_type).parked)
+        return {int(k): v.decode() for k, v in raw.items()}  # type: ignore[union-attr]
 
     def locate(self, visit_type: str, origin_id: int) -> Location:
         """Where one origin is, with its score and rank."""
         keys = self.keys(visit_type)
-        target = self.client.hget(keys.parked, origin_id)
-        for where, key in (
-            ("pool", keys.pool()),
-            ("inflight", keys.inflight),
-            ("cooling", keys.cooling),
-        ):
+        for place, key in _places(keys):
             score = self.client.zscore(key, origin_id)
             if score is not None:
                 rank = self.client.zrank(key, origin_id)
-                parked = float(target) if target is not None else float(score)
-                return Location(where, float(score), rank, parked)  # type: ignore[arg-type]
+                where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
+                pool = place if where == "pool" else None
+                return Location(where, pool, float(score), rank)  # type: ignore[arg-type]
         return Location("absent", None, None, None)
 
     def sizes(self, visit_type: str) -> dict[str, int]:
-        """How many origins each place holds."""
+        """How many origins each place holds (pools by name, inflight, cooling)."""
         keys = self.keys(visit_type)
         pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(keys.pool())
-        pipe.zcard(keys.inflight)
-        pipe.zcard(keys.cooling)
-        pool, inflight, cooling = pipe.execute()
-        return {"pool": int(pool), "inflight": int(inflight), "cooling": int(cooling)}
+        places = _places(keys)
+        for _, key in places:
+            pipe.zcard(key)
+        return {place: int(n) for (place, _), n in zip(places, pipe.execute(), strict=True)}
+
+
+def _places(keys: VisitTypeKeys) -> list[tuple[str, str]]:
+    return [
+        *((name, keys.pool(name)) for name in POOLS),
+        ("inflight", keys.inflight),
+        ("cooling", keys.cooling),
+    ]
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
-    by_where: dict[str, dict[str, float]] = {"pool": {}, "inflight": {}, "cooling": {}}
+    by_key: dict[str, dict[str, float]] = {}
     parked: dict[str, str] = {}
     for p in chunk:
         if p.where == "absent":
             continue
-        by_where[p.where][str(p.id)] = p.score
-        if p.where != "pool":
-            parked[str(p.id)] = repr(p.target)
-    for where, key in (
-        ("pool", keys.pool()),
-        ("inflight", keys.inflight),
-        ("cooling", keys.cooling),
-    ):
-        if by_where[where]:
-            pipe.zadd(key, by_where[where])
+        if p.where == "pool":
+            key = keys.pool(p.pool)
+        else:
+            key = keys.inflight if p.where == "inflight" else keys.cooling
+            parked[str(p.id)] = parked_value(p)
+        by_key.setdefault(key, {})[str(p.id)] = p.score
+    for key, members in by_key.items():
+        pipe.zadd(key, members)
     if parked:
         pipe.hset(keys.parked, mapping=parked)
-
-
-def _places(keys: VisitTypeKeys) -> list[tuple[Where, str]]:
-    return [("pool", keys.pool()), ("inflight", keys.inflight), ("cooling", keys.cooling)]

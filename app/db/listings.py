@@ -55,18 +55,21 @@ def mirror_row(r: dict[str, Any]) -> MirrorRow:
         visit_type=r["visit_type"],
         next_visit_queue_position=r["next_visit_queue_position"],
         last_visit_status=r["last_visit_status"],
-        last_visit=r["last_visit"],
         last_final_date=r["last_final_date"],
         last_scheduled=r["last_scheduled"],
+        last_successful=r["last_successful"],
+        last_update=r["last_update"],
+        never_succeeded=r["never_succeeded"],
         enabled=r["enabled"],
     )
 
 
 def upsert_listed_origins(
     conn: DictConnection, lister_id: uuid.UUID, rows: list[ListedOriginIn], now: datetime
-) -> list[MirrorRow]:
-    """Record a batch of listed origins (COPY then one upsert) inside the caller's
-    transaction; return the mirror rows of the origins it touched."""
+) -> list[tuple[MirrorRow, bool]]:
+    """Record a batch of listed origins (COPY then one upsert per table) inside the
+    caller's transaction; return the mirror rows whose place may have changed,
+    each with whether it is new."""
     conn.execute(query("create_listing_staging"))
     with conn.cursor().copy(query("copy_listing_staging")) as copy:
         for row in rows:
@@ -82,7 +85,30 @@ def upsert_listed_origins(
             )
     params = {"lister_id": lister_id, "now": now}
     conn.execute(query("upsert_listed_origins"), params)
-    conn.execute(query("insert_stats_for_listing"), params)
-    mirror_rows = [mirror_row(r) for r in conn.execute(query("listing_mirror_rows"))]
+    changed = [
+        (mirror_row(r), bool(r["inserted"]))
+        for r in conn.execute(query("upsert_stats_for_listing"), params)
+    ]
     conn.execute(query("touch_lister"), {"lister_id": lister_id, "finished": None})
-    return mirror_rows
+    return changed
+
+
+def start_listing(conn: DictConnection, lister_id: uuid.UUID, started: datetime) -> None:
+    """Note when a (full) listing started."""
+    conn.execute(query("start_listing"), {"lister_id": lister_id, "started": started})
+
+
+def disable_unseen(
+    conn: DictConnection, lister_id: uuid.UUID, started: datetime, finished: datetime
+) -> list[MirrorRow]:
+    """End a full listing: disable the lister's origins not seen since ``started``;
+    return the mirror rows of the origins that changed."""
+    params = {"lister_id": lister_id, "started": started, "finished": finished}
+    rows = [mirror_row(r) for r in conn.execute(query("disable_unseen"), params)]
+    conn.execute(query("finish_listing"), params)
+    return rows
+
+
+def finish_listing(conn: DictConnection, lister_id: uuid.UUID, finished: datetime) -> None:
+    """End an incremental listing."""
+    conn.execute(query("finish_listing"), {"lister_id": lister_id, "finished": finished})

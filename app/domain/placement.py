@@ -1,10 +1,19 @@
 """Where an origin belongs in the scheduling mirror, derived from its stats.
 
-The Redis mirror holds every enabled origin in exactly one place: its pool
-(ready to be picked, ordered by its next visit target), ``inflight`` (sent to
-a worker, no result yet) or ``cooling`` (visited recently, resting). This
-function is the single definition of that derivation; the listing import, the
-journal client and the mirror rebuild all use it.
+Every enabled origin is in exactly one place: one of the four pools (ready to
+be picked), ``inflight`` (sent to a worker, no result yet) or ``cooling``
+(visited recently, resting). The pools are those of seed 000, which the
+policies of seed 002 select from:
+
+| pool               | origins                                    | ordered by (score)        |
+|--------------------|--------------------------------------------|---------------------------|
+| ``never_visited``  | last_update known; no successful visit | last_update, oldest first |
+| ``lagging``        | visited; the forge reports a later change  | lag, largest first (-lag) |
+| ``no_last_update`` | the forge reports no last_update           | next visit target         |
+| ``up_to_date``     | visited after the forge's last change      | next visit target         |
+
+This function is the single definition of that derivation; the listing
+import, the journal client and the mirror rebuild all use it.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from typing import Literal
 from app.domain.cooldown import Cooldowns, eligible_at, in_flight_since
 
 Where = Literal["pool", "inflight", "cooling", "absent"]
+PoolName = Literal["never_visited", "lagging", "no_last_update", "up_to_date"]
+POOLS: tuple[PoolName, ...] = ("never_visited", "lagging", "no_last_update", "up_to_date")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -27,20 +38,24 @@ class MirrorRow:
     visit_type: str
     next_visit_queue_position: datetime | None
     last_visit_status: str | None
-    last_visit: datetime | None
     last_final_date: datetime | None
     last_scheduled: datetime | None
+    last_successful: datetime | None
+    last_update: datetime | None
+    never_succeeded: bool
     enabled: bool
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """An origin's place: ``score`` orders it there; ``target`` is its next visit target."""
+    """An origin's place and its score there; ``pool``/``pool_score`` say where it
+    goes when it leaves in flight or cooling."""
 
     id: int
     where: Where
     score: float
-    target: float
+    pool: PoolName
+    pool_score: float
 
 
 def epoch_s(moment: datetime | None) -> float:
@@ -48,15 +63,27 @@ def epoch_s(moment: datetime | None) -> float:
     return 0.0 if moment is None else (moment - EPOCH).total_seconds()
 
 
+def pool_of(row: MirrorRow) -> tuple[PoolName, float]:
+    """The pool an eligible origin waits in, and its score there."""
+    target = epoch_s(row.next_visit_queue_position)
+    if row.last_update is None:
+        return "no_last_update", target
+    if row.never_succeeded or row.last_successful is None:
+        return "never_visited", epoch_s(row.last_update)
+    if row.last_update > row.last_successful:
+        return "lagging", epoch_s(row.last_successful) - epoch_s(row.last_update)
+    return "up_to_date", target
+
+
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     """Decide where ``row`` belongs at ``now``."""
-    target = epoch_s(row.next_visit_queue_position)
+    pool, pool_score = pool_of(row)
     if not row.enabled:
-        return Placement(row.id, "absent", 0.0, target)
+        return Placement(row.id, "absent", 0.0, pool, pool_score)
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
-        return Placement(row.id, "inflight", epoch_s(since), target)
+        return Placement(row.id, "inflight", epoch_s(since), pool, pool_score)
     rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns)
     if rest_until is not None and rest_until > now:
-        return Placement(row.id, "cooling", epoch_s(rest_until), target)
-    return Placement(row.id, "pool", target, target)
+        return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score)
+    return Placement(row.id, "pool", pool_score, pool, pool_score)

@@ -1,36 +1,36 @@
 -- Put origins where Postgres says they belong, atomically, for one visit type.
 --
--- KEYS[1] pool      zset  stats id -> next visit target (unix s)
--- KEYS[2] inflight  zset  stats id -> when it was scheduled (unix s)
--- KEYS[3] cooling   zset  stats id -> when it may be visited again (unix s)
--- KEYS[4] parked    hash  stats id -> next visit target while in flight or cooling
+-- KEYS[1..4] pools     zset  stats id -> score in the pool (never_visited, lagging,
+--                            no_last_update, up_to_date: app.domain.placement.POOLS)
+-- KEYS[5] inflight     zset  stats id -> when it was scheduled (unix s)
+-- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
+-- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' of origins in
+--                            flight or cooling: where they return to
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way)
--- ARGV[2..] groups of four: id, where ('pool', 'inflight', 'cooling', 'absent'),
---         score in that place, next visit target
+-- ARGV[2..] groups of four: id, place (1-4 a pool, 5 inflight, 6 cooling,
+--         0 absent), score in that place, parked value (for 5 and 6)
 --
 -- Returns how many origins were moved.
 
-local pool, inflight, cooling, parked = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local inflight, cooling, parked = KEYS[5], KEYS[6], KEYS[7]
 local keep_inflight = ARGV[1] == 'keep_inflight'
 local moved = 0
 
 for i = 2, #ARGV, 4 do
-  local id, where, score, target = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local id, where, score, back = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   if not (keep_inflight and redis.call('ZSCORE', inflight, id)) then
-    redis.call('ZREM', pool, id)
-    redis.call('ZREM', inflight, id)
-    redis.call('ZREM', cooling, id)
-    redis.call('HDEL', parked, id)
-    if where == 'pool' then
-      redis.call('ZADD', pool, score, id)
-    elseif where == 'inflight' then
-      redis.call('ZADD', inflight, score, id)
-      redis.call('HSET', parked, id, target)
-    elseif where == 'cooling' then
-      redis.call('ZADD', cooling, score, id)
-      redis.call('HSET', parked, id, target)
+    for k = 1, 6 do
+      if k ~= where then redis.call('ZREM', KEYS[k], id) end
+    end
+    if where >= 1 then
+      redis.call('ZADD', KEYS[where], score, id)
+    end
+    if where == 5 or where == 6 then
+      redis.call('HSET', parked, id, back)
+    else
+      redis.call('HDEL', parked, id)
     end
     moved = moved + 1
   end

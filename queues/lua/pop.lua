@@ -1,19 +1,26 @@
--- Pop a batch of origins to visit, atomically, for one visit type.
+-- Pop a weighted batch of origins to visit, atomically, for one visit type.
 --
--- KEYS[1] pool      zset  stats id -> next visit target (unix s)
--- KEYS[2] inflight  zset  stats id -> when it was scheduled (unix s)
--- KEYS[3] cooling   zset  stats id -> when it may be visited again (unix s)
--- KEYS[4] parked    hash  stats id -> next visit target while in flight or cooling
+-- KEYS[1..4] pools     zset  stats id -> score in the pool (never_visited, lagging,
+--                            no_last_update, up_to_date: app.domain.placement.POOLS)
+-- KEYS[5] inflight     zset  stats id -> when it was scheduled (unix s)
+-- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
+-- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' to return to
 -- ARGV[1] now (unix s)
 -- ARGV[2] how many origins to pop
 -- ARGV[3] scheduled cooldown (s): an origin in flight longer than this is presumed lost
 -- ARGV[4] at most this many origins move back from cooling / inflight per call
+-- ARGV[5..8] weight of each pool, or 'auto' in ARGV[5] for seed 000's mixing:
+--         r = #B / (#A + #B); (1 - r) n from no_last_update (group A) and
+--         r n / 3 from each pool of group B (never_visited, lagging, up_to_date)
 --
--- Returns {cooled, lost, {id1, target1, id2, target2, ...}}: how many origins
--- came back from cooling and from lost visits, then the popped origins, which
--- are now in flight with their target parked.
+-- The batch is split by weight; the share of a pool that runs dry goes to the
+-- others, so no slot stays empty while any pool holds an origin.
+--
+-- Returns {cooled, lost, {id, pool index, score, ...}}: how many origins came
+-- back from cooling and from lost visits, then the popped origins, which are
+-- now in flight with their pool and score parked.
 
-local pool, inflight, cooling, parked = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local inflight, cooling, parked = KEYS[5], KEYS[6], KEYS[7]
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local scheduled_cooldown = tonumber(ARGV[3])
@@ -22,8 +29,14 @@ local max_moves = tonumber(ARGV[4])
 local function unpark(from, upto)
   local ids = redis.call('ZRANGEBYSCORE', from, '-inf', upto, 'LIMIT', 0, max_moves)
   for _, id in ipairs(ids) do
-    local target = redis.call('HGET', parked, id)
-    redis.call('ZADD', pool, target or now, id)
+    local back = redis.call('HGET', parked, id)
+    local pool, score = 4, now
+    if back then
+      local sep = string.find(back, '|', 1, true)
+      pool = tonumber(string.sub(back, 1, sep - 1))
+      score = string.sub(back, sep + 1)
+    end
+    redis.call('ZADD', KEYS[pool], score, id)
     redis.call('HDEL', parked, id)
     redis.call('ZREM', from, id)
   end
@@ -33,12 +46,56 @@ end
 local cooled = unpark(cooling, now)
 local lost = unpark(inflight, now - scheduled_cooldown)
 
+local avail, weight = {}, {}
+for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
+if ARGV[5] == 'auto' then
+  local b = avail[1] + avail[2] + avail[4]
+  weight = {b / 3, b / 3, avail[3], b / 3}
+else
+  for i = 1, 4 do weight[i] = tonumber(ARGV[4 + i]) end
+end
+
+local take = {0, 0, 0, 0}
+local remaining = n
+while remaining > 0 do
+  local total = 0
+  for i = 1, 4 do
+    if weight[i] > 0 and take[i] < avail[i] then total = total + weight[i] end
+  end
+  if total == 0 then break end
+  local given = 0
+  for i = 1, 4 do
+    if weight[i] > 0 and take[i] < avail[i] then
+      local share = math.min(math.floor(remaining * weight[i] / total), avail[i] - take[i])
+      take[i] = take[i] + share
+      given = given + share
+    end
+  end
+  if given == 0 then
+    -- Shares below one origin: one each, heaviest pool first, until none is left.
+    local order = {1, 2, 3, 4}
+    table.sort(order, function(a, b) return weight[a] > weight[b] or (weight[a] == weight[b] and a < b) end)
+    for _, i in ipairs(order) do
+      if given < remaining and weight[i] > 0 and take[i] < avail[i] then
+        take[i] = take[i] + 1
+        given = given + 1
+      end
+    end
+  end
+  remaining = remaining - given
+end
+
 local popped = {}
-if n > 0 then
-  popped = redis.call('ZPOPMIN', pool, n)
-  for i = 1, #popped, 2 do
-    redis.call('ZADD', inflight, now, popped[i])
-    redis.call('HSET', parked, popped[i], popped[i + 1])
+for i = 1, 4 do
+  if take[i] > 0 then
+    local got = redis.call('ZPOPMIN', KEYS[i], take[i])
+    for j = 1, #got, 2 do
+      redis.call('ZADD', inflight, now, got[j])
+      redis.call('HSET', parked, got[j], i .. '|' .. got[j + 1])
+      popped[#popped + 1] = got[j]
+      popped[#popped + 1] = i
+      popped[#popped + 1] = got[j + 1]
+    end
   end
 end
 return {cooled, lost, popped}

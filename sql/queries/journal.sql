@@ -56,13 +56,9 @@ with new as (
     failures_in_a_row = excluded.failures_in_a_row,
     last_duration_s = excluded.last_duration_s,
     disabled_for_failures = excluded.disabled_for_failures
-  returning st.id, st.url, st.visit_type, st.next_visit_queue_position,
-            st.last_visit_status::text, st.last_visit, st.last_final_date, st.last_scheduled,
-            st.disabled_for_failures
+  returning st.id, st.visit_type, st.next_visit_queue_position,
+            st.last_visit_status::text, st.last_final_date, st.last_scheduled,
+            st.last_successful, st.last_update, (st.last_snapshot is null) as never_succeeded,
+            (st.listed and not st.disabled_for_failures) as enabled
 )
-select w.id, w.visit_type, w.next_visit_queue_position, w.last_visit_status, w.last_visit,
-       w.last_final_date, w.last_scheduled,
-       (not w.disabled_for_failures and exists (
-          select 1 from listed_origins lo
-          where lo.url = w.url and lo.visit_type = w.visit_type and lo.enabled)) as enabled
-from written w
+select * from written

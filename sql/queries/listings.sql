@@ -47,23 +47,61 @@ on conflict (lister_id, url, visit_type) do update
       is_fork = coalesce(excluded.is_fork, lo.is_fork),
       forked_from_url = coalesce(excluded.forked_from_url, lo.forked_from_url)
 
--- name: insert_stats_for_listing
--- A new origin's first target is the earlier of now and the current queue
--- position, so newly listed origins are served before recurrent visits.
-insert into origin_visit_stats (url, visit_type, next_visit_queue_position)
-select distinct s.url, s.visit_type, least(%(now)s::timestamptz, q.position)
+-- name: upsert_stats_for_listing
+-- One stats row per listed (url, visit_type). A new origin's first target is
+-- the earlier of now and the current queue position, so newly listed origins
+-- come before recurrent visits. An existing row changes only when its place
+-- may change (newer last_update, listed again, disabled after failures), and
+-- only changed rows are returned, with `inserted` telling new ones apart.
+insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
+                                      last_update, listed)
+select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_update), true
 from listing_staging s
 left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
+group by s.url, s.visit_type, q.position
 on conflict (url, visit_type) do update
-  set disabled_for_failures = false,
-      failures_in_a_row = 0
-  where origin_visit_stats.disabled_for_failures
+  set last_update = greatest(st.last_update, excluded.last_update),
+      listed = true,
+      disabled_for_failures = false,
+      failures_in_a_row = case when st.disabled_for_failures then 0
+                               else st.failures_in_a_row end
+  where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
+     or not st.listed
+     or st.disabled_for_failures
+returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
+          st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
+          (st.last_snapshot is null) as never_succeeded,
+          (st.listed and not st.disabled_for_failures) as enabled,
+          (st.xmax = 0) as inserted
 
--- name: listing_mirror_rows
-select st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status,
-       st.last_visit, st.last_final_date, st.last_scheduled, true as enabled
-from origin_visit_stats st
-join (select distinct url, visit_type from listing_staging) s using (url, visit_type)
+-- name: start_listing
+update listers set listing_started_at = %(started)s, updated = now() where id = %(lister_id)s
+
+-- name: disable_unseen
+-- Finishing a full listing: the lister's origins it did not report since the
+-- listing started are disabled; an origin no other lister reports is no
+-- longer scheduled. (The CTE's update is invisible to the outer query, hence
+-- the lister_id <> test.)
+with disabled as (
+  update listed_origins set enabled = false
+  where lister_id = %(lister_id)s and enabled and last_seen < %(started)s
+  returning url, visit_type
+)
+update origin_visit_stats st
+set listed = exists (select 1 from listed_origins lo
+                     where lo.url = st.url and lo.visit_type = st.visit_type
+                       and lo.enabled and lo.lister_id <> %(lister_id)s)
+from (select distinct url, visit_type from disabled) d
+where st.url = d.url and st.visit_type = d.visit_type
+returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
+          st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
+          (st.last_snapshot is null) as never_succeeded,
+          (st.listed and not st.disabled_for_failures) as enabled
+
+-- name: finish_listing
+update listers set last_listing_finished_at = %(finished)s, listing_started_at = null,
+                   updated = now()
+where id = %(lister_id)s
 
 -- name: touch_lister
 update listers set updated = now(), last_listing_finished_at = coalesce(%(finished)s,

@@ -21,7 +21,8 @@ def test_listed_origins_land_in_postgres_and_in_the_pool(
     list_origins(conn, ctx, URLS, now=NOW)
     stats = stats_by_url(conn)
     assert set(stats) == set(URLS)
-    assert ctx.mirror.sizes("git") == {"pool": 30, "inflight": 0, "cooling": 0}
+    assert ctx.mirror.sizes("git")["no_last_update"] == 30
+    assert sum(ctx.mirror.sizes("git").values()) == 30
     assert check(conn, ctx, "git", NOW) == []
 
 
@@ -31,7 +32,8 @@ def test_pop_moves_origins_in_flight_and_stamps_last_scheduled(
     list_origins(conn, ctx, URLS, now=NOW)
     result = schedule_step(conn, ctx, "git", 10, NOW)
     assert len(result.orders) == 10
-    assert ctx.mirror.sizes("git") == {"pool": 20, "inflight": 10, "cooling": 0}
+    sizes = ctx.mirror.sizes("git")
+    assert (sizes["no_last_update"], sizes["inflight"], sum(sizes.values())) == (20, 10, 30)
     scheduled = {u for u, r in stats_by_url(conn).items() if r["last_scheduled"] == NOW}
     assert scheduled == {o.url for o in result.orders}
     assert check(conn, ctx, "git", NOW) == []
@@ -67,11 +69,12 @@ def test_mirror_check_reports_an_origin_missing_from_redis(
 ) -> None:
     list_origins(conn, ctx, URLS[:2], now=NOW)
     rebuild(conn, ctx, "git", NOW)
-    member = ctx.redis.zrange(ctx.mirror.keys("git").pool(), 0, 0)[0]
-    ctx.redis.zrem(ctx.mirror.keys("git").pool(), member)
+    pool = ctx.mirror.keys("git").pool("no_last_update")
+    member = ctx.redis.zrange(pool, 0, 0)[0]
+    ctx.redis.zrem(pool, member)
     differences = check(conn, ctx, "git", NOW)
     assert [(d.origin_id, d.expected, d.actual) for d in differences] == [
-        (int(member), "pool", "nothing")
+        (int(member), "no_last_update", "nothing")
     ]
 
 
@@ -79,7 +82,7 @@ def test_new_origins_are_targeted_no_later_than_the_queue_position(
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, URLS[:1], now=NOW)
-    score = ctx.redis.zscore(ctx.mirror.keys("git").pool(), 1)
+    score = ctx.redis.zscore(ctx.mirror.keys("git").pool("no_last_update"), 1)
     assert score == epoch_s(NOW)
 
 
@@ -115,7 +118,7 @@ def test_import_from_stdin_records_every_origin(settings: Settings, conn: DictCo
     assert result.returncode == 0, result.stderr
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 30}
     show = _cli("origin", "show", URLS[0])
-    assert show.returncode == 0 and "pool" in show.stdout
+    assert show.returncode == 0 and "no_last_update" in show.stdout
 
 
 def test_import_with_an_unknown_visit_type_is_refused(

@@ -1,7 +1,10 @@
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from app.domain.cooldown import Cooldowns
-from app.domain.placement import MirrorRow, epoch_s, place
+from app.domain.placement import MirrorRow, epoch_s, place, pool_of
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 TARGET = NOW + timedelta(days=3)
@@ -14,18 +17,40 @@ def row(**kw: object) -> MirrorRow:
         visit_type="git",
         next_visit_queue_position=TARGET,
         last_visit_status=None,
-        last_visit=None,
         last_final_date=None,
         last_scheduled=None,
+        last_successful=None,
+        last_update=None,
+        never_succeeded=True,
         enabled=True,
     )
     base.update(kw)
     return MirrorRow(**base)  # type: ignore[arg-type]
 
 
-def test_never_scheduled_origin_waits_in_its_pool_at_its_target() -> None:
+def test_origin_without_last_update_waits_in_no_last_update_at_its_target() -> None:
     p = place(row(), NOW, COOL)
-    assert (p.where, p.score) == ("pool", epoch_s(TARGET))
+    assert (p.where, p.pool, p.score) == ("pool", "no_last_update", epoch_s(TARGET))
+
+
+def test_never_visited_origin_with_last_update_is_ordered_by_last_update() -> None:
+    changed = NOW - timedelta(days=40)
+    assert pool_of(row(last_update=changed)) == ("never_visited", epoch_s(changed))
+
+
+def test_origin_changed_after_its_last_visit_is_lagging_by_minus_its_lag() -> None:
+    visited, changed = NOW - timedelta(days=10), NOW - timedelta(days=2)
+    r = row(last_update=changed, last_successful=visited, never_succeeded=False)
+    assert pool_of(r) == ("lagging", -8 * 86400.0)
+
+
+def test_origin_visited_after_its_last_change_is_up_to_date_at_its_target() -> None:
+    r = row(
+        last_update=NOW - timedelta(days=5),
+        last_successful=NOW - timedelta(days=1),
+        never_succeeded=False,
+    )
+    assert pool_of(r) == ("up_to_date", epoch_s(TARGET))
 
 
 def test_disabled_origin_is_absent() -> None:
@@ -35,12 +60,12 @@ def test_disabled_origin_is_absent() -> None:
 def test_scheduled_origin_without_result_is_in_flight_until_the_scheduled_cooldown() -> None:
     sent = NOW - timedelta(days=1)
     p = place(row(last_scheduled=sent), NOW, COOL)
-    assert (p.where, p.score) == ("inflight", epoch_s(sent))
+    assert (p.where, p.score, p.pool) == ("inflight", epoch_s(sent), "no_last_update")
     lost = place(row(last_scheduled=NOW - COOL.scheduled), NOW, COOL)
     assert lost.where == "pool"
 
 
-def test_recently_visited_origin_cools_down_for_the_absolute_cooldown() -> None:
+def test_recently_visited_origin_cools_down_and_remembers_its_pool() -> None:
     visited = NOW - timedelta(hours=1)
     p = place(
         row(
@@ -51,11 +76,8 @@ def test_recently_visited_origin_cools_down_for_the_absolute_cooldown() -> None:
         NOW,
         COOL,
     )
-    assert (p.where, p.score, p.target) == (
-        "cooling",
-        epoch_s(visited + COOL.absolute),
-        epoch_s(TARGET),
-    )
+    assert (p.where, p.score) == ("cooling", epoch_s(visited + COOL.absolute))
+    assert (p.pool, p.pool_score) == ("no_last_update", epoch_s(TARGET))
 
 
 def test_failed_and_not_found_origins_rest_longer() -> None:
@@ -66,3 +88,29 @@ def test_failed_and_not_found_origins_rest_longer() -> None:
     assert failed.where == "cooling" and failed.score == epoch_s(visited + COOL.failed)
     assert gone.score == epoch_s(visited + COOL.not_found)
     assert ok.where == "pool"
+
+
+MOMENTS = st.none() | st.integers(-400, 400).map(lambda d: NOW + timedelta(days=d))
+
+
+@given(MOMENTS, MOMENTS, MOMENTS, st.booleans(), st.booleans())
+def test_every_enabled_origin_has_exactly_one_place(
+    last_update: datetime | None,
+    last_successful: datetime | None,
+    last_scheduled: datetime | None,
+    never: bool,
+    enabled: bool,
+) -> None:
+    p = place(
+        row(
+            last_update=last_update,
+            last_successful=last_successful,
+            last_scheduled=last_scheduled,
+            never_succeeded=never,
+            enabled=enabled,
+        ),
+        NOW,
+        COOL,
+    )
+    assert (p.where == "absent") == (not enabled)
+    assert p.pool in ("never_visited", "lagging", "no_last_update", "up_to_date")
