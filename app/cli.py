@@ -20,7 +20,7 @@ from app.db.connection import connect
 from app.db.listings import UnknownLister, find_lister, register_lister
 from app.db.migrate import migrate
 from app.listing import record_listed_origins
-from app.listing_input import ListingInputError, parse_json_lines
+from app.listing_input import ListingInputError
 from app.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -101,34 +101,63 @@ def lister_register(
 
 @origins_app.command("import")
 def origins_import(
-    file: Annotated[str, typer.Argument(help="JSON lines file, or - for standard input")],
+    file: Annotated[str, typer.Argument(help="listing file, or - for standard input")],
     lister: Annotated[str, typer.Option(help="NAME/INSTANCE of a registered lister")],
+    csv_format: Annotated[
+        bool, typer.Option("--csv", help="CSV with a header line instead of JSON lines")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="a full listing: disable the lister's unseen origins")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 100_000,
 ) -> None:
-    """Record listed origins (one JSON object a line); a bad line refuses the whole file."""
+    """Record listed origins in batches; a bad line refuses its whole batch.
+
+    With --full, the lister's origins missing from the file are disabled,
+    unless some batch was refused (the listing is then incomplete).
+    """
+    from app.listing import finish_listing, start_listing
+    from app.listing_input import batches
+
     name, instance = _split_lister(lister)
-    try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text()
-    except OSError as exc:
-        raise _fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
-    try:
-        rows = parse_json_lines(text.splitlines())
-    except ListingInputError as exc:
-        for error in exc.errors:
-            err.print(f"{file}: {error}")
-        raise _fail(f"nothing imported: {len(exc.errors)} bad line(s)") from exc
     settings = get_settings()
     ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
+    try:
+        handle = sys.stdin if file == "-" else Path(file).open()  # noqa: SIM115
+    except OSError as exc:
+        raise _fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
+    recorded = refused = 0
+    with connect(settings) as conn, handle:
         try:
             lister_id = find_lister(conn, name, instance)["id"]
-            count = record_listed_origins(conn, ctx, lister_id, rows, _now())
         except UnknownLister as exc:
             raise _fail(f"--lister: {exc}") from exc
-        except ListingInputError as exc:
-            for error in exc.errors:
-                err.print(f"{file}: {error}")
-            raise _fail(f"nothing imported: {len(exc.errors)} bad line(s)") from exc
-    console.print(f"imported {count} origins for {name}/{instance}")
+        started = start_listing(conn, lister_id, _now())
+        for batch in batches(handle, batch_size, csv_format=csv_format):
+            try:
+                if isinstance(batch, ListingInputError):
+                    raise batch
+                recorded += record_listed_origins(conn, ctx, lister_id, batch, _now())
+            except ListingInputError as exc:
+                _report(exc, file)
+                refused += 1
+        disabled = 0
+        if not refused:
+            disabled = finish_listing(conn, ctx, lister_id, started, _now(), full=full)
+    console.print(
+        f"imported {recorded} origins for {name}/{instance}"
+        + (f", disabled {disabled} unseen" if full and not refused else "")
+    )
+    if refused:
+        raise _fail(
+            f"{refused} batch(es) refused, nothing of them written"
+            + ("; unseen origins were not disabled" if full else "")
+        )
+
+
+def _report(exc: ListingInputError, file: str) -> None:
+    for error in exc.errors:
+        err.print(f"{file}: {error}")
 
 
 @app.command("schedule")

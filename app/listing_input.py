@@ -1,11 +1,13 @@
-"""Parsing listed origins from JSON lines, with errors that name line and field."""
+"""Parsing listed origins (JSON lines or CSV), with errors that name line and field."""
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -29,6 +31,9 @@ class ListedOriginIn(BaseModel):
         if value is not None and value.tzinfo is None:
             raise ValueError("timestamp needs a time zone (e.g. 2024-01-31T12:00:00Z)")
         return value
+
+
+LISTING_FIELDS = tuple(ListedOriginIn.model_fields)
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,17 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
         try:
             rows.append((number, ListedOriginIn.model_validate(raw)))
         except ValidationError as exc:
-            for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"]) or "(row)"
-                errors.append(RowError(number, field, err["msg"]))
+            errors.extend(_row_errors(number, exc))
     if errors:
         raise ListingInputError(errors)
     return rows
+
+
+def _row_errors(number: int, exc: ValidationError) -> list[RowError]:
+    return [
+        RowError(number, ".".join(str(p) for p in err["loc"]) or "(row)", err["msg"])
+        for err in exc.errors()
+    ]
 
 
 def check_visit_types(rows: list[NumberedRow], known: set[str]) -> None:
@@ -92,3 +102,71 @@ def check_visit_types(rows: list[NumberedRow], known: set[str]) -> None:
     ]
     if errors:
         raise ListingInputError(errors)
+
+
+def parse_csv_rows(lines: Iterable[str], first_line: int = 1) -> list[NumberedRow]:
+    """Parse CSV lines (the first one a header naming the fields); like parse_json_lines.
+
+    Empty cells are absent values; ``extra_loader_arguments`` holds a JSON object.
+    """
+    rows: list[NumberedRow] = []
+    errors: list[RowError] = []
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        return rows
+    unknown = [name for name in header if name not in LISTING_FIELDS]
+    if unknown:
+        raise ListingInputError(
+            [RowError(first_line, "(header)", f"unknown column(s): {', '.join(unknown)}")]
+        )
+    for number, cells in enumerate(reader, start=first_line + 1):
+        if not any(cells):
+            continue
+        if len(cells) != len(header):
+            errors.append(
+                RowError(number, "(line)", f"expected {len(header)} cells, got {len(cells)}")
+            )
+            continue
+        raw: dict[str, object] = {k: v for k, v in zip(header, cells, strict=True) if v != ""}
+        if "extra_loader_arguments" in raw:
+            try:
+                raw["extra_loader_arguments"] = json.loads(str(raw["extra_loader_arguments"]))
+            except json.JSONDecodeError as exc:
+                errors.append(RowError(number, "extra_loader_arguments", f"not JSON: {exc.msg}"))
+                continue
+        try:
+            rows.append((number, ListedOriginIn.model_validate(raw)))
+        except ValidationError as exc:
+            errors.extend(_row_errors(number, exc))
+    if errors:
+        raise ListingInputError(errors)
+    return rows
+
+
+def batches(
+    lines: Iterable[str], size: int, *, csv_format: bool
+) -> Iterator[list[NumberedRow] | ListingInputError]:
+    """Parse a listing file batch by batch (``size`` lines each), keeping line numbers.
+
+    A batch with a bad line comes as the ListingInputError that names its bad
+    lines, so the caller can report it and go on with the next batch.
+    """
+    iterator = iter(lines)
+    number = 1
+    header: list[str] = []
+    if csv_format:
+        first = next(iterator, None)
+        if first is None:
+            return
+        header = [first]
+        number = 2
+    while chunk := list(islice(iterator, size)):
+        try:
+            if csv_format:
+                yield parse_csv_rows([*header, *chunk], first_line=number - 1)
+            else:
+                yield parse_json_lines(chunk, first_line=number)
+        except ListingInputError as exc:
+            yield exc
+        number += len(chunk)

@@ -11,7 +11,7 @@ from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
 from app.domain.placement import Placement, place
-from queues.mirror import parked_value
+from queues.mirror import returns_to
 
 
 def expected_placements(
@@ -55,8 +55,9 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     """Compare the mirror of ``visit_type`` with Postgres; return the differences.
 
     Places and scores are compared exactly, and for resting origins where they
-    return to. An origin still cooling in Redis whose cooldown has ended is
-    not a difference: the next pop returns it to its pool.
+    return to. An origin still cooling or in flight in Redis whose cooldown
+    has ended is not a difference if it will return to the right pool: the
+    next pop moves it there.
     """
     actual = ctx.mirror.contents(visit_type)
     parked = ctx.mirror.parked(visit_type)
@@ -71,8 +72,8 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
                 differences.append(Difference(p.id, expected, "nothing"))
                 continue
             place, score = found
-            if place == "cooling" and p.where == "pool":
-                expected_back = parked_value(p)
+            if place in ("cooling", "inflight") and p.where == "pool":
+                expected_back = returns_to(p)
                 if parked.get(p.id) != expected_back:
                     differences.append(
                         Difference(p.id, f"back to {expected_back}", f"back to {parked.get(p.id)}")
@@ -81,9 +82,9 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
                 differences.append(Difference(p.id, expected, place))
             elif abs(score - p.score) > 1e-3:
                 differences.append(Difference(p.id, f"{expected}@{p.score}", f"{place}@{score}"))
-            elif p.where == "cooling" and parked.get(p.id) != parked_value(p):
+            elif p.where == "cooling" and parked.get(p.id) != returns_to(p):
                 differences.append(
-                    Difference(p.id, f"back to {parked_value(p)}", f"back to {parked.get(p.id)}")
+                    Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
                 )
     differences.extend(Difference(i, "absent", place) for i, (place, _) in actual.items())
     in_place = {

@@ -30,6 +30,19 @@ def parked_value(p: Placement) -> str:
     return f"{POOL_INDEX[p.pool]}|{p.pool_score!r}"
 
 
+def parse_parked(value: str | None) -> tuple[str, float] | None:
+    """The (pool name, score) a parked value says an origin returns to."""
+    if value is None:
+        return None
+    index, _, score = value.partition("|")
+    return POOLS[int(index) - 1], float(score)
+
+
+def returns_to(p: Placement) -> tuple[str, float]:
+    """The (pool name, score) an origin returns to after resting."""
+    return p.pool, p.pool_score
+
+
 def place_index(p: Placement) -> int:
     """The Lua index of a placement's place."""
     return POOL_INDEX[p.pool] if p.where == "pool" else PLACE_INDEX[p.where]
@@ -174,10 +187,10 @@ class Mirror:
                 found[origin] = (place, float(score))
         return found
 
-    def parked(self, visit_type: str) -> dict[int, str]:
-        """The parked hash: where each in-flight or cooling origin returns to."""
+    def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
+        """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
         raw = self.client.hgetall(self.keys(visit_type).parked)
-        return {int(k): v.decode() for k, v in raw.items()}  # type: ignore[union-attr]
+        return {int(k): parse_parked(v.decode()) for k, v in raw.items()}  # type: ignore[misc,union-attr]
 
     def locate(self, visit_type: str, origin_id: int) -> Location:
         """Where one origin is, with its score and rank."""

@@ -8,9 +8,11 @@
 --                            flight or cooling: where they return to
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
---         whose Postgres bookkeeping is still under way)
+--         whose Postgres bookkeeping is still under way) and only updates
+--         where it returns to
 -- ARGV[2..] groups of four: id, place (1-4 a pool, 5 inflight, 6 cooling,
---         0 absent), score in that place, parked value (for 5 and 6)
+--         0 absent), score in that place, '<pool index>|<pool score>' it
+--         returns to (kept for 5 and 6)
 --
 -- Returns how many origins were moved.
 
@@ -20,7 +22,9 @@ local moved = 0
 
 for i = 2, #ARGV, 4 do
   local id, where, score, back = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  if not (keep_inflight and redis.call('ZSCORE', inflight, id)) then
+  if keep_inflight and redis.call('ZSCORE', inflight, id) then
+    if where >= 1 then redis.call('HSET', parked, id, back) end
+  else
     for k = 1, 6 do
       if k ~= where then redis.call('ZREM', KEYS[k], id) end
     end

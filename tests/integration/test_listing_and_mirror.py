@@ -136,3 +136,20 @@ def test_import_with_an_unknown_visit_type_is_refused(
     assert result.returncode == 2
     assert "unknown visit type 'cvs' (known: git, hg, svn)" in result.stderr
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
+
+
+def test_flushdb_then_one_scheduler_iteration_restores_the_mirror(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from actors.scheduler import SchedulerLoop
+
+    list_origins(conn, ctx, URLS, now=NOW)
+    schedule_step(conn, ctx, "git", 5, NOW)
+    before = ctx.mirror.contents("git")
+    ctx.redis.flushdb()
+    results = SchedulerLoop(settings).step(NOW)
+    assert results[0].rebuilt
+    after = ctx.mirror.contents("git")
+    assert set(after) == set(before)
+    assert check(conn, ctx, "git", NOW) == []
+    assert len(results[0].orders) == sum(1 for p, _ in after.values() if p == "inflight") - 5

@@ -1,0 +1,189 @@
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.listings import register_lister
+from app.listing import finish_listing, record_listed_origins, start_listing
+from app.listing_input import ListedOriginIn
+from app.mirror_sync import check
+from app.settings import Settings
+
+NOW = datetime(2026, 7, 1, tzinfo=UTC)
+
+
+def rows(urls: list[str], **extra: object) -> list[tuple[int, ListedOriginIn]]:
+    return [
+        (i + 1, ListedOriginIn(url=u, visit_type="git", **extra))  # type: ignore[arg-type]
+        for i, u in enumerate(urls)
+    ]
+
+
+def enabled(conn: DictConnection) -> set[str]:
+    return {
+        str(r["url"])
+        for r in conn.execute("select url from listed_origins where enabled").fetchall()
+    }
+
+
+def mirrored(ctx: Context) -> int:
+    return sum(ctx.mirror.sizes("git").values())
+
+
+def full_listing(
+    conn: DictConnection, ctx: Context, lister: object, urls: list[str], at: datetime
+) -> int:
+    started = start_listing(conn, lister, at)  # type: ignore[arg-type]
+    record_listed_origins(conn, ctx, lister, rows(urls), at)  # type: ignore[arg-type]
+    return finish_listing(conn, ctx, lister, started, at, full=True)  # type: ignore[arg-type]
+
+
+def test_full_listing_disables_unseen_origins_and_reenables_returning_ones(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = register_lister(conn, "gitlab", "one", None)
+    urls = [f"https://one.example/{i}" for i in range(6)]
+    assert full_listing(conn, ctx, lister, urls, NOW) == 0
+    assert full_listing(conn, ctx, lister, urls[:4], NOW + timedelta(hours=1)) == 2
+    assert enabled(conn) == set(urls[:4])
+    assert mirrored(ctx) == 4
+    assert check(conn, ctx, "git", NOW + timedelta(hours=1)) == []
+    full_listing(conn, ctx, lister, urls, NOW + timedelta(hours=2))
+    assert enabled(conn) == set(urls)
+    assert mirrored(ctx) == 6
+    assert check(conn, ctx, "git", NOW + timedelta(hours=2)) == []
+
+
+def test_incremental_listing_disables_nothing(conn: DictConnection, ctx: Context) -> None:
+    lister = register_lister(conn, "gitlab", "one", None)
+    urls = [f"https://one.example/{i}" for i in range(4)]
+    record_listed_origins(conn, ctx, lister, rows(urls), NOW)
+    started = start_listing(conn, lister, NOW + timedelta(hours=1))
+    record_listed_origins(conn, ctx, lister, rows(urls[:1]), NOW + timedelta(hours=1))
+    assert finish_listing(conn, ctx, lister, started, NOW, full=False) == 0
+    assert enabled(conn) == set(urls)
+
+
+def test_origin_another_lister_still_reports_stays_scheduled(
+    conn: DictConnection, ctx: Context
+) -> None:
+    one = register_lister(conn, "gitlab", "one", None)
+    two = register_lister(conn, "mirror", "two", None)
+    url = "https://shared.example/x"
+    full_listing(conn, ctx, one, [url], NOW)
+    full_listing(conn, ctx, two, [url], NOW)
+    full_listing(conn, ctx, one, [], NOW + timedelta(hours=1))
+    assert mirrored(ctx) == 1
+    full_listing(conn, ctx, two, [], NOW + timedelta(hours=1))
+    assert mirrored(ctx) == 0
+    assert check(conn, ctx, "git", NOW + timedelta(hours=1)) == []
+
+
+def test_origin_disabled_after_failures_is_reenabled_by_the_next_listing(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = register_lister(conn, "gitlab", "one", None)
+    url = "https://one.example/broken"
+    record_listed_origins(conn, ctx, lister, rows([url]), NOW)
+    conn.execute(
+        "update origin_visit_stats set disabled_for_failures = true, failures_in_a_row = 3"
+    )
+    from app.mirror_sync import rebuild
+
+    rebuild(conn, ctx, "git", NOW)
+    assert mirrored(ctx) == 0
+    record_listed_origins(conn, ctx, lister, rows([url]), NOW + timedelta(days=1))
+    stats = conn.execute("select * from origin_visit_stats").fetchone()
+    assert stats is not None
+    assert (stats["disabled_for_failures"], stats["failures_in_a_row"]) == (False, 0)
+    assert mirrored(ctx) == 1
+
+
+def test_newer_last_update_moves_a_visited_origin_to_the_lagging_pool(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = register_lister(conn, "gitlab", "one", None)
+    url = "https://one.example/active"
+    record_listed_origins(conn, ctx, lister, rows([url], last_update=NOW - timedelta(days=9)), NOW)
+    assert ctx.mirror.sizes("git")["never_visited"] == 1
+    conn.execute(
+        "update origin_visit_stats set last_successful = %s, last_snapshot = %s",
+        (NOW - timedelta(days=5), b"s" * 20),
+    )
+    record_listed_origins(conn, ctx, lister, rows([url], last_update=NOW - timedelta(days=1)), NOW)
+    assert ctx.mirror.sizes("git")["lagging"] == 1
+    assert ctx.redis.zscore(ctx.mirror.keys("git").pool("lagging"), 1) == -4 * 86400
+    assert check(conn, ctx, "git", NOW) == []
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_csv_import_reads_every_field(settings: Settings, conn: DictConnection) -> None:
+    assert _cli("lister", "register", "pypi", "main").returncode == 0
+    text = (
+        "url,visit_type,last_update,is_fork,forked_from_url,extra_loader_arguments\n"
+        'https://p.example/a,git,2026-01-02T03:04:05Z,true,https://p.example/o,"{""depth"": 1}"\n'
+        "https://p.example/b,hg,,,,\n"
+    )
+    result = _cli("origins", "import", "-", "--csv", "--lister", "pypi/main", stdin=text)
+    assert result.returncode == 0, result.stderr
+    got = {
+        r["url"]: r for r in conn.execute("select * from listed_origins order by url").fetchall()
+    }
+    a = got["https://p.example/a"]
+    assert (a["is_fork"], a["forked_from_url"], a["extra_loader_arguments"]) == (
+        True,
+        "https://p.example/o",
+        {"depth": 1},
+    )
+    assert a["last_update"] == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert got["https://p.example/b"]["visit_type"] == "hg"
+
+
+def test_a_bad_batch_is_refused_alone_and_a_full_listing_then_disables_nothing(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    assert _cli("lister", "register", "gitlab", "one").returncode == 0
+    first = "".join(f'{{"url": "https://g.example/{i}", "visit_type": "git"}}\n' for i in range(4))
+    assert _cli("origins", "import", "-", "--lister", "gitlab/one", stdin=first).returncode == 0
+    listing = tmp_path / "listing.jsonl"
+    listing.write_text(
+        '{"url": "https://g.example/0", "visit_type": "git"}\n'
+        '{"url": "https://g.example/1", "visit_type": "git"}\n'
+        '{"url": "https://g.example/2", "visit_type": "git", "last_update": "yesterday"}\n'
+        '{"url": "https://g.example/9", "visit_type": "git"}\n'
+    )
+    result = _cli(
+        "origins", "import", str(listing), "--lister", "gitlab/one", "--full", "--batch-size", "2"
+    )
+    assert result.returncode == 2
+    assert "line 3: last_update" in result.stderr
+    assert "unseen origins were not disabled" in result.stderr
+    assert enabled(conn) == {f"https://g.example/{i}" for i in (0, 1, 2, 3)}
+
+
+def test_unknown_lister_is_refused_before_anything_is_written(
+    settings: Settings, conn: DictConnection
+) -> None:
+    result = _cli(
+        "origins",
+        "import",
+        "-",
+        "--lister",
+        "nobody/here",
+        stdin='{"url": "https://a", "visit_type": "git"}\n',
+    )
+    assert result.returncode == 2
+    assert "--lister: lister nobody/here is not registered" in result.stderr
+    malformed = _cli("origins", "import", "-", "--lister", "nobody", stdin="")
+    assert malformed.returncode == 2 and "expected NAME/INSTANCE" in malformed.stderr
