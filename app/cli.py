@@ -19,7 +19,6 @@ from app.context import Context
 from app.db.connection import connect
 from app.db.listings import UnknownLister, find_lister, register_lister
 from app.db.migrate import migrate
-from app.listing import record_listed_origins
 from app.listing_input import ListingInputError
 from app.settings import Settings, get_settings
 
@@ -116,7 +115,7 @@ def origins_import(
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.listing import finish_listing, start_listing
+    from app.listing import finish_listing, import_listing, start_listing
     from app.listing_input import batches
 
     name, instance = _split_lister(lister)
@@ -126,21 +125,17 @@ def origins_import(
         handle = sys.stdin if file == "-" else Path(file).open()  # noqa: SIM115
     except OSError as exc:
         raise _fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
-    recorded = refused = 0
     with connect(settings) as conn, handle:
         try:
             lister_id = find_lister(conn, name, instance)["id"]
         except UnknownLister as exc:
             raise _fail(f"--lister: {exc}") from exc
         started = start_listing(conn, lister_id, _now())
-        for batch in batches(handle, batch_size, csv_format=csv_format):
-            try:
-                if isinstance(batch, ListingInputError):
-                    raise batch
-                recorded += record_listed_origins(conn, ctx, lister_id, batch, _now())
-            except ListingInputError as exc:
-                _report(exc, file)
-                refused += 1
+        parsed = batches(handle, batch_size, csv_format=csv_format)
+        report = import_listing(conn, ctx, lister_id, parsed, _now)
+        for refused_batch in report.refused:
+            _report(refused_batch, file)
+        recorded, refused = report.recorded, len(report.refused)
         disabled = 0
         if not refused:
             disabled = finish_listing(conn, ctx, lister_id, started, _now(), full=full)

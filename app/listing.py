@@ -8,16 +8,19 @@ arrive in many batches between ``start_listing`` and ``finish_listing``.
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.context import Context
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
-from app.listing_input import NumberedRow, check_visit_types
+from app.listing_input import ListingInputError, NumberedRow, check_visit_types
 
 
 def record_listed_origins(
@@ -28,16 +31,96 @@ def record_listed_origins(
     An unknown visit type refuses the whole batch before anything is written.
     Returns how many rows were recorded.
     """
+    changed = _write_postgres(conn, lister_id, rows, now)
+    _write_redis(ctx, changed, now)
+    return len(rows)
+
+
+def _write_postgres(
+    conn: DictConnection, lister_id: uuid.UUID, rows: list[NumberedRow], now: datetime
+) -> list[tuple[MirrorRow, bool]]:
     check_visit_types(rows, db.known_visit_types(conn))
     with conn.transaction():
-        changed = db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
+        return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
+
+
+def _write_redis(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:
     new = [row for row, inserted in changed if inserted]
     moved = [row for row, inserted in changed if not inserted]
     for visit_type, placements in _by_type(new, ctx, now).items():
         ctx.mirror.add_new(visit_type, placements)
     for visit_type, placements in _by_type(moved, ctx, now).items():
         ctx.mirror.place(visit_type, placements, keep_inflight=True)
-    return len(rows)
+
+
+@dataclass
+class ImportReport:
+    """What a bulk import did."""
+
+    recorded: int = 0
+    refused: list[ListingInputError] = field(default_factory=list)
+
+
+_DONE = object()
+
+
+def import_listing(
+    conn: DictConnection,
+    ctx: Context,
+    lister_id: uuid.UUID,
+    parsed: Iterable[list[NumberedRow] | ListingInputError],
+    clock: Callable[[], datetime],
+) -> ImportReport:
+    """Record a listing batch by batch; a refused batch is reported, the others go on.
+
+    Three stages overlap on separate threads: parsing the next batch, writing
+    this one to Postgres (whose waits free the interpreter), and placing the
+    previous one in Redis. Each batch still reaches Redis only after its
+    Postgres transaction committed.
+    """
+    report = ImportReport()
+    to_postgres: queue.Queue[object] = queue.Queue(maxsize=2)
+    to_redis: queue.Queue[object] = queue.Queue(maxsize=2)
+    failure: list[BaseException] = []
+
+    def parse() -> None:
+        try:
+            for batch in parsed:
+                to_postgres.put(batch)
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+        finally:
+            to_postgres.put(_DONE)
+
+    def place() -> None:
+        while (item := to_redis.get()) is not _DONE:
+            if not failure:
+                try:
+                    _write_redis(ctx, *item)  # type: ignore[misc]
+                except BaseException as exc:
+                    failure.append(exc)
+
+    threads = [threading.Thread(target=parse, daemon=True), threading.Thread(target=place)]
+    for thread in threads:
+        thread.start()
+    try:
+        while (batch := to_postgres.get()) is not _DONE and not failure:
+            if isinstance(batch, ListingInputError):
+                report.refused.append(batch)
+                continue
+            rows: list[NumberedRow] = batch  # type: ignore[assignment]
+            try:
+                now = clock()
+                to_redis.put((_write_postgres(conn, lister_id, rows, now), now))
+                report.recorded += len(rows)
+            except ListingInputError as exc:
+                report.refused.append(exc)
+    finally:
+        to_redis.put(_DONE)
+        threads[1].join()
+    if failure:
+        raise failure[0]
+    return report
 
 
 def start_listing(conn: DictConnection, lister_id: uuid.UUID, now: datetime) -> datetime:

@@ -69,12 +69,7 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
         if not text.strip():
             continue
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            errors.append(RowError(number, "(line)", f"not JSON: {exc.msg}"))
-            continue
-        try:
-            rows.append((number, ListedOriginIn.model_validate(raw)))
+            rows.append((number, ListedOriginIn.model_validate_json(text)))
         except ValidationError as exc:
             errors.extend(_row_errors(number, exc))
     if errors:
@@ -84,7 +79,12 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
 
 def _row_errors(number: int, exc: ValidationError) -> list[RowError]:
     return [
-        RowError(number, ".".join(str(p) for p in err["loc"]) or "(row)", err["msg"])
+        RowError(
+            number,
+            ".".join(str(p) for p in err["loc"])
+            or ("(line)" if "json" in err["type"] else "(row)"),
+            "not JSON: " + err["msg"] if err["type"] == "json_invalid" else err["msg"],
+        )
         for err in exc.errors()
     ]
 

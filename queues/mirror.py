@@ -223,17 +223,22 @@ def _places(keys: VisitTypeKeys) -> list[tuple[str, str]]:
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
+    key_of: dict[str, str] = {name: keys.pool(name) for name in POOLS}
+    key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
     by_key: dict[str, dict[str, float]] = {}
     parked: dict[str, str] = {}
     for p in chunk:
         if p.where == "absent":
             continue
         if p.where == "pool":
-            key = keys.pool(p.pool)
+            key = key_of[p.pool]
         else:
-            key = keys.inflight if p.where == "inflight" else keys.cooling
+            key = key_of[p.where]
             parked[str(p.id)] = parked_value(p)
-        by_key.setdefault(key, {})[str(p.id)] = p.score
+        members = by_key.get(key)
+        if members is None:
+            members = by_key[key] = {}
+        members[str(p.id)] = p.score
     for key, members in by_key.items():
         pipe.zadd(key, members)
     if parked:

@@ -7,6 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import tuple_row
+
 from app.db.connection import DictConnection
 from app.db.queries import query
 from app.domain.placement import MirrorRow
@@ -70,14 +72,17 @@ def upsert_listed_origins(
     """Record a batch of listed origins (COPY then one upsert per table) inside the
     caller's transaction; return the mirror rows whose place may have changed,
     each with whether it is new."""
+    # Sorting and grouping a 100k-row batch spills to disk with the default 4MB.
+    conn.execute("set local work_mem = '64MB'")
     conn.execute(query("create_listing_staging"))
     with conn.cursor().copy(query("copy_listing_staging")) as copy:
         for row in rows:
+            arguments = row.extra_loader_arguments
             copy.write_row(
                 (
                     row.url,
                     row.visit_type,
-                    json.dumps(row.extra_loader_arguments),
+                    json.dumps(arguments) if arguments else "{}",
                     row.last_update,
                     row.is_fork,
                     row.forked_from_url,
@@ -85,10 +90,10 @@ def upsert_listed_origins(
             )
     params = {"lister_id": lister_id, "now": now}
     conn.execute(query("upsert_listed_origins"), params)
-    changed = [
-        (mirror_row(r), bool(r["inserted"]))
-        for r in conn.execute(query("upsert_stats_for_listing"), params)
-    ]
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(query("upsert_stats_for_listing"), params)
+        # Tuples, not dicts: this returns a row per new origin of a bulk listing.
+        changed = [(MirrorRow(*r[:-1]), bool(r[-1])) for r in cursor]
     conn.execute(query("touch_lister"), {"lister_id": lister_id, "finished": None})
     return changed
 

@@ -53,10 +53,12 @@ comment on column listers.last_listing_finished_at is 'When the last complete li
 comment on column listers.first_visits_queue_prefix is 'Optional prefix of the queue names for high-priority first visits of this lister';
 comment on column listers.first_visits_scheduled_at is 'When all first visits of the listed origins were last scheduled';
 
+-- lister_id and visit_type are checked by the listing import, the only writer,
+-- once per batch: row-level foreign-key triggers halved its throughput.
 create table listed_origins (
-  lister_id               uuid not null references listers (id),
+  lister_id               uuid not null,
   url                     text not null,
-  visit_type              text not null references visit_types (name),
+  visit_type              text not null,
   extra_loader_arguments  jsonb not null default '{}'::jsonb,
   enabled                 boolean not null default true,
   first_seen              timestamptz not null default now(),
@@ -64,9 +66,10 @@ create table listed_origins (
   last_update             timestamptz,
   is_fork                 boolean,
   forked_from_url         text,
-  primary key (lister_id, url, visit_type)
+  -- url first: the scheduler looks origins up by (url, visit_type); one index
+  -- instead of two keeps listing ingestion fast.
+  primary key (url, visit_type, lister_id)
 );
-create index listed_origins_url_visit_type on listed_origins (url, visit_type);
 comment on table listed_origins is 'Origins reported by listers';
 comment on column listed_origins.lister_id is 'Lister instance which owns this origin';
 comment on column listed_origins.url is 'URL of the listed origin';
@@ -83,7 +86,7 @@ create type visit_status as enum ('created', 'ongoing', 'full', 'partial', 'fail
 comment on type visit_status is 'Status of an origin visit, as published on the journal';
 
 create table origin_visit_stats (
-  id                          bigint generated always as identity unique,
+  id                          bigint generated always as identity (cache 1000) unique,
   url                         text not null,
   visit_type                  text not null,
   last_successful             timestamptz,

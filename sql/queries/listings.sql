@@ -39,7 +39,7 @@ select distinct on (url, visit_type)
        last_update, is_fork, forked_from_url
 from listing_staging
 order by url, visit_type
-on conflict (lister_id, url, visit_type) do update
+on conflict (url, visit_type, lister_id) do update
   set extra_loader_arguments = excluded.extra_loader_arguments,
       enabled = true,
       last_seen = excluded.last_seen,
@@ -53,6 +53,7 @@ on conflict (lister_id, url, visit_type) do update
 -- come before recurrent visits. An existing row changes only when its place
 -- may change (newer last_update, listed again, disabled after failures), and
 -- only changed rows are returned, with `inserted` telling new ones apart.
+-- The returned columns are in the order of app.domain.placement.MirrorRow.
 insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
                                       last_update, listed)
 select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_update), true
