@@ -30,6 +30,7 @@ from monitoring.metrics import (
     JOURNAL_DEAD_LETTERS,
     JOURNAL_MESSAGES,
     JOURNAL_OUTCOMES,
+    REQUEST_LATENCY,
 )
 
 log = logging.getLogger("revisit.journal")
@@ -112,6 +113,8 @@ class JournalClient:
             (e.status, e.visit_type) for e in events
         ).items():
             JOURNAL_MESSAGES.labels(status, visit_type).inc(count)
+        for request in outcome.finished_requests:
+            REQUEST_LATENCY.labels(request.kind, request.visit_type).observe(request.latency_s)
         for (kind, visit_type), count in outcome.outcomes.items():
             if count:
                 JOURNAL_OUTCOMES.labels(kind, visit_type).inc(count)

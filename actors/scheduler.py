@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,12 +14,16 @@ import dramatiq
 from actors.broker import enqueue_many, make_broker, queue_depth
 from app.context import Context
 from app.db.connection import connect
+from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.queue_names import visit_queue
-from app.scheduling import StepResult, free_slots, schedule_step
+from app.domain.placement import epoch_s
+from app.queue_names import priority_queue, visit_queue
+from app.requests import take_pending
+from app.scheduling import StepResult, VisitOrder, free_slots, schedule_step
 from app.settings import Settings
 from monitoring.metrics import (
     MIRROR_ORIGINS,
+    REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
     SCHEDULED_VISITS,
     SCHEDULER_FREE_SLOTS,
@@ -26,6 +31,13 @@ from monitoring.metrics import (
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
+
+
+def visit_message(queue: str, order: VisitOrder) -> dramatiq.Message[Any]:
+    """The Dramatiq message of one visit (actor ``visit``)."""
+    return dramatiq.Message(
+        queue_name=queue, actor_name="visit", args=(), kwargs=order.as_kwargs(), options={}
+    )
 
 
 class SchedulerLoop:
@@ -37,14 +49,47 @@ class SchedulerLoop:
         self.broker = make_broker(settings)
         self.conn = connect(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
+        self._policies: dict[str, dict[str, float]] = {}
         self._configs_at = 0.0
 
     def configs(self) -> dict[str, VisitTypeConfig]:
-        """Visit type configuration, re-read from Postgres every 30 s."""
+        """Visit type configuration and policies, re-read from Postgres every 30 s."""
         if time.monotonic() - self._configs_at > CONFIG_REFRESH_S or not self._configs:
             self._configs = visit_type_configs(self.conn)
+            self._policies = {vt: policies_of(self.conn, vt) for vt in self._configs}
             self._configs_at = time.monotonic()
         return self._configs
+
+    def requests_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
+        """Send pending one-shot requests, best first, to the visit type's priority queue.
+
+        Requests have their own queue and workers, so they never wait behind
+        the recurrent backlog, and recurrent visits keep their own workers: a
+        flood of requests cannot starve them.
+        """
+        queue = priority_queue(visit_type)
+        slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+        taken = take_pending(self.conn, visit_type, slots, now)
+        now_s = epoch_s(now)
+        messages: list[dramatiq.Message[Any]] = [
+            visit_message(
+                queue,
+                VisitOrder(
+                    origin_id=0,
+                    url=r.url,
+                    visit_type=visit_type,
+                    arguments=r.arguments,
+                    visit=int(now_s * 1000),
+                    scheduled_at=now_s,
+                    policy="request",
+                    request_id=r.id,
+                ),
+            )
+            for r in taken
+        ]
+        enqueue_many(self.broker, messages)
+        REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
+        return len(messages)
 
     def step(self, now: datetime) -> list[StepResult]:
         """Schedule every configured visit type once at ``now``."""
@@ -54,23 +99,15 @@ class SchedulerLoop:
             config = configs.get(visit_type)
             if config is None:
                 continue
+            self.requests_step(visit_type, config, now)
             queue = visit_queue(visit_type)
             depth = queue_depth(self.broker, queue)
             slots = free_slots(
                 config.max_queue_length, depth, self.settings.scheduler_min_free_fraction
             )
-            result = schedule_step(self.conn, self.ctx, visit_type, slots, now)
-            messages: list[dramatiq.Message[Any]] = [
-                dramatiq.Message(
-                    queue_name=queue,
-                    actor_name="visit",
-                    args=(),
-                    kwargs=order.as_kwargs(),
-                    options={},
-                )
-                for order in result.orders
-            ]
-            enqueue_many(self.broker, messages)
+            policies = self._policies.get(visit_type)
+            result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
+            enqueue_many(self.broker, [visit_message(queue, o) for o in result.orders])
             self._observe(result)
             results.append(result)
         return results
@@ -78,7 +115,8 @@ class SchedulerLoop:
     def _observe(self, result: StepResult) -> None:
         vt = result.visit_type
         SCHEDULER_FREE_SLOTS.labels(vt).set(result.free_slots)
-        SCHEDULED_VISITS.labels(vt).inc(len(result.orders))
+        for policy, count in Counter(o.policy for o in result.orders).items():
+            SCHEDULED_VISITS.labels(vt, policy).inc(count)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
         for place, size in self.ctx.mirror.sizes(vt).items():

@@ -13,13 +13,16 @@ from functools import cache, lru_cache
 from typing import Any
 
 import dramatiq
+import redis
 
 from actors.broker import make_broker
+from app.context import redis_client
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, get_loader
-from app.queue_names import visit_queue
+from app.queue_names import priority_queue, visit_queue
 from app.settings import get_settings
 from monitoring.metrics import VISIT_SECONDS, VISITS
+from queues.keys import aborted_requests
 
 log = logging.getLogger("revisit.worker")
 
@@ -27,6 +30,7 @@ settings = get_settings()
 broker = make_broker(settings)
 for _visit_type in settings.visit_types:
     broker.declare_queue(visit_queue(_visit_type))
+    broker.declare_queue(priority_queue(_visit_type))
 
 
 @lru_cache(maxsize=1)
@@ -41,6 +45,15 @@ def loader_for(visit_type: str) -> Loader:
     return get_loader(visit_type)
 
 
+@lru_cache(maxsize=1)
+def _redis() -> redis.Redis:
+    return redis_client(get_settings())
+
+
+def _aborted(request_id: int) -> bool:
+    return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
+
+
 @dramatiq.actor(actor_name="visit", queue_name=visit_queue(settings.visit_types[0]), max_retries=0)
 def visit(
     origin_id: int,
@@ -49,8 +62,13 @@ def visit(
     arguments: dict[str, Any],
     visit: int,
     scheduled_at: float,
+    request_id: int | None = None,
 ) -> None:
-    """Visit one origin and publish its final status to the journal."""
+    """Visit one origin and publish its statuses (created, then final) to the journal."""
+    if request_id is not None and _aborted(request_id):
+        log.info("request %d was cancelled; not visiting %s", request_id, url)
+        return
+    publisher().publish(url, visit_type, visit, "created", None)
     result = loader_for(visit_type).load(url, arguments, get_settings().git_timeout_s)
     metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3)}
     if result.error:

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -280,15 +281,31 @@ def journal() -> None:
     _run_until_signal(JournalClient(settings))
 
 
+class Lane(StrEnum):
+    """Which visit queues a worker pool serves."""
+
+    recurrent = "recurrent"
+    priority = "priority"
+    all = "all"
+
+
 @app.command("worker")
 def worker(
     processes: Annotated[int, typer.Option(min=1)] = 1,
     threads: Annotated[int, typer.Option(min=1)] = 4,
+    lane: Annotated[Lane, typer.Option(help="recurrent visits, one-shot requests, or both")] = (
+        Lane.recurrent
+    ),
 ) -> None:
     """Run Dramatiq workers for the visit queues of the configured visit types."""
-    from app.queue_names import visit_queue
+    from app.queue_names import priority_queue, visit_queue
 
-    queues = [visit_queue(vt) for vt in get_settings().visit_types]
+    queues = []
+    for vt in get_settings().visit_types:
+        if lane in (Lane.recurrent, Lane.all):
+            queues.append(visit_queue(vt))
+        if lane in (Lane.priority, Lane.all):
+            queues.append(priority_queue(vt))
     args = [
         sys.executable,
         "-m",

@@ -34,7 +34,7 @@ def describe_origin(
     reports = []
     for row in conn.execute(query("describe_origin"), {"url": url, "visit_type": visit_type}):
         report = dict(row)
-        location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))  # type: ignore[call-overload]
+        location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))
         report["mirror_place"] = location.pool or location.where
         report["mirror_rank"] = location.rank
         report["mirror_score"] = location.score

@@ -15,6 +15,7 @@ from app.domain.journal_event import InvalidEvent, VisitStatusEvent, event_from_
 from app.domain.placement import Placement, place
 from app.domain.visit_stats import OriginStats, StatsPolicy, apply_events
 from app.journal_codec import UndecodableMessage, decode
+from app.requests import FinishedRequest, follow_visits
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class BatchOutcome:
     changed: list[OriginStats] = field(default_factory=list)
     placed: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    finished_requests: list[FinishedRequest] = field(default_factory=list)
 
 
 def decode_batch(
@@ -84,6 +86,7 @@ def apply_events_batch(
                 outcome.changed.append(after)
                 _count_outcomes(outcome.outcomes, before, after)
         mirror_rows = write_stats(conn, outcome.changed)
+        outcome.finished_requests = follow_visits(conn, events)
     by_type: dict[str, list[Placement]] = defaultdict(list)
     for row in mirror_rows:
         by_type[row.visit_type].append(place(row, now, ctx.cooldowns))

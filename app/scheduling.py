@@ -1,16 +1,19 @@
-"""One scheduling step for one visit type: pop, record, hand to the caller to enqueue."""
+"""One scheduling step for one visit type: pick by policy, record, hand back the orders."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.policies import candidates
 from app.db.scheduling import advance_queue_position, mark_scheduled
 from app.domain.placement import epoch_s
+from app.domain.policies import default_policies, policy_of_pool, pool_weights, query_shares
 from app.mirror_sync import ensure_built
 
 log = logging.getLogger(__name__)
@@ -29,6 +32,8 @@ class VisitOrder:
     arguments: dict[str, Any]
     visit: int
     scheduled_at: float
+    policy: str = ""
+    request_id: int | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         """The visit actor's keyword arguments."""
@@ -39,6 +44,7 @@ class VisitOrder:
             "arguments": self.arguments,
             "visit": self.visit,
             "scheduled_at": self.scheduled_at,
+            "request_id": self.request_id,
         }
 
 
@@ -68,24 +74,48 @@ def schedule_step(
     visit_type: str,
     slots: int,
     now: datetime,
+    policies: Mapping[str, float] | None = None,
 ) -> StepResult:
-    """Pop up to ``slots`` origins of ``visit_type`` and record them as scheduled.
+    """Pick up to ``slots`` origins of ``visit_type`` by policy and record them as scheduled.
 
-    Redis moves them to in flight first; if this process dies before the
-    Postgres update or the enqueue, they return to their pool after the
-    scheduled cooldown, so no visit is lost.
+    Query policies first (Postgres ranks, the mirror claims), then the pools
+    share the rest by weight in one atomic pop. Redis moves the picks in flight
+    before Postgres records them; if this process dies in between, they return
+    to their pool after the scheduled cooldown, so no visit is lost.
     """
+    policies = policies or default_policies(visit_type)
     result = StepResult(visit_type, slots)
     result.rebuilt = ensure_built(conn, ctx, visit_type, now)
     now_s = epoch_s(now)
-    popped = ctx.mirror.pop(visit_type, slots, now_s, ctx.cooldowns.scheduled.total_seconds())
+    picked: list[tuple[int, str, str]] = []  # id, pool, policy
+    for policy, count in query_shares(policies, slots).items():
+        ranked = candidates(conn, policy, visit_type, count)
+        for p in ctx.mirror.claim(visit_type, ranked, now_s, count):
+            picked.append((p.id, p.pool, policy))
+    popped = ctx.mirror.pop(
+        visit_type,
+        slots - len(picked),
+        now_s,
+        ctx.cooldowns.scheduled.total_seconds(),
+        pool_weights(policies),
+    )
     result.cooled, result.lost = popped.cooled, popped.lost
-    if not popped.popped:
+    picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]
+    if not picked:
         return result
-    ids = [p.id for p in popped.popped]
-    by_target = {p.id for p in popped.popped if p.pool in TARGET_ORDERED_POOLS}
+    result.orders = _record(conn, visit_type, picked, now)
+    if len(result.orders) < len(picked):
+        log.warning("%d picked origins have no stats row", len(picked) - len(result.orders))
+    return result
+
+
+def _record(
+    conn: DictConnection, visit_type: str, picked: list[tuple[int, str, str]], now: datetime
+) -> list[VisitOrder]:
+    policy_of = {origin: policy for origin, _, policy in picked}
+    by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
     with conn.transaction():
-        rows = mark_scheduled(conn, ids, now)
+        rows = mark_scheduled(conn, list(policy_of), now)
         targets = [
             epoch_s(r["next_visit_queue_position"])
             for r in rows
@@ -93,18 +123,16 @@ def schedule_step(
         ]
         if targets:
             advance_queue_position(conn, visit_type, max(targets))
-    visit_number = int(now_s * 1000)
-    result.orders = [
+    now_s = epoch_s(now)
+    return [
         VisitOrder(
             origin_id=int(r["id"]),
             url=str(r["url"]),
             visit_type=visit_type,
             arguments=dict(r["extra_loader_arguments"]),
-            visit=visit_number,
+            visit=int(now_s * 1000),
             scheduled_at=now_s,
+            policy=policy_of[int(r["id"])],
         )
         for r in rows
     ]
-    if len(rows) < len(ids):
-        log.warning("%d popped origins have no stats row", len(ids) - len(rows))
-    return result

@@ -23,7 +23,9 @@ JOURNAL_BATCH_SECONDS = Histogram(
     "revisit_journal_batch_seconds", "Time to apply one journal batch, commit included"
 )
 SCHEDULED_VISITS = Counter(
-    "revisit_scheduled_visits_total", "Visits sent to workers, by visit type", ["visit_type"]
+    "revisit_scheduled_visits_total",
+    "Recurrent visits sent to workers, by visit type and the policy that picked them",
+    ["visit_type", "policy"],
 )
 SCHEDULER_FREE_SLOTS = Gauge(
     "revisit_scheduler_free_slots",
@@ -44,6 +46,17 @@ VISITS = Counter(
     ["visit_type", "status"],
 )
 VISIT_SECONDS = Histogram("revisit_worker_visit_seconds", "Duration of visits", ["visit_type"])
+
+
+REQUEST_LATENCY = Histogram(
+    "revisit_request_latency_seconds",
+    "Time from a one-shot request (save code now) to its completed visit",
+    ["kind", "visit_type"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
+)
+REQUESTS_SCHEDULED = Counter(
+    "revisit_requests_scheduled_total", "One-shot requests sent to workers", ["visit_type"]
+)
 
 
 def serve(port: int, address: str = "127.0.0.1") -> None:

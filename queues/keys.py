@@ -71,3 +71,8 @@ class VisitTypeKeys:
     def staging(self) -> VisitTypeKeys:
         """Keys of a rebuild in progress, renamed over the live ones when done."""
         return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:")
+
+
+def aborted_requests(namespace: str) -> str:
+    """Set of ids of requests cancelled after they were sent to a worker."""
+    return f"{namespace}:requests:aborted"

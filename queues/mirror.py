@@ -93,6 +93,7 @@ class Mirror:
         self.namespace = namespace
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
+        self._claim = client.register_script(_script("claim"))
 
     def keys(self, visit_type: str) -> VisitTypeKeys:
         """Key names of one visit type."""
@@ -128,22 +129,36 @@ class Mirror:
         now_s: float,
         scheduled_cooldown_s: float,
         weights: Weights = "auto",
+        *,
+        peek: bool = False,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
-        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight."""
+        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
+        With ``peek``, only say which origins that would be; nothing moves."""
         keys = self.keys(visit_type)
         weight_args = ["auto", 0, 0, 0] if weights == "auto" else [repr(float(w)) for w in weights]
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
         cooled, lost, flat = self._pop(
             keys=keys.data_keys(),
-            args=[repr(now_s), count, repr(scheduled_cooldown_s), MAX_MOVES_PER_POP, *weight_args],
+            args=[
+                repr(now_s),
+                count,
+                repr(scheduled_cooldown_s),
+                MAX_MOVES_PER_POP,
+                *weight_args,
+                "peek" if peek else "pop",
+            ],
         )
-        popped = [
-            Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
-            for i in range(0, len(flat), 3)
-        ]
-        return PopResult(popped, int(cooled), int(lost))
+        return PopResult(_popped(flat), int(cooled), int(lost))
+
+    def claim(self, visit_type: str, ids: Sequence[int], now_s: float, most: int) -> list[Popped]:
+        """Move up to ``most`` of the given origins that wait in a pool to in flight,
+        atomically, in the given order; origins resting or in flight are skipped."""
+        if not ids or most <= 0:
+            return []
+        keys = self.keys(visit_type)
+        return _popped(self._claim(keys=keys.data_keys(), args=[repr(now_s), most, *ids]))
 
     def is_built(self, visit_type: str) -> bool:
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""
@@ -212,6 +227,13 @@ class Mirror:
         for _, key in places:
             pipe.zcard(key)
         return {place: int(n) for (place, _), n in zip(places, pipe.execute(), strict=True)}
+
+
+def _popped(flat: list[Any]) -> list[Popped]:
+    return [
+        Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
+        for i in range(0, len(flat), 3)
+    ]
 
 
 def _places(keys: VisitTypeKeys) -> list[tuple[str, str]]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 from psycopg.rows import dict_row
 
 from app.settings import Settings
 
-DictConnection = psycopg.Connection[dict[str, object]]
+DictConnection = psycopg.Connection[dict[str, Any]]
 
 
 def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:

@@ -32,7 +32,7 @@ def register_lister(
         },
     ).fetchone()
     assert row is not None
-    return row["id"]  # type: ignore[return-value]
+    return uuid.UUID(str(row["id"]))
 
 
 def find_lister(conn: DictConnection, name: str, instance_name: str) -> dict[str, Any]:

@@ -29,13 +29,13 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
     return {
         str(r["name"]): VisitTypeConfig(
             name=str(r["name"]),
-            max_queue_length=int(r["max_queue_length"]),  # type: ignore[call-overload]
-            num_retries=int(r["num_retries"]),  # type: ignore[call-overload]
-            retry_delay_s=float(r["retry_delay_s"]),  # type: ignore[arg-type]
-            time_limit_s=float(r["time_limit_s"]),  # type: ignore[arg-type]
-            min_interval_s=float(r["min_interval_s"]),  # type: ignore[arg-type]
-            max_interval_s=float(r["max_interval_s"]),  # type: ignore[arg-type]
-            default_interval_s=float(r["default_interval_s"]),  # type: ignore[arg-type]
+            max_queue_length=int(r["max_queue_length"]),
+            num_retries=int(r["num_retries"]),
+            retry_delay_s=float(r["retry_delay_s"]),
+            time_limit_s=float(r["time_limit_s"]),
+            min_interval_s=float(r["min_interval_s"]),
+            max_interval_s=float(r["max_interval_s"]),
+            default_interval_s=float(r["default_interval_s"]),
         )
         for r in conn.execute(query("visit_type_config"))
     }
@@ -49,7 +49,7 @@ def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[
 def queue_position(conn: DictConnection, visit_type: str, now: datetime) -> datetime:
     """The scheduler's current queue position for ``visit_type`` (``now`` if none yet)."""
     row = conn.execute(query("queue_position"), {"visit_type": visit_type}).fetchone()
-    return row["position"] if row else now  # type: ignore[return-value]
+    return row["position"] if row else now
 
 
 def advance_queue_position(conn: DictConnection, visit_type: str, target_s: float) -> None:
@@ -60,4 +60,4 @@ def advance_queue_position(conn: DictConnection, visit_type: str, target_s: floa
 
 def origins_by_id(conn: DictConnection, ids: list[int]) -> dict[int, dict[str, Any]]:
     """url and visit type of each stats id."""
-    return {int(r["id"]): r for r in conn.execute(query("origins_by_id"), {"ids": ids})}  # type: ignore[call-overload]
+    return {int(r["id"]): r for r in conn.execute(query("origins_by_id"), {"ids": ids})}

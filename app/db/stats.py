@@ -20,14 +20,14 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
     params = {"urls": [k[0] for k in keys], "visit_types": [k[1] for k in keys]}
     found: dict[StatsKey, OriginStats] = {}
     for row in conn.execute(query("lock_stats"), params):
-        stats = OriginStats(**row)  # type: ignore[arg-type]
+        stats = OriginStats(**row)
         found[(stats.url, stats.visit_type)] = stats
     return found
 
 
 def queue_positions(conn: DictConnection) -> dict[str, datetime]:
     """The scheduler's queue position of each visit type that has one."""
-    return {str(r["visit_type"]): r["position"] for r in conn.execute(query("queue_positions"))}  # type: ignore[misc]
+    return {str(r["visit_type"]): r["position"] for r in conn.execute(query("queue_positions"))}
 
 
 def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRow]:

@@ -12,9 +12,12 @@
 -- ARGV[5..8] weight of each pool, or 'auto' in ARGV[5] for seed 000's mixing:
 --         r = #B / (#A + #B); (1 - r) n from no_last_update (group A) and
 --         r n / 3 from each pool of group B (never_visited, lagging, up_to_date)
+-- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
+--         returns from cooling), anything else to pop
 --
 -- The batch is split by weight; the share of a pool that runs dry goes to the
--- others, so no slot stays empty while any pool holds an origin.
+-- others, and when every weighted pool is dry the pools of weight 0 are served
+-- too, so no slot stays empty while any pool holds an origin.
 --
 -- Returns {cooled, lost, {id, pool index, score, ...}}: how many origins came
 -- back from cooling and from lost visits, then the popped origins, which are
@@ -43,8 +46,12 @@ local function unpark(from, upto)
   return #ids
 end
 
-local cooled = unpark(cooling, now)
-local lost = unpark(inflight, now - scheduled_cooldown)
+local peek = ARGV[9] == 'peek'
+local cooled, lost = 0, 0
+if not peek then
+  cooled = unpark(cooling, now)
+  lost = unpark(inflight, now - scheduled_cooldown)
+end
 
 local avail, weight = {}, {}
 for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
@@ -56,42 +63,61 @@ else
 end
 
 local take = {0, 0, 0, 0}
-local remaining = n
-while remaining > 0 do
-  local total = 0
-  for i = 1, 4 do
-    if weight[i] > 0 and take[i] < avail[i] then total = total + weight[i] end
-  end
-  if total == 0 then break end
-  local given = 0
-  for i = 1, 4 do
-    if weight[i] > 0 and take[i] < avail[i] then
-      local share = math.min(math.floor(remaining * weight[i] / total), avail[i] - take[i])
-      take[i] = take[i] + share
-      given = given + share
+
+local function share(remaining)
+  while remaining > 0 do
+    local total = 0
+    for i = 1, 4 do
+      if weight[i] > 0 and take[i] < avail[i] then total = total + weight[i] end
     end
-  end
-  if given == 0 then
-    -- Shares below one origin: one each, heaviest pool first, until none is left.
-    local order = {1, 2, 3, 4}
-    table.sort(order, function(a, b) return weight[a] > weight[b] or (weight[a] == weight[b] and a < b) end)
-    for _, i in ipairs(order) do
-      if given < remaining and weight[i] > 0 and take[i] < avail[i] then
-        take[i] = take[i] + 1
-        given = given + 1
+    if total == 0 then return remaining end
+    local given = 0
+    for i = 1, 4 do
+      if weight[i] > 0 and take[i] < avail[i] then
+        local part = math.min(math.floor(remaining * weight[i] / total), avail[i] - take[i])
+        take[i] = take[i] + part
+        given = given + part
       end
     end
+    if given == 0 then
+      -- Shares below one origin: one each, heaviest pool first, until none is left.
+      local order = {1, 2, 3, 4}
+      table.sort(order, function(a, b)
+        return weight[a] > weight[b] or (weight[a] == weight[b] and a < b)
+      end)
+      for _, i in ipairs(order) do
+        if given < remaining and weight[i] > 0 and take[i] < avail[i] then
+          take[i] = take[i] + 1
+          given = given + 1
+        end
+      end
+    end
+    remaining = remaining - given
   end
-  remaining = remaining - given
+  return 0
+end
+
+local left = share(n)
+if left > 0 then
+  -- Every weighted pool is dry: serve the others rather than leave slots empty.
+  for i = 1, 4 do weight[i] = (weight[i] > 0) and 0 or 1 end
+  share(left)
 end
 
 local popped = {}
 for i = 1, 4 do
   if take[i] > 0 then
-    local got = redis.call('ZPOPMIN', KEYS[i], take[i])
+    local got
+    if peek then
+      got = redis.call('ZRANGE', KEYS[i], 0, take[i] - 1, 'WITHSCORES')
+    else
+      got = redis.call('ZPOPMIN', KEYS[i], take[i])
+    end
     for j = 1, #got, 2 do
-      redis.call('ZADD', inflight, now, got[j])
-      redis.call('HSET', parked, got[j], i .. '|' .. got[j + 1])
+      if not peek then
+        redis.call('ZADD', inflight, now, got[j])
+        redis.call('HSET', parked, got[j], i .. '|' .. got[j + 1])
+      end
       popped[#popped + 1] = got[j]
       popped[#popped + 1] = i
       popped[#popped + 1] = got[j + 1]

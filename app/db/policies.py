@@ -1,0 +1,38 @@
+"""Scheduling policy configuration and the candidates of query policies."""
+
+from __future__ import annotations
+
+from app.db.connection import DictConnection
+from app.db.queries import query
+from app.domain.policies import check_policies, default_policies
+
+#: Candidates fetched per slot: some of them may be resting or in flight.
+OVERFETCH = 3
+
+
+def policies_of(conn: DictConnection, visit_type: str) -> dict[str, float]:
+    """The configured (policy, weight) of a visit type, or the reference defaults."""
+    rows = conn.execute(query("policies_of_visit_type"), {"visit_type": visit_type}).fetchall()
+    if not rows:
+        return default_policies(visit_type)
+    return {str(r["policy"]): float(r["weight"]) for r in rows}
+
+
+def set_policies(conn: DictConnection, visit_type: str, policies: dict[str, float]) -> None:
+    """Replace the policies of a visit type (validated first: nothing is written if bad)."""
+    check_policies(policies)
+    with conn.transaction():
+        conn.execute(query("delete_policies"), {"visit_type": visit_type})
+        for policy, weight in policies.items():
+            conn.execute(
+                query("insert_policy"),
+                {"visit_type": visit_type, "policy": policy, "weight": weight},
+            )
+
+
+def candidates(conn: DictConnection, policy: str, visit_type: str, count: int) -> list[int]:
+    """Origin ids ranked by a query policy (more than ``count``: some may be busy)."""
+    rows = conn.execute(
+        query(f"candidates_{policy}"), {"visit_type": visit_type, "limit": count * OVERFETCH}
+    )
+    return [int(r["id"]) for r in rows]

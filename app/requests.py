@@ -1,0 +1,182 @@
+"""One-shot visit requests: their lifecycle (seed 004) and their scheduling.
+
+pending -> scheduled -> running -> succeeded | failed; aborted by cancel. A
+failed request can be retried: a new request supersedes it and the old one is
+kept. Pending requests are served in descending effective priority (base +
+adjustment), then first in first out: that order is the ``take_pending_requests``
+query, the one copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from app.api_models import RequestVisit
+from app.db.connection import DictConnection
+from app.db.listings import known_visit_types
+from app.db.queries import query
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.placement import epoch_s
+from queues.keys import aborted_requests
+
+
+class RequestError(ValueError):
+    """A request operation that cannot be done; the text says why."""
+
+
+def create_request(
+    conn: DictConnection, request: RequestVisit, supersedes: int | None = None
+) -> int:
+    """Record a pending request; return its id (the existing one for a known external_id)."""
+    known = known_visit_types(conn)
+    if request.visit_type not in known:
+        names = ", ".join(sorted(known))
+        raise RequestError(
+            f"visit_type: unknown visit type {request.visit_type!r} (known: {names})"
+        )
+    params = {
+        "url": request.url,
+        "visit_type": request.visit_type,
+        "kind": request.kind,
+        "base_priority": request.priority,
+        "requested_by": request.requested_by,
+        "extra_loader_arguments": json.dumps(request.extra_loader_arguments),
+        "external_id": request.external_id,
+        "supersedes": supersedes,
+    }
+    with conn.transaction():
+        row = conn.execute(query("insert_request"), params).fetchone()
+        if row is None:
+            row = conn.execute(
+                query("request_by_external_id"), {"external_id": request.external_id}
+            ).fetchone()
+        assert row is not None
+        return int(row["id"])
+
+
+def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
+    """Every field of one request."""
+    row = conn.execute(query("get_request"), {"id": request_id}).fetchone()
+    if row is None:
+        raise RequestError(f"request_id: no request {request_id}")
+    return row
+
+
+def list_requests(conn: DictConnection, status: str | None, limit: int) -> list[dict[str, Any]]:
+    """Requests, pending ones first in the order they will be served."""
+    return conn.execute(query("list_requests"), {"status": status, "limit": limit}).fetchall()
+
+
+def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
+    """Add ``delta`` to a pending request's adjustment; return its effective priority."""
+    row = conn.execute(query("adjust_priority"), {"id": request_id, "delta": delta}).fetchone()
+    if row is None:
+        raise RequestError(f"request_id: no pending request {request_id}")
+    return int(row["priority"])
+
+
+def cancel_request(
+    conn: DictConnection, client: redis.Redis, namespace: str, request_id: int, now: datetime
+) -> None:
+    """Abort a pending or scheduled request (a worker that receives it skips it)."""
+    if conn.execute(query("cancel_request"), {"id": request_id, "now": now}).fetchone() is None:
+        raise RequestError(f"request_id: no pending or scheduled request {request_id}")
+    client.sadd(aborted_requests(namespace), request_id)
+
+
+def retry_request(conn: DictConnection, request_id: int) -> int:
+    """Make a new request superseding a failed one (kept for inspection); return its id."""
+    old = get_request(conn, request_id)
+    if old["status"] != "failed":
+        raise RequestError(f"request_id: request {request_id} is {old['status']}, not failed")
+    if old["superseded_by"] is not None:
+        raise RequestError(f"request_id: request {request_id} was already retried")
+    retry = RequestVisit(
+        url=old["url"],
+        visit_type=old["visit_type"],
+        priority=old["base_priority"] + old["priority_adjustment"],
+        kind=old["kind"],
+        requested_by=old["requested_by"],
+        extra_loader_arguments=old["extra_loader_arguments"],
+    )
+    with conn.transaction():
+        new_id = create_request(conn, retry, supersedes=request_id)
+        conn.execute(query("supersede_request"), {"id": request_id, "new_id": new_id})
+    return new_id
+
+
+@dataclass(frozen=True)
+class TakenRequest:
+    """A request the scheduler just sent to a worker."""
+
+    id: int
+    url: str
+    visit_type: str
+    arguments: dict[str, Any]
+    priority: int
+
+
+def take_pending(
+    conn: DictConnection, visit_type: str, limit: int, now: datetime
+) -> list[TakenRequest]:
+    """Mark up to ``limit`` pending requests scheduled, best first; return them."""
+    if limit <= 0:
+        return []
+    params = {"visit_type": visit_type, "limit": limit, "now": now}
+    with conn.transaction():
+        rows = conn.execute(query("take_pending_requests"), params).fetchall()
+    rows.sort(key=lambda r: (-r["priority"], r["id"]))
+    return [
+        TakenRequest(
+            r["id"], r["url"], r["visit_type"], dict(r["extra_loader_arguments"]), r["priority"]
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class FinishedRequest:
+    """A request whose visit ended: how long from request to completed visit."""
+
+    id: int
+    kind: str
+    visit_type: str
+    latency_s: float
+
+
+def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[FinishedRequest]:
+    """Move requests along with the visits the journal reports (inside the caller's
+    transaction); return those that ended."""
+    started = [e for e in events if not e.is_final]
+    finished = [e for e in events if e.is_final]
+    if started:
+        conn.execute(
+            query("requests_started"),
+            {
+                "urls": [e.origin for e in started],
+                "visit_types": [e.visit_type for e in started],
+                "dates": [e.date for e in started],
+            },
+        )
+    if not finished:
+        return []
+    rows = conn.execute(
+        query("requests_finished"),
+        {
+            "urls": [e.origin for e in finished],
+            "visit_types": [e.visit_type for e in finished],
+            "dates": [e.date for e in finished],
+            "statuses": [e.status for e in finished],
+        },
+    ).fetchall()
+    return [
+        FinishedRequest(
+            r["id"], r["kind"], r["visit_type"], epoch_s(r["finished_at"]) - epoch_s(r["created"])
+        )
+        for r in rows
+    ]

@@ -1,0 +1,78 @@
+-- One-shot visit requests (seed 004).
+
+-- name: insert_request
+insert into visit_requests (url, visit_type, kind, base_priority, requested_by,
+                            extra_loader_arguments, external_id, supersedes)
+values (%(url)s, %(visit_type)s, %(kind)s, %(base_priority)s, %(requested_by)s,
+        %(extra_loader_arguments)s, %(external_id)s, %(supersedes)s)
+on conflict (external_id) do nothing
+returning id
+
+-- name: request_by_external_id
+select id from visit_requests where external_id = %(external_id)s
+
+-- name: get_request
+select id, url, visit_type, kind, base_priority, priority_adjustment,
+       base_priority + priority_adjustment as priority, status::text, requested_by,
+       extra_loader_arguments, created, scheduled_at, started_at, finished_at,
+       visit_status::text, supersedes, superseded_by, external_id
+from visit_requests where id = %(id)s
+
+-- name: list_requests
+select id, url, visit_type, kind, base_priority + priority_adjustment as priority,
+       status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by
+from visit_requests
+where (%(status)s::text is null or status::text = %(status)s)
+order by (status = 'pending') desc, base_priority + priority_adjustment desc, id
+limit %(limit)s
+
+-- name: take_pending_requests
+-- Highest effective priority first, then first in, first out. SKIP LOCKED lets
+-- several schedulers share the requests.
+with picked as (
+  select id from visit_requests
+  where visit_type = %(visit_type)s and status = 'pending'
+  order by base_priority + priority_adjustment desc, id
+  limit %(limit)s
+  for update skip locked
+)
+update visit_requests r set status = 'scheduled', scheduled_at = %(now)s
+from picked where r.id = picked.id
+returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
+          r.base_priority + r.priority_adjustment as priority, r.created
+
+-- name: adjust_priority
+update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
+where id = %(id)s and status = 'pending'
+returning id, base_priority + priority_adjustment as priority
+
+-- name: cancel_request
+update visit_requests set status = 'aborted', finished_at = %(now)s
+where id = %(id)s and status in ('pending', 'scheduled')
+returning id
+
+-- name: supersede_request
+update visit_requests set superseded_by = %(new_id)s
+where id = %(id)s
+
+-- name: requests_started
+-- A visit of the origin began (created / ongoing status): its scheduled
+-- requests are running.
+update visit_requests r set status = 'running', started_at = k.date
+from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[])
+     as k(url, visit_type, date)
+where r.url = k.url and r.visit_type = k.visit_type and r.status = 'scheduled'
+  and r.scheduled_at <= k.date
+returning r.id
+
+-- name: requests_finished
+-- A visit of the origin ended: its scheduled or running requests end with it.
+update visit_requests r
+set status = (case when k.status in ('full', 'partial') then 'succeeded' else 'failed' end)::request_status,
+    finished_at = k.date, visit_status = k.status::visit_status,
+    started_at = coalesce(r.started_at, k.date)
+from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
+            %(statuses)s::text[]) as k(url, visit_type, date, status)
+where r.url = k.url and r.visit_type = k.visit_type
+  and r.status in ('scheduled', 'running') and r.scheduled_at <= k.date
+returning r.id, r.created, r.finished_at, r.kind, r.visit_type
