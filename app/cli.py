@@ -36,8 +36,13 @@ app.add_typer(lister_app, name="lister")
 app.add_typer(origins_app, name="origins")
 app.add_typer(origin_app, name="origin")
 app.add_typer(mirror_app, name="mirror")
+request_app = typer.Typer(help="One-shot visit requests (save code now).", no_args_is_help=True)
+policy_app = typer.Typer(help="Scheduling policies per visit type.", no_args_is_help=True)
+app.add_typer(request_app, name="request")
+app.add_typer(policy_app, name="policy")
 
-console = Console()
+# Piped output (scripts, tests) gets wide tables rather than truncated cells.
+console = Console() if sys.stdout.isatty() else Console(width=240)
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -334,6 +339,165 @@ def demo(
     from app.demo import run_demo
 
     raise typer.Exit(run_demo(repos, duration, console))
+
+
+@request_app.command("add")
+def request_add(
+    url: str,
+    visit_type: Annotated[str, typer.Option()] = "git",
+    priority: Annotated[int, typer.Option(min=-1000, max=1000)] = 0,
+    kind: Annotated[str, typer.Option()] = "operator",
+    requested_by: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Ask for a one-shot visit of URL; print the request id."""
+    from pydantic import ValidationError
+
+    from app.api_models import RequestVisit
+    from app.requests import RequestError, create_request
+
+    try:
+        request = RequestVisit(
+            url=url, visit_type=visit_type, priority=priority, kind=kind, requested_by=requested_by
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise _fail(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+    with connect(get_settings()) as conn:
+        try:
+            console.print(str(create_request(conn, request)))
+        except RequestError as exc:
+            raise _fail(str(exc)) from exc
+
+
+@request_app.command("list")
+def request_list(
+    status: Annotated[str | None, typer.Option(help="only requests in this status")] = None,
+    limit: Annotated[int, typer.Option(min=1)] = 50,
+) -> None:
+    """List requests, pending ones first in the order they will be served."""
+    from app.requests import list_requests
+
+    statuses = ("pending", "scheduled", "running", "succeeded", "failed", "aborted")
+    if status is not None and status not in statuses:
+        raise _fail(f"--status: unknown status {status!r} (known: {', '.join(statuses)})")
+    with connect(get_settings()) as conn:
+        rows = list_requests(conn, status, limit)
+    table = Table("id", "url", "type", "priority", "status", "created", "finished", "visit")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["url"],
+            r["visit_type"],
+            str(r["priority"]),
+            r["status"],
+            r["created"].isoformat(timespec="seconds"),
+            r["finished_at"].isoformat(timespec="seconds") if r["finished_at"] else "",
+            r["visit_status"] or "",
+        )
+    console.print(table)
+
+
+def _request_op(op: str, request_id: int, delta: int = 0) -> None:
+    from app import requests as req
+
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        try:
+            if op == "adjust":
+                console.print(
+                    f"request {request_id}: priority {req.adjust_priority(conn, request_id, delta)}"
+                )
+            elif op == "cancel":
+                req.cancel_request(conn, ctx.redis, settings.redis_namespace, request_id, _now())
+                console.print(f"request {request_id}: aborted")
+            else:
+                console.print(
+                    f"request {request_id}: retried as {req.retry_request(conn, request_id)}"
+                )
+        except req.RequestError as exc:
+            raise _fail(str(exc)) from exc
+
+
+@request_app.command("adjust")
+def request_adjust(request_id: int, delta: int) -> None:
+    """Add DELTA to a pending request's priority adjustment."""
+    _request_op("adjust", request_id, delta)
+
+
+@request_app.command("cancel")
+def request_cancel(request_id: int) -> None:
+    """Abort a pending or scheduled request."""
+    _request_op("cancel", request_id)
+
+
+@request_app.command("retry")
+def request_retry(request_id: int) -> None:
+    """Retry a failed request: a new request supersedes it (the old one is kept)."""
+    _request_op("retry", request_id)
+
+
+@policy_app.command("show")
+def policy_show() -> None:
+    """The policies and weights of every visit type."""
+    from app.db.policies import policies_of
+    from app.db.scheduling import visit_type_configs
+
+    table = Table("visit type", "policy", "weight")
+    with connect(get_settings()) as conn:
+        for vt in visit_type_configs(conn):
+            for policy, weight in policies_of(conn, vt).items():
+                table.add_row(vt, policy, f"{weight:g}")
+    console.print(table)
+
+
+@policy_app.command("set")
+def policy_set(
+    visit_type: str,
+    weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
+) -> None:
+    """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
+    from app.db.listings import known_visit_types
+    from app.db.policies import set_policies
+    from app.domain.policies import UnknownPolicy
+
+    parsed: dict[str, float] = {}
+    for item in weights:
+        name, sep, value = item.partition("=")
+        try:
+            parsed[name] = float(value) if sep else float("nan")
+        except ValueError:
+            parsed[name] = float("nan")
+        if parsed[name] != parsed[name]:
+            raise _fail(f"WEIGHTS: expected POLICY=WEIGHT with a number, got {item!r}")
+    with connect(get_settings()) as conn:
+        if visit_type not in known_visit_types(conn):
+            raise _fail(f"VISIT_TYPE: unknown visit type {visit_type!r}")
+        try:
+            set_policies(conn, visit_type, parsed)
+        except UnknownPolicy as exc:
+            raise _fail(str(exc)) from exc
+    console.print(f"{visit_type}: {', '.join(f'{k}={v:g}' for k, v in parsed.items())}")
+
+
+@app.command("api")
+def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
+    """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
+    from app.queue_names import API_QUEUE
+
+    args = [
+        sys.executable,
+        "-m",
+        "dramatiq",
+        "actors.api",
+        "--processes",
+        "1",
+        "--threads",
+        str(threads),
+        "--queues",
+        API_QUEUE,
+    ]
+    os.execv(sys.executable, args)
 
 
 def main() -> None:

@@ -64,35 +64,37 @@ end
 
 local take = {0, 0, 0, 0}
 
+-- Largest-remainder split of `remaining` over the pools with weight and
+-- origins left; a pool's part beyond what it holds is split again among the
+-- others on the next round.
 local function share(remaining)
   while remaining > 0 do
-    local total = 0
-    for i = 1, 4 do
-      if weight[i] > 0 and take[i] < avail[i] then total = total + weight[i] end
-    end
-    if total == 0 then return remaining end
-    local given = 0
+    local active, total = {}, 0
     for i = 1, 4 do
       if weight[i] > 0 and take[i] < avail[i] then
-        local part = math.min(math.floor(remaining * weight[i] / total), avail[i] - take[i])
-        take[i] = take[i] + part
-        given = given + part
+        active[#active + 1] = i
+        total = total + weight[i]
       end
     end
-    if given == 0 then
-      -- Shares below one origin: one each, heaviest pool first, until none is left.
-      local order = {1, 2, 3, 4}
-      table.sort(order, function(a, b)
-        return weight[a] > weight[b] or (weight[a] == weight[b] and a < b)
-      end)
-      for _, i in ipairs(order) do
-        if given < remaining and weight[i] > 0 and take[i] < avail[i] then
-          take[i] = take[i] + 1
-          given = given + 1
-        end
-      end
+    if total == 0 then return remaining end
+    local parts, rest, given = {}, {}, 0
+    for _, i in ipairs(active) do
+      local exact = remaining * weight[i] / total
+      parts[i] = math.floor(exact)
+      rest[i] = exact - parts[i]
+      given = given + parts[i]
     end
-    remaining = remaining - given
+    table.sort(active, function(a, b) return rest[a] > rest[b] or (rest[a] == rest[b] and a < b) end)
+    for k = 1, remaining - given do
+      parts[active[k]] = parts[active[k]] + 1
+    end
+    local placed = 0
+    for _, i in ipairs(active) do
+      local part = math.min(parts[i], avail[i] - take[i])
+      take[i] = take[i] + part
+      placed = placed + part
+    end
+    remaining = remaining - placed
   end
   return 0
 end

@@ -1,0 +1,112 @@
+"""revisit's remote API: Dramatiq actors any service can enqueue to.
+
+Consumed by ``revisit api`` (Procfile ``api``). Payloads are documented by
+``app.api_models`` and validated on receipt: a bad one is refused with the
+field named, nothing is written, and Dramatiq dead-letters it (no retry).
+
+Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
+actor names ``request_visit``, ``adjust_priority``, ``cancel_request``,
+``record_listing``, queue ``revisit.api``, one keyword argument ``payload``
+holding the model's fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import dramatiq
+from pydantic import BaseModel, ValidationError
+
+from actors.broker import make_broker
+from app import requests as req
+from app.api_models import (
+    AdjustPriority,
+    CancelRequest,
+    InvalidPayload,
+    RecordListing,
+    RequestVisit,
+)
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.db.listings import register_lister
+from app.listing import finish_listing, record_listed_origins
+from app.queue_names import API_QUEUE
+from app.settings import get_settings
+
+log = logging.getLogger("revisit.api")
+broker = make_broker(get_settings())
+broker.declare_queue(API_QUEUE)
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validate(model: type[Model], payload: Any) -> Model:
+    """The payload as ``model``, or InvalidPayload naming the first bad field."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise InvalidPayload(f"{model.__name__}: {field}: {first['msg']}") from None
+
+
+@lru_cache(maxsize=1)
+def _ctx() -> Context:
+    return Context.from_settings(get_settings())
+
+
+def _conn() -> DictConnection:
+    return connect(get_settings())
+
+
+def _now() -> datetime:
+    return datetime.now(tz=UTC)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def request_visit(payload: Any) -> int:
+    """Record a one-shot visit request; returns its id."""
+    request = validate(RequestVisit, payload)
+    with _conn() as conn:
+        request_id = req.create_request(conn, request)
+    log.info("request %d: visit %s (%s)", request_id, request.url, request.visit_type)
+    return request_id
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def adjust_priority(payload: Any) -> int:
+    """Add to a pending request's priority adjustment; returns the effective priority."""
+    change = validate(AdjustPriority, payload)
+    with _conn() as conn:
+        return req.adjust_priority(conn, change.request_id, change.delta)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def cancel_request(payload: Any) -> None:
+    """Abort a pending or scheduled request."""
+    cancel = validate(CancelRequest, payload)
+    ctx = _ctx()
+    with _conn() as conn:
+        req.cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, _now())
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def record_listing(payload: Any) -> int:
+    """Record a batch of a lister's origins; returns how many."""
+    listing = validate(RecordListing, payload)
+    ctx = _ctx()
+    now = _now()
+    rows = list(enumerate(listing.origins, start=1))
+    with _conn() as conn:
+        lister = register_lister(conn, listing.lister_name, listing.instance_name, None)
+        count = record_listed_origins(conn, ctx, lister, rows, now)
+        if listing.last_batch:
+            started = (
+                datetime.fromtimestamp(listing.listing_started_at, tz=UTC)
+                if listing.listing_started_at is not None
+                else now
+            )
+            finish_listing(conn, ctx, lister, started, now, full=listing.full)
+    return count

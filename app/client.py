@@ -1,0 +1,79 @@
+"""A typed client of revisit's actor API: validates with pydantic, then enqueues.
+
+    from app.client import RevisitClient
+    client = RevisitClient.from_settings()
+    client.request_visit(url="https://example.org/repo.git", visit_type="git", priority=10)
+
+Bad arguments raise InvalidPayload naming the field before anything is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+from pydantic import BaseModel, ValidationError
+
+from app.api_models import (
+    AdjustPriority,
+    CancelRequest,
+    InvalidPayload,
+    RecordListing,
+    RequestVisit,
+)
+from app.queue_names import API_QUEUE
+from app.settings import Settings, get_settings
+
+
+def _checked(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return model.model_validate(fields).model_dump(mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise InvalidPayload(f"{model.__name__}: {field}: {first['msg']}") from None
+
+
+class RevisitClient:
+    """Sends revisit API messages through a Dramatiq broker."""
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        self.broker = broker
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> RevisitClient:
+        """A client on the Redis broker of ``settings`` (REVISIT_* environment)."""
+        settings = settings or get_settings()
+        broker = RedisBroker(url=settings.redis_dsn(), namespace=settings.dramatiq_namespace)  # type: ignore[no-untyped-call]
+        return cls(broker)
+
+    def _send(self, actor: str, model: type[BaseModel], fields: dict[str, Any]) -> str:
+        payload = _checked(model, fields)
+        message: dramatiq.Message[Any] = dramatiq.Message(
+            queue_name=API_QUEUE,
+            actor_name=actor,
+            args=(),
+            kwargs={"payload": payload},
+            options={},
+        )
+        self.broker.enqueue(message)
+        return str(message.message_id)
+
+    def request_visit(self, **fields: Any) -> str:
+        """Ask for a one-shot visit (fields of app.api_models.RequestVisit)."""
+        return self._send("request_visit", RequestVisit, fields)
+
+    def adjust_priority(self, request_id: int, delta: int) -> str:
+        """Add ``delta`` to a pending request's priority."""
+        return self._send(
+            "adjust_priority", AdjustPriority, {"request_id": request_id, "delta": delta}
+        )
+
+    def cancel_request(self, request_id: int) -> str:
+        """Abort a pending or scheduled request."""
+        return self._send("cancel_request", CancelRequest, {"request_id": request_id})
+
+    def record_listing(self, **fields: Any) -> str:
+        """Send a batch of a lister's origins (fields of app.api_models.RecordListing)."""
+        return self._send("record_listing", RecordListing, fields)

@@ -1,0 +1,165 @@
+"""One-shot requests: ordering, lifecycle, the actor API, and save code now
+behind a recurrent backlog, against real PostgreSQL, Redis and Dramatiq workers."""
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dramatiq
+import pytest
+import redis
+
+from actors.scheduler import SchedulerLoop
+from app.api_models import InvalidPayload, RequestVisit
+from app.client import RevisitClient
+from app.context import Context
+from app.db.connection import DictConnection
+from app.demo import make_repo
+from app.queue_names import API_QUEUE, priority_queue, visit_queue
+from app.requests import (
+    RequestError,
+    adjust_priority,
+    cancel_request,
+    create_request,
+    get_request,
+    retry_request,
+    take_pending,
+)
+from app.settings import Settings
+from tests.integration.helpers import list_origins
+from tests.processes import running, wait_for
+
+NOW = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def ask(conn: DictConnection, url: str, priority: int = 0, **kw: object) -> int:
+    return create_request(conn, RequestVisit(url=url, visit_type="git", priority=priority, **kw))  # type: ignore[arg-type]
+
+
+def test_pending_requests_are_served_by_effective_priority_then_fifo(conn: DictConnection) -> None:
+    low = ask(conn, "https://r.example/low", 0)
+    high = ask(conn, "https://r.example/high", 10)
+    low2 = ask(conn, "https://r.example/low2", 0)
+    bumped = ask(conn, "https://r.example/bumped", 0)
+    assert adjust_priority(conn, bumped, 20) == 20
+    taken = take_pending(conn, "git", 10, NOW)
+    assert [t.id for t in taken] == [bumped, high, low, low2]
+    assert {get_request(conn, i)["status"] for i in (low, high)} == {"scheduled"}
+
+
+def test_same_external_id_makes_one_request(conn: DictConnection) -> None:
+    first = ask(conn, "https://r.example/x", external_id="web-42")
+    assert ask(conn, "https://r.example/x", external_id="web-42") == first
+
+
+def test_cancel_and_retry_follow_the_lifecycle(conn: DictConnection, ctx: Context) -> None:
+    pending = ask(conn, "https://r.example/a")
+    cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
+    assert get_request(conn, pending)["status"] == "aborted"
+    with pytest.raises(RequestError, match="no pending or scheduled request"):
+        cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
+    failed = ask(conn, "https://r.example/b", 5)
+    conn.execute("update visit_requests set status = 'failed' where id = %s", (failed,))
+    retry = retry_request(conn, failed)
+    old, new = get_request(conn, failed), get_request(conn, retry)
+    assert (old["status"], old["superseded_by"]) == ("failed", retry)
+    assert (new["status"], new["supersedes"], new["priority"]) == ("pending", failed, 5)
+    with pytest.raises(RequestError, match="already retried"):
+        retry_request(conn, failed)
+
+
+def test_unknown_visit_type_is_refused_with_the_known_ones(conn: DictConnection) -> None:
+    with pytest.raises(RequestError, match=r"unknown visit type 'cvs' \(known: git, hg, svn\)"):
+        create_request(conn, RequestVisit(url="https://r.example/c", visit_type="cvs"))
+
+
+def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    list_origins(conn, ctx, [f"https://backlog.example/{i}" for i in range(10_000)])
+    loop = SchedulerLoop(settings)
+    loop.step(datetime.now(tz=UTC))  # fills the recurrent queue
+    backlog = loop.broker.client.hlen(f"dramatiq:{visit_queue('git')}.msgs")
+    assert backlog > 0
+    url = make_repo(tmp_path / "wanted")
+    request_id = ask(conn, url, 100)
+    loop.step(datetime.now(tz=UTC))
+    assert get_request(conn, request_id)["status"] == "scheduled"
+    assert loop.broker.client.hlen(f"dramatiq:{priority_queue('git')}.msgs") == 1
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "priority": ["revisit", "worker", "--lane", "priority", "--threads", "1"],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, {}, logs):
+        wait_for(
+            lambda: get_request(conn, request_id)["status"] == "succeeded",
+            60,
+            "the request's visit to succeed",
+            logs,
+        )
+    done = get_request(conn, request_id)
+    assert done["visit_status"] == "full" and done["started_at"] <= done["finished_at"]
+    # the recurrent backlog is untouched: nobody consumed it
+    assert loop.broker.client.hlen(f"dramatiq:{visit_queue('git')}.msgs") == backlog
+
+
+def test_client_refuses_a_bad_field_before_sending(settings: Settings) -> None:
+    client = RevisitClient.from_settings(settings)
+    with pytest.raises(InvalidPayload, match="RequestVisit: priority"):
+        client.request_visit(url="https://r.example/x", visit_type="git", priority="urgent")
+    assert redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{API_QUEUE}.msgs") == 0
+
+
+def test_api_actor_records_valid_requests_and_dead_letters_bad_payloads(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    client = RevisitClient.from_settings(settings)
+    client.request_visit(
+        url="https://r.example/good", visit_type="git", priority=3, external_id="k1"
+    )
+    bad = dramatiq.Message(
+        queue_name=API_QUEUE,
+        actor_name="request_visit",
+        args=(),
+        kwargs={"payload": {"url": "https://r.example/bad", "visit_type": "git", "priority": "x"}},
+        options={},
+    )
+    client.broker.enqueue(bad)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    dead = f"dramatiq:{API_QUEUE}.XQ"
+    r = redis.Redis.from_url(settings.redis_dsn())
+    with running({"api": ["revisit", "api"]}, {}, logs):
+        wait_for(lambda: r.zcard(dead) == 1, 30, "the bad message to be dead-lettered", logs)
+        wait_for(
+            lambda: conn.execute("select count(*) as n from visit_requests").fetchone()["n"] == 1,
+            30,
+            "the good request",
+            logs,
+        )
+    rows = conn.execute("select url, base_priority from visit_requests").fetchall()
+    assert rows == [{"url": "https://r.example/good", "base_priority": 3}]
+    assert "priority" in (logs / "api.log").read_text()
+
+
+def test_cli_request_commands(settings: Settings, conn: DictConnection) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app", *args], capture_output=True, text=True, check=False
+        )
+
+    added = cli("request", "add", "https://r.example/cli", "--priority", "7")
+    assert added.returncode == 0, added.stderr
+    request_id = added.stdout.strip()
+    listed = cli("request", "list", "--status", "pending")
+    assert "https://r.example/cli" in listed.stdout
+    assert cli("request", "list", "--status", "sleeping").returncode == 2
+    assert cli("request", "cancel", request_id).returncode == 0
+    assert "aborted" in cli("request", "list").stdout
+    bad_policy = cli("policy", "set", "git", "fastest_first=3")
+    assert bad_policy.returncode == 2 and "unknown policy 'fastest_first'" in bad_policy.stderr
+    assert cli("policy", "set", "git", "seed000_mixing=1").returncode == 0
+    assert "seed000_mixing" in cli("policy", "show").stdout
