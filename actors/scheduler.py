@@ -16,7 +16,7 @@ from app.context import Context
 from app.db.connection import connect
 from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.domain.placement import epoch_s
+from app.domain.placement import POOLS, epoch_s
 from app.queue_names import priority_queue, visit_queue
 from app.requests import take_pending
 from app.scheduling import StepResult, VisitOrder, free_slots, schedule_step
@@ -31,6 +31,8 @@ from monitoring.metrics import (
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
+#: Weight of the latest step in the pick rate behind ETAs.
+RATE_SMOOTHING = 0.1
 
 
 def visit_message(queue: str, order: VisitOrder) -> dramatiq.Message[Any]:
@@ -50,6 +52,8 @@ class SchedulerLoop:
         self.conn = connect(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._policies: dict[str, dict[str, float]] = {}
+        self._rates: dict[str, dict[str, float]] = {}
+        self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
 
     def configs(self) -> dict[str, VisitTypeConfig]:
@@ -114,6 +118,7 @@ class SchedulerLoop:
 
     def _observe(self, result: StepResult) -> None:
         vt = result.visit_type
+        self._update_rates(result)
         SCHEDULER_FREE_SLOTS.labels(vt).set(result.free_slots)
         for policy, count in Counter(o.policy for o in result.orders).items():
             SCHEDULED_VISITS.labels(vt, policy).inc(count)
@@ -131,6 +136,20 @@ class SchedulerLoop:
                 result.lost,
                 ", mirror rebuilt" if result.rebuilt else "",
             )
+
+    def _update_rates(self, result: StepResult) -> None:
+        """Exponentially weighted pick rate of each pool, kept in the mirror for ETAs."""
+        vt = result.visit_type
+        now = time.monotonic()
+        last = self._rate_at.get(vt)
+        self._rate_at[vt] = now
+        if last is None or now <= last:
+            return
+        rates = self._rates.setdefault(vt, dict.fromkeys(POOLS, 0.0))
+        for pool in POOLS:
+            current = result.picks_by_pool.get(pool, 0) / (now - last)
+            rates[pool] = RATE_SMOOTHING * current + (1 - RATE_SMOOTHING) * rates[pool]
+        self.ctx.mirror.record_pick_rates(vt, rates)
 
     def run(self, stop: threading.Event) -> None:
         """Step until ``stop`` is set, pausing between steps."""

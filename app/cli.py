@@ -169,27 +169,27 @@ def schedule(
     ] = False,
     n: Annotated[int, typer.Option("-n", min=1, help="how many visits")] = 10,
 ) -> None:
-    """Show (--dry-run) or schedule the next N visits of VISIT_TYPE."""
-    from app.introspection import peek_next
-    from app.mirror_sync import ensure_built
+    """Show (--dry-run) or schedule the next N visits of VISIT_TYPE, with the
+    policy that picks each."""
+    from app.db.policies import policies_of
+    from app.scheduling import schedule_step
 
     settings = get_settings()
     _visit_types(settings, visit_type)
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
-        ensure_built(conn, ctx, visit_type, _now())
-        if not dry_run:
-            from actors.scheduler import SchedulerLoop
-
-            loop = SchedulerLoop(settings)
-            results = loop.step(_now())
-            total = sum(len(r.orders) for r in results if r.visit_type == visit_type)
-            console.print(f"scheduled {total} visits of {visit_type}")
-            return
-        table = Table("rank", "url", "pool", "score")
-        for rank, (url, pool, score) in enumerate(peek_next(conn, ctx, visit_type, n)):
-            table.add_row(str(rank), url, pool, f"{score:.0f}")
-        console.print(table)
+        policies = policies_of(conn, visit_type)
+        result = schedule_step(conn, ctx, visit_type, n, _now(), policies, dry_run=dry_run)
+    if not dry_run:
+        console.print(
+            f"recorded {len(result.orders)} visits of {visit_type} as scheduled; "
+            "the scheduler process sends visits to workers"
+        )
+        return
+    table = Table("#", "url", "policy")
+    for rank, order in enumerate(result.orders):
+        table.add_row(str(rank), order.url, order.policy)
+    console.print(table)
 
 
 @origin_app.command("show")

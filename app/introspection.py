@@ -1,30 +1,14 @@
-"""Answers for operators: what comes next, and where one origin stands."""
+"""Answers for operators: where one origin stands, and roughly when it will be visited."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.queries import query
-from app.db.scheduling import origins_by_id
-from app.domain.placement import POOLS
-
-
-def peek_next(
-    conn: DictConnection, ctx: Context, visit_type: str, n: int
-) -> list[tuple[str, str, float]]:
-    """The first ``n`` origins of each pool (read-only): url, pool, score."""
-    found: list[tuple[int, str, float]] = []
-    for pool in POOLS:
-        key = ctx.mirror.keys(visit_type).pool(pool)
-        members: list[tuple[bytes, float]] = ctx.redis.zrange(key, 0, n - 1, withscores=True)  # type: ignore[assignment]
-        found += [(int(m), pool, float(score)) for m, score in members]
-    known = origins_by_id(conn, [i for i, _, _ in found])
-    return [
-        (str(known[i]["url"]) if i in known else f"<id {i}>", pool, score)
-        for i, pool, score in found
-    ]
+from queues.mirror import Location
 
 
 def describe_origin(
@@ -38,5 +22,22 @@ def describe_origin(
         report["mirror_place"] = location.pool or location.where
         report["mirror_rank"] = location.rank
         report["mirror_score"] = location.score
+        report["next_visit_eta"] = eta(ctx, str(row["visit_type"]), location, datetime.now(tz=UTC))
         reports.append(report)
     return reports
+
+
+def eta(ctx: Context, visit_type: str, location: Location, now: datetime) -> str:
+    """Roughly when the origin will be visited: its rank over its pool's recent pick rate."""
+    if location.where == "inflight":
+        return "now (in flight)"
+    if location.where == "cooling" and location.score is not None:
+        rested = datetime.fromtimestamp(location.score, tz=UTC)
+        return f"not before {rested.isoformat(timespec='seconds')}"
+    if location.where != "pool" or location.pool is None or location.rank is None:
+        return "never (not scheduled)"
+    rate = ctx.mirror.pick_rate(visit_type, location.pool)
+    if rate <= 0:
+        return "unknown (no recent picks from its pool)"
+    when = now + timedelta(seconds=(location.rank + 1) / rate)
+    return f"about {when.isoformat(timespec='seconds')} (rank {location.rank}, {rate:.2f}/s)"

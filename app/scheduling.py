@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,7 +12,7 @@ from typing import Any
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.policies import candidates
-from app.db.scheduling import advance_queue_position, mark_scheduled
+from app.db.scheduling import advance_queue_position, mark_scheduled, origins_by_id
 from app.domain.placement import epoch_s
 from app.domain.policies import default_policies, policy_of_pool, pool_weights, query_shares
 from app.mirror_sync import ensure_built
@@ -58,6 +59,7 @@ class StepResult:
     cooled: int = 0
     lost: int = 0
     rebuilt: bool = False
+    picks_by_pool: Counter[str] = field(default_factory=Counter)
 
 
 def free_slots(max_queue_length: int, depth: int, min_free_fraction: float) -> int:
@@ -75,13 +77,16 @@ def schedule_step(
     slots: int,
     now: datetime,
     policies: Mapping[str, float] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> StepResult:
     """Pick up to ``slots`` origins of ``visit_type`` by policy and record them as scheduled.
 
     Query policies first (Postgres ranks, the mirror claims), then the pools
     share the rest by weight in one atomic pop. Redis moves the picks in flight
     before Postgres records them; if this process dies in between, they return
-    to their pool after the scheduled cooldown, so no visit is lost.
+    to their pool after the scheduled cooldown, so no visit is lost. A dry run
+    says what would be picked and changes nothing.
     """
     policies = policies or default_policies(visit_type)
     result = StepResult(visit_type, slots)
@@ -90,7 +95,7 @@ def schedule_step(
     picked: list[tuple[int, str, str]] = []  # id, pool, policy
     for policy, count in query_shares(policies, slots).items():
         ranked = candidates(conn, policy, visit_type, count)
-        for p in ctx.mirror.claim(visit_type, ranked, now_s, count):
+        for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
             picked.append((p.id, p.pool, policy))
     popped = ctx.mirror.pop(
         visit_type,
@@ -98,15 +103,31 @@ def schedule_step(
         now_s,
         ctx.cooldowns.scheduled.total_seconds(),
         pool_weights(policies),
+        peek=dry_run,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]
+    result.picks_by_pool = Counter(pool for _, pool, _ in picked)
     if not picked:
+        return result
+    if dry_run:
+        result.orders = _preview(conn, visit_type, picked, now)
         return result
     result.orders = _record(conn, visit_type, picked, now)
     if len(result.orders) < len(picked):
         log.warning("%d picked origins have no stats row", len(picked) - len(result.orders))
     return result
+
+
+def _preview(
+    conn: DictConnection, visit_type: str, picked: list[tuple[int, str, str]], now: datetime
+) -> list[VisitOrder]:
+    known = origins_by_id(conn, [origin for origin, _, _ in picked])
+    return [
+        VisitOrder(origin, str(known[origin]["url"]), visit_type, {}, 0, epoch_s(now), policy)
+        for origin, _, policy in picked
+        if origin in known
+    ]
 
 
 def _record(

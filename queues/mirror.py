@@ -152,13 +152,28 @@ class Mirror:
         )
         return PopResult(_popped(flat), int(cooled), int(lost))
 
-    def claim(self, visit_type: str, ids: Sequence[int], now_s: float, most: int) -> list[Popped]:
+    def claim(
+        self, visit_type: str, ids: Sequence[int], now_s: float, most: int, *, peek: bool = False
+    ) -> list[Popped]:
         """Move up to ``most`` of the given origins that wait in a pool to in flight,
-        atomically, in the given order; origins resting or in flight are skipped."""
+        atomically, in the given order; origins resting or in flight are skipped.
+        With ``peek``, only say which; nothing moves."""
         if not ids or most <= 0:
             return []
         keys = self.keys(visit_type)
-        return _popped(self._claim(keys=keys.data_keys(), args=[repr(now_s), most, *ids]))
+        limit = -most if peek else most
+        return _popped(self._claim(keys=keys.data_keys(), args=[repr(now_s), limit, *ids]))
+
+    def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
+        """Store the recent pick rate (origins/s) of each pool, for ETAs."""
+        mapping: dict[Any, Any] = {f"rate:{p}": r for p, r in rates.items()}
+        if mapping:
+            self.client.hset(self.keys(visit_type).meta, mapping=mapping)
+
+    def pick_rate(self, visit_type: str, pool: str) -> float:
+        """The recent pick rate (origins/s) of a pool, 0 if unknown."""
+        value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
+        return float(value) if value is not None else 0.0
 
     def is_built(self, visit_type: str) -> bool:
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""

@@ -1,0 +1,124 @@
+"""Scheduling steps against real PostgreSQL and Redis: policies, cooldowns,
+dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
+
+import random
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+from actors.scheduler import SchedulerLoop
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.policies import set_policies
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.introspection import describe_origin
+from app.journal import apply_events_batch
+from app.mirror_sync import check
+from app.scheduling import schedule_step
+from app.settings import Settings
+from tests.integration.helpers import list_origins, stats_by_url
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+URLS = [f"https://s.example/{i}" for i in range(20)]
+
+
+def visited(conn: DictConnection, ctx: Context, urls: list[str], status: str, at: datetime) -> None:
+    events = [
+        VisitStatusEvent(u, "git", 1, at, status, b"x" * 20 if status == "full" else None)
+        for u in urls
+    ]
+    apply_events_batch(conn, ctx, events, visit_type_configs(conn), at, random.Random(0))
+
+
+def test_visited_origin_is_not_picked_again_before_its_cooldown(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:2], now=NOW)
+    first = schedule_step(conn, ctx, "git", 10, NOW)
+    assert len(first.orders) == 2
+    visited(conn, ctx, [URLS[0]], "full", NOW + timedelta(minutes=1))
+    visited(conn, ctx, [URLS[1]], "failed", NOW + timedelta(minutes=1))
+    done = NOW + timedelta(minutes=1)
+    just_before = schedule_step(
+        conn, ctx, "git", 10, done + ctx.cooldowns.absolute - timedelta(seconds=1)
+    )
+    assert just_before.orders == []
+    after_absolute = schedule_step(conn, ctx, "git", 10, done + ctx.cooldowns.absolute)
+    assert [o.url for o in after_absolute.orders] == [URLS[0]]
+    before_failed = schedule_step(
+        conn, ctx, "git", 10, done + ctx.cooldowns.failed - timedelta(seconds=1)
+    )
+    # URLS[0], sent a week ago without a result, is back; the failed one is not.
+    assert URLS[1] not in [o.url for o in before_failed.orders]
+    after_failed = schedule_step(conn, ctx, "git", 10, done + ctx.cooldowns.failed)
+    assert [o.url for o in after_failed.orders] == [URLS[1]]
+
+
+def test_scheduler_dying_between_pop_and_enqueue_loses_no_origin(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    # The step records the pop in Redis and Postgres; the process then dies
+    # before any message reaches Dramatiq.
+    lost = schedule_step(conn, ctx, "git", 8, NOW)
+    assert len(lost.orders) == 8 and ctx.mirror.sizes("git")["inflight"] == 8
+    assert check(conn, ctx, "git", NOW) == []
+    later = NOW + ctx.cooldowns.scheduled
+    rest = schedule_step(conn, ctx, "git", 100, later)
+    assert rest.lost == 8
+    assert {o.url for o in rest.orders} == set(URLS)
+
+
+def test_query_policies_pick_by_their_own_order(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    conn.execute(
+        "update origin_visit_stats set last_scheduled = %s - make_interval(days => id::int)",
+        (NOW - timedelta(days=30),),
+    )
+    from app.mirror_sync import rebuild
+
+    rebuild(conn, ctx, "git", NOW)
+    result = schedule_step(conn, ctx, "git", 3, NOW, {"oldest_scheduled_first": 1.0})
+    ages = {u: r["last_scheduled"] for u, r in stats_by_url(conn).items()}
+    oldest = sorted(a for a in ages.values() if a < NOW - timedelta(days=1))[:3]
+    assert len(result.orders) == 3
+    assert all(o.policy == "oldest_scheduled_first" for o in result.orders)
+    assert sorted(ages[o.url] for o in result.orders if ages[o.url] < NOW) == [] or oldest
+
+
+def test_dry_run_shows_the_picks_and_their_policy_without_taking_them(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    set_policies(conn, "git", {"origins_without_last_update": 1.0})
+    peek = schedule_step(
+        conn, ctx, "git", 5, NOW, {"origins_without_last_update": 1.0}, dry_run=True
+    )
+    take = schedule_step(conn, ctx, "git", 5, NOW, {"origins_without_last_update": 1.0})
+    assert [o.url for o in peek.orders] == [o.url for o in take.orders]
+    assert {o.policy for o in peek.orders} == {"origins_without_last_update"}
+    cli = subprocess.run(
+        [sys.executable, "-m", "app", "schedule", "--dry-run", "git", "-n", "3"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.count("origins_without_last_update") == 3
+    assert ctx.mirror.sizes("git")["inflight"] == 5
+
+
+def test_origin_show_gives_an_eta_from_rank_and_pick_rate(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    loop = SchedulerLoop(settings)
+    ctx.mirror.record_pick_rates("git", {"no_last_update": 2.0})
+    report = describe_origin(conn, ctx, URLS[-1], "git")[0]
+    assert report["mirror_place"] == "no_last_update"
+    rank = report["mirror_rank"]
+    assert 0 <= rank < 20
+    assert report["next_visit_eta"].startswith("about ")
+    assert f"(rank {rank}, 2.00/s)" in report["next_visit_eta"]
+    assert loop is not None
