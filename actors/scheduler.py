@@ -14,12 +14,23 @@ import dramatiq
 from actors.broker import enqueue_many, make_broker, queue_depth
 from app.context import Context
 from app.db.connection import connect
-from app.db.policies import policies_of
+from app.db.policies import (
+    first_visit_candidates,
+    first_visits_done,
+    listers_with_first_visits_due,
+    policies_of,
+)
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.placement import POOLS, epoch_s
-from app.queue_names import priority_queue, visit_queue
+from app.queue_names import first_visits_queue, priority_queue, visit_queue
 from app.requests import take_pending
-from app.scheduling import StepResult, VisitOrder, free_slots, schedule_step
+from app.scheduling import (
+    StepResult,
+    VisitOrder,
+    first_visits_step,
+    free_slots,
+    schedule_step,
+)
 from app.settings import Settings
 from monitoring.metrics import (
     MIRROR_ORIGINS,
@@ -104,6 +115,7 @@ class SchedulerLoop:
             if config is None:
                 continue
             self.requests_step(visit_type, config, now)
+            self.first_visits_step(visit_type, config, now)
             queue = visit_queue(visit_type)
             depth = queue_depth(self.broker, queue)
             slots = free_slots(
@@ -115,6 +127,25 @@ class SchedulerLoop:
             self._observe(result)
             results.append(result)
         return results
+
+    def first_visits_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
+        """Serve first_visits_after_listing for each lister with a first-visits queue."""
+        sent = 0
+        for lister in listers_with_first_visits_due(self.conn):
+            queue = first_visits_queue(lister["first_visits_queue_prefix"], visit_type)
+            self.broker.declare_queue(queue)
+            slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+            orders, done = first_visits_step(self.conn, self.ctx, visit_type, lister, slots, now)
+            enqueue_many(self.broker, [visit_message(queue, o) for o in orders])
+            for policy, count in Counter(o.policy for o in orders).items():
+                SCHEDULED_VISITS.labels(visit_type, policy).inc(count)
+            sent += len(orders)
+            if done and all(
+                not first_visit_candidates(self.conn, lister, vt, 1)
+                for vt in self.settings.visit_types
+            ):
+                first_visits_done(self.conn, lister["id"], now)
+        return sent
 
     def _observe(self, result: StepResult) -> None:
         vt = result.visit_type

@@ -19,7 +19,7 @@ from actors.broker import make_broker
 from app.context import redis_client
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, get_loader
-from app.queue_names import priority_queue, visit_queue
+from app.queue_names import first_visits_queue, priority_queue, visit_queue
 from app.settings import get_settings
 from monitoring.metrics import VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests
@@ -31,6 +31,8 @@ broker = make_broker(settings)
 for _visit_type in settings.visit_types:
     broker.declare_queue(visit_queue(_visit_type))
     broker.declare_queue(priority_queue(_visit_type))
+    for _prefix in settings.first_visits_prefixes:
+        broker.declare_queue(first_visits_queue(_prefix, _visit_type))
 
 
 @lru_cache(maxsize=1)

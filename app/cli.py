@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -301,12 +302,22 @@ def worker(
     lane: Annotated[Lane, typer.Option(help="recurrent visits, one-shot requests, or both")] = (
         Lane.recurrent
     ),
+    first_visits_prefix: Annotated[
+        list[str] | None,
+        typer.Option(help="also serve the first-visits queues of listers with this prefix"),
+    ] = None,
 ) -> None:
     """Run Dramatiq workers for the visit queues of the configured visit types."""
-    from app.queue_names import priority_queue, visit_queue
+    from app.queue_names import first_visits_queue, priority_queue, visit_queue
 
+    prefixes = first_visits_prefix or []
+    if prefixes:
+        # The worker module declares the first-visits queues of these prefixes.
+        known = get_settings().first_visits_prefixes
+        os.environ["REVISIT_FIRST_VISITS_PREFIXES"] = json.dumps(sorted({*known, *prefixes}))
     queues = []
     for vt in get_settings().visit_types:
+        queues += [first_visits_queue(prefix, vt) for prefix in prefixes]
         if lane in (Lane.recurrent, Lane.all):
             queues.append(visit_queue(vt))
         if lane in (Lane.priority, Lane.all):

@@ -13,5 +13,10 @@ def priority_queue(visit_type: str) -> str:
     return f"visit.{visit_type}.priority"
 
 
+def first_visits_queue(prefix: str, visit_type: str) -> str:
+    """The queue of a lister's first visits after a listing (its first_visits_queue_prefix)."""
+    return f"{prefix}.{visit_queue(visit_type)}"
+
+
 #: The queue of revisit's own API actors (request_visit, record_listing, ...).
 API_QUEUE = "revisit.api"

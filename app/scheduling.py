@@ -11,7 +11,7 @@ from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
-from app.db.policies import candidates
+from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import advance_queue_position, mark_scheduled, origins_by_id
 from app.domain.placement import epoch_s
 from app.domain.policies import default_policies, policy_of_pool, pool_weights, query_shares
@@ -157,3 +157,24 @@ def _record(
         )
         for r in rows
     ]
+
+
+def first_visits_step(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    lister: dict[str, Any],
+    slots: int,
+    now: datetime,
+) -> tuple[list[VisitOrder], bool]:
+    """The first_visits_after_listing policy for one lister: its origins not
+    scheduled since its last listing, least recently scheduled first. Returns
+    the orders and whether none is left to send."""
+    ranked = first_visit_candidates(conn, lister, visit_type, max(slots, 1))
+    if not ranked:
+        return [], True
+    picked: list[tuple[int, str, str]] = [
+        (p.id, p.pool, "first_visits_after_listing")
+        for p in ctx.mirror.claim(visit_type, ranked, epoch_s(now), slots)
+    ]
+    return (_record(conn, visit_type, picked, now) if picked else []), False

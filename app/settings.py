@@ -43,6 +43,10 @@ class Settings(BaseSettings):
         default=["git", "hg", "svn"],
         description="visit types whose Dramatiq queues the worker processes declare",
     )
+    first_visits_prefixes: list[str] = Field(
+        default=["first"],
+        description="first_visits_queue_prefix values whose queues workers declare",
+    )
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
 

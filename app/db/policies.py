@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from app.db.connection import DictConnection
 from app.db.queries import query
 from app.domain.policies import check_policies, default_policies
@@ -36,3 +39,29 @@ def candidates(conn: DictConnection, policy: str, visit_type: str, count: int) -
         query(f"candidates_{policy}"), {"visit_type": visit_type, "limit": count * OVERFETCH}
     )
     return [int(r["id"]) for r in rows]
+
+
+def listers_with_first_visits_due(conn: DictConnection) -> list[dict[str, Any]]:
+    """Listers with a first-visits queue and origins not scheduled since their last listing."""
+    return conn.execute(query("listers_with_first_visits_due")).fetchall()
+
+
+def first_visit_candidates(
+    conn: DictConnection, lister: dict[str, Any], visit_type: str, count: int
+) -> list[int]:
+    """The lister's origins due a first visit after its last listing, best first."""
+    rows = conn.execute(
+        query("candidates_first_visits_after_listing"),
+        {
+            "lister_id": lister["id"],
+            "visit_type": visit_type,
+            "listed_at": lister["last_listing_finished_at"],
+            "limit": count * OVERFETCH,
+        },
+    )
+    return [int(r["id"]) for r in rows]
+
+
+def first_visits_done(conn: DictConnection, lister_id: Any, now: datetime) -> None:
+    """Note that every first visit of the lister's last listing was scheduled."""
+    conn.execute(query("first_visits_done"), {"lister_id": lister_id, "now": now})

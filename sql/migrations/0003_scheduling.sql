@@ -71,3 +71,6 @@ comment on index origin_visit_stats_oldest_scheduled is 'Serves the oldest_sched
 create index origin_visit_stats_never_succeeded on origin_visit_stats
   (visit_type, last_update nulls last, id) where last_snapshot is null and listed and not disabled_for_failures;
 comment on index origin_visit_stats_never_succeeded is 'Serves the stop_after_success policy';
+
+create index listed_origins_lister on listed_origins (lister_id, visit_type);
+comment on index listed_origins_lister is 'Serves first_visits_after_listing and the end of full listings (duplicates of one lister deduplicate, so it stays small)';

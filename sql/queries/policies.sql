@@ -30,3 +30,27 @@ where visit_type = %(visit_type)s and last_snapshot is null and listed
   and not disabled_for_failures
 order by last_update nulls last, id
 limit %(limit)s
+
+-- name: listers_with_first_visits_due
+-- Listers with a first-visits queue whose latest listing has origins not yet
+-- scheduled since it finished.
+select id, name, instance_name, first_visits_queue_prefix, last_listing_finished_at
+from listers
+where first_visits_queue_prefix is not null
+  and last_listing_finished_at is not null
+  and (first_visits_scheduled_at is null or first_visits_scheduled_at < last_listing_finished_at)
+order by last_listing_finished_at
+
+-- name: candidates_first_visits_after_listing
+-- The lister's origins never scheduled, or not since its last listing, least
+-- recently scheduled first.
+select st.id from listed_origins lo
+join origin_visit_stats st on st.url = lo.url and st.visit_type = lo.visit_type
+where lo.lister_id = %(lister_id)s and lo.visit_type = %(visit_type)s and lo.enabled
+  and st.listed and not st.disabled_for_failures
+  and (st.last_scheduled is null or st.last_scheduled < %(listed_at)s)
+order by st.last_scheduled nulls first, st.id
+limit %(limit)s
+
+-- name: first_visits_done
+update listers set first_visits_scheduled_at = %(now)s where id = %(lister_id)s

@@ -122,3 +122,28 @@ def test_origin_show_gives_an_eta_from_rank_and_pick_rate(
     assert report["next_visit_eta"].startswith("about ")
     assert f"(rank {rank}, 2.00/s)" in report["next_visit_eta"]
     assert loop is not None
+
+
+def test_first_visits_after_listing_go_through_the_listers_queue(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from app.db.listings import register_lister
+    from app.listing import finish_listing, record_listed_origins, start_listing
+    from app.listing_input import ListedOriginIn
+
+    lister = register_lister(conn, "gitlab", "new-forge", "first")
+    now = datetime.now(tz=UTC)
+    started = start_listing(conn, lister, now)
+    rows = [(i + 1, ListedOriginIn(url=u, visit_type="git")) for i, u in enumerate(URLS[:5])]
+    record_listed_origins(conn, ctx, lister, rows, now)
+    finish_listing(conn, ctx, lister, started, now, full=True)
+    loop = SchedulerLoop(settings)
+    loop.step(now + timedelta(seconds=1))
+    client = loop.broker.client
+    assert client.hlen("dramatiq:first.visit.git.msgs") == 5
+    assert client.hlen("dramatiq:visit.git.msgs") == 0
+    done = conn.execute("select first_visits_scheduled_at from listers where id = %s", (lister,))
+    assert done.fetchone() == {"first_visits_scheduled_at": None}
+    loop.step(now + timedelta(seconds=2))
+    done = conn.execute("select first_visits_scheduled_at from listers where id = %s", (lister,))
+    assert done.fetchone()["first_visits_scheduled_at"] is not None
