@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -10,10 +9,10 @@ from datetime import datetime, timedelta
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig
-from app.db.stats import lock_stats, queue_positions, write_stats
+from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent, event_from_dict
-from app.domain.placement import Placement, place
-from app.domain.visit_stats import OriginStats, StatsPolicy, apply_events
+from app.domain.placement import MirrorRow, Placement, place
+from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events
 from app.journal_codec import UndecodableMessage, decode
 
 
@@ -31,9 +30,10 @@ class BatchOutcome:
 
     applied: list[VisitStatusEvent] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
-    changed: list[OriginStats] = field(default_factory=list)
+    written: list[OriginStats] = field(default_factory=list)
     placed: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    beyond_history: Counter[str] = field(default_factory=Counter)
 
 
 def decode_batch(
@@ -57,45 +57,58 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         min_interval=timedelta(seconds=config.min_interval_s),
         max_interval=timedelta(seconds=config.max_interval_s),
         max_failures_in_a_row=ctx.settings.max_failures_in_a_row,
+        history_length=ctx.settings.journal_history_length,
     )
 
 
-def apply_events_batch(
+def write_batch(
     conn: DictConnection,
     ctx: Context,
     events: list[VisitStatusEvent],
     configs: dict[str, VisitTypeConfig],
     now: datetime,
-    rng: random.Random,
-) -> BatchOutcome:
-    """Fold ``events`` into the stats in one transaction, then re-place changed origins."""
+    fudge: Fudge,
+) -> tuple[BatchOutcome, list[MirrorRow]]:
+    """Fold ``events`` into the stats in one transaction; return the rows to re-place.
+
+    Every origin with a final status is rewritten and re-placed even when the
+    fold gives what is stored: after a crash between the transaction and the
+    Redis update, the replayed batch is what repairs the mirror.
+    """
     outcome = BatchOutcome(applied=events)
-    by_key: dict[tuple[str, str], list[VisitStatusEvent]] = defaultdict(list)
+    by_key: dict[StatsKey, list[VisitStatusEvent]] = defaultdict(list)
     for event in events:
         by_key[(event.origin, event.visit_type)].append(event)
+    keys = sorted(by_key)
+    refold = {k for k in keys if any(e.is_final for e in by_key[k])}
+    policies = {name: stats_policy(config, ctx) for name, config in configs.items()}
+    last_visits: dict[StatsKey, datetime] = {}
     with conn.transaction():
-        current = lock_stats(conn, sorted(by_key))
+        current = lock_stats(conn, keys, refold)
         positions = queue_positions(conn)
-        for key, key_events in sorted(by_key.items()):
-            before = current.get(key) or OriginStats(url=key[0], visit_type=key[1])
-            policy = stats_policy(configs[key[1]], ctx)
-            after = apply_events(before, key_events, positions.get(key[1], now), policy, rng)
-            if after != before:
-                outcome.changed.append(after)
-                _count_outcomes(outcome.outcomes, before, after)
-        mirror_rows = write_stats(conn, outcome.changed)
+        for key in keys:
+            key_events = by_key[key]
+            if key not in refold:
+                last_visits[key] = max(e.date for e in key_events)
+                continue
+            url, visit_type = key
+            before = current.get(key) or OriginStats(url=url, visit_type=visit_type)
+            update = apply_events(
+                before, key_events, positions.get(visit_type, now), policies[visit_type], fudge
+            )
+            outcome.written.append(update.stats)
+            for result in update.new_outcomes:
+                outcome.outcomes[(result, visit_type)] += 1
+            if update.beyond_history:
+                outcome.beyond_history[visit_type] += update.beyond_history
+        mirror_rows = write_stats(conn, outcome.written)
+        advance_last_visit(conn, last_visits)
+    return outcome, mirror_rows
+
+
+def place_rows(ctx: Context, rows: list[MirrorRow], now: datetime) -> int:
+    """Move the written origins to their place in the Redis mirror."""
     by_type: dict[str, list[Placement]] = defaultdict(list)
-    for row in mirror_rows:
+    for row in rows:
         by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
-    for visit_type, placements in by_type.items():
-        outcome.placed += ctx.mirror.place(visit_type, placements)
-    return outcome
-
-
-def _count_outcomes(
-    counts: Counter[tuple[str, str]], before: OriginStats, after: OriginStats
-) -> None:
-    vt = after.visit_type
-    counts[("eventful", vt)] += after.eventful_visits - before.eventful_visits
-    counts[("uneventful", vt)] += after.uneventful_visits - before.uneventful_visits
-    counts[("failed", vt)] += after.failed_visits - before.failed_visits
+    return sum(ctx.mirror.place(vt, placements) for vt, placements in by_type.items())
