@@ -69,7 +69,10 @@ def write_batch(
     now: datetime,
     fudge: Fudge,
 ) -> tuple[BatchOutcome, list[MirrorRow]]:
-    """Fold ``events`` into the stats in one transaction; return the rows to re-place.
+    """Fold ``events`` into the stats; return the rows to re-place in the mirror.
+
+    Origins with a final status are locked, refolded and written in one
+    transaction; the others only move ``last_visit`` forward, in one statement.
 
     Every origin with a final status is rewritten and re-placed even when the
     fold gives what is stored: after a crash between the transaction and the
@@ -79,22 +82,22 @@ def write_batch(
     by_key: dict[StatsKey, list[VisitStatusEvent]] = defaultdict(list)
     for event in events:
         by_key[(event.origin, event.visit_type)].append(event)
-    keys = sorted(by_key)
-    refold = {k for k in keys if any(e.is_final for e in by_key[k])}
+    refold = sorted(k for k, key_events in by_key.items() if any(e.is_final for e in key_events))
+    refolded = set(refold)
+    # Only moving last_visit forward commutes with everything: commit it apart,
+    # without holding the locks of the refolded rows.
+    advance_last_visit(
+        conn, {k: max(e.date for e in evs) for k, evs in by_key.items() if k not in refolded}
+    )
     policies = {name: stats_policy(config, ctx) for name, config in configs.items()}
-    last_visits: dict[StatsKey, datetime] = {}
     with conn.transaction():
-        current = lock_stats(conn, keys, refold)
+        current = lock_stats(conn, refold)
         positions = queue_positions(conn)
-        for key in keys:
-            key_events = by_key[key]
-            if key not in refold:
-                last_visits[key] = max(e.date for e in key_events)
-                continue
+        for key in refold:
             url, visit_type = key
             before = current.get(key) or OriginStats(url=url, visit_type=visit_type)
             update = apply_events(
-                before, key_events, positions.get(visit_type, now), policies[visit_type], fudge
+                before, by_key[key], positions.get(visit_type, now), policies[visit_type], fudge
             )
             outcome.written.append(update.stats)
             for result in update.new_outcomes:
@@ -102,7 +105,6 @@ def write_batch(
             if update.beyond_history:
                 outcome.beyond_history[visit_type] += update.beyond_history
         mirror_rows = write_stats(conn, outcome.written)
-        advance_last_visit(conn, last_visits)
     return outcome, mirror_rows
 
 

@@ -1,8 +1,8 @@
 """origin_visit_stats in PostgreSQL: locked reads and set-based writes of a batch.
 
 Every statement takes whole arrays (``unnest``), so a batch of any size costs
-three round trips: lock and read, write the refolded rows, advance
-``last_visit`` of the rest.
+three round trips: advance ``last_visit`` of origins without a final status,
+then lock and read the others, and write them refolded.
 """
 
 from __future__ import annotations
@@ -23,21 +23,15 @@ from app.domain.visit_stats import OriginStats
 StatsKey = tuple[str, str]
 
 
-def lock_stats(
-    conn: DictConnection, keys: list[StatsKey], wanted: set[StatsKey]
-) -> dict[StatsKey, OriginStats]:
-    """Lock the rows of ``keys`` (url, visit_type) in a fixed order; read those in ``wanted``.
+def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, OriginStats]:
+    """Lock and read the rows of ``keys`` (url, visit_type), which must be sorted.
 
-    Absent rows are missing from the result. ``keys`` must be sorted.
+    Absent rows are missing from the result.
     """
-    params = {
-        "urls": [k[0] for k in keys],
-        "visit_types": [k[1] for k in keys],
-        "wanted": [k in wanted for k in keys],
-    }
+    params = {"urls": [k[0] for k in keys], "visit_types": [k[1] for k in keys]}
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
-        for row in cur.execute(query("lock_stats"), params):
+        for row in cur.execute(query("lock_stats"), params, binary=True):
             stats = _stats_from_row(row)
             found[(stats.url, stats.visit_type)] = stats
     return found
@@ -57,23 +51,49 @@ def queue_positions(conn: DictConnection) -> dict[str, datetime]:
     return {str(r["visit_type"]): r["position"] for r in conn.execute(query("queue_positions"))}  # type: ignore[misc]
 
 
+_STAGING_TYPES = [
+    "text", "text", "timestamptz", "timestamptz", "text", "bytea", "timestamptz", "int4",
+    "int4", "int8", "timestamptz", "int4", "int4", "int4", "int4", "float8", "bool",
+    "timestamptz", "timestamptz", "bytea",
+]  # fmt: skip
+
+
 def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRow]:
-    """Upsert ``batch`` in one statement; return the mirror rows of the written origins."""
+    """Upsert ``batch`` (COPY to a staging table, then one statement); return the
+    mirror rows of the written origins."""
     if not batch:
         return []
-    tallies = [s.tally for s in batch]
-    params: dict[str, list[Any]] = {
-        "url": [s.url for s in batch],
-        "visit_type": [s.visit_type for s in batch],
-        "last_visit": [s.last_visit for s in batch],
-        "next_visit_queue_position": [s.next_visit_queue_position for s in batch],
-        "next_visit_anchor": [s.next_visit_anchor for s in batch],
-        "disabled_for_failures": [s.disabled_for_failures for s in batch],
-        "visit_history": [encode_history(s.history) for s in batch],
-    }
-    for name in Tally.__dataclass_fields__:
-        params[name] = [getattr(t, name) for t in tallies]
-    return [mirror_row(r) for r in conn.execute(query("upsert_stats"), params)]
+    with conn.cursor() as cur:
+        cur.execute(query("create_stats_staging"))
+        with cur.copy(query("copy_stats_staging")) as copy:
+            copy.set_types(_STAGING_TYPES)
+            for s in batch:
+                t = s.tally
+                copy.write_row(
+                    (
+                        s.url,
+                        s.visit_type,
+                        t.last_successful,
+                        s.last_visit,
+                        t.last_visit_status,
+                        t.last_snapshot,
+                        s.next_visit_queue_position,
+                        t.next_position_offset,
+                        t.successive_visits,
+                        t.last_visit_number,
+                        t.last_final_date,
+                        t.eventful_visits,
+                        t.uneventful_visits,
+                        t.failed_visits,
+                        t.failures_in_a_row,
+                        t.last_duration_s,
+                        s.disabled_for_failures,
+                        t.last_eventful,
+                        s.next_visit_anchor,
+                        encode_history(s.history),
+                    )
+                )
+        return [mirror_row(r) for r in cur.execute(query("upsert_stats"))]
 
 
 def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetime]) -> None:
@@ -81,11 +101,10 @@ def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetim
     if not last_visits:
         return
     keys = sorted(last_visits)
-    conn.execute(
-        query("advance_last_visit"),
-        {
-            "url": [k[0] for k in keys],
-            "visit_type": [k[1] for k in keys],
-            "last_visit": [last_visits[k] for k in keys],
-        },
-    )
+    params = {
+        "url": [k[0] for k in keys],
+        "visit_type": [k[1] for k in keys],
+        "last_visit": [last_visits[k] for k in keys],
+    }
+    with conn.cursor() as cur:
+        cur.execute(query("advance_last_visit"), params, binary=True)

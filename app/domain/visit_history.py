@@ -14,15 +14,14 @@ seconds to minutes, so a handful of visits is ample.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Literal
 
 from app.domain import ladder
 from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
 
 Outcome = Literal["eventful", "uneventful", "failed"]
-T = TypeVar("T")
 
 # Which final status of one visit wins when a visit reports several (a loader
 # may publish 'partial' checkpoints before its 'full'): the latest date, then
@@ -101,42 +100,44 @@ def outcome(tally: Tally, visit: FinalVisit) -> Outcome:
 def fold(tally: Tally, visit: FinalVisit, top_index: int) -> Tally:
     """The tally after one more final visit, the next one in visit order."""
     result = outcome(tally, visit)
-    same = visit.status == tally.last_visit_status
+    successive = tally.successive_visits + 1 if visit.status == tally.last_visit_status else 1
     final_date = visit.date
     if tally.last_final_date is not None and tally.last_final_date > final_date:
         final_date = tally.last_final_date
+    duration = tally.last_duration_s if visit.duration_s is None else visit.duration_s
     if result == "failed":
-        return replace(
-            tally,
-            failed_visits=tally.failed_visits + 1,
-            failures_in_a_row=tally.failures_in_a_row + 1,
-            successive_visits=tally.successive_visits + 1 if same else 1,
-            last_visit_status=visit.status,
-            last_visit_number=visit.visit,
-            last_final_date=final_date,
-            last_duration_s=_or(visit.duration_s, tally.last_duration_s),
+        return Tally(
+            tally.next_position_offset,
+            tally.eventful_visits,
+            tally.uneventful_visits,
+            tally.failed_visits + 1,
+            tally.failures_in_a_row + 1,
+            successive,
+            visit.status,
+            visit.visit,
+            final_date,
+            tally.last_successful,
+            tally.last_eventful,
+            tally.last_snapshot,
+            duration,
         )
     eventful = result == "eventful"
     step = ladder.EVENTFUL_STEP if eventful else ladder.UNEVENTFUL_STEP
     return Tally(
-        next_position_offset=ladder.clamp_index(tally.next_position_offset + step, top_index),
-        eventful_visits=tally.eventful_visits + eventful,
-        uneventful_visits=tally.uneventful_visits + (not eventful),
-        failed_visits=tally.failed_visits,
-        failures_in_a_row=0,
-        successive_visits=tally.successive_visits + 1 if same else 1,
-        last_visit_status=visit.status,
-        last_visit_number=visit.visit,
-        last_final_date=final_date,
-        last_successful=visit.date,
-        last_eventful=visit.date if eventful else tally.last_eventful,
-        last_snapshot=_or(visit.snapshot, tally.last_snapshot),
-        last_duration_s=_or(visit.duration_s, tally.last_duration_s),
+        ladder.clamp_index(tally.next_position_offset + step, top_index),
+        tally.eventful_visits + eventful,
+        tally.uneventful_visits + (not eventful),
+        tally.failed_visits,
+        0,
+        successive,
+        visit.status,
+        visit.visit,
+        final_date,
+        visit.date,
+        visit.date if eventful else tally.last_eventful,
+        tally.last_snapshot if visit.snapshot is None else visit.snapshot,
+        duration,
     )
-
-
-def _or(value: T | None, default: T | None) -> T | None:
-    return default if value is None else value
 
 
 def tally_of(history: VisitHistory, top_index: int) -> tuple[Tally, list[Outcome]]:
@@ -147,6 +148,29 @@ def tally_of(history: VisitHistory, top_index: int) -> tuple[Tally, list[Outcome
         outcomes.append(outcome(tally, visit))
         tally = fold(tally, visit, top_index)
     return tally, outcomes
+
+
+def refold(
+    old: VisitHistory, new: VisitHistory, top_index: int
+) -> tuple[Tally, Tally, list[Outcome]]:
+    """The tallies of ``old`` and of ``new`` (same base), and the outcomes of ``new``.
+
+    The visits both share at the start are folded once: when statuses arrive
+    in order, ``old`` is a prefix of ``new`` and this costs one fold per visit.
+    """
+    shared = 0
+    for a, b in zip(old.recent, new.recent, strict=False):
+        if a != b:
+            break
+        shared += 1
+    tally, outcomes = tally_of(VisitHistory(new.base, new.recent[:shared]), top_index)
+    before = tally
+    for visit in old.recent[shared:]:
+        before = fold(before, visit, top_index)
+    for visit in new.recent[shared:]:
+        outcomes.append(outcome(tally, visit))
+        tally = fold(tally, visit, top_index)
+    return before, tally, outcomes
 
 
 def merge(history: VisitHistory, visits: Iterable[FinalVisit]) -> tuple[VisitHistory, int]:

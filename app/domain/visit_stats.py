@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from app.domain import ladder
-from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
     Outcome,
@@ -30,7 +30,7 @@ from app.domain.visit_history import (
     VisitHistory,
     compact,
     merge,
-    tally_of,
+    refold,
 )
 
 FUDGE_LOW = 0.9
@@ -66,11 +66,12 @@ class StatsPolicy:
     max_interval: timedelta
     max_failures_in_a_row: int = 3
     history_length: int = DEFAULT_HISTORY_LENGTH
+    top_index: int = field(init=False)
+    """Highest ladder index allowed by ``max_interval``."""
 
-    @property
-    def top_index(self) -> int:
-        """Highest ladder index allowed by ``max_interval``."""
-        return ladder.max_index(self.max_interval / self.ladder_unit)
+    def __post_init__(self) -> None:
+        top = ladder.max_index(self.max_interval / self.ladder_unit)
+        object.__setattr__(self, "top_index", top)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,17 +124,18 @@ def apply_events(
     ``created``/``ongoing`` statuses only advance ``last_visit``. Final ones join
     the visit history, and everything else is refolded from it.
     """
-    events = list(events)
-    last_visit = max((e.date for e in events), default=stats.last_visit)
-    if stats.last_visit is not None and (last_visit is None or stats.last_visit > last_visit):
-        last_visit = stats.last_visit
-    finals = [FinalVisit.from_event(e) for e in events if e.is_final]
+    last_visit = stats.last_visit
+    finals = []
+    for event in events:
+        if last_visit is None or event.date > last_visit:
+            last_visit = event.date
+        if event.status in FINAL_STATUSES:
+            finals.append(FinalVisit.from_event(event))
     merged, beyond = merge(stats.history, finals)
     if merged == stats.history:
         return StatsUpdate(replace(stats, last_visit=last_visit), False, (), beyond)
     top = policy.top_index
-    before, _ = tally_of(stats.history, top)
-    tally, outcomes = tally_of(merged, top)
+    before, tally, outcomes = refold(stats.history, merged, top)
     known = {v.visit for v in stats.history.recent}
     new_outcomes = tuple(
         o for v, o in zip(merged.recent, outcomes, strict=True) if v.visit not in known
@@ -146,13 +148,14 @@ def apply_events(
         # Only a change of the failure streak decides: a listing that re-enabled
         # the origin is not overruled by a replay of the same failures.
         disabled = tally.failures_in_a_row >= policy.max_failures_in_a_row
-    after = replace(
-        stats,
-        tally=tally,
-        history=compact(merged, policy.history_length, top),
-        last_visit=last_visit,
-        next_visit_queue_position=next_target(stats, tally, anchor, policy, fudge),
-        next_visit_anchor=anchor,
-        disabled_for_failures=disabled,
+    after = OriginStats(
+        stats.url,
+        stats.visit_type,
+        tally,
+        compact(merged, policy.history_length, top),
+        last_visit,
+        next_target(stats, tally, anchor, policy, fudge),
+        anchor,
+        disabled,
     )
     return StatsUpdate(after, True, new_outcomes, beyond)

@@ -1,3 +1,4 @@
+import itertools
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -203,7 +204,7 @@ def delivered(draw: st.DrawFn, events: list[VisitStatusEvent]) -> list[list[Visi
     shuffled = draw(st.permutations(copies))
     cuts = sorted(draw(st.lists(st.integers(0, len(shuffled)), max_size=6)))
     bounds = [0, *cuts, len(shuffled)]
-    return [shuffled[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [shuffled[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def clean_pass(events: list[VisitStatusEvent], policy: StatsPolicy) -> OriginStats:
