@@ -184,7 +184,7 @@ def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
     command += ["--messages", str(args.messages), "--origins", str(args.origins)]
     if args.batch_size:
         command += ["--batch-size", str(args.batch_size)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     print(out, end="")
     theirs = float(out.rsplit("=", 1)[1].split()[0].replace(",", ""))
     print(f"ratio revisit / reference: {ours / theirs:.1f}x")
