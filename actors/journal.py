@@ -1,32 +1,43 @@
 """The journal client process: origin_visit_status messages from Kafka to the stats.
 
-Per batch: decode and validate, dead-letter what is malformed, fold into the
-stats in one Postgres transaction, re-place the changed origins in Redis, and
-only then commit the Kafka offsets (DESIGN invariant 4). A crash anywhere
-re-processes at most the uncommitted batch, which changes nothing twice.
+Per batch: decode and validate, fold into the stats in one Postgres
+transaction, dead-letter what is malformed, re-place the written origins in
+Redis, and only then commit the Kafka offsets (DESIGN invariant 4). A crash
+anywhere re-processes at most the uncommitted batch, which the fold absorbs
+(invariant 3). Losing PostgreSQL pauses the client, which reconnects with
+backoff and retries the same batch, rather than exiting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import random
+import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, Message, Producer, TopicPartition
+import psycopg
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from app.context import Context
-from app.db.connection import connect
+from app.db.connection import DictConnection, connect
 from app.db.scheduling import visit_type_configs
-from app.journal import BatchOutcome, apply_events_batch, decode_batch
+from app.domain.placement import MirrorRow
+from app.domain.visit_stats import Fudge, keyed_fudge
+from app.journal import BatchOutcome, Rejected, decode_batch, place_rows, write_batch
 from app.kafka import make_consumer, producer_config
 from app.settings import Settings
 from monitoring.metrics import (
+    JOURNAL_BATCH_MESSAGES,
     JOURNAL_BATCH_SECONDS,
+    JOURNAL_BEYOND_HISTORY,
+    JOURNAL_CONSUMER_LAG,
+    JOURNAL_DATABASE_RETRIES,
     JOURNAL_DEAD_LETTERS,
     JOURNAL_MESSAGES,
     JOURNAL_OUTCOMES,
@@ -34,6 +45,13 @@ from monitoring.metrics import (
 )
 
 log = logging.getLogger("revisit.journal")
+T = TypeVar("T")
+
+# Test hook: exit abruptly right after the Nth transaction commits, before
+# Redis and the offset commit, to prove a crash there is harmless.
+EXIT_AFTER_TRANSACTIONS_ENV = "REVISIT_JOURNAL_TEST_EXIT_AFTER_TRANSACTIONS"
+EXIT_AFTER_TRANSACTIONS_CODE = 75
+MAX_RECONNECT_DELAY_S = 30.0
 
 
 def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
@@ -73,15 +91,18 @@ def reason_label(reason: str) -> str:
 class JournalClient:
     """Consumes the journal topic in batches within a consumer group."""
 
-    def __init__(self, settings: Settings, rng: random.Random | None = None) -> None:
+    def __init__(self, settings: Settings, fudge: Fudge | None = None) -> None:
         self.settings = settings
         self.ctx = Context.from_settings(settings)
-        self.conn = connect(settings)
-        self.rng = rng or random.Random()
+        self.fudge = fudge or keyed_fudge()
+        self.stop = threading.Event()
+        self.conn: DictConnection | None = None
+        self._transactions = 0
+        self._exit_after = int(os.environ.get(EXIT_AFTER_TRANSACTIONS_ENV, "0") or 0)
         ensure_topics(settings)
-        self.consumer = make_consumer(settings)
+        self.consumer: Consumer = make_consumer(settings)
         self.dead_letters = Producer(producer_config(settings))
-        self.consumer.subscribe([settings.journal_topic])
+        self.consumer.subscribe([settings.journal_topic], on_revoke=self._on_revoke)
 
     def poll_batch(self) -> list[Message]:
         """The next batch of messages (possibly empty)."""
@@ -98,27 +119,116 @@ class JournalClient:
         return good
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
-        """Apply one batch, dead-letter its bad messages, then commit its offsets."""
-        configs = visit_type_configs(self.conn)
-        events, rejected = decode_batch([m.value() for m in messages], frozenset(configs))
-        for bad in rejected:
+        """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
+        payloads = [m.value() for m in messages]
+        try:
+            outcome, rows = self._with_database(self._transaction(payloads, now))
+        except psycopg.DataError as exc:
+            # A value PostgreSQL refuses got past validation: find it, alone.
+            log.warning("batch refused by PostgreSQL (%s); applying it message by message", exc)
+            outcome, rows = self._one_by_one(payloads, now)
+        self._transactions += 1
+        if self._exit_after and self._transactions >= self._exit_after:
+            os._exit(EXIT_AFTER_TRANSACTIONS_CODE)
+        for bad in outcome.rejected:
             self._dead_letter(messages[bad.index], bad.reason)
-        outcome = apply_events_batch(self.conn, self.ctx, events, configs, now, self.rng)
-        outcome.rejected = rejected
-        if rejected:
-            self.dead_letters.flush(30)
-        if messages:
-            self.consumer.commit(offsets=next_offsets(messages), asynchronous=False)
-        for (status, visit_type), count in Counter(
-            (e.status, e.visit_type) for e in events
-        ).items():
+        if outcome.rejected and self.dead_letters.flush(30):
+            raise RuntimeError("dead letters not acknowledged; the batch will be replayed")
+        outcome.placed = place_rows(self.ctx, rows, now)
+        self._commit(messages)
+        self._count(outcome, len(messages))
+        return outcome
+
+    def _transaction(
+        self, payloads: list[bytes | None], now: datetime
+    ) -> Callable[[DictConnection], tuple[BatchOutcome, list[MirrorRow]]]:
+        def transaction(conn: DictConnection) -> tuple[BatchOutcome, list[MirrorRow]]:
+            configs = visit_type_configs(conn)
+            events, rejected = decode_batch(payloads, frozenset(configs))
+            outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
+            outcome.rejected = rejected
+            return outcome, rows
+
+        return transaction
+
+    def _one_by_one(
+        self, payloads: list[bytes | None], now: datetime
+    ) -> tuple[BatchOutcome, list[MirrorRow]]:
+        total = BatchOutcome()
+        rows: list[MirrorRow] = []
+        for index, payload in enumerate(payloads):
+            try:
+                outcome, written = self._with_database(self._transaction([payload], now))
+            except psycopg.DataError as exc:
+                total.rejected.append(Rejected(index, f"database: {exc}"))
+                continue
+            total.applied += outcome.applied
+            total.written += outcome.written
+            total.rejected += [Rejected(index, r.reason) for r in outcome.rejected]
+            total.outcomes.update(outcome.outcomes)
+            total.beyond_history.update(outcome.beyond_history)
+            rows += written
+        return total, rows
+
+    def _with_database(self, work: Callable[[DictConnection], T]) -> T:
+        """Run ``work`` on a live connection, reconnecting and retrying until it succeeds."""
+        delay_s = 0.5
+        while True:
+            try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = connect(self.settings)
+                return work(self.conn)
+            except psycopg.errors.TransactionRollback as exc:
+                # A deadlock or serialization failure with another journal
+                # client: the transaction was rolled back, just retry it.
+                JOURNAL_DATABASE_RETRIES.labels("conflict").inc()
+                log.info("retrying the batch after a conflict: %s", exc)
+            except psycopg.OperationalError as exc:
+                JOURNAL_DATABASE_RETRIES.labels("reconnect").inc()
+                log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc, delay_s)
+                self._drop_connection()
+                if self.stop.wait(delay_s):
+                    raise
+                delay_s = min(delay_s * 2, MAX_RECONNECT_DELAY_S)
+
+    def _drop_connection(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except psycopg.Error:
+                log.debug("closing a broken connection failed", exc_info=True)
+        self.conn = None
+
+    def _commit(self, messages: list[Message]) -> None:
+        offsets = next_offsets(messages)
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            # Typically a rebalance took the partitions away: their new owner
+            # replays from the last committed offsets, which changes nothing.
+            log.warning("offset commit failed (%s); the batch will be replayed", exc)
+            return
+        for tp in offsets:
+            _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high is not None and high >= 0:
+                JOURNAL_CONSUMER_LAG.labels(str(tp.partition)).set(max(0, high - tp.offset))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            with contextlib.suppress(KeyError):
+                JOURNAL_CONSUMER_LAG.remove(str(tp.partition))
+
+    def _count(self, outcome: BatchOutcome, size: int) -> None:
+        JOURNAL_BATCH_MESSAGES.observe(size)
+        statuses = Counter((e.status, e.visit_type) for e in outcome.applied)
+        for (status, visit_type), count in statuses.items():
             JOURNAL_MESSAGES.labels(status, visit_type).inc(count)
         for request in outcome.finished_requests:
             REQUEST_LATENCY.labels(request.kind, request.visit_type).observe(request.latency_s)
         for (kind, visit_type), count in outcome.outcomes.items():
-            if count:
-                JOURNAL_OUTCOMES.labels(kind, visit_type).inc(count)
-        return outcome
+            JOURNAL_OUTCOMES.labels(kind, visit_type).inc(count)
+        for visit_type, count in outcome.beyond_history.items():
+            JOURNAL_BEYOND_HISTORY.labels(visit_type).inc(count)
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         headers: list[tuple[str, Any]] = [
@@ -144,6 +254,7 @@ class JournalClient:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set, then leave the group cleanly."""
+        self.stop = stop
         try:
             while not stop.is_set():
                 messages = self.poll_batch()
@@ -153,11 +264,16 @@ class JournalClient:
                 outcome = self.process(messages, datetime.now(tz=UTC))
                 JOURNAL_BATCH_SECONDS.observe(time.monotonic() - started)
                 log.info(
-                    "applied %d statuses (%d origins changed, %d dead-lettered)",
+                    "applied %d statuses (%d origins written, %d dead-lettered)",
                     len(outcome.applied),
-                    len(outcome.changed),
+                    len(outcome.written),
                     len(outcome.rejected),
                 )
         finally:
-            self.consumer.close()
-            self.dead_letters.flush(10)
+            self.close()
+
+    def close(self) -> None:
+        """Leave the consumer group and release the connections."""
+        self.consumer.close()
+        self.dead_letters.flush(10)
+        self._drop_connection()

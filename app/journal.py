@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -10,10 +9,10 @@ from datetime import datetime, timedelta
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig
-from app.db.stats import lock_stats, queue_positions, write_stats
+from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent, event_from_dict
-from app.domain.placement import Placement, place
-from app.domain.visit_stats import OriginStats, StatsPolicy, apply_events
+from app.domain.placement import MirrorRow, Placement, place
+from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
 from app.journal_codec import UndecodableMessage, decode
 from app.requests import FinishedRequest, follow_visits
 
@@ -32,9 +31,10 @@ class BatchOutcome:
 
     applied: list[VisitStatusEvent] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
-    changed: list[OriginStats] = field(default_factory=list)
+    written: list[OriginStats] = field(default_factory=list)
     placed: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    beyond_history: Counter[str] = field(default_factory=Counter)
     finished_requests: list[FinishedRequest] = field(default_factory=list)
 
 
@@ -59,7 +59,64 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         min_interval=timedelta(seconds=config.min_interval_s),
         max_interval=timedelta(seconds=config.max_interval_s),
         max_failures_in_a_row=ctx.settings.max_failures_in_a_row,
+        history_length=ctx.settings.journal_history_length,
     )
+
+
+def write_batch(
+    conn: DictConnection,
+    ctx: Context,
+    events: list[VisitStatusEvent],
+    configs: dict[str, VisitTypeConfig],
+    now: datetime,
+    fudge: Fudge,
+) -> tuple[BatchOutcome, list[MirrorRow]]:
+    """Fold ``events`` into the stats; return the rows to re-place in the mirror.
+
+    Origins with a final status are locked, refolded and written in one
+    transaction; the others only move ``last_visit`` forward, in one statement.
+
+    Every origin with a final status is rewritten and re-placed even when the
+    fold gives what is stored: after a crash between the transaction and the
+    Redis update, the replayed batch is what repairs the mirror.
+    """
+    outcome = BatchOutcome(applied=events)
+    by_key: dict[StatsKey, list[VisitStatusEvent]] = defaultdict(list)
+    for event in events:
+        by_key[(event.origin, event.visit_type)].append(event)
+    refold = sorted(k for k, key_events in by_key.items() if any(e.is_final for e in key_events))
+    refolded = set(refold)
+    # Only moving last_visit forward commutes with everything: commit it apart,
+    # without holding the locks of the refolded rows.
+    advance_last_visit(
+        conn, {k: max(e.date for e in evs) for k, evs in by_key.items() if k not in refolded}
+    )
+    policies = {name: stats_policy(config, ctx) for name, config in configs.items()}
+    with conn.transaction():
+        current = lock_stats(conn, refold)
+        positions = queue_positions(conn)
+        for key in refold:
+            url, visit_type = key
+            before = current.get(key) or OriginStats(url=url, visit_type=visit_type)
+            update = apply_events(
+                before, by_key[key], positions.get(visit_type, now), policies[visit_type], fudge
+            )
+            outcome.written.append(update.stats)
+            for result in update.new_outcomes:
+                outcome.outcomes[(result, visit_type)] += 1
+            if update.beyond_history:
+                outcome.beyond_history[visit_type] += update.beyond_history
+        mirror_rows = write_stats(conn, outcome.written)
+        outcome.finished_requests = follow_visits(conn, events)
+    return outcome, mirror_rows
+
+
+def place_rows(ctx: Context, rows: list[MirrorRow], now: datetime) -> int:
+    """Move the written origins to their place in the Redis mirror."""
+    by_type: dict[str, list[Placement]] = defaultdict(list)
+    for row in rows:
+        by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
+    return sum(ctx.mirror.place(vt, placements) for vt, placements in by_type.items())
 
 
 def apply_events_batch(
@@ -68,37 +125,9 @@ def apply_events_batch(
     events: list[VisitStatusEvent],
     configs: dict[str, VisitTypeConfig],
     now: datetime,
-    rng: random.Random,
+    fudge: Fudge | None = None,
 ) -> BatchOutcome:
-    """Fold ``events`` into the stats in one transaction, then re-place changed origins."""
-    outcome = BatchOutcome(applied=events)
-    by_key: dict[tuple[str, str], list[VisitStatusEvent]] = defaultdict(list)
-    for event in events:
-        by_key[(event.origin, event.visit_type)].append(event)
-    with conn.transaction():
-        current = lock_stats(conn, sorted(by_key))
-        positions = queue_positions(conn)
-        for key, key_events in sorted(by_key.items()):
-            before = current.get(key) or OriginStats(url=key[0], visit_type=key[1])
-            policy = stats_policy(configs[key[1]], ctx)
-            after = apply_events(before, key_events, positions.get(key[1], now), policy, rng)
-            if after != before:
-                outcome.changed.append(after)
-                _count_outcomes(outcome.outcomes, before, after)
-        mirror_rows = write_stats(conn, outcome.changed)
-        outcome.finished_requests = follow_visits(conn, events)
-    by_type: dict[str, list[Placement]] = defaultdict(list)
-    for row in mirror_rows:
-        by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
-    for visit_type, placements in by_type.items():
-        outcome.placed += ctx.mirror.place(visit_type, placements)
+    """Write a batch of events to Postgres, then re-place its origins in Redis."""
+    outcome, rows = write_batch(conn, ctx, events, configs, now, fudge or keyed_fudge())
+    outcome.placed = place_rows(ctx, rows, now)
     return outcome
-
-
-def _count_outcomes(
-    counts: Counter[tuple[str, str]], before: OriginStats, after: OriginStats
-) -> None:
-    vt = after.visit_type
-    counts[("eventful", vt)] += after.eventful_visits - before.eventful_visits
-    counts[("uneventful", vt)] += after.uneventful_visits - before.uneventful_visits
-    counts[("failed", vt)] += after.failed_visits - before.failed_visits

@@ -30,8 +30,15 @@ class Settings(BaseSettings):
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
     dead_letter_topic: str = Field(default="revisit.journal.dead_letter")
     journal_group_id: str = Field(default="revisit-journal-client")
-    journal_batch_size: int = Field(default=2000, ge=1)
+    journal_batch_size: int = Field(
+        default=10000, ge=1, description="messages per batch (benchmarks/README.md)"
+    )
     journal_batch_timeout_s: float = Field(default=0.5, gt=0)
+    journal_history_length: int = Field(
+        default=8,
+        ge=1,
+        description="final visits kept per origin to refold when a status arrives late",
+    )
     kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")

@@ -22,6 +22,29 @@ JOURNAL_DEAD_LETTERS = Counter(
 JOURNAL_BATCH_SECONDS = Histogram(
     "revisit_journal_batch_seconds", "Time to apply one journal batch, commit included"
 )
+JOURNAL_BATCH_MESSAGES = Histogram(
+    "revisit_journal_batch_messages",
+    "Messages per journal batch (a full batch means the client is behind)",
+    buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000),
+)
+JOURNAL_BEYOND_HISTORY = Counter(
+    "revisit_journal_beyond_history_total",
+    "Final statuses older than the visit history kept per origin (duplicates of old visits, "
+    "or reordered further than the history reaches): not applied",
+    ["visit_type"],
+)
+JOURNAL_DATABASE_RETRIES = Counter(
+    "revisit_journal_database_retries_total",
+    "Journal batches retried: 'reconnect' after losing PostgreSQL, 'conflict' after a "
+    "deadlock or serialization failure",
+    ["reason"],
+)
+JOURNAL_CONSUMER_LAG = Gauge(
+    "revisit_journal_consumer_lag",
+    "Messages between the journal client's position and the high watermark, per assigned "
+    "partition, as of the last batch (only where the broker reports watermarks)",
+    ["partition"],
+)
 SCHEDULED_VISITS = Counter(
     "revisit_scheduled_visits_total",
     "Recurrent visits sent to workers, by visit type and the policy that picked them",

@@ -10,6 +10,7 @@ FINAL_STATUSES = frozenset({"full", "partial", "failed", "not_found"})
 ALL_STATUSES = FINAL_STATUSES | {"created", "ongoing"}
 SUCCESS_STATUSES = frozenset({"full", "partial"})
 SNAPSHOT_ID_LENGTH = 20
+MAX_VISIT = 2**63 - 1  # a PostgreSQL bigint
 
 
 class InvalidEvent(ValueError):
@@ -54,9 +55,11 @@ def event_from_dict(raw: Any, known_visit_types: frozenset[str]) -> VisitStatusE
     origin = _field(raw, "origin", str)
     if not origin:
         raise InvalidEvent("origin: empty")
+    if "\x00" in origin:
+        raise InvalidEvent("origin: contains a NUL character")
     visit = _field(raw, "visit", int)
-    if isinstance(visit, bool) or visit < 0:
-        raise InvalidEvent(f"visit: expected a non-negative integer, got {visit!r}")
+    if isinstance(visit, bool) or not 0 <= visit <= MAX_VISIT:
+        raise InvalidEvent(f"visit: expected an integer in [0, 2^63), got {visit!r}")
     date = _field(raw, "date", datetime)
     if date.tzinfo is None:
         raise InvalidEvent("date: naive datetime, expected UTC")

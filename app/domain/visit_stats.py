@@ -1,18 +1,60 @@
-"""How a visit result moves an origin's statistics and its next visit target.
+"""How visit results move an origin's statistics and its next visit target.
 
-This is the feedback loop of seed 000: applied by the journal client to each
-origin_visit_status message, and by the simulator under a simulated clock.
+This is the feedback loop of seed 000, applied by the journal client to the
+origin_visit_status messages of one origin in a batch (and by a simulator under
+a simulated clock). The result depends only on the set of statuses received,
+never on their order or on duplicates (DESIGN invariant 3):
+
+- the tally (ladder index, counts, failures in a row...) is a fold, in visit
+  order, of the final visits (``visit_history``);
+- the fudge of a target is a function of (origin, visit type, visit), not a
+  draw, so refolding after a late status reproduces it;
+- the target is anchored at the scheduler's queue position when the newest
+  final visit was first recorded (``next_visit_anchor``): a late status of an
+  older visit may change the interval, never the anchor.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from app.domain import ladder
-from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.visit_history import (
+    FinalVisit,
+    Outcome,
+    Tally,
+    VisitHistory,
+    compact,
+    merge,
+    refold,
+)
+
+FUDGE_LOW = 0.9
+FUDGE_HIGH = 1.1
+DEFAULT_HISTORY_LENGTH = 8
+
+Fudge = Callable[[str, str, int], float]
+"""The fudge factor of the target after visit (url, visit_type, visit number)."""
+
+
+def keyed_fudge(key: bytes = b"revisit") -> Fudge:
+    """A fudge in [0.9, 1.1) drawn from a keyed hash of (origin, visit type, visit).
+
+    It spreads the visits of origins listed together (seed 000) like a random
+    draw, but gives the same factor every time a visit is (re)applied, in any
+    process, so replays and late statuses reproduce the stats exactly.
+    """
+
+    def fudge(url: str, visit_type: str, visit: int) -> float:
+        data = f"{url}\0{visit_type}\0{visit}".encode()
+        digest = hashlib.blake2b(data, digest_size=8, key=key).digest()
+        return FUDGE_LOW + (FUDGE_HIGH - FUDGE_LOW) * int.from_bytes(digest) / 2**64
+
+    return fudge
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,11 +65,13 @@ class StatsPolicy:
     min_interval: timedelta
     max_interval: timedelta
     max_failures_in_a_row: int = 3
+    history_length: int = DEFAULT_HISTORY_LENGTH
+    top_index: int = field(init=False)
+    """Highest ladder index allowed by ``max_interval``."""
 
-    @property
-    def top_index(self) -> int:
-        """Highest ladder index allowed by ``max_interval``."""
-        return ladder.max_index(self.max_interval / self.ladder_unit)
+    def __post_init__(self) -> None:
+        top = ladder.max_index(self.max_interval / self.ladder_unit)
+        object.__setattr__(self, "top_index", top)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,92 +80,36 @@ class OriginStats:
 
     url: str
     visit_type: str
-    last_successful: datetime | None = None
+    tally: Tally = field(default_factory=Tally)
+    history: VisitHistory = field(default_factory=VisitHistory)
     last_visit: datetime | None = None
-    last_visit_status: str | None = None
-    last_snapshot: bytes | None = None
     next_visit_queue_position: datetime | None = None
-    next_position_offset: int = ladder.DEFAULT_INDEX
-    successive_visits: int = 0
-    last_visit_number: int | None = None
-    last_final_date: datetime | None = None
-    eventful_visits: int = 0
-    uneventful_visits: int = 0
-    failed_visits: int = 0
-    failures_in_a_row: int = 0
-    last_duration_s: float | None = None
+    next_visit_anchor: datetime | None = None
     disabled_for_failures: bool = False
 
 
-def outcome(stats: OriginStats, event: VisitStatusEvent) -> str:
-    """Classify a final status: 'eventful', 'uneventful' or 'failed'."""
-    if event.status in SUCCESS_STATUSES:
-        changed = event.snapshot is not None and event.snapshot != stats.last_snapshot
-        return "eventful" if changed else "uneventful"
-    return "failed"
+@dataclass(frozen=True, slots=True)
+class StatsUpdate:
+    """The stats after a batch of events, and what the batch did to them."""
+
+    stats: OriginStats
+    finals_changed: bool
+    """Whether the final visits changed (else only ``last_visit`` may have moved)."""
+    new_outcomes: tuple[Outcome, ...] = ()
+    """Outcomes of the visits this batch made known for the first time."""
+    beyond_history: int = 0
+    """Final statuses older than the history: duplicates or very late, not applied."""
 
 
-def _is_newer(stats: OriginStats, event: VisitStatusEvent) -> bool:
-    if stats.last_final_date is None:
-        return True
-    applied = (stats.last_final_date, stats.last_visit_number or 0)
-    return (event.date, event.visit) > applied
-
-
-def apply_event(
-    stats: OriginStats,
-    event: VisitStatusEvent,
-    queue_position: datetime,
-    policy: StatsPolicy,
-    rng: random.Random,
-) -> OriginStats:
-    """Return the stats after one journal event.
-
-    Non-final statuses only advance ``last_visit``. A final status older than
-    the last one applied changes nothing, so replays and duplicates are harmless.
-    """
-    last_visit = event.date if stats.last_visit is None else max(stats.last_visit, event.date)
-    if not event.is_final:
-        return replace(stats, last_visit=last_visit)
-    if not _is_newer(stats, event):
-        return stats
-    result = outcome(stats, event)
-    same = event.status == stats.last_visit_status
-    successive = stats.successive_visits + 1 if same else 1
-    common = replace(
-        stats,
-        last_visit=last_visit,
-        last_visit_status=event.status,
-        last_visit_number=event.visit,
-        last_final_date=event.date,
-        successive_visits=successive,
-        last_duration_s=event.duration_s if event.duration_s is not None else stats.last_duration_s,
-    )
-    base = queue_position
-    if result == "failed":
-        failures = stats.failures_in_a_row + 1
-        current = stats.next_visit_queue_position or base
-        return replace(
-            common,
-            failed_visits=stats.failed_visits + 1,
-            failures_in_a_row=failures,
-            disabled_for_failures=failures >= policy.max_failures_in_a_row,
-            next_visit_queue_position=max(current, base) + policy.min_interval,
-        )
-    step = ladder.EVENTFUL_STEP if result == "eventful" else ladder.UNEVENTFUL_STEP
-    index = ladder.clamp_index(stats.next_position_offset + step, policy.top_index)
-    interval = policy.ladder_unit * ladder.interval_units(index)
-    fudge = rng.uniform(0.9, 1.1)
-    return replace(
-        common,
-        last_successful=event.date,
-        last_snapshot=event.snapshot if event.snapshot is not None else stats.last_snapshot,
-        eventful_visits=stats.eventful_visits + (result == "eventful"),
-        uneventful_visits=stats.uneventful_visits + (result == "uneventful"),
-        failures_in_a_row=0,
-        next_position_offset=index,
-        next_visit_queue_position=base + interval * fudge,
-    )
+def next_target(
+    stats: OriginStats, tally: Tally, anchor: datetime, policy: StatsPolicy, fudge: Fudge
+) -> datetime:
+    """Anchor + fudged ladder interval after a success; + the minimum interval after a
+    failure (a transient problem should be retried soon, seed 000)."""
+    if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
+        return anchor + policy.min_interval
+    interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
+    return anchor + interval * fudge(stats.url, stats.visit_type, tally.last_visit_number)
 
 
 def apply_events(
@@ -129,9 +117,45 @@ def apply_events(
     events: Iterable[VisitStatusEvent],
     queue_position: datetime,
     policy: StatsPolicy,
-    rng: random.Random,
-) -> OriginStats:
-    """Apply the events of one origin in their natural order (date, visit)."""
-    for event in sorted(events, key=lambda e: e.order_key):
-        stats = apply_event(stats, event, queue_position, policy, rng)
-    return stats
+    fudge: Fudge,
+) -> StatsUpdate:
+    """Fold a batch of statuses of one origin into its stats.
+
+    ``created``/``ongoing`` statuses only advance ``last_visit``. Final ones join
+    the visit history, and everything else is refolded from it.
+    """
+    last_visit = stats.last_visit
+    finals = []
+    for event in events:
+        if last_visit is None or event.date > last_visit:
+            last_visit = event.date
+        if event.status in FINAL_STATUSES:
+            finals.append(FinalVisit.from_event(event))
+    merged, beyond = merge(stats.history, finals)
+    if merged == stats.history:
+        return StatsUpdate(replace(stats, last_visit=last_visit), False, (), beyond)
+    top = policy.top_index
+    before, tally, outcomes = refold(stats.history, merged, top)
+    known = {v.visit for v in stats.history.recent}
+    new_outcomes = tuple(
+        o for v, o in zip(merged.recent, outcomes, strict=True) if v.visit not in known
+    )
+    anchor = stats.next_visit_anchor
+    if anchor is None or merged.newest_visit() != stats.history.newest_visit():
+        anchor = queue_position
+    disabled = stats.disabled_for_failures
+    if tally.failures_in_a_row != before.failures_in_a_row:
+        # Only a change of the failure streak decides: a listing that re-enabled
+        # the origin is not overruled by a replay of the same failures.
+        disabled = tally.failures_in_a_row >= policy.max_failures_in_a_row
+    after = OriginStats(
+        stats.url,
+        stats.visit_type,
+        tally,
+        compact(merged, policy.history_length, top),
+        last_visit,
+        next_target(stats, tally, anchor, policy, fudge),
+        anchor,
+        disabled,
+    )
+    return StatsUpdate(after, True, new_outcomes, beyond)

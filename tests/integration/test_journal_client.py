@@ -1,4 +1,3 @@
-import random
 from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Consumer, Producer
@@ -40,7 +39,7 @@ def test_statuses_update_stats_and_a_poison_message_is_dead_lettered(
     now = datetime.now(tz=UTC)
     list_origins(conn, ctx, URLS, now=now)
     schedule_step(conn, ctx, "git", 10, now)
-    client = JournalClient(settings, random.Random(3))
+    client = JournalClient(settings)
     publisher = StatusPublisher(settings)
     raw = Producer(producer_config(settings))
     before = dead_letter_count("value")
@@ -101,7 +100,7 @@ def test_replaying_the_whole_topic_leaves_the_stats_unchanged(
             publisher.publish(
                 url, "git", visit, status, snapshot, date=base + timedelta(minutes=visit)
             )
-    first = JournalClient(settings, random.Random(1))
+    first = JournalClient(settings)
     drain(first, lambda: all(r["last_visit_number"] == 3 for r in stats_by_url(conn).values()))
     first.consumer.close()
     applied = stats_by_url(conn)
@@ -109,7 +108,7 @@ def test_replaying_the_whole_topic_leaves_the_stats_unchanged(
     replay_settings = settings.model_copy(
         update={"journal_group_id": settings.journal_group_id + "-replay"}
     )
-    replay = JournalClient(replay_settings, random.Random(2))
+    replay = JournalClient(replay_settings)
     consumed = 0
 
     def replayed() -> bool:

@@ -70,7 +70,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             for url in picked:
                 self.visit += 1
                 events.append(VisitStatusEvent(url, "git", self.visit, self.now, status, snapshot))
-            apply_events_batch(conn, ctx, events, self.configs, self.now, self.rng)
+            apply_events_batch(conn, ctx, events, self.configs, self.now)
 
         @rule(hours=st.sampled_from([1, 13, 24 * 8, 24 * 40]))
         def time_passes(self, hours: int) -> None:

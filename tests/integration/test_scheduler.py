@@ -1,7 +1,6 @@
 """Scheduling steps against real PostgreSQL and Redis: policies, cooldowns,
 dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
 
-import random
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,7 @@ def visited(conn: DictConnection, ctx: Context, urls: list[str], status: str, at
         VisitStatusEvent(u, "git", 1, at, status, b"x" * 20 if status == "full" else None)
         for u in urls
     ]
-    apply_events_batch(conn, ctx, events, visit_type_configs(conn), at, random.Random(0))
+    apply_events_batch(conn, ctx, events, visit_type_configs(conn), at)
 
 
 def test_visited_origin_is_not_picked_again_before_its_cooldown(

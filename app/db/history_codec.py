@@ -1,0 +1,43 @@
+"""The stored form of a visit history (origin_visit_stats.visit_history).
+
+msgpack, because a journal batch decodes and encodes thousands of these:
+``[1, base, recent]`` where ``base`` is a Tally as a list in field order and
+each recent visit is ``[visit, date, status, snapshot, duration_s]``. Dates
+are msgpack Timestamps (UTC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import msgpack
+
+from app.domain.visit_history import FinalVisit, Tally, VisitHistory
+
+FORMAT_VERSION = 1
+_TALLY_FIELDS = [f.name for f in fields(Tally)]
+
+
+def encode_history(history: VisitHistory) -> bytes:
+    """The bytes stored for ``history``."""
+    base = history.base
+    recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
+    packed: bytes = msgpack.packb(
+        [FORMAT_VERSION, [getattr(base, name) for name in _TALLY_FIELDS], recent],
+        use_bin_type=True,
+        datetime=True,
+    )
+    return packed
+
+
+def decode_history(data: bytes) -> VisitHistory:
+    """The history stored as ``data``."""
+    version, base, recent = msgpack.unpackb(data, raw=False, timestamp=3)
+    if version != FORMAT_VERSION:
+        raise ValueError(f"visit_history: unknown format version {version!r}")
+    return VisitHistory(Tally(*base), tuple(_visit(v) for v in recent))
+
+
+def _visit(fields: list[Any]) -> FinalVisit:
+    return FinalVisit(*fields)

@@ -1,0 +1,205 @@
+"""The recent final visits of one origin, and what they add up to.
+
+Statuses of one origin are published with keys that spread them over several
+Kafka partitions, so they arrive in any order, duplicated on replays. The
+stats must not depend on that order: they are a left fold, in visit order, of
+the set of final visits (at most one final status per visit). To refold when a
+late status lands in the middle, each origin keeps its newest
+``history_length`` final visits and the fold of everything older (``base``).
+A status older than the base is beyond repair; it is reported, not applied.
+Visits of one origin are hours apart, and reordering in the journal spans
+seconds to minutes, so a handful of visits is ample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from app.domain import ladder
+from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
+
+Outcome = Literal["eventful", "uneventful", "failed"]
+
+# Which final status of one visit wins when a visit reports several (a loader
+# may publish 'partial' checkpoints before its 'full'): the latest date, then
+# this rank, then the snapshot bytes, so the choice never depends on arrival.
+_RANK = {"partial": 0, "not_found": 1, "failed": 2, "full": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class FinalVisit:
+    """The final status of one visit: what the fold needs of it."""
+
+    visit: int
+    date: datetime
+    status: str
+    snapshot: bytes | None
+    duration_s: float | None
+
+    @classmethod
+    def from_event(cls, event: VisitStatusEvent) -> FinalVisit:
+        """The final visit an origin_visit_status event reports."""
+        return cls(event.visit, event.date, event.status, event.snapshot, event.duration_s)
+
+    def precedence(self) -> tuple[datetime, int, bytes, float]:
+        """Orders two final statuses of the same visit: the greater one is kept."""
+        duration = -1.0 if self.duration_s is None else self.duration_s
+        return (self.date, _RANK[self.status], self.snapshot or b"", duration)
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What a sequence of final visits adds up to (seed 000's feedback loop)."""
+
+    next_position_offset: int = ladder.DEFAULT_INDEX
+    eventful_visits: int = 0
+    uneventful_visits: int = 0
+    failed_visits: int = 0
+    failures_in_a_row: int = 0
+    successive_visits: int = 0
+    last_visit_status: str | None = None
+    last_visit_number: int | None = None
+    last_final_date: datetime | None = None
+    last_successful: datetime | None = None
+    last_eventful: datetime | None = None
+    last_snapshot: bytes | None = None
+    last_duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VisitHistory:
+    """The fold of old visits (``base``) and the newest final visits, in visit order."""
+
+    base: Tally = field(default_factory=Tally)
+    recent: tuple[FinalVisit, ...] = ()
+
+    def newest_visit(self) -> int | None:
+        """Number of the newest final visit known."""
+        return self.recent[-1].visit if self.recent else self.base.last_visit_number
+
+    def is_beyond(self, visit: int) -> bool:
+        """Whether ``visit`` is already folded into ``base`` (too late to place)."""
+        folded = self.base.last_visit_number
+        return folded is not None and visit <= folded
+
+
+def outcome(tally: Tally, visit: FinalVisit) -> Outcome:
+    """Classify a final visit against the visits before it.
+
+    A success is eventful when its snapshot differs from the last snapshot seen.
+    """
+    if visit.status in SUCCESS_STATUSES:
+        changed = visit.snapshot is not None and visit.snapshot != tally.last_snapshot
+        return "eventful" if changed else "uneventful"
+    return "failed"
+
+
+def fold(tally: Tally, visit: FinalVisit, top_index: int) -> Tally:
+    """The tally after one more final visit, the next one in visit order."""
+    result = outcome(tally, visit)
+    successive = tally.successive_visits + 1 if visit.status == tally.last_visit_status else 1
+    final_date = visit.date
+    if tally.last_final_date is not None and tally.last_final_date > final_date:
+        final_date = tally.last_final_date
+    duration = tally.last_duration_s if visit.duration_s is None else visit.duration_s
+    if result == "failed":
+        return Tally(
+            tally.next_position_offset,
+            tally.eventful_visits,
+            tally.uneventful_visits,
+            tally.failed_visits + 1,
+            tally.failures_in_a_row + 1,
+            successive,
+            visit.status,
+            visit.visit,
+            final_date,
+            tally.last_successful,
+            tally.last_eventful,
+            tally.last_snapshot,
+            duration,
+        )
+    eventful = result == "eventful"
+    step = ladder.EVENTFUL_STEP if eventful else ladder.UNEVENTFUL_STEP
+    return Tally(
+        ladder.clamp_index(tally.next_position_offset + step, top_index),
+        tally.eventful_visits + eventful,
+        tally.uneventful_visits + (not eventful),
+        tally.failed_visits,
+        0,
+        successive,
+        visit.status,
+        visit.visit,
+        final_date,
+        visit.date,
+        visit.date if eventful else tally.last_eventful,
+        tally.last_snapshot if visit.snapshot is None else visit.snapshot,
+        duration,
+    )
+
+
+def tally_of(history: VisitHistory, top_index: int) -> tuple[Tally, list[Outcome]]:
+    """Fold the recent visits onto the base; also return each recent visit's outcome."""
+    tally = history.base
+    outcomes: list[Outcome] = []
+    for visit in history.recent:
+        outcomes.append(outcome(tally, visit))
+        tally = fold(tally, visit, top_index)
+    return tally, outcomes
+
+
+def refold(
+    old: VisitHistory, new: VisitHistory, top_index: int
+) -> tuple[Tally, Tally, list[Outcome]]:
+    """The tallies of ``old`` and of ``new`` (same base), and the outcomes of ``new``.
+
+    The visits both share at the start are folded once: when statuses arrive
+    in order, ``old`` is a prefix of ``new`` and this costs one fold per visit.
+    """
+    shared = 0
+    for a, b in zip(old.recent, new.recent, strict=False):
+        if a != b:
+            break
+        shared += 1
+    tally, outcomes = tally_of(VisitHistory(new.base, new.recent[:shared]), top_index)
+    before = tally
+    for visit in old.recent[shared:]:
+        before = fold(before, visit, top_index)
+    for visit in new.recent[shared:]:
+        outcomes.append(outcome(tally, visit))
+        tally = fold(tally, visit, top_index)
+    return before, tally, outcomes
+
+
+def merge(history: VisitHistory, visits: Iterable[FinalVisit]) -> tuple[VisitHistory, int]:
+    """Add final visits to the history; return it and how many were beyond it.
+
+    Merging is a set union keyed by visit number (ties resolved by
+    ``precedence``), so it is commutative, associative and idempotent.
+    """
+    by_number = {v.visit: v for v in history.recent}
+    beyond = 0
+    for visit in visits:
+        if history.is_beyond(visit.visit):
+            beyond += 1
+            continue
+        known = by_number.get(visit.visit)
+        if known is None or visit.precedence() > known.precedence():
+            by_number[visit.visit] = visit
+    recent = tuple(by_number[n] for n in sorted(by_number))
+    return VisitHistory(history.base, recent), beyond
+
+
+def compact(history: VisitHistory, length: int, top_index: int) -> VisitHistory:
+    """Fold the oldest recent visits into the base until at most ``length`` remain.
+
+    The tally of the history is unchanged: folding is associative that way.
+    """
+    base = history.base
+    recent = history.recent
+    while len(recent) > length:
+        base = fold(base, recent[0], top_index)
+        recent = recent[1:]
+    return VisitHistory(base, recent)

@@ -1,0 +1,203 @@
+"""End-to-end throughput of the journal client: Kafka -> PostgreSQL -> Redis -> commit.
+
+Prefills a topic with ``--messages`` origin_visit_status records over
+``--origins`` listed origins, then runs one JournalClient in this process until
+it has committed them all, and prints messages/s. Services are started on the
+spot (app.embedded) unless their addresses are given. With ``--reference
+PYTHON`` it then runs benchmarks/reference_journal.py with that interpreter on
+the same records against the same PostgreSQL and prints the ratio.
+
+    PYTHONPATH=. python benchmarks/journal_throughput.py --messages 1000000 --origins 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from confluent_kafka import Producer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from actors.journal import JournalClient, ensure_topics
+from app import embedded
+from app.context import Context
+from app.db.connection import connect
+from app.db.listings import register_lister
+from app.db.migrate import migrate
+from app.journal_codec import encode, visit_status_key
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+from app.settings import Settings
+from benchmarks.journal_messages import START, origin_url, visit_statuses
+
+LISTING_CHUNK = 10000
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--origins", type=int, default=200_000)
+    parser.add_argument("--batch-size", type=int, default=None, help="default: settings")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--database-url", help="admin DSN of a PostgreSQL (default: embedded)")
+    parser.add_argument("--redis-url")
+    parser.add_argument("--kafka-brokers")
+    parser.add_argument("--reference", metavar="PYTHON", help="python of a swh-scheduler venv")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the consuming phase")
+    return parser.parse_args()
+
+
+def create_database(admin_dsn: str, name: str) -> str:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
+        conn.execute(f"create database {name}")  # type: ignore[arg-type]
+    info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+def list_origins(settings: Settings, origins: int) -> None:
+    ctx = Context.from_settings(settings)
+    ctx.redis.flushdb()
+    with connect(settings) as conn:
+        lister = register_lister(conn, "bench", "forges", None)
+        for start in range(0, origins, LISTING_CHUNK):
+            rows = [
+                (i + 1, ListedOriginIn(url=origin_url(i), visit_type="git"))
+                for i in range(start, min(origins, start + LISTING_CHUNK))
+            ]
+            record_listed_origins(conn, ctx, lister, rows, START)
+        # A fixed queue position: targets do not depend on when the run happens.
+        conn.execute(
+            "insert into visit_scheduler_queue_position (visit_type, position) "
+            "values ('git', %s) on conflict (visit_type) do update set position = %s",
+            (START, START),
+        )
+
+
+def prefill(settings: Settings, messages: int, origins: int) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": settings.kafka_brokers,
+            "linger.ms": 50,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+            "log_level": 3,
+        }
+    )
+    for value in visit_statuses(messages, origins):
+        key = visit_status_key(value["origin"], value["visit"], value["date"])
+        while True:
+            try:
+                producer.produce(settings.journal_topic, value=encode(value), key=key)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    if producer.flush(300):
+        raise SystemExit("prefill: the broker did not acknowledge every message")
+
+
+def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple[float, int]:
+    client = JournalClient(settings)
+    done = batches = 0
+    started: float | None = None
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    try:
+        while done < messages:
+            batch = client.poll_batch()
+            if not batch:
+                continue
+            if started is None:
+                started = time.perf_counter()
+                if profiler:
+                    profiler.enable()
+            client.process(batch, datetime.now(tz=UTC))
+            done += len(batch)
+            batches += 1
+        elapsed = time.perf_counter() - (started or time.perf_counter())
+    finally:
+        if profiler and profile:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        client.close()
+    return elapsed, batches
+
+
+def run(args: argparse.Namespace, env: dict[str, str]) -> None:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    overrides = {
+        "REVISIT_DATABASE_URL": create_database(env["REVISIT_DATABASE_URL"], name),
+        "REVISIT_REDIS_URL": env["REVISIT_REDIS_URL"],
+        "REVISIT_KAFKA_BROKERS": env["REVISIT_KAFKA_BROKERS"],
+        "REVISIT_JOURNAL_TOPIC": f"bench-journal-{name}",
+        "REVISIT_DEAD_LETTER_TOPIC": f"bench-dead-letter-{name}",
+        "REVISIT_JOURNAL_GROUP_ID": f"bench-{name}",
+        "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "6000",
+        "REVISIT_VISIT_TYPES": '["git"]',
+    }
+    if args.batch_size:
+        overrides["REVISIT_JOURNAL_BATCH_SIZE"] = str(args.batch_size)
+    os.environ.update(overrides)
+    settings = Settings()
+    migrate(settings.database_dsn())
+    t0 = time.perf_counter()
+    list_origins(settings, args.origins)
+    ensure_topics(settings, partitions=args.partitions)
+    t1 = time.perf_counter()
+    prefill(settings, args.messages, args.origins)
+    t2 = time.perf_counter()
+    print(f"listed {args.origins} origins in {t1 - t0:.1f}s", end="; ")
+    print(f"prefilled {args.messages} messages in {t2 - t1:.1f}s")
+    elapsed, batches = consume_all(settings, args.messages, args.profile)
+    rate = args.messages / elapsed
+    print(
+        f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
+        f"({batches} batches of up to {settings.journal_batch_size}, "
+        f"{args.partitions} partitions)"
+    )
+    with psycopg.connect(settings.database_dsn()) as conn:
+        row = conn.execute(
+            "select count(*), sum(eventful_visits), sum(uneventful_visits), sum(failed_visits)"
+            " from origin_visit_stats where last_visit is not null"
+        ).fetchone()
+    print(f"stats rows visited: {row[0]}, eventful/uneventful/failed: {row[1]}/{row[2]}/{row[3]}")
+    if args.reference:
+        reference(args, env["REVISIT_DATABASE_URL"], rate)
+
+
+def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
+    script = Path(__file__).with_name("reference_journal.py")
+    command = [args.reference, str(script), "--database-url", admin_dsn]
+    command += ["--messages", str(args.messages), "--origins", str(args.origins)]
+    if args.batch_size:
+        command += ["--batch-size", str(args.batch_size)]
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+    print(out, end="")
+    theirs = float(out.rsplit("=", 1)[1].split()[0].replace(",", ""))
+    print(f"ratio revisit / reference: {ours / theirs:.1f}x")
+
+
+def main() -> None:
+    args = parse_args()
+    with contextlib.ExitStack() as stack:
+        env = stack.enter_context(
+            embedded.services(args.database_url, args.redis_url, args.kafka_brokers)
+        )
+        run(args, env)
+
+
+if __name__ == "__main__":
+    main()
