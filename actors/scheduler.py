@@ -21,8 +21,9 @@ from app.db.policies import (
     policies_of,
 )
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
+from app.domain.lanes import assign_lanes
 from app.domain.placement import POOLS, epoch_s
-from app.queue_names import first_visits_queue, priority_queue, visit_queue
+from app.queue_names import first_visits_queue, priority_queue, slow_queue, visit_queue
 from app.requests import take_pending
 from app.scheduling import (
     StepResult,
@@ -36,6 +37,7 @@ from monitoring.metrics import (
     MIRROR_ORIGINS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
+    SCHEDULED_BY_LANE,
     SCHEDULED_VISITS,
     SCHEDULER_FREE_SLOTS,
 )
@@ -46,10 +48,16 @@ CONFIG_REFRESH_S = 30.0
 RATE_SMOOTHING = 0.1
 
 
-def visit_message(queue: str, order: VisitOrder) -> dramatiq.Message[Any]:
-    """The Dramatiq message of one visit (actor ``visit``)."""
+def visit_message(
+    queue: str, order: VisitOrder, lane: str, time_limit_s: float
+) -> dramatiq.Message[Any]:
+    """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time limit."""
     return dramatiq.Message(
-        queue_name=queue, actor_name="visit", args=(), kwargs=order.as_kwargs(), options={}
+        queue_name=queue,
+        actor_name="visit",
+        args=(),
+        kwargs={**order.as_kwargs(), "lane": lane},
+        options={"time_limit": int(time_limit_s * 1000)},
     )
 
 
@@ -99,6 +107,8 @@ class SchedulerLoop:
                     policy="request",
                     request_id=r.id,
                 ),
+                "priority",
+                self.settings.slow_time_limit_s,
             )
             for r in taken
         ]
@@ -116,17 +126,42 @@ class SchedulerLoop:
                 continue
             self.requests_step(visit_type, config, now)
             self.first_visits_step(visit_type, config, now)
-            queue = visit_queue(visit_type)
-            depth = queue_depth(self.broker, queue)
-            slots = free_slots(
-                config.max_queue_length, depth, self.settings.scheduler_min_free_fraction
-            )
-            policies = self._policies.get(visit_type)
-            result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
-            enqueue_many(self.broker, [visit_message(queue, o) for o in result.orders])
+            result = self.lanes_step(visit_type, config, now)
             self._observe(result)
             results.append(result)
         return results
+
+    def lanes_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> StepResult:
+        """Fill the express and slow lanes of a visit type with recurrent visits.
+
+        Both lanes' free slots make one batch; predicted-slow visits go to the
+        slow lane, the others fill the express lane shortest first, and the
+        slow lane takes the rest (it takes any work when it has none).
+        """
+        express_q, slow_q = visit_queue(visit_type), slow_queue(visit_type)
+        express_free = max(0, config.max_queue_length - queue_depth(self.broker, express_q))
+        slow_free = max(0, config.max_queue_length - queue_depth(self.broker, slow_q))
+        slots = free_slots(
+            2 * config.max_queue_length,
+            2 * config.max_queue_length - express_free - slow_free,
+            self.settings.scheduler_min_free_fraction,
+        )
+        policies = self._policies.get(visit_type)
+        result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
+        express, slow = assign_lanes(
+            result.orders,
+            lambda o: o.predicted_duration_s,
+            express_free,
+            self.settings.express_time_limit_s,
+        )
+        limits = self.settings.express_time_limit_s, self.settings.slow_time_limit_s
+        messages = [visit_message(express_q, o, "express", limits[0]) for o in express]
+        messages += [visit_message(slow_q, o, "slow", limits[1]) for o in slow]
+        enqueue_many(self.broker, messages)
+        for lane, orders in (("express", express), ("slow", slow)):
+            for policy, count in Counter(o.policy for o in orders).items():
+                SCHEDULED_BY_LANE.labels(visit_type, lane, policy).inc(count)
+        return result
 
     def first_visits_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
         """Serve first_visits_after_listing for each lister with a first-visits queue."""
@@ -136,7 +171,10 @@ class SchedulerLoop:
             self.broker.declare_queue(queue)
             slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
             orders, done = first_visits_step(self.conn, self.ctx, visit_type, lister, slots, now)
-            enqueue_many(self.broker, [visit_message(queue, o) for o in orders])
+            limit = self.settings.slow_time_limit_s
+            enqueue_many(
+                self.broker, [visit_message(queue, o, "first_visits", limit) for o in orders]
+            )
             for policy, count in Counter(o.policy for o in orders).items():
                 SCHEDULED_VISITS.labels(visit_type, policy).inc(count)
             sent += len(orders)

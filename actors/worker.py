@@ -1,38 +1,53 @@
-"""The worker module: ``dramatiq actors.worker --queues visit.git``.
+"""The worker module: ``dramatiq actors.worker --queues visit.git.express ...``.
 
-Declares one queue per configured visit type and the ``visit`` actor, which
-runs the visit type's loader and publishes the outcome to the journal. The
-journal client, not the worker, updates the schedule: a visit whose status
-never reaches the journal is returned by the scheduler after its cooldown.
+Declares the lanes of every configured visit type (express, slow, priority,
+and the first-visits queues of the configured prefixes) and the ``visit``
+actor, which runs the visit type's loader and publishes ``created`` then the
+final status to the journal. The journal client, not the worker, updates the
+schedule: a visit whose status never reaches the journal is returned by the
+scheduler after its cooldown.
+
+Lanes (seed 003): a visit that outlasts the express lane's time limit is
+stopped and re-sent, marked, to the head of the slow lane; one that outlasts
+the slow lane's limit fails for good. A transient failure (network trouble)
+is retried with backoff a bounded number of times, then reported failed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from functools import cache, lru_cache
 from typing import Any
 
 import dramatiq
 import redis
+from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
 from actors.broker import make_broker
+from actors.lanes import enqueue_first, to_slow_lane
 from app.context import redis_client
 from app.kafka import StatusPublisher
-from app.loaders.base import Loader, get_loader
-from app.queue_names import first_visits_queue, priority_queue, visit_queue
+from app.loaders.base import Loader, VisitResult, get_loader
+from app.queue_names import first_visits_queue, lane_queue, slow_queue
 from app.settings import get_settings
-from monitoring.metrics import VISIT_SECONDS, VISITS
+from monitoring.metrics import EXPRESS_TIMEOUTS, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests
 
 log = logging.getLogger("revisit.worker")
 
 settings = get_settings()
 broker = make_broker(settings)
-for _visit_type in settings.visit_types:
-    broker.declare_queue(visit_queue(_visit_type))
-    broker.declare_queue(priority_queue(_visit_type))
+broker.add_middleware(CurrentMessage())
+for _visit_type in settings.served_visit_types():
+    for _lane in ("express", "slow", "priority"):
+        broker.declare_queue(lane_queue(_visit_type, _lane))
     for _prefix in settings.first_visits_prefixes:
         broker.declare_queue(first_visits_queue(_prefix, _visit_type))
+
+
+class TransientVisitError(Exception):
+    """A visit failed for a reason worth retrying soon (Dramatiq's Retries does)."""
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +71,18 @@ def _aborted(request_id: int) -> bool:
     return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
 
 
-@dramatiq.actor(actor_name="visit", queue_name=visit_queue(settings.visit_types[0]), max_retries=0)
+def _retry_transient(retries: int, exception: BaseException) -> bool:
+    return isinstance(exception, TransientVisitError)
+
+
+@dramatiq.actor(
+    actor_name="visit",
+    queue_name=lane_queue(settings.visit_types[0], "express"),
+    time_limit=int(settings.slow_time_limit_s * 1000),
+    retry_when=_retry_transient,
+    min_backoff=int(settings.visit_retry_backoff_s * 1000),
+    max_backoff=int(settings.visit_retry_backoff_s * 1000 * 2**settings.visit_max_retries),
+)
 def visit(
     origin_id: int,
     url: str,
@@ -65,17 +91,41 @@ def visit(
     visit: int,
     scheduled_at: float,
     request_id: int | None = None,
+    lane: str = "express",
 ) -> None:
     """Visit one origin and publish its statuses (created, then final) to the journal."""
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
         return
-    publisher().publish(url, visit_type, visit, "created", None)
-    result = loader_for(visit_type).load(url, arguments, get_settings().git_timeout_s)
-    metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3)}
+    message = CurrentMessage.get_current_message()
+    options = message.options if message is not None else {}
+    limit_s = options.get("time_limit", settings.slow_time_limit_s * 1000) / 1000
+    publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
+    started = time.monotonic()
+    try:
+        result = loader_for(visit_type).load(url, arguments, limit_s)
+    except TimeLimitExceeded:
+        elapsed = time.monotonic() - started
+        if lane == "express" and message is not None:
+            slow = to_slow_lane(
+                message, slow_queue(visit_type), int(settings.slow_time_limit_s * 1000)
+            )
+            enqueue_first(broker, slow)
+            EXPRESS_TIMEOUTS.labels(visit_type).inc()
+            log.info(
+                "%s outlasted the express lane (%.1fs): re-sent to the slow lane", url, elapsed
+            )
+            return
+        result = VisitResult("failed", None, elapsed, f"{lane} lane time limit ({limit_s:g}s)")
+    if result.transient and options.get("retries", 0) < settings.visit_max_retries:
+        log.info("%s: transient failure (%s), retrying", url, result.error)
+        raise TransientVisitError(result.error)
+    metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}
     if result.error:
         metadata["error"] = result.error
+    if options.get("timed_out_express"):
+        metadata["timed_out_express"] = True
     publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
     VISITS.labels(visit_type, result.status).inc()
     VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
-    log.info("visited %s: %s in %.2fs", url, result.status, result.duration_s)
+    log.info("visited %s in the %s lane: %s in %.2fs", url, lane, result.status, result.duration_s)

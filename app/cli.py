@@ -290,25 +290,35 @@ def journal() -> None:
 class Lane(StrEnum):
     """Which visit queues a worker pool serves."""
 
-    recurrent = "recurrent"
+    express = "express"
+    slow = "slow"
     priority = "priority"
+    recurrent = "recurrent"  # express and slow
     all = "all"
+
+
+LANES_SERVED = {
+    Lane.express: ("express",),
+    Lane.slow: ("slow",),
+    Lane.priority: ("priority",),
+    Lane.recurrent: ("express", "slow"),
+    Lane.all: ("express", "slow", "priority"),
+}
 
 
 @app.command("worker")
 def worker(
     processes: Annotated[int, typer.Option(min=1)] = 1,
     threads: Annotated[int, typer.Option(min=1)] = 4,
-    lane: Annotated[Lane, typer.Option(help="recurrent visits, one-shot requests, or both")] = (
-        Lane.recurrent
-    ),
+    lane: Annotated[Lane, typer.Option(help="the lanes this worker pool serves")] = Lane.recurrent,
     first_visits_prefix: Annotated[
         list[str] | None,
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),
     ] = None,
 ) -> None:
-    """Run Dramatiq workers for the visit queues of the configured visit types."""
-    from app.queue_names import first_visits_queue, priority_queue, visit_queue
+    """Run Dramatiq workers for the lanes of the visit types this pool serves
+    (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY)."""
+    from app.queue_names import first_visits_queue, lane_queue
 
     prefixes = first_visits_prefix or []
     if prefixes:
@@ -316,12 +326,11 @@ def worker(
         known = get_settings().first_visits_prefixes
         os.environ["REVISIT_FIRST_VISITS_PREFIXES"] = json.dumps(sorted({*known, *prefixes}))
     queues = []
-    for vt in get_settings().visit_types:
+    for vt in get_settings().served_visit_types():
         queues += [first_visits_queue(prefix, vt) for prefix in prefixes]
-        if lane in (Lane.recurrent, Lane.all):
-            queues.append(visit_queue(vt))
-        if lane in (Lane.priority, Lane.all):
-            queues.append(priority_queue(vt))
+        queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
+    if not queues:
+        raise _fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
     args = [
         sys.executable,
         "-m",

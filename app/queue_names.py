@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 
+def lane_queue(visit_type: str, lane: str) -> str:
+    """The Dramatiq queue of one lane (express, slow, priority) of ``visit_type``."""
+    return f"visit.{visit_type}.{lane}"
+
+
 def visit_queue(visit_type: str) -> str:
-    """The Dramatiq queue holding visits of ``visit_type``."""
-    return f"visit.{visit_type}"
+    """The queue recurrent visits of ``visit_type`` are first sent to: the express lane."""
+    return lane_queue(visit_type, "express")
+
+
+def slow_queue(visit_type: str) -> str:
+    """The slow lane of ``visit_type``: predicted-slow visits and express time-outs."""
+    return lane_queue(visit_type, "slow")
 
 
 def priority_queue(visit_type: str) -> str:
     """The Dramatiq queue of one-shot requests (save code now) of ``visit_type``."""
-    return f"visit.{visit_type}.priority"
+    return lane_queue(visit_type, "priority")
 
 
 def first_visits_queue(prefix: str, visit_type: str) -> str:
     """The queue of a lister's first visits after a listing (its first_visits_queue_prefix)."""
-    return f"{prefix}.{visit_queue(visit_type)}"
+    return f"{prefix}.visit.{visit_type}"
 
 
 #: The queue of revisit's own API actors (request_visit, record_listing, ...).

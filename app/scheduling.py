@@ -35,6 +35,8 @@ class VisitOrder:
     scheduled_at: float
     policy: str = ""
     request_id: int | None = None
+    #: Duration of the origin's last visit: the lanes' prediction (seed 003).
+    predicted_duration_s: float | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         """The visit actor's keyword arguments."""
@@ -154,6 +156,7 @@ def _record(
             visit=int(now_s * 1000),
             scheduled_at=now_s,
             policy=policy_of[int(r["id"])],
+            predicted_duration_s=r["last_duration_s"],
         )
         for r in rows
     ]

@@ -68,9 +68,33 @@ class Settings(BaseSettings):
 
     git_timeout_s: float = Field(default=120.0, gt=0)
 
+    express_time_limit_s: float = Field(
+        default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
+    )
+    slow_time_limit_s: float = Field(
+        default=4 * 3600.0, gt=0, description="longest a visit may run at all"
+    )
+    visit_max_retries: int = Field(default=3, ge=0, le=20)
+    visit_retry_backoff_s: float = Field(default=30.0, gt=0)
+    worker_visit_types_allow: list[str] | None = Field(
+        default=None, description="visit types this worker pool serves (default: all)"
+    )
+    worker_visit_types_deny: list[str] = Field(
+        default=[], description="visit types this worker pool never serves"
+    )
+
     metrics_address: str = Field(default="127.0.0.1")
     scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
     journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+
+    def served_visit_types(self) -> list[str]:
+        """The visit types a worker pool serves: allowlist, then denylist (seed 004)."""
+        allowed = (
+            self.visit_types
+            if self.worker_visit_types_allow is None
+            else [vt for vt in self.visit_types if vt in self.worker_visit_types_allow]
+        )
+        return [vt for vt in allowed if vt not in self.worker_visit_types_deny]
 
     def database_dsn(self) -> str:
         """The PostgreSQL connection string, unwrapped for the driver."""

@@ -82,6 +82,18 @@ REQUESTS_SCHEDULED = Counter(
 )
 
 
+SCHEDULED_BY_LANE = Counter(
+    "revisit_scheduled_visits_by_lane_total",
+    "Recurrent visits sent to workers, by visit type, lane and policy",
+    ["visit_type", "lane", "policy"],
+)
+EXPRESS_TIMEOUTS = Counter(
+    "revisit_worker_express_timeouts_total",
+    "Visits that outlasted the express lane and were re-sent to the slow lane",
+    ["visit_type"],
+)
+
+
 def serve(port: int, address: str = "127.0.0.1") -> None:
     """Expose /metrics on ``address:port`` (0: do not serve)."""
     if port:

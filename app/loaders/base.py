@@ -17,6 +17,9 @@ class VisitResult:
     snapshot: bytes | None
     duration_s: float
     error: str | None = None
+    #: A failure worth retrying soon (network trouble, a timeout), as opposed
+    #: to one that would fail the same way again.
+    transient: bool = False
 
 
 class Loader(Protocol):

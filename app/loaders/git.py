@@ -10,6 +10,15 @@ from typing import Any
 
 from app.loaders.base import VisitResult
 
+TRANSIENT_HINTS = (
+    "could not resolve host",
+    "connection refused",
+    "connection timed out",
+    "connection reset",
+    "temporary failure",
+    "early eof",
+    "the remote end hung up",
+)
 NOT_FOUND_HINTS = (
     "does not appear to be a git repository",
     "repository not found",
@@ -41,10 +50,13 @@ class GitLoader:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return VisitResult("failed", None, time.monotonic() - started, "timeout")
+            return VisitResult("failed", None, time.monotonic() - started, "timeout", True)
         duration = time.monotonic() - started
         if proc.returncode != 0:
             message = proc.stderr.strip()
-            status = "not_found" if any(h in message.lower() for h in NOT_FOUND_HINTS) else "failed"
+            lowered = message.lower()
+            if any(h in lowered for h in TRANSIENT_HINTS):
+                return VisitResult("failed", None, duration, message[-500:], True)
+            status = "not_found" if any(h in lowered for h in NOT_FOUND_HINTS) else "failed"
             return VisitResult(status, None, duration, message[-500:])
         return VisitResult("full", snapshot_id(proc.stdout), duration)

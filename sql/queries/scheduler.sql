@@ -6,9 +6,9 @@
 with marked as (
   update origin_visit_stats set last_scheduled = %(now)s
   where id = any(%(ids)s)
-  returning id, url, visit_type, next_visit_queue_position
+  returning id, url, visit_type, next_visit_queue_position, last_duration_s
 )
-select m.id, m.url, m.visit_type, m.next_visit_queue_position,
+select m.id, m.url, m.visit_type, m.next_visit_queue_position, m.last_duration_s,
        coalesce((select lo.extra_loader_arguments from listed_origins lo
                  where lo.url = m.url and lo.visit_type = m.visit_type
                  order by lo.enabled desc, lo.last_seen desc limit 1),
