@@ -61,7 +61,9 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
             broker.broker_id,
             broker.heartbeat_timeout,
             broker.dead_message_ttl,
-            0,
+            # Enqueues count as commands that may run queue maintenance, which
+            # is what returns a dead worker's messages.
+            broker._should_do_maintenance("enqueue"),
             broker._max_unpack_size(),  # type: ignore[no-untyped-call]
             message.options["redis_message_id"],
             message.encode(),

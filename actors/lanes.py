@@ -39,11 +39,14 @@ def enqueue_first(broker: RedisBroker, message: dramatiq.Message[Any]) -> None:
     broker.emit_after("enqueue", message, None)
 
 
-def to_slow_lane(
-    message: dramatiq.Message[Any], slow_queue: str, time_limit_ms: int
+def slow_lane_message(
+    kwargs: dict[str, Any], slow_queue: str, time_limit_ms: int
 ) -> dramatiq.Message[Any]:
-    """The slow-lane copy of an express visit that ran out of time, marked as such."""
-    kwargs = {**message.kwargs, "lane": "slow"}
-    options = {k: v for k, v in message.options.items() if k not in ("retries", "redis_message_id")}
-    options.update(time_limit=time_limit_ms, timed_out_express=True)
-    return message.copy(queue_name=slow_queue, kwargs=kwargs, options=options)
+    """The slow-lane visit of an express visit that ran out of time, marked as such."""
+    return dramatiq.Message(
+        queue_name=slow_queue,
+        actor_name="visit",
+        args=(),
+        kwargs={**kwargs, "lane": "slow"},
+        options={"time_limit": time_limit_ms, "timed_out_express": True},
+    )

@@ -25,7 +25,7 @@ import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
 from actors.broker import make_broker
-from actors.lanes import enqueue_first, to_slow_lane
+from actors.lanes import enqueue_first, slow_lane_message
 from app.context import redis_client
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, VisitResult, get_loader
@@ -99,24 +99,41 @@ def visit(
         return
     message = CurrentMessage.get_current_message()
     options = message.options if message is not None else {}
-    limit_s = options.get("time_limit", settings.slow_time_limit_s * 1000) / 1000
+    default_limit_s = (
+        settings.express_time_limit_s if lane == "express" else settings.slow_time_limit_s
+    )
+    limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
     publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
     started = time.monotonic()
     try:
+        # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
+        # interrupt a blocking call, so the loader must stop by itself.
         result = loader_for(visit_type).load(url, arguments, limit_s)
     except TimeLimitExceeded:
-        elapsed = time.monotonic() - started
-        if lane == "express" and message is not None:
-            slow = to_slow_lane(
-                message, slow_queue(visit_type), int(settings.slow_time_limit_s * 1000)
-            )
-            enqueue_first(broker, slow)
+        result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
+    if result.timed_out:
+        if lane == "express":
+            kwargs = {
+                "origin_id": origin_id,
+                "url": url,
+                "visit_type": visit_type,
+                "arguments": arguments,
+                "visit": visit,
+                "scheduled_at": scheduled_at,
+                "request_id": request_id,
+            }
+            limit_ms = int(settings.slow_time_limit_s * 1000)
+            enqueue_first(broker, slow_lane_message(kwargs, slow_queue(visit_type), limit_ms))
             EXPRESS_TIMEOUTS.labels(visit_type).inc()
             log.info(
-                "%s outlasted the express lane (%.1fs): re-sent to the slow lane", url, elapsed
+                "%s outlasted the express lane (%.1fs): re-sent to the slow lane",
+                url,
+                result.duration_s,
             )
             return
-        result = VisitResult("failed", None, elapsed, f"{lane} lane time limit ({limit_s:g}s)")
+        result = VisitResult(
+            "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
+        )
     if result.transient and options.get("retries", 0) < settings.visit_max_retries:
         log.info("%s: transient failure (%s), retrying", url, result.error)
         raise TransientVisitError(result.error)

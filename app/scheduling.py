@@ -96,7 +96,14 @@ def schedule_step(
     now_s = epoch_s(now)
     picked: list[tuple[int, str, str]] = []  # id, pool, policy
     for policy, count in query_shares(policies, slots).items():
-        ranked = candidates(conn, policy, visit_type, count)
+        ranked = candidates(
+            conn,
+            policy,
+            visit_type,
+            count,
+            rested_before=now - ctx.cooldowns.absolute,
+            lost_before=now - ctx.cooldowns.scheduled,
+        )
         for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
             picked.append((p.id, p.pool, policy))
     popped = ctx.mirror.pop(

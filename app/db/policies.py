@@ -33,11 +33,26 @@ def set_policies(conn: DictConnection, visit_type: str, policies: dict[str, floa
             )
 
 
-def candidates(conn: DictConnection, policy: str, visit_type: str, count: int) -> list[int]:
-    """Origin ids ranked by a query policy (more than ``count``: some may be busy)."""
-    rows = conn.execute(
-        query(f"candidates_{policy}"), {"visit_type": visit_type, "limit": count * OVERFETCH}
-    )
+def candidates(
+    conn: DictConnection,
+    policy: str,
+    visit_type: str,
+    count: int,
+    rested_before: datetime,
+    lost_before: datetime,
+) -> list[int]:
+    """Origin ids ranked by a query policy (more than ``count``: some may be busy).
+
+    ``rested_before``: origins visited later are still cooling down;
+    ``lost_before``: origins scheduled earlier without a result count as lost.
+    """
+    params = {
+        "visit_type": visit_type,
+        "limit": count * OVERFETCH,
+        "rested_before": rested_before,
+        "lost_before": lost_before,
+    }
+    rows = conn.execute(query(f"candidates_{policy}"), params)
     return [int(r["id"]) for r in rows]
 
 

@@ -17,9 +17,12 @@ class VisitResult:
     snapshot: bytes | None
     duration_s: float
     error: str | None = None
-    #: A failure worth retrying soon (network trouble, a timeout), as opposed
-    #: to one that would fail the same way again.
+    #: A failure worth retrying soon (network trouble), as opposed to one that
+    #: would fail the same way again.
     transient: bool = False
+    #: The loader gave up at its own time limit (the lane's): an express-lane
+    #: visit then moves to the slow lane, a slow-lane one fails for good.
+    timed_out: bool = False
 
 
 class Loader(Protocol):

@@ -50,7 +50,9 @@ class GitLoader:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return VisitResult("failed", None, time.monotonic() - started, "timeout", True)
+            return VisitResult(
+                "failed", None, time.monotonic() - started, "timeout", timed_out=True
+            )
         duration = time.monotonic() - started
         if proc.returncode != 0:
             message = proc.stderr.strip()

@@ -40,7 +40,7 @@ class SimulatedLoader:
             time.sleep(min(SLEEP_STEP_S, left))
         elapsed = time.monotonic() - started
         if duration > timeout_s:
-            return VisitResult("failed", None, elapsed, "timeout", transient=True)
+            return VisitResult("failed", None, elapsed, "timeout", timed_out=True)
         with _lock:
             _attempts[url] += 1
             attempt = _attempts[url]

@@ -24,10 +24,15 @@ limit %(limit)s
 
 -- name: candidates_stop_after_success
 -- Origins never visited successfully, oldest reported change first, those
--- without one last (index origin_visit_stats_never_succeeded).
+-- without one last (index origin_visit_stats_never_succeeded). Origins in
+-- flight or visited within the absolute cooldown are left out: picking them
+-- does not move them down this order, and they would crowd out the others.
 select id from origin_visit_stats
 where visit_type = %(visit_type)s and last_snapshot is null and listed
   and not disabled_for_failures
+  and (last_scheduled is null or last_scheduled <= last_final_date
+       or last_scheduled < %(lost_before)s)
+  and (last_final_date is null or last_final_date < %(rested_before)s)
 order by last_update nulls last, id
 limit %(limit)s
 

@@ -38,4 +38,4 @@ def test_git_loader_reports_a_timeout_as_failed(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(subprocess, "run", slow)
     result = GitLoader().load("file:///x", {}, 0.01)
-    assert (result.status, result.error) == ("failed", "timeout")
+    assert (result.status, result.error, result.timed_out) == ("failed", "timeout", True)

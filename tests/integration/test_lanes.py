@@ -1,0 +1,148 @@
+"""Express and slow lanes with real Redis, Dramatiq worker processes and the
+journal: seed 003's example, a SIGKILLed worker, a SIGTERMed worker."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.settings import Settings
+from tests.integration.helpers import stats_by_url
+from tests.processes import running, wait_for
+
+SIMULATED = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}
+
+
+def list_simulated(
+    conn: DictConnection, ctx: Context, origins: dict[str, dict[str, object]]
+) -> None:
+    from datetime import UTC, datetime
+
+    from app.db.listings import register_lister
+    from app.listing import record_listed_origins
+    from app.listing_input import ListedOriginIn
+
+    conn.execute("insert into visit_types (name, max_queue_length) values ('simulated', 1)")
+    lister = register_lister(conn, "sim", "lanes", None)
+    rows = [
+        (i + 1, ListedOriginIn(url=url, visit_type="simulated", extra_loader_arguments=args))
+        for i, (url, args) in enumerate(origins.items())
+    ]
+    record_listed_origins(conn, ctx, lister, rows, datetime.now(tz=UTC))
+
+
+def finished(conn: DictConnection, urls: list[str]) -> bool:
+    stats = stats_by_url(conn)
+    return all(stats.get(u, {}).get("last_final_date") for u in urls)
+
+
+def test_seed_003_example_fast_jobs_finish_before_slow_ones(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    jobs = {
+        "sim://fast1": {"duration_s": 0.2},
+        "sim://slow1": {"duration_s": 5.0},
+        "sim://slow2": {"duration_s": 5.0},
+        "sim://fast2": {"duration_s": 0.2},
+    }
+    list_simulated(conn, ctx, jobs)
+    env = {
+        **SIMULATED,
+        "REVISIT_EXPRESS_TIME_LIMIT_S": "2",
+        "REVISIT_SLOW_TIME_LIMIT_S": "30",
+        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
+    }
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "scheduler": ["revisit", "scheduler"],
+        "express": ["revisit", "worker", "--lane", "express", "--threads", "1"],
+        "slow": ["revisit", "worker", "--lane", "slow", "--threads", "1"],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, env, logs):
+        wait_for(lambda: finished(conn, list(jobs)), 60, "all four jobs", logs)
+    done = {u: r["last_final_date"] for u, r in stats_by_url(conn).items()}
+    assert max(done["sim://fast1"], done["sim://fast2"]) < min(
+        done["sim://slow1"], done["sim://slow2"]
+    )
+    express_log = (logs / "express.log").read_text()
+    slow_log = (logs / "slow.log").read_text()
+    # One slow job was tried in the express lane, stopped, and retried once in the slow lane.
+    assert express_log.count("outlasted the express lane") == 1
+    assert "visited sim://slow1 in the slow lane: full" in slow_log
+    assert "visited sim://slow2 in the slow lane: full" in slow_log
+    assert all(r["last_visit_status"] == "full" for r in stats_by_url(conn).values())
+
+
+def _worker_pids(proc_pid: int) -> list[int]:
+    """Dramatiq's worker processes: the children of the process we started."""
+    out = os.popen(f"pgrep -P {proc_pid}").read().split()
+    return [int(p) for p in out]
+
+
+def test_visit_of_a_sigkilled_worker_is_completed_by_another_within_the_bound(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    list_simulated(conn, ctx, {"sim://long": {"duration_s": 3.0}})
+    env = {
+        **SIMULATED,
+        "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
+        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
+    }
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with running(
+        {
+            "scheduler": ["revisit", "scheduler"],
+            "journal": ["revisit", "journal"],
+            "doomed": ["revisit", "worker", "--threads", "1"],
+        },
+        env,
+        logs,
+    ) as procs:
+        wait_for(lambda: "created" in _statuses(conn), 30, "the visit to start", logs)
+        for pid in _worker_pids(procs["doomed"].pid):
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(procs["doomed"].pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        with running({"rescuer": ["revisit", "worker", "--threads", "1"]}, env, logs):
+            wait_for(
+                lambda: finished(conn, ["sim://long"]), 60, "another worker to finish it", logs
+            )
+        took = time.monotonic() - killed_at
+    print(f"visit of the killed worker completed {took:.1f}s after SIGKILL")
+    assert took < 30
+    assert stats_by_url(conn)["sim://long"]["last_visit_status"] == "full"
+
+
+def _statuses(conn: DictConnection) -> set[str]:
+    row = stats_by_url(conn).get("sim://long") or {}
+    return {"created"} if row.get("last_visit") else set()
+
+
+def test_sigterm_lets_the_running_visit_finish(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    list_simulated(conn, ctx, {"sim://steady": {"duration_s": 3.0}})
+    env = {**SIMULATED, "REVISIT_ABSOLUTE_COOLDOWN_S": "3600"}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with running(
+        {"scheduler": ["revisit", "scheduler"], "journal": ["revisit", "journal"]}, env, logs
+    ):
+        with running({"worker": ["revisit", "worker", "--threads", "1"]}, env, logs) as procs:
+            wait_for(
+                lambda: bool((stats_by_url(conn).get("sim://steady") or {}).get("last_visit")),
+                30,
+                "the visit to start",
+                logs,
+            )
+            # As a supervisor does: SIGTERM to the main process, which stops its
+            # worker processes gracefully (a second signal would kill them).
+            os.kill(procs["worker"].pid, signal.SIGTERM)
+            assert procs["worker"].wait(30) == 0
+        wait_for(lambda: finished(conn, ["sim://steady"]), 30, "the final status", logs)
+    assert stats_by_url(conn)["sim://steady"]["last_visit_status"] == "full"

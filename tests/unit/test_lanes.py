@@ -1,0 +1,20 @@
+from app.domain.lanes import assign_lanes, predicted_slow
+
+
+def test_unknown_duration_is_not_predicted_slow() -> None:
+    assert not predicted_slow(None, 60)
+    assert predicted_slow(61, 60) and not predicted_slow(60, 60)
+
+
+def test_predicted_slow_visits_go_to_the_slow_lane_and_fast_ones_shortest_first() -> None:
+    visits = [("a", 100.0), ("b", 5.0), ("c", None), ("d", 30.0), ("e", 70.0)]
+    express, slow = assign_lanes(visits, lambda v: v[1], express_slots=10, express_limit_s=60)
+    assert [v[0] for v in express] == ["c", "b", "d"]
+    assert [v[0] for v in slow] == ["a", "e"]
+
+
+def test_what_the_express_lane_cannot_take_goes_to_the_slow_lane() -> None:
+    visits = [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 90.0)]
+    express, slow = assign_lanes(visits, lambda v: v[1], express_slots=2, express_limit_s=60)
+    assert [v[0] for v in express] == ["a", "b"]
+    assert [v[0] for v in slow] == ["d", "c"]
