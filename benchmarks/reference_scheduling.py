@@ -28,6 +28,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attr
 import psycopg
 from scheduling_data import VISIT_TYPE, origins
 from swh.core.db.db_utils import populate_database_for_package
@@ -147,6 +148,8 @@ def main() -> None:
     load(dsn, lister.id, args.origins)
     print(f"reference: loaded {args.origins} origins in {time.perf_counter() - started:.0f} s")
     scheduler.visit_scheduler_queue_position_set(VISIT_TYPE, int(NOW.timestamp()))
+    # A lister that has finished its listing, as first_visits_after_listing expects.
+    lister = scheduler.update_lister(attr.evolve(lister, last_listing_finished_at=NOW))
     with psycopg.connect(dsn) as conn:
         row = conn.execute("show server_version").fetchone()
     results = []

@@ -136,17 +136,28 @@ def put_back(ctx: Context, popped: list[Popped]) -> None:
     )
 
 
-def pop_latencies(ctx: Context, weights: Weights, pops: int, count: int) -> list[float]:
-    """Seconds per Mirror.pop of ``count``; every pop must fill its batch."""
+def script_usec(ctx: Context) -> int:
+    """Microseconds Redis has spent running scripts (EVALSHA) so far."""
+    stats = ctx.redis.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("usec", 0))
+
+
+def pop_latencies(
+    ctx: Context, weights: Weights, pops: int, count: int
+) -> tuple[list[float], list[float]]:
+    """Seconds per Mirror.pop of ``count`` as the caller sees it and inside Redis;
+    every pop must fill its batch."""
     cooldown_s = ctx.cooldowns.scheduled.total_seconds()
-    times = []
+    times, server = [], []
     for _ in range(pops):
+        before = script_usec(ctx)
         started = time.perf_counter()
         result = ctx.mirror.pop(VISIT_TYPE, count, time.time(), cooldown_s, weights)
         times.append(time.perf_counter() - started)
+        server.append((script_usec(ctx) - before) / 1e6)
         assert len(result.popped) == count, len(result.popped)
         put_back(ctx, result.popped)
-    return times
+    return times, server
 
 
 class Timed:
@@ -364,23 +375,27 @@ def main() -> None:
                 ("reference default 49/49/2/0", DEFAULT_WEIGHTS),
                 ("auto", "auto"),
             ):
-                median, p95 = spread(pop_latencies(ctx, weights, args.pops, args.count))
+                times, server = pop_latencies(ctx, weights, args.pops, args.count)
+                median, p95 = spread(times)
                 key = "pop_default" if weights == DEFAULT_WEIGHTS else "pop_auto"
                 figures[key] = median
                 print(
                     f"  {label}: median {ms(median)}, p95 {ms(p95)}"
+                    f" (inside Redis: median {ms(statistics.median(server))})"
                     f" (target median < {POP_TARGET_MS:.0f} ms;"
                     f" {REFERENCE_DESIGN_S / median:,.0f}x faster than the reference's"
                     f" {REFERENCE_DESIGN_S} s in DESIGN.md)"
                 )
             for policy, pool in POOL_OF_POLICY.items():
                 weights = [1.0 if p == pool else 0.0 for p in POOL_OF_POLICY.values()]
-                median, p95 = spread(pop_latencies(ctx, weights, args.pops // 4, args.count))
+                median, p95 = spread(pop_latencies(ctx, weights, args.pops // 4, args.count)[0])
                 figures[policy] = median
                 print(f"  {pool} alone: median {ms(median)}, p95 {ms(p95)}")
             print(f"query policies ({args.count}: candidates + Mirror.claim):")
             for policy in ("oldest_scheduled_first", "stop_after_success"):
                 figures[policy] = query_policy_times(conn, ctx, policy, args.count, 20)
+            print("a query policy alone, step after step (no visit result arrives):")
+            stop_after_success_steps(conn, ctx, args.count, 5)
             print("enqueue (pipelined vs one send per message):")
             for count in (1000, 5000):
                 enqueue_comparison(settings, count, 5)
@@ -388,7 +403,6 @@ def main() -> None:
             for batch in (1000, 5000):
                 figures["rate"] = steps_breakdown(conn, ctx, settings, batch, args.steps)
             scheduler_loop_rate(conn, settings, 5000, args.steps)
-            stop_after_success_steps(conn, ctx, args.count, 5)
         if args.reference_python:
             sys.stdout.flush()
             compare(figures, run_reference(args.reference_python, settings, args.origins))
