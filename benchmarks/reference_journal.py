@@ -3,8 +3,8 @@
 Runs under a separate virtualenv that has ``swh-scheduler`` installed (never a
 dependency of revisit):
 
-    python3 -m venv /tmp/swhvenv && /tmp/swhvenv/bin/pip install swh-scheduler
-    /tmp/swhvenv/bin/python benchmarks/reference_journal.py --database-url DSN
+    python3 -m venv $HOME/swh-venv && $HOME/swh-venv/bin/pip install swh-scheduler
+    $HOME/swh-venv/bin/python benchmarks/reference_journal.py --database-url DSN
 
 It creates its own database on the given PostgreSQL server, builds the
 reference schema there, lists the same origins, and feeds the records of
