@@ -51,7 +51,7 @@ Array = np.ndarray[tuple[int], np.dtype[np.float64]]
 Timing = Literal["even", "poisson"]
 Objective = Literal["freshness", "age"]
 
-_BISECTIONS = 100
+_BISECTIONS = 80
 
 
 def freshness(rates: Array, freqs: Array, timing: Timing) -> Array:
@@ -151,7 +151,7 @@ def allocate(
         freqs = np.zeros_like(rates)
     else:
         lo, hi = 1e-15, 1e15
-        for _ in range(200):
+        for _ in range(100):
             mu = math.sqrt(lo * hi)
             if _frequencies_at(rates, mu, timing, objective).sum() > capacity_per_day:
                 lo = mu
