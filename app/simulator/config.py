@@ -135,7 +135,7 @@ class WorldConfig(_Model):
     burn_in_days: float = Field(default=7.0, ge=0, description="not measured")
     starvation_bound_days: float = Field(default=30.0, gt=0)
     warm_start_days: float = Field(
-        default=60.0,
+        default=30.0,
         ge=0,
         description="each origin existing at the start was visited once at a random time "
         "this many days before it (0: the archive starts empty)",

@@ -144,7 +144,8 @@ class Truth:
         live = self.live(t)
         age = np.maximum(0.0, t - self.pending_since[live])
         seen = np.where(np.isfinite(self.last_success_at), self.last_success_at, self.listed_at)
-        self.starved |= live & np.isfinite(seen) & (t - seen > self.starvation_bound_s)
+        if t >= self.measure_from_s:
+            self.starved |= live & np.isfinite(seen) & (t - seen > self.starvation_bound_s)
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
