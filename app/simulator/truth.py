@@ -173,6 +173,7 @@ class Truth:
             "lag_days": {
                 **percentiles(self.lags_s, DAY_S, 95, 99),
                 "changes_archived": len(self.lags_s),
+                "changes_pending_at_end": self._pending_changes(end_s),
             },
             "useless_visits": {
                 "ratio": self.visits["useless"] / successes if successes else None,
@@ -199,6 +200,16 @@ class Truth:
                 "requests_done": len(self.request_latencies_s),
             },
         }
+
+    def _pending_changes(self, end_s: float) -> int:
+        """Measured changes of live origins the archive still lacks at the end (their
+        lag is unknown, so it is not in the lag figures)."""
+        live = self.live(end_s)
+        return sum(
+            int(np.sum(o.changes[int(self.archived[o.index]) :] >= self.measure_from_s))
+            for o in self.origins
+            if live[o.index]
+        )
 
     def _first_visits(self, start_s: float, end_s: float) -> dict[str, Any]:
         new = (self.appear > start_s) & np.isfinite(self.listed_at)
