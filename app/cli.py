@@ -520,6 +520,27 @@ def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     os.execv(sys.executable, args)
 
 
+@app.command("simulate")
+def simulate(
+    config: Annotated[Path, typer.Argument(help="world file (.toml or .json)")],
+    days: Annotated[float, typer.Option(min=0.1, help="simulated days")] = 30.0,
+    out: Annotated[Path, typer.Option(help="folder for report.json and metrics.png")] = Path(
+        "simulation"
+    ),
+    seed: Annotated[int | None, typer.Option(help="replace the world's seed")] = None,
+) -> None:
+    """Run the scheduler on a simulated world (throwaway PostgreSQL and Redis) and
+    write a report of its scheduling quality beside the optimum."""
+    from app.simulator.command import simulate as run
+    from app.simulator.config import ConfigError
+    from app.simulator.engine import SimulationError
+
+    try:
+        run(config, days, out, seed, console)
+    except (ConfigError, SimulationError) as exc:
+        raise _fail(str(exc)) from exc
+
+
 def main() -> None:
     """Entry point of the ``revisit`` console script."""
     app()

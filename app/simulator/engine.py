@@ -1,0 +1,314 @@
+"""The simulation loop: revisit's own listing, scheduling and journal code, with
+simulated forges, listers and loaders, under a simulated clock.
+
+Each step of ``step_minutes`` at simulated time t:
+
+1. the journal events of visits that started or ended by t are applied in one
+   batch (``app.journal.apply_events_batch``, as the journal client does);
+2. listers due at t record a full listing (``app.listing``);
+3. save-code-now requests that arrived are created (``app.requests``);
+4. for each visit type, the scheduler fills the free slots of the request
+   queue (``take_pending``) and of the recurrent queue (``schedule_step``:
+   the policies, the Lua pops and the Postgres stamps of production);
+5. the simulated workers run the queued visits until t + step, each visit's
+   outcome and duration drawn from the hidden world;
+6. the archive is measured against the forges.
+
+The only clock is the ``now`` passed to those functions. No policy is
+re-implemented here: which origin is visited when is decided by the production
+code alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.api_models import RequestVisit
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.listings import known_visit_types, register_lister
+from app.db.policies import policies_of, set_policies
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.journal import apply_events_batch
+from app.listing import finish_listing, record_listed_origins, start_listing
+from app.listing_input import ListedOriginIn
+from app.requests import create_request, take_pending
+from app.scheduling import free_slots, schedule_step
+from app.settings import Settings
+from app.simulator.config import WorldConfig
+from app.simulator.truth import Truth
+from app.simulator.workers import Order, WorkerPool
+from app.simulator.world import DAY_S, VisitTypeWorldState, at, build_world
+
+LISTING_BATCH = 10000
+
+
+class SimulationError(RuntimeError):
+    """The world does not fit the database (e.g. an unknown visit type)."""
+
+
+@dataclass(order=True)
+class _Due:
+    """A journal event to apply once the clock reaches its date."""
+
+    date_s: float
+    seq: int
+    event: VisitStatusEvent = field(compare=False)
+    vt: str = field(compare=False)
+    order: Order | None = field(compare=False, default=None)
+    """Set on final statuses: the visit the event ends."""
+    start_s: float = field(compare=False, default=0.0)
+    duration_s: float = field(compare=False, default=0.0)
+
+
+@dataclass
+class _VisitType:
+    """The running state of one visit type."""
+
+    world: VisitTypeWorldState
+    truth: Truth
+    recurrent: WorkerPool
+    requests: WorkerPool
+    lister_ids: list[Any]
+    next_listing_s: list[float]
+    request_arrivals: list[float]
+    policies: dict[str, float] = field(default_factory=dict)
+    index_of: dict[str, int] = field(default_factory=dict)
+    request_created_s: dict[int, float] = field(default_factory=dict)
+    pools: list[dict[str, Any]] = field(default_factory=list)
+    returned: Counter[str] = field(default_factory=Counter)
+
+
+def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
+    """``settings`` with the world's scheduler knobs and visit types."""
+    update: dict[str, Any] = dict(config.settings)
+    update["visit_types"] = [vt.name for vt in config.visit_types]
+    return settings.model_copy(update=update)
+
+
+class Simulation:
+    """One run of a world against one (empty, migrated) database and Redis."""
+
+    def __init__(
+        self, conn: DictConnection, settings: Settings, config: WorldConfig, days: float
+    ) -> None:
+        self.conn = conn
+        self.config = config
+        self.ctx = Context.from_settings(simulation_settings(settings, config))
+        self.start_s = config.start.timestamp()
+        self.end_s = self.start_s + days * DAY_S
+        self.step_s = config.step_minutes * 60
+        measure_from = self.start_s + min(config.burn_in_days, days / 2) * DAY_S
+        self.measure_from_s = measure_from
+        known = known_visit_types(conn)
+        seeds = np.random.SeedSequence([config.seed, 1]).spawn(2)
+        self.outcome_rng = np.random.default_rng(seeds[0])
+        request_rng = np.random.default_rng(seeds[1])
+        self.types: dict[str, _VisitType] = {}
+        for world in build_world(config, days):
+            vt = world.config
+            if vt.name not in known:
+                raise SimulationError(
+                    f"visit_types.{vt.name}: unknown visit type (known: {sorted(known)})"
+                )
+            if vt.policies is not None:
+                set_policies(conn, vt.name, vt.policies)
+            count = request_rng.poisson(vt.requests_per_day * days)
+            self.types[vt.name] = _VisitType(
+                world=world,
+                truth=Truth(world.origins, measure_from, config.starvation_bound_days * DAY_S),
+                recurrent=WorkerPool(vt.workers, vt.queue_length),
+                requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),
+                lister_ids=[
+                    register_lister(conn, lister.name, vt.name, None) for lister in vt.listers
+                ],
+                next_listing_s=[self.start_s] * len(vt.listers),
+                request_arrivals=sorted(
+                    float(t) for t in request_rng.uniform(self.start_s, self.end_s, count)
+                ),
+                policies=policies_of(conn, vt.name),
+                index_of={o.url: o.index for o in world.origins},
+            )
+        self.request_rng = request_rng
+        self.configs = visit_type_configs(conn)
+        self._due: list[_Due] = []
+        self._seq = itertools.count()
+        self.finished_requests = 0
+        self.steps = 0
+
+    def run(self, on_step: Callable[[float], None] | None = None) -> None:
+        """Step from the start to the end; ``on_step(t)`` after each step."""
+        t = self.start_s
+        if self.config.warm_start_days > 0:
+            self._warm_start(t)
+        while t < self.end_s:
+            self.step(t)
+            t = self.start_s + self.steps * self.step_s
+            if on_step is not None:
+                on_step(t)
+
+    def step(self, t: float) -> None:
+        """One step at simulated time ``t`` (see the module docstring)."""
+        self._apply_journal(t)
+        for name, state in self.types.items():
+            self._listings(name, state, t)
+            self._new_requests(name, state, t)
+            self._schedule(name, state, t)
+            until = t + self.step_s
+            visit = functools.partial(self._visit, name)
+            state.requests.work(until, visit)
+            state.recurrent.work(until, visit)
+            state.truth.sample(t)
+            if self.steps % 4 == 0:
+                state.pools.append({"t": t, **self.ctx.mirror.sizes(name)})
+        self.steps += 1
+
+    def _warm_start(self, t: float) -> None:
+        """List the world, then feed the journal one past successful visit of each
+        origin that exists at the start, as if the archive had been running."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.config.seed, 2]))
+        span = self.config.warm_start_days * DAY_S
+        for name, state in self.types.items():
+            self._listings(name, state, t)
+            for origin in state.world.origins:
+                if origin.appear_s >= t:
+                    continue
+                start = max(origin.appear_s, t - span * float(rng.uniform()))
+                order = Order(origin.index, origin.url, int(start * 1000), "warm_start", start)
+                self._visit(name, order, start, status="full", duration=0.0)
+        self._apply_journal(t)
+
+    def _apply_journal(self, t: float) -> None:
+        batch: list[_Due] = []
+        while self._due and self._due[0].date_s <= t:
+            batch.append(heapq.heappop(self._due))
+        if not batch:
+            return
+        events = [d.event for d in batch]
+        outcome = apply_events_batch(self.conn, self.ctx, events, self.configs, at(t))
+        self.finished_requests += len(outcome.finished_requests)
+        for due in batch:
+            order = due.order
+            if order is None:
+                continue
+            state = self.types[due.vt]
+            end = due.start_s + due.duration_s
+            state.truth.visited(
+                order.index, due.start_s, end, due.event.status, due.duration_s, order.policy
+            )
+            if order.request_id is not None:
+                created = state.request_created_s.pop(order.request_id)
+                if end >= self.measure_from_s:
+                    state.truth.request_latencies_s.append(end - created)
+
+    def _listings(self, name: str, state: _VisitType, t: float) -> None:
+        for k, lister in enumerate(state.world.listers):
+            if state.next_listing_s[k] > t:
+                continue
+            state.next_listing_s[k] += lister.period_hours * 3600
+            view = t - lister.delay_hours * 3600
+            rows: list[tuple[int, ListedOriginIn]] = []
+            for o in state.world.origins:
+                if o.lister != k or o.appear_s > view or o.vanish_s <= view:
+                    continue
+                last_update = None
+                if lister.reports_last_update:
+                    last_update = at(float(o.changes[max(0, o.changes_until(view) - 1)]))
+                rows.append(
+                    (
+                        len(rows) + 1,
+                        ListedOriginIn(url=o.url, visit_type=name, last_update=last_update),
+                    )
+                )
+                state.truth.listed(o.index, t)
+            lister_id = state.lister_ids[k]
+            started = start_listing(self.conn, lister_id, at(t))
+            for i in range(0, len(rows), LISTING_BATCH):
+                record_listed_origins(
+                    self.conn, self.ctx, lister_id, rows[i : i + LISTING_BATCH], at(t)
+                )
+            finish_listing(self.conn, self.ctx, lister_id, started, at(t), full=True)
+
+    def _new_requests(self, name: str, state: _VisitType, t: float) -> None:
+        while state.request_arrivals and state.request_arrivals[0] <= t:
+            state.request_arrivals.pop(0)
+            truth = state.truth
+            candidates = np.flatnonzero(np.isfinite(truth.listed_at) & (truth.vanish > t))
+            if candidates.size == 0:
+                continue
+            index = int(self.request_rng.choice(candidates))
+            request_id = create_request(
+                self.conn, RequestVisit(url=state.world.origins[index].url, visit_type=name)
+            )
+            state.request_created_s[request_id] = t
+
+    def _schedule(self, name: str, state: _VisitType, t: float) -> None:
+        index_of = state.index_of
+        slots = state.requests.queue_length - state.requests.depth(t)
+        orders = [
+            Order(index_of[r.url], r.url, int(t * 1000), "request", t, r.id)
+            for r in take_pending(self.conn, name, slots, at(t))
+        ]
+        state.requests.send(orders)
+        slots = free_slots(
+            state.recurrent.queue_length,
+            state.recurrent.depth(t),
+            self.ctx.settings.scheduler_min_free_fraction,
+        )
+        if slots <= 0:
+            return
+        result = schedule_step(self.conn, self.ctx, name, slots, at(t), state.policies)
+        state.returned.update(cooled=result.cooled, lost=result.lost)
+        state.recurrent.send(
+            [Order(index_of[o.url], o.url, o.visit, o.policy, t) for o in result.orders]
+        )
+
+    def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float]:
+        """A visit's final status and duration, drawn from the hidden world."""
+        loader = self.config.loader
+        state = self.types[name]
+        origin = state.world.origins[order.index]
+        if origin.kind == "dead" or start >= origin.vanish_s:
+            return "not_found", loader.base_s * loader.scale
+        if origin.kind == "flaky" and self.outcome_rng.random() < loader.flaky_failure_probability:
+            return "failed", loader.base_s * loader.scale
+        commits = state.truth.new_commits(order.index, start)
+        work_s = min(loader.cap_s, loader.base_s + loader.per_commit_s * commits)
+        return "full", work_s * loader.scale
+
+    def _visit(
+        self,
+        name: str,
+        order: Order,
+        start: float,
+        status: str | None = None,
+        duration: float = 0.0,
+    ) -> float:
+        """Simulate one visit: queue its journal events, return its duration."""
+        if status is None:
+            status, duration = self._outcome(name, order, start)
+        origin = self.types[name].world.origins[order.index]
+        snapshot: bytes | None = None
+        if status == "full":
+            seen = origin.changes_until(start)
+            snapshot = hashlib.sha1(f"{origin.url}#{seen}".encode()).digest()
+        created = VisitStatusEvent(order.url, name, order.visit, at(start), "created", None)
+        final = VisitStatusEvent(
+            order.url, name, order.visit, at(start + duration), status, snapshot
+        )
+        heapq.heappush(self._due, _Due(start, next(self._seq), created, name))
+        heapq.heappush(
+            self._due,
+            _Due(start + duration, next(self._seq), final, name, order, start, duration),
+        )
+        return duration

@@ -1,0 +1,224 @@
+"""What the archive holds against what the forges hold: the scheduling quality.
+
+One ``Truth`` per visit type follows every origin's hidden changes and the
+simulated visits, and measures, from ``measure_from_s`` (the end of the
+burn-in) on:
+
+- freshness: share of live origins whose archived copy has every change;
+- age: time since the first change the archive does not hold (0 if fresh);
+- lag of each change: from the change to the end of the first successful
+  visit that started after it;
+- useless visits: successful visits that found nothing new, and their share
+  of worker time;
+- time from first listing to first visit of origins that appear during the run;
+- starvation: the tail of the age, origins with a change pending for more than
+  30 days, origins left longer than a bound without a successful visit.
+
+Live origins are those on their forge (appeared, not vanished) and not dead:
+a dead origin has nothing left to archive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.simulator.world import DAY_S, Origin
+
+HOUR_S = 3600.0
+PENDING_LIMIT_S = 30 * DAY_S
+FIRST_VISIT_LIMIT_S = 7 * DAY_S
+
+
+def percentiles(values: list[float], scale: float, *qs: float) -> dict[str, float | None]:
+    """The ``qs`` percentiles, mean and max of ``values`` divided by ``scale``."""
+    keys = ["mean", *(f"p{q:g}".replace(".", "") for q in qs), "max"]
+    if not values:
+        return dict.fromkeys(keys, None)
+    array = np.asarray(values) / scale
+    figures = [float(array.mean()), *(float(np.percentile(array, q)) for q in qs)]
+    return dict(zip(keys, [*figures, float(array.max())], strict=True))
+
+
+@dataclass
+class Sample:
+    """The state of the archive at one instant."""
+
+    t: float
+    freshness: float
+    mean_age_days: float
+    age_p999_days: float
+    age_max_days: float
+    pending_over_30_days: int
+    live: int
+
+
+@dataclass
+class Truth:
+    """The hidden state of one visit type's origins and the measures taken on it."""
+
+    origins: list[Origin]
+    measure_from_s: float
+    starvation_bound_s: float
+    samples: list[Sample] = field(default_factory=list)
+    lags_s: list[float] = field(default_factory=list)
+    request_latencies_s: list[float] = field(default_factory=list)
+    visits: Counter[str] = field(default_factory=Counter)
+    policies: Counter[str] = field(default_factory=Counter)
+    busy_s: float = 0.0
+    useless_busy_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = len(self.origins)
+        self.appear = np.array([o.appear_s for o in self.origins])
+        self.vanish = np.array([o.vanish_s for o in self.origins])
+        self.dead = np.array([o.kind == "dead" for o in self.origins], dtype=bool)
+        self.pending_since = np.array([o.changes[0] for o in self.origins])
+        self.archived = np.zeros(n, dtype=np.int64)
+        self.listed_at = np.full(n, math.inf)
+        self.first_visit_at = np.full(n, math.inf)
+        self.last_success_at = np.full(n, -math.inf)
+        self.starved = np.zeros(n, dtype=bool)
+
+    def listed(self, index: int, t: float) -> None:
+        """A lister reported the origin at ``t``."""
+        self.listed_at[index] = min(self.listed_at[index], t)
+
+    def new_commits(self, index: int, start: float) -> int:
+        """Commits a visit starting at ``start`` would fetch."""
+        origin = self.origins[index]
+        count = origin.changes_until(start)
+        done = int(self.archived[index])
+        if count <= done:
+            return 0
+        before = int(origin.commits[done - 1]) if done else 0
+        return int(origin.commits[count - 1]) - before
+
+    def is_news(self, index: int, start: float) -> bool:
+        """Whether a visit starting at ``start`` would find a change the archive lacks."""
+        return self.origins[index].changes_until(start) > int(self.archived[index])
+
+    def visited(
+        self, index: int, start: float, end: float, status: str, duration_s: float, policy: str
+    ) -> None:
+        """Record a visit of ``index`` (started at ``start``) at its end."""
+        self.first_visit_at[index] = min(self.first_visit_at[index], end)
+        success = status in ("full", "partial")
+        measured = end >= self.measure_from_s
+        if measured and policy != "request":
+            useless = success and not self.is_news(index, start)
+            self.visits[status] += 1
+            self.visits["useless" if useless else "useful"] += success
+            self.policies[policy] += 1
+            self.busy_s += duration_s
+            self.useless_busy_s += duration_s if useless else 0.0
+        if success:
+            self._archive(index, start, end)
+
+    def _archive(self, index: int, start: float, end: float) -> None:
+        origin = self.origins[index]
+        count = origin.changes_until(start)
+        done = int(self.archived[index])
+        if count > done:
+            changes = origin.changes[done:count]
+            self.lags_s += [end - c for c in changes if c >= self.measure_from_s]
+            self.archived[index] = count
+            self.pending_since[index] = (
+                origin.changes[count] if count < len(origin.changes) else math.inf
+            )
+        self.last_success_at[index] = max(self.last_success_at[index], end)
+
+    def live(self, t: float) -> np.ndarray[tuple[int], np.dtype[np.bool_]]:
+        """Origins on their forge at ``t`` with something to archive."""
+        live: np.ndarray[tuple[int], np.dtype[np.bool_]] = (
+            (self.appear <= t) & (self.vanish > t) & ~self.dead
+        )
+        return live
+
+    def sample(self, t: float) -> Sample:
+        """Measure the archive at ``t`` (and note starved origins)."""
+        live = self.live(t)
+        age = np.maximum(0.0, t - self.pending_since[live])
+        seen = np.where(np.isfinite(self.last_success_at), self.last_success_at, self.listed_at)
+        if t >= self.measure_from_s:
+            self.starved |= live & np.isfinite(seen) & (t - seen > self.starvation_bound_s)
+        sample = Sample(
+            t,
+            float(np.mean(age == 0)) if age.size else 1.0,
+            float(np.mean(age)) / DAY_S if age.size else 0.0,
+            float(np.percentile(age, 99.9)) / DAY_S if age.size else 0.0,
+            float(np.max(age)) / DAY_S if age.size else 0.0,
+            int(np.sum(age > PENDING_LIMIT_S)),
+            int(live.sum()),
+        )
+        self.samples.append(sample)
+        return sample
+
+    def summary(self, start_s: float, end_s: float) -> dict[str, Any]:
+        """The time-averaged figures of the measured period."""
+        measured = [s for s in self.samples if s.t >= self.measure_from_s]
+        days = max(1e-9, (end_s - self.measure_from_s) / DAY_S)
+        successes = self.visits["full"] + self.visits["partial"]
+
+        def mean(name: str) -> float | None:
+            return float(np.mean([getattr(s, name) for s in measured])) if measured else None
+
+        return {
+            "freshness": mean("freshness"),
+            "age_days": mean("mean_age_days"),
+            "lag_days": {
+                **percentiles(self.lags_s, DAY_S, 95, 99),
+                "changes_archived": len(self.lags_s),
+                "changes_pending_at_end": self._pending_changes(end_s),
+            },
+            "useless_visits": {
+                "ratio": self.visits["useless"] / successes if successes else None,
+                "worker_time_share": self.useless_busy_s / self.busy_s if self.busy_s else None,
+            },
+            "visits": {
+                "per_day": sum(self.policies.values()) / days,
+                "by_status": {k: self.visits[k] for k in sorted(self.visits)},
+                "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
+            },
+            "first_visit_hours": self._first_visits(start_s, end_s),
+            "starvation": {
+                "age_p999_days": mean("age_p999_days"),
+                "age_max_days": max((s.age_max_days for s in measured), default=None),
+                "pending_over_30_days": mean("pending_over_30_days"),
+                "pending_over_30_days_at_end": measured[-1].pending_over_30_days
+                if measured
+                else None,
+                "starved_origins": int(self.starved.sum()),
+                "starvation_bound_days": self.starvation_bound_s / DAY_S,
+            },
+            "save_code_now_hours": {
+                **percentiles(self.request_latencies_s, HOUR_S, 50, 99),
+                "requests_done": len(self.request_latencies_s),
+            },
+        }
+
+    def _pending_changes(self, end_s: float) -> int:
+        """Measured changes of live origins the archive still lacks at the end (their
+        lag is unknown, so it is not in the lag figures)."""
+        live = self.live(end_s)
+        return sum(
+            int(np.sum(o.changes[int(self.archived[o.index]) :] >= self.measure_from_s))
+            for o in self.origins
+            if live[o.index]
+        )
+
+    def _first_visits(self, start_s: float, end_s: float) -> dict[str, Any]:
+        new = (self.appear > start_s) & np.isfinite(self.listed_at)
+        new &= self.listed_at >= self.measure_from_s
+        waits = self.first_visit_at[new] - self.listed_at[new]
+        old_enough = self.listed_at[new] + FIRST_VISIT_LIMIT_S <= end_s
+        return {
+            **percentiles([float(w) for w in waits if np.isfinite(w)], HOUR_S, 50, 95, 99),
+            "new_origins": int(new.sum()),
+            "never_visited": int(np.sum(~np.isfinite(waits))),
+            "not_visited_within_7_days": int(np.sum(old_enough & (waits > FIRST_VISIT_LIMIT_S))),
+        }

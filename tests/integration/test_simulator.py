@@ -1,0 +1,133 @@
+"""The simulator against real PostgreSQL and Redis: reproducible, and sane at the extremes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.db.connection import DictConnection, connect
+from app.settings import Settings
+from app.simulator.config import Lister, RateDistribution, Shares, VisitTypeWorld, WorldConfig
+from app.simulator.report import PLOT_FILE, REPORT_FILE, write_report
+from app.simulator.runner import run_world
+
+pytestmark = pytest.mark.integration
+
+NO_ODDITIES = Shares(dormant=0, bursty=0, dead=0, flaky=0)
+
+
+def _world(**vt: Any) -> WorldConfig:
+    top = {k: vt.pop(k) for k in ("settings", "warm_start_days", "burn_in_days") if k in vt}
+    defaults: dict[str, Any] = {
+        "origins": 60,
+        "workers": 1,
+        "new_origins_per_day": 4,
+        "requests_per_day": 3,
+        "listers": [
+            Lister(name="forge", share=0.6, delay_hours=1),
+            Lister(name="registry", share=0.4, reports_last_update=False, period_hours=48),
+        ],
+    }
+    return WorldConfig(
+        seed=11,
+        step_minutes=30,
+        burn_in_days=top.pop("burn_in_days", 1),
+        visit_types=[VisitTypeWorld(**{**defaults, **vt})],
+        **top,
+    )
+
+
+@pytest.fixture
+def second_database(
+    service_env: dict[str, str], template_dsn: str, settings: Settings
+) -> Iterator[tuple[DictConnection, Settings]]:
+    """Another empty database and Redis namespace, for a second run."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = service_env["REVISIT_DATABASE_URL"]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"create database {name} template revisit_template")  # type: ignore[arg-type]
+    info = psycopg.conninfo.conninfo_to_dict(admin)
+    info["dbname"] = name
+    dsn = psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    other = Settings.model_validate(
+        {**settings.model_dump(), "database_url": dsn, "redis_namespace": "second"}
+    )
+    with connect(other) as conn:
+        yield conn, other
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
+
+
+def test_same_world_and_seed_give_the_same_report(
+    conn: DictConnection, settings: Settings, second_database: tuple[DictConnection, Settings]
+) -> None:
+    config = _world(shares=Shares(dormant=0.1, bursty=0.1, dead=0.1, flaky=0.1))
+    _, first = run_world(conn, settings, config, 4)
+    _, second = run_world(*second_database, config, 4)
+    first.pop("run")
+    second.pop("run")
+    assert first["visit_types"]["git"]["visits"]["per_day"] > 0
+    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def test_capacity_for_hourly_visits_keeps_the_archive_nearly_fresh(
+    conn: DictConnection, settings: Settings
+) -> None:
+    config = _world(
+        workers=60,
+        prefetch=60,
+        rates=RateDistribution(max_per_day=1.0),
+        shares=NO_ODDITIES,
+        settings={"absolute_cooldown_s": 3600},
+    )
+    config = config.model_copy(update={"loader": config.loader.model_copy(update={"scale": 1.0})})
+    _, report = run_world(conn, settings, config, 3)
+    figures = report["visit_types"]["git"]
+    assert figures["freshness"] > 0.95
+    # what age is left is mostly new origins waiting for their lister's next run
+    assert figures["age_days"] < 0.1
+    assert figures["first_visit_hours"]["never_visited"] == 0
+
+
+def test_without_capacity_freshness_falls_to_zero(conn: DictConnection, settings: Settings) -> None:
+    config = _world(
+        workers=0,
+        request_workers=0,
+        rates=RateDistribution(min_per_day=2.0, max_per_day=10.0),
+        shares=NO_ODDITIES,
+        warm_start_days=1,
+    )
+    sim, report = run_world(conn, settings, config, 3)
+    truth = sim.types["git"].truth
+    assert truth.samples[0].freshness > 0.1
+    assert truth.samples[-1].freshness < 0.02
+    assert report["visit_types"]["git"]["visits"]["per_day"] == 0
+
+
+def test_save_code_now_requests_are_served_through_postgres(
+    conn: DictConnection, settings: Settings
+) -> None:
+    config = _world(requests_per_day=20, burn_in_days=0)
+    _, report = run_world(conn, settings, config, 2)
+    done = report["visit_types"]["git"]["save_code_now_hours"]["requests_done"]
+    assert done > 10
+    assert report["requests_finished_in_postgres"] == done
+    statuses = conn.execute("select status::text, count(*) from visit_requests group by 1")
+    assert {r["status"] for r in statuses} <= {"succeeded", "failed", "scheduled", "running"}
+
+
+def test_a_run_writes_its_report_and_plots(
+    conn: DictConnection, settings: Settings, tmp_path: Path
+) -> None:
+    sim, report = run_world(conn, settings, _world(), 2)
+    files = write_report(report, sim, tmp_path)
+    assert files == [tmp_path / REPORT_FILE, tmp_path / PLOT_FILE]
+    written = json.loads((tmp_path / REPORT_FILE).read_text())
+    assert written["visit_types"]["git"]["optimum"]["even"]["min_age"]["age_days"] is not None
+    assert (tmp_path / PLOT_FILE).read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,172 @@
+"""The simulated world: config files, seeded draws, workers and the truth it measures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.simulator.config import ConfigError, Shares, VisitTypeWorld, WorldConfig, load_config
+from app.simulator.truth import Truth
+from app.simulator.workers import Order, WorkerPool
+from app.simulator.world import DAY_S, Origin, build_world
+
+
+def _small(seed: int = 3) -> WorldConfig:
+    return WorldConfig(seed=seed, visit_types=[VisitTypeWorld(origins=300)])
+
+
+def test_same_seed_draws_the_same_world() -> None:
+    first, second = build_world(_small(), 20), build_world(_small(), 20)
+    for a, b in zip(first[0].origins, second[0].origins, strict=True):
+        assert (a.url, a.kind, a.rate_per_day, a.vanish_s) == (
+            b.url,
+            b.kind,
+            b.rate_per_day,
+            b.vanish_s,
+        )
+        assert np.array_equal(a.changes, b.changes)
+
+
+def test_another_seed_draws_another_world() -> None:
+    first, second = build_world(_small(1), 20), build_world(_small(2), 20)
+    assert [o.rate_per_day for o in first[0].origins] != [o.rate_per_day for o in second[0].origins]
+
+
+def test_rates_stay_within_the_configured_bounds_and_changes_are_sorted() -> None:
+    world = build_world(_small(), 30)[0]
+    vt = world.config
+    for origin in world.origins:
+        assert np.all(np.diff(origin.changes) >= 0)
+        assert np.all(np.diff(origin.commits) >= 1)
+        if origin.kind in ("regular", "flaky", "bursty"):
+            assert vt.rates.min_per_day <= origin.rate_per_day <= vt.rates.max_per_day
+
+
+def test_shares_of_kinds_are_roughly_those_configured() -> None:
+    config = WorldConfig(
+        visit_types=[
+            VisitTypeWorld(origins=4000, shares=Shares(dormant=0.1, bursty=0.2, dead=0.1, flaky=0))
+        ]
+    )
+    kinds = [o.kind for o in build_world(config, 10)[0].origins]
+    assert kinds.count("bursty") / len(kinds) == pytest.approx(0.2, abs=0.03)
+    assert kinds.count("dead") / len(kinds) == pytest.approx(0.1, abs=0.02)
+    assert kinds.count("flaky") == 0
+
+
+def test_new_origins_appear_during_the_run() -> None:
+    config = WorldConfig(visit_types=[VisitTypeWorld(origins=10, new_origins_per_day=20)])
+    world = build_world(config, 10)[0]
+    start = config.start.timestamp()
+    new = [o for o in world.origins if o.appear_s > start]
+    assert 120 < len(new) < 280
+    assert all(o.changes[0] == o.appear_s for o in new)
+
+
+def test_a_toml_world_file_loads(tmp_path: Path) -> None:
+    path = tmp_path / "world.toml"
+    path.write_text(
+        "seed = 7\nstep_minutes = 30\n[settings]\nabsolute_cooldown_s = 3600\n"
+        '[[visit_types]]\nname = "git"\norigins = 10\n'
+        '[[visit_types.listers]]\nname = "forge"\nshare = 1\n'
+    )
+    config = load_config(path)
+    assert config.seed == 7
+    assert config.settings == {"absolute_cooldown_s": 3600}
+    assert config.visit_types[0].listers[0].reports_last_update
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"visit_types": [{"origins": -1}]}', "visit_types.0.origins"),
+        ('{"settings": {"database_url": 1}}', "settings"),
+        ('{"visit_types": [{"shares": {"dead": 0.9, "flaky": 0.9}}]}', "visit_types.0.shares"),
+        ('{"colour": "blue"}', "colour"),
+    ],
+)
+def test_a_bad_world_file_is_refused_naming_the_field(
+    tmp_path: Path, text: str, field: str
+) -> None:
+    path = tmp_path / "world.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_config(path)
+
+
+def test_workers_take_queued_visits_as_soon_as_they_are_free() -> None:
+    pool = WorkerPool(workers=2, queue_length=4)
+    pool.send([Order(i, f"u{i}", i, "p", 0.0) for i in range(4)])
+    starts: list[float] = []
+
+    def visit(order: Order, start: float) -> float:
+        starts.append(start)
+        return 10.0
+
+    assert pool.work(until=15.0, visit=visit) == 4
+    assert starts == [0.0, 0.0, 10.0, 10.0]
+    assert pool.depth(15.0) == 2
+    assert pool.depth(25.0) == 0
+
+
+def test_no_workers_run_nothing() -> None:
+    pool = WorkerPool(workers=0, queue_length=0)
+    pool.send([Order(0, "u", 0, "p", 0.0)])
+    assert pool.work(until=100.0, visit=lambda o, s: 1.0) == 0
+
+
+def _origin(changes: list[float]) -> Origin:
+    return Origin(
+        0,
+        "u",
+        "regular",
+        1.0,
+        0,
+        changes[0],
+        math.inf,
+        -math.inf,
+        np.array(changes),
+        np.arange(1, len(changes) + 1, dtype=np.int64) * 10,
+    )
+
+
+def test_truth_measures_freshness_age_and_the_lag_of_each_change() -> None:
+    day = DAY_S
+    truth = Truth(
+        [_origin([0.0, 2 * day, 3 * day])], measure_from_s=day, starvation_bound_s=30 * day
+    )
+    assert truth.sample(day).freshness == 0.0  # never archived
+    truth.visited(0, 1 * day, 1 * day, "full", 5.0, "p")
+    assert truth.sample(1.5 * day).freshness == 1.0
+    late = truth.sample(2.5 * day)
+    assert late.freshness == 0.0
+    assert late.mean_age_days == pytest.approx(0.5)
+    assert truth.new_commits(0, 3.5 * day) == 20
+    truth.visited(0, 3.5 * day, 3.5 * day + 60, "full", 60.0, "p")
+    assert truth.sample(4 * day).freshness == 1.0
+    # changes at day 2 and day 3, archived by the visit ending at 3.5 days + 60 s
+    assert sorted(truth.lags_s) == pytest.approx([0.5 * day + 60, 1.5 * day + 60])
+    summary = truth.summary(0.0, 4 * day)
+    assert summary["useless_visits"]["ratio"] == 0.0
+    assert summary["visits"]["by_status"]["full"] == 2
+
+
+def test_a_visit_that_finds_nothing_new_is_useless() -> None:
+    truth = Truth([_origin([0.0])], measure_from_s=0.0, starvation_bound_s=DAY_S)
+    truth.visited(0, 10.0, 20.0, "full", 10.0, "p")
+    truth.visited(0, 30.0, 40.0, "full", 30.0, "p")
+    figures = truth.summary(0.0, DAY_S)["useless_visits"]
+    assert figures["ratio"] == 0.5
+    assert figures["worker_time_share"] == 0.75
+
+
+def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> None:
+    truth = Truth([_origin([0.0])], measure_from_s=0.0, starvation_bound_s=DAY_S)
+    truth.listed(0, 0.0)
+    truth.sample(0.5 * DAY_S)
+    assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 0
+    truth.sample(2 * DAY_S)
+    assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 1
