@@ -12,6 +12,7 @@ from uuid import uuid4
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import current_millis
 
 # KEYS[1] <ns>:<queue>.msgs  hash  message id -> encoded message
 # KEYS[2] <ns>:<queue>       list  message ids, consumed from the head
@@ -50,3 +51,22 @@ def slow_lane_message(
         kwargs={**kwargs, "lane": "slow"},
         options={"time_limit": time_limit_ms, "timed_out_express": True},
     )
+
+
+def return_dead_workers_messages(broker: RedisBroker, queue_name: str) -> None:
+    """Run Dramatiq's queue maintenance now: the unacknowledged messages of
+    workers silent for longer than the heartbeat timeout go back to their
+    queues. Dramatiq itself runs it on a random share of commands, which can
+    take minutes when workers are few; the scheduler calls this every step, so
+    a killed worker's visits return within heartbeat timeout + one step."""
+    args = [
+        "qsize",
+        current_millis(),
+        queue_name,
+        broker.broker_id,
+        broker.heartbeat_timeout,
+        broker.dead_message_ttl,
+        1,
+        broker._max_unpack_size(),  # type: ignore[no-untyped-call]
+    ]
+    broker.scripts["dispatch"](args=args, keys=[broker.namespace])

@@ -12,6 +12,7 @@ from typing import Any
 import dramatiq
 
 from actors.broker import enqueue_many, make_broker, queue_depth
+from actors.lanes import return_dead_workers_messages
 from app.context import Context
 from app.db.connection import connect
 from app.db.policies import (
@@ -21,9 +22,16 @@ from app.db.policies import (
     policies_of,
 )
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.domain.lanes import assign_lanes
+from app.domain.lanes import LANES, assign_lanes
 from app.domain.placement import POOLS, epoch_s
-from app.queue_names import first_visits_queue, priority_queue, slow_queue, visit_queue
+from app.queue_names import (
+    API_QUEUE,
+    first_visits_queue,
+    lane_queue,
+    priority_queue,
+    slow_queue,
+    visit_queue,
+)
 from app.requests import take_pending
 from app.scheduling import (
     StepResult,
@@ -31,6 +39,7 @@ from app.scheduling import (
     first_visits_step,
     free_slots,
     schedule_step,
+    visit_number,
 )
 from app.settings import Settings
 from monitoring.metrics import (
@@ -102,7 +111,7 @@ class SchedulerLoop:
                     url=r.url,
                     visit_type=visit_type,
                     arguments=r.arguments,
-                    visit=int(now_s * 1000),
+                    visit=visit_number(now_s, lane_offset=1),
                     scheduled_at=now_s,
                     policy="request",
                     request_id=r.id,
@@ -116,10 +125,22 @@ class SchedulerLoop:
         REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
         return len(messages)
 
+    def known_queues(self) -> list[str]:
+        """Every Dramatiq queue revisit feeds (for queue maintenance)."""
+        queues = [API_QUEUE]
+        for visit_type in self.settings.visit_types:
+            queues += [lane_queue(visit_type, lane) for lane in LANES]
+            queues += [
+                first_visits_queue(p, visit_type) for p in self.settings.first_visits_prefixes
+            ]
+        return queues
+
     def step(self, now: datetime) -> list[StepResult]:
         """Schedule every configured visit type once at ``now``."""
         results = []
         configs = self.configs()
+        for queue in self.known_queues():
+            return_dead_workers_messages(self.broker, queue)
         for visit_type in self.settings.visit_types:
             config = configs.get(visit_type)
             if config is None:

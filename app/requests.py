@@ -30,9 +30,13 @@ class RequestError(ValueError):
 
 
 def create_request(
-    conn: DictConnection, request: RequestVisit, supersedes: int | None = None
+    conn: DictConnection,
+    request: RequestVisit,
+    supersedes: int | None = None,
+    now: datetime | None = None,
 ) -> int:
-    """Record a pending request; return its id (the existing one for a known external_id)."""
+    """Record a pending request made at ``now`` (default: the database's clock);
+    return its id (the existing one for a known external_id)."""
     known = known_visit_types(conn)
     if request.visit_type not in known:
         names = ", ".join(sorted(known))
@@ -48,6 +52,7 @@ def create_request(
         "extra_loader_arguments": json.dumps(request.extra_loader_arguments),
         "external_id": request.external_id,
         "supersedes": supersedes,
+        "now": now,
     }
     with conn.transaction():
         row = conn.execute(query("insert_request"), params).fetchone()

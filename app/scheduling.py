@@ -64,6 +64,14 @@ class StepResult:
     picks_by_pool: Counter[str] = field(default_factory=Counter)
 
 
+def visit_number(scheduled_at_s: float, lane_offset: int = 0) -> int:
+    """A visit number for a visit sent at ``scheduled_at_s``: increasing with time,
+    and distinct for a request and a recurrent visit of one origin sent in the
+    same step (``lane_offset`` 1 for requests), which the journal tells apart
+    by visit number."""
+    return int(scheduled_at_s * 1000) * 10 + lane_offset
+
+
 def free_slots(max_queue_length: int, depth: int, min_free_fraction: float) -> int:
     """How many visits to send now: none until enough slots are free to be worth a batch."""
     free = max(0, max_queue_length - depth)
@@ -160,7 +168,7 @@ def _record(
             url=str(r["url"]),
             visit_type=visit_type,
             arguments=dict(r["extra_loader_arguments"]),
-            visit=int(now_s * 1000),
+            visit=visit_number(now_s),
             scheduled_at=now_s,
             policy=policy_of[int(r["id"])],
             predicted_duration_s=r["last_duration_s"],

@@ -2,9 +2,10 @@
 
 -- name: insert_request
 insert into visit_requests (url, visit_type, kind, base_priority, requested_by,
-                            extra_loader_arguments, external_id, supersedes)
+                            extra_loader_arguments, external_id, supersedes, created)
 values (%(url)s, %(visit_type)s, %(kind)s, %(base_priority)s, %(requested_by)s,
-        %(extra_loader_arguments)s, %(external_id)s, %(supersedes)s)
+        %(extra_loader_arguments)s, %(external_id)s, %(supersedes)s,
+        coalesce(%(now)s::timestamptz, now()))
 on conflict (external_id) do nothing
 returning id
 
