@@ -13,6 +13,7 @@ import dramatiq
 
 from actors.broker import enqueue_many, make_broker, queue_depth
 from actors.lanes import return_dead_workers_messages
+from actors.registry import queue_capacity
 from app.context import Context
 from app.db.connection import connect
 from app.db.policies import (
@@ -23,6 +24,7 @@ from app.db.policies import (
 )
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.lanes import LANES, assign_lanes
+from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS, epoch_s
 from app.queue_names import (
     API_QUEUE,
@@ -44,6 +46,9 @@ from app.scheduling import (
 from app.settings import Settings
 from monitoring.metrics import (
     MIRROR_ORIGINS,
+    QUEUE_BACKLOG,
+    QUEUE_ESTIMATED_WAIT,
+    QUEUE_WORKERS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
     SCHEDULED_BY_LANE,
@@ -125,6 +130,16 @@ class SchedulerLoop:
         REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
         return len(messages)
 
+    def _estimate_wait(self, queue: str) -> None:
+        """Export a queue's backlog, workers and estimated wait (seed 004 provisioning)."""
+        backlog = queue_depth(self.broker, queue)
+        threads, durations = queue_capacity(self.ctx.redis, self.settings.redis_namespace, queue)
+        QUEUE_BACKLOG.labels(queue).set(backlog)
+        QUEUE_WORKERS.labels(queue).set(threads)
+        wait = estimated_wait_s(backlog, durations, threads)
+        if wait is not None:
+            QUEUE_ESTIMATED_WAIT.labels(queue).set(wait)
+
     def known_queues(self) -> list[str]:
         """Every Dramatiq queue revisit feeds (for queue maintenance)."""
         queues = [API_QUEUE]
@@ -141,6 +156,7 @@ class SchedulerLoop:
         configs = self.configs()
         for queue in self.known_queues():
             return_dead_workers_messages(self.broker, queue)
+            self._estimate_wait(queue)
         for visit_type in self.settings.visit_types:
             config = configs.get(visit_type)
             if config is None:

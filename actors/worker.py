@@ -26,6 +26,7 @@ from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
 from actors.broker import make_broker
 from actors.lanes import enqueue_first, slow_lane_message
+from actors.registry import WorkerRegistry, record_duration
 from app.context import redis_client
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, VisitResult, get_loader
@@ -39,6 +40,7 @@ log = logging.getLogger("revisit.worker")
 settings = get_settings()
 broker = make_broker(settings)
 broker.add_middleware(CurrentMessage())
+broker.add_middleware(WorkerRegistry(redis_client(settings), settings.redis_namespace))
 for _visit_type in settings.served_visit_types():
     for _lane in ("express", "slow", "priority"):
         broker.declare_queue(lane_queue(_visit_type, _lane))
@@ -143,6 +145,8 @@ def visit(
     if options.get("timed_out_express"):
         metadata["timed_out_express"] = True
     publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+    queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
+    record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
     VISITS.labels(visit_type, result.status).inc()
     VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     log.info("visited %s in the %s lane: %s in %.2fs", url, lane, result.status, result.duration_s)

@@ -94,6 +94,15 @@ EXPRESS_TIMEOUTS = Counter(
 )
 
 
+QUEUE_ESTIMATED_WAIT = Gauge(
+    "revisit_queue_estimated_wait_seconds",
+    "Estimated wait of a new message: backlog x mean recent visit duration / worker threads",
+    ["queue"],
+)
+QUEUE_BACKLOG = Gauge("revisit_queue_backlog", "Messages queued or running", ["queue"])
+QUEUE_WORKERS = Gauge("revisit_queue_worker_threads", "Worker threads serving a queue", ["queue"])
+
+
 def serve(port: int, address: str = "127.0.0.1") -> None:
     """Expose /metrics on ``address:port`` (0: do not serve)."""
     if port:

@@ -76,3 +76,13 @@ class VisitTypeKeys:
 def aborted_requests(namespace: str) -> str:
     """Set of ids of requests cancelled after they were sent to a worker."""
     return f"{namespace}:requests:aborted"
+
+
+def queue_workers(namespace: str, queue: str) -> str:
+    """Hash of the worker processes serving a Dramatiq queue: process id -> 'threads|unix time'."""
+    return f"{namespace}:workers:{queue}"
+
+
+def queue_durations(namespace: str, queue: str) -> str:
+    """List of the durations (s) of the latest visits done from a Dramatiq queue, newest first."""
+    return f"{namespace}:durations:{queue}"

@@ -6,6 +6,7 @@ import signal
 import time
 from pathlib import Path
 
+from actors.registry import queue_capacity
 from app.context import Context
 from app.db.connection import DictConnection
 from app.settings import Settings
@@ -64,6 +65,9 @@ def test_seed_003_example_fast_jobs_finish_before_slow_ones(
     }
     with running(procs, env, logs):
         wait_for(lambda: finished(conn, list(jobs)), 60, "all four jobs", logs)
+        threads, durations = queue_capacity(ctx.redis, "revisit", "visit.simulated.slow")
+        assert threads == 1
+        assert sorted(durations)[-1] >= 5.0
     done = {u: r["last_final_date"] for u, r in stats_by_url(conn).items()}
     assert max(done["sim://fast1"], done["sim://fast2"]) < min(
         done["sim://slow1"], done["sim://slow2"]
@@ -146,3 +150,20 @@ def test_sigterm_lets_the_running_visit_finish(
             assert procs["worker"].wait(30) == 0
         wait_for(lambda: finished(conn, ["sim://steady"]), 30, "the final status", logs)
     assert stats_by_url(conn)["sim://steady"]["last_visit_status"] == "full"
+
+
+def test_worker_pool_refuses_to_start_with_no_visit_type_to_serve(settings: Settings) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "REVISIT_WORKER_VISIT_TYPES_DENY": '["git"]'}
+    proc = subprocess.run(
+        [sys.executable, "-m", "app", "worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no visit type to serve" in proc.stderr

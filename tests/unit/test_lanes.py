@@ -18,3 +18,23 @@ def test_what_the_express_lane_cannot_take_goes_to_the_slow_lane() -> None:
     express, slow = assign_lanes(visits, lambda v: v[1], express_slots=2, express_limit_s=60)
     assert [v[0] for v in express] == ["a", "b"]
     assert [v[0] for v in slow] == ["d", "c"]
+
+
+def test_estimated_wait_is_backlog_times_mean_duration_over_workers() -> None:
+    from app.domain.latency import estimated_wait_s
+
+    assert estimated_wait_s(10, [2.0, 4.0], 3) == 10 * 3.0 / 3
+    assert estimated_wait_s(0, [], 0) == 0.0
+    assert estimated_wait_s(5, [1.0], 0) == float("inf")
+    assert estimated_wait_s(5, [], 2) is None
+
+
+def test_worker_pool_serves_allowed_visit_types_minus_denied_ones() -> None:
+    from app.settings import Settings
+
+    base = {"visit_types": ["git", "hg", "svn"]}
+    assert Settings(**base).served_visit_types() == ["git", "hg", "svn"]  # type: ignore[arg-type]
+    allowed = Settings(**base, worker_visit_types_allow=["hg", "svn", "cvs"])  # type: ignore[arg-type]
+    assert allowed.served_visit_types() == ["hg", "svn"]
+    both = Settings(**base, worker_visit_types_allow=["hg", "svn"], worker_visit_types_deny=["svn"])  # type: ignore[arg-type]
+    assert both.served_visit_types() == ["hg"]
