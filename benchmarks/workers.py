@@ -1,0 +1,166 @@
+"""Worker throughput and end-to-end visit latency (issue 6).
+
+    python -m benchmarks.workers --visits 3000 --threads 8 --seconds 40
+
+1. No-op simulated visits: ``--visits`` messages are enqueued on one express
+   queue, then one worker process (``--threads`` threads) drains it; prints
+   visits/s per worker process (each visit publishes two journal statuses).
+2. Steady load: scheduler, one worker process and the journal client run on
+   ``--origins`` simulated origins that are revisited as soon as their 1 s
+   cooldown ends; prints the time from scheduling to the recorded result
+   (the status date the worker publishes; p50, p95, max) over the last ``--seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dramatiq
+import redis
+
+from actors.broker import enqueue_many, make_broker
+from app.context import Context
+from app.db.connection import connect
+from app.db.listings import register_lister
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+from app.scheduling import VisitOrder
+from benchmarks.common import bench_settings
+
+BIN = Path(sys.executable).parent
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(BIN / "revisit"), *args],
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--visits", type=int, default=3000)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--origins", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=40)
+    args = parser.parse_args()
+    with (
+        bench_settings(visit_types=["simulated"]) as settings,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        env = {
+            **os.environ,
+            "REVISIT_DATABASE_URL": settings.database_dsn(),
+            "REVISIT_REDIS_URL": settings.redis_dsn(),
+            "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
+            "REVISIT_VISIT_TYPES": '["simulated"]',
+            "REVISIT_ABSOLUTE_COOLDOWN_S": "1",
+            "REVISIT_LADDER_UNIT_S": "1",
+            "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
+            "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.1",
+            "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
+        }
+        logs = Path(tmp)
+        broker = make_broker(settings)
+        now = time.time()
+        orders = [
+            VisitOrder(0, f"sim://noop/{i}", "simulated", {}, i + 1, now)
+            for i in range(args.visits)
+        ]
+        messages: list[dramatiq.Message[object]] = [
+            dramatiq.Message(
+                queue_name="visit.simulated.express",
+                actor_name="visit",
+                args=(),
+                kwargs={**o.as_kwargs(), "lane": "express"},
+                options={},
+            )
+            for o in orders
+        ]
+        enqueue_many(broker, messages)
+        client = redis.Redis.from_url(settings.redis_dsn())
+        worker = start(
+            ["worker", "--lane", "express", "--threads", str(args.threads)],
+            env,
+            logs / "worker.log",
+        )
+        while client.hlen("dramatiq:visit.simulated.express.msgs") == args.visits:
+            time.sleep(0.01)
+        started = time.perf_counter()
+        while client.hlen("dramatiq:visit.simulated.express.msgs") > 0:
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - started
+        stop(worker)
+        print(
+            f"no-op visits: {args.visits} in {elapsed:.1f} s = {args.visits / elapsed:,.0f} "
+            f"visits/s for one worker process of {args.threads} threads"
+        )
+
+        ctx = Context.from_settings(settings)
+        with connect(settings) as conn:
+            conn.execute(
+                "insert into visit_types (name, max_queue_length) values ('simulated', 200)"
+                " on conflict do nothing"
+            )
+            lister = register_lister(conn, "bench", "workers", None)
+            rows = [
+                (i + 1, ListedOriginIn(url=f"sim://steady/{i}", visit_type="simulated"))
+                for i in range(args.origins)
+            ]
+            record_listed_origins(conn, ctx, lister, rows, datetime.now(tz=UTC))
+            procs = [
+                start(["scheduler"], env, logs / "scheduler.log"),
+                start(
+                    ["worker", "--lane", "recurrent", "--threads", str(args.threads)],
+                    env,
+                    logs / "worker2.log",
+                ),
+                start(["journal"], env, logs / "journal.log"),
+            ]
+            time.sleep(10)  # warm up: group join, first visits
+            since = datetime.now(tz=UTC)
+            time.sleep(args.seconds)
+            rows2 = conn.execute(
+                "select extract(epoch from last_final_date - last_scheduled) as s "
+                "from origin_visit_stats where last_final_date > %s "
+                "and last_final_date >= last_scheduled",
+                (since,),
+            ).fetchall()
+            visits = conn.execute(
+                "select coalesce(sum(eventful_visits + uneventful_visits + failed_visits), 0) as n"
+                " from origin_visit_stats"
+            ).fetchone()
+            for proc in procs:
+                stop(proc)
+        latencies = sorted(float(r["s"]) for r in rows2)
+        if latencies:
+            p95 = latencies[int(0.95 * (len(latencies) - 1))]
+            print(
+                f"steady load: {len(latencies)} origins sampled, schedule-to-result "
+                f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, "
+                f"max {latencies[-1]:.2f} s ({visits['n'] if visits else 0} visits in all)"
+            )
+
+
+if __name__ == "__main__":
+    main()
