@@ -139,6 +139,36 @@ def summary(settings: Settings, developer: Developer, started: float) -> Table:
     return table
 
 
+RECENT_SQL = """
+select url, last_visit_status::text as status, last_final_date, last_eventful,
+       eventful_visits, last_duration_s
+from origin_visit_stats
+where last_final_date > %(since)s
+order by last_final_date desc
+limit 8
+"""
+
+
+def recent_visits(settings: Settings, since: datetime) -> list[str]:
+    """One readable line per origin visited since ``since`` (newest first)."""
+    with connect(settings) as conn:
+        rows = conn.execute(RECENT_SQL, {"since": since}).fetchall()
+    lines = []
+    for r in rows:
+        name = r["url"].rstrip("/").rsplit("/", 1)[-1]
+        if r["status"] in ("failed", "not_found"):
+            what = f"[red]{r['status']}[/red]"
+        elif r["last_eventful"] == r["last_final_date"]:
+            first = r["eventful_visits"] == 1
+            what = "[green]first visit[/green]" if first else "[green]eventful: new commits[/green]"
+        else:
+            what = "[dim]uneventful: nothing new[/dim]"
+        took = f"{r['last_duration_s']:.2f}s" if r["last_duration_s"] is not None else ""
+        stamp = r["last_final_date"].strftime("%H:%M:%S")
+        lines.append(f"  {stamp}  {name:<20} {what} {took}")
+    return lines
+
+
 def _start_processes(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
     honcho = shutil.which("honcho", path=str(Path(sys.executable).parent)) or "honcho"
     return subprocess.Popen(
@@ -187,9 +217,14 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
             procs = _start_processes(env, root)
             developer.start()
             started = time.monotonic()
+            since = datetime.now(tz=UTC)
             try:
                 while not stop.wait(5.0):
                     console.print(summary(settings, developer, started))
+                    now = datetime.now(tz=UTC)
+                    for line in recent_visits(settings, since):
+                        console.print(line)
+                    since = now
                     if procs.poll() is not None:
                         console.print("[red]a process exited; see processes.log[/red]")
                         return 1
