@@ -15,6 +15,7 @@ is retried with backoff a bounded number of times, then reported failed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from functools import cache, lru_cache
@@ -23,16 +24,19 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
+from dramatiq.rate_limits import ConcurrentRateLimiter
+from dramatiq.rate_limits.backends import RedisBackend
 
 from actors.broker import make_broker
 from actors.lanes import enqueue_first, slow_lane_message
 from actors.registry import WorkerRegistry, record_duration
 from app.context import redis_client
+from app.domain.hosts import hoster_limit, hoster_of
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, VisitResult, get_loader
 from app.queue_names import first_visits_queue, lane_queue, slow_queue
 from app.settings import get_settings
-from monitoring.metrics import EXPRESS_TIMEOUTS, VISIT_SECONDS, VISITS
+from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests
 
 log = logging.getLogger("revisit.worker")
@@ -50,6 +54,18 @@ for _visit_type in settings.served_visit_types():
 
 class TransientVisitError(Exception):
     """A visit failed for a reason worth retrying soon (Dramatiq's Retries does)."""
+
+
+class HosterBusy(Exception):
+    """The hoster has as many visits running as it may; retried later, uncounted."""
+
+
+@cache
+def _hoster_limiter(host: str, limit: int) -> ConcurrentRateLimiter:
+    backend = RedisBackend(client=_redis())
+    ttl_ms = int(settings.slow_time_limit_s * 1000) + 60_000
+    key = f"{settings.redis_namespace}:hoster:{host}"
+    return ConcurrentRateLimiter(backend, key, limit=limit, ttl=ttl_ms)  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=1)
@@ -74,7 +90,9 @@ def _aborted(request_id: int) -> bool:
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
-    return isinstance(exception, TransientVisitError)
+    # Transient failures are bounded by the actor itself (visit_max_retries); a
+    # busy hoster is waited for with the same backoff, as long as it takes.
+    return isinstance(exception, TransientVisitError | HosterBusy)
 
 
 @dramatiq.actor(
@@ -105,14 +123,23 @@ def visit(
         settings.express_time_limit_s if lane == "express" else settings.slow_time_limit_s
     )
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
-    publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
-    started = time.monotonic()
-    try:
-        # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
-        # interrupt a blocking call, so the loader must stop by itself.
-        result = loader_for(visit_type).load(url, arguments, limit_s)
-    except TimeLimitExceeded:
-        result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
+    host = hoster_of(url)
+    limit = hoster_limit(host, settings.hoster_limits, settings.default_hoster_limit)
+    with contextlib.ExitStack() as held:
+        slot = None if limit is None else _hoster_limiter(host, limit)
+        if slot is not None and not held.enter_context(slot.acquire(raise_on_failure=False)):
+            HOSTER_BUSY.labels(visit_type).inc()
+            raise HosterBusy(f"{host} has {limit} visits running")
+        publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
+        started = time.monotonic()
+        try:
+            # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
+            # interrupt a blocking call, so the loader must stop by itself.
+            result = loader_for(visit_type).load(url, arguments, limit_s)
+        except TimeLimitExceeded:
+            result = VisitResult(
+                "failed", None, time.monotonic() - started, "timeout", timed_out=True
+            )
     if result.timed_out:
         if lane == "express":
             kwargs = {

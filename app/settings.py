@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     )
     visit_max_retries: int = Field(default=3, ge=0, le=20)
     visit_retry_backoff_s: float = Field(default=30.0, gt=0)
+    hoster_limits: dict[str, int] = Field(
+        default={}, description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4}'
+    )
+    default_hoster_limit: int | None = Field(
+        default=None, ge=1, description="visits in flight allowed for any other hoster"
+    )
     worker_visit_types_allow: list[str] | None = Field(
         default=None, description="visit types this worker pool serves (default: all)"
     )

@@ -94,6 +94,11 @@ EXPRESS_TIMEOUTS = Counter(
 )
 
 
+HOSTER_BUSY = Counter(
+    "revisit_worker_hoster_busy_total",
+    "Visits put back because their hoster had as many visits running as it may",
+    ["visit_type"],
+)
 QUEUE_ESTIMATED_WAIT = Gauge(
     "revisit_queue_estimated_wait_seconds",
     "Estimated wait of a new message: backlog x mean recent visit duration / worker threads",

@@ -1,6 +1,7 @@
 """Express and slow lanes with real Redis, Dramatiq worker processes and the
 journal: seed 003's example, a SIGKILLed worker, a SIGTERMed worker."""
 
+import itertools
 import os
 import signal
 import time
@@ -167,3 +168,33 @@ def test_worker_pool_refuses_to_start_with_no_visit_type_to_serve(settings: Sett
     )
     assert proc.returncode == 2
     assert "no visit type to serve" in proc.stderr
+
+
+def test_a_hoster_never_has_more_visits_running_than_its_limit(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    jobs = {f"sim://busy.example/{i}": {"duration_s": 1.0} for i in range(3)}
+    jobs["sim://free.example/x"] = {"duration_s": 1.0}
+    list_simulated(conn, ctx, jobs)
+    conn.execute("update visit_types set max_queue_length = 10 where name = 'simulated'")
+    env = {
+        **SIMULATED,
+        "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}',
+        "REVISIT_VISIT_RETRY_BACKOFF_S": "0.2",
+        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
+    }
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "scheduler": ["revisit", "scheduler"],
+        "worker": ["revisit", "worker", "--lane", "all", "--threads", "4"],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, env, logs):
+        wait_for(lambda: finished(conn, list(jobs)), 60, "all visits", logs)
+    stats = stats_by_url(conn)
+    busy = sorted(stats[u]["last_final_date"] for u in jobs if "busy" in u)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(busy)]
+    # one at a time: each 1 s visit ends at least ~1 s after the previous one
+    assert all(gap >= 0.9 for gap in gaps), gaps
+    assert "busy.example has 1 visits running" in (logs / "worker.log").read_text()
