@@ -115,7 +115,10 @@ def origins_import(
     full: Annotated[
         bool, typer.Option("--full", help="a full listing: disable the lister's unseen origins")
     ] = False,
-    batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 100_000,
+    batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 50_000,
+    writers: Annotated[
+        int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
+    ] = 2,
 ) -> None:
     """Record listed origins in batches; a bad line refuses its whole batch.
 
@@ -139,7 +142,12 @@ def origins_import(
             raise _fail(f"--lister: {exc}") from exc
         started = start_listing(conn, lister_id, _now())
         parsed = batches(handle, batch_size, csv_format=csv_format)
-        report = import_listing(conn, ctx, lister_id, parsed, _now)
+        extra = [connect(settings) for _ in range(writers - 1)]
+        try:
+            report = import_listing(conn, ctx, lister_id, parsed, _now, extra)
+        finally:
+            for connection in extra:
+                connection.close()
         for refused_batch in report.refused:
             _report(refused_batch, file)
         recorded, refused = report.recorded, len(report.refused)

@@ -12,7 +12,7 @@ import queue
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -70,15 +70,18 @@ def import_listing(
     lister_id: uuid.UUID,
     parsed: Iterable[list[NumberedRow] | ListingInputError],
     clock: Callable[[], datetime],
+    extra_connections: Sequence[DictConnection] = (),
 ) -> ImportReport:
     """Record a listing batch by batch; a refused batch is reported, the others go on.
 
-    Three stages overlap on separate threads: parsing the next batch, writing
-    this one to Postgres (whose waits free the interpreter), and placing the
-    previous one in Redis. Each batch still reaches Redis only after its
-    Postgres transaction committed.
+    The stages overlap on separate threads: parsing the next batch, writing
+    batches to Postgres (one writer per connection: ``conn`` and the
+    ``extra_connections``, so the server works on several cores; their waits
+    free the interpreter), and placing written batches in Redis. Each batch
+    reaches Redis only after its Postgres transaction committed.
     """
     report = ImportReport()
+    counting = threading.Lock()
     to_postgres: queue.Queue[object] = queue.Queue(maxsize=2)
     to_redis: queue.Queue[object] = queue.Queue(maxsize=2)
     failure: list[BaseException] = []
@@ -100,22 +103,34 @@ def import_listing(
                 except BaseException as exc:
                     failure.append(exc)
 
-    threads = [threading.Thread(target=parse, daemon=True), threading.Thread(target=place)]
-    for thread in threads:
-        thread.start()
-    try:
+    def write(connection: DictConnection) -> None:
         while (batch := to_postgres.get()) is not _DONE and not failure:
             if isinstance(batch, ListingInputError):
-                report.refused.append(batch)
+                with counting:
+                    report.refused.append(batch)
                 continue
             rows: list[NumberedRow] = batch  # type: ignore[assignment]
             try:
                 now = clock()
-                to_redis.put((_write_postgres(conn, lister_id, rows, now), now))
-                report.recorded += len(rows)
+                to_redis.put((_write_postgres(connection, lister_id, rows, now), now))
+                with counting:
+                    report.recorded += len(rows)
             except ListingInputError as exc:
-                report.refused.append(exc)
+                with counting:
+                    report.refused.append(exc)
+            except BaseException as exc:
+                failure.append(exc)
+        to_postgres.put(_DONE)  # let the other writers see the end too
+
+    threads = [threading.Thread(target=parse, daemon=True), threading.Thread(target=place)]
+    writers = [threading.Thread(target=write, args=(c,)) for c in extra_connections]
+    for thread in [*threads, *writers]:
+        thread.start()
+    try:
+        write(conn)
     finally:
+        for thread in writers:
+            thread.join()
         to_redis.put(_DONE)
         threads[1].join()
     if failure:

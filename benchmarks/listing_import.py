@@ -37,7 +37,8 @@ def parsed(args: argparse.Namespace) -> Iterator[list[NumberedRow] | ListingInpu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--origins", type=int, default=1_000_000)
-    parser.add_argument("--batch-size", type=int, default=100_000)
+    parser.add_argument("--batch-size", type=int, default=50_000)
+    parser.add_argument("--writers", type=int, default=2, help="Postgres connections writing")
     args = parser.parse_args()
     with bench_settings() as settings:
         ctx = Context.from_settings(settings)
@@ -46,7 +47,8 @@ def main() -> None:
         with connect(settings) as conn:
             lister = register_lister(conn, "bench", "forge", None)
             started = time.perf_counter()
-            report = import_listing(conn, ctx, lister, parsed(args), now)
+            extra = [connect(settings) for _ in range(args.writers - 1)]
+            report = import_listing(conn, ctx, lister, parsed(args), now, extra)
             assert report.recorded == args.origins and not report.refused
             elapsed = time.perf_counter() - started
             mirrored = sum(ctx.mirror.sizes("git").values())

@@ -60,6 +60,9 @@ select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_
 from listing_staging s
 left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
 group by s.url, s.visit_type, q.position
+-- in key order, like the listed_origins upsert: concurrent writers of one
+-- listing then lock shared rows in the same order and cannot deadlock
+order by s.url, s.visit_type
 on conflict (url, visit_type) do update
   set last_update = greatest(st.last_update, excluded.last_update),
       listed = true,

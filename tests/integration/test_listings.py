@@ -187,3 +187,24 @@ def test_unknown_lister_is_refused_before_anything_is_written(
     assert "--lister: lister nobody/here is not registered" in result.stderr
     malformed = _cli("origins", "import", "-", "--lister", "nobody", stdin="")
     assert malformed.returncode == 2 and "expected NAME/INSTANCE" in malformed.stderr
+
+
+def test_concurrent_writers_record_every_origin_once_even_with_duplicates(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from app.db.connection import connect
+    from app.listing import import_listing
+    from app.listing_input import batches
+
+    lister = register_lister(conn, "gitlab", "big", None)
+    lines = [f'{{"url": "https://w.example/{i % 700}", "visit_type": "git"}}' for i in range(1000)]
+    extra = [connect(settings) for _ in range(2)]
+    report = import_listing(
+        conn, ctx, lister, batches(lines, 50, csv_format=False), lambda: NOW, extra
+    )
+    for c in extra:
+        c.close()
+    assert report.recorded == 1000 and not report.refused
+    assert len(enabled(conn)) == 700
+    assert mirrored(ctx) == 700
+    assert check(conn, ctx, "git", NOW) == []
