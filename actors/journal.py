@@ -15,8 +15,10 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -27,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.journal import BatchOutcome, Rejected, decode_batch, place_rows, write_batch
@@ -88,6 +91,33 @@ def reason_label(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
+def split_by_origin(events: list[VisitStatusEvent], parts: int) -> list[list[VisitStatusEvent]]:
+    """Events in ``parts`` groups with no origin in two groups (empty groups dropped)."""
+    if parts <= 1:
+        return [events]
+    groups: list[list[VisitStatusEvent]] = [[] for _ in range(parts)]
+    for event in events:
+        key = f"{event.origin}\x00{event.visit_type}".encode()
+        groups[zlib.crc32(key) % parts].append(event)
+    return [g for g in groups if g] or [events]
+
+
+def merge_outcomes(
+    results: list[tuple[BatchOutcome, list[MirrorRow]]],
+) -> tuple[BatchOutcome, list[MirrorRow]]:
+    """One outcome for a batch written as several groups."""
+    total = BatchOutcome()
+    rows: list[MirrorRow] = []
+    for outcome, written in results:
+        total.applied += outcome.applied
+        total.written += outcome.written
+        total.outcomes.update(outcome.outcomes)
+        total.beyond_history.update(outcome.beyond_history)
+        total.finished_requests += outcome.finished_requests
+        rows += written
+    return total, rows
+
+
 class JournalClient:
     """Consumes the journal topic in batches within a consumer group."""
 
@@ -96,7 +126,8 @@ class JournalClient:
         self.ctx = Context.from_settings(settings)
         self.fudge = fudge or keyed_fudge()
         self.stop = threading.Event()
-        self.conn: DictConnection | None = None
+        self.conns: list[DictConnection | None] = [None] * settings.journal_writers
+        self._pool = ThreadPoolExecutor(max_workers=max(1, settings.journal_writers - 1))
         self._transactions = 0
         self._exit_after = int(os.environ.get(EXIT_AFTER_TRANSACTIONS_ENV, "0") or 0)
         ensure_topics(settings)
@@ -145,11 +176,36 @@ class JournalClient:
         def transaction(conn: DictConnection) -> tuple[BatchOutcome, list[MirrorRow]]:
             configs = visit_type_configs(conn)
             events, rejected = decode_batch(payloads, frozenset(configs))
-            outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
+            groups = split_by_origin(events, len(self.conns))
+            if len(groups) == 1:
+                outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
+            else:
+                outcome, rows = self._write_groups(conn, groups, configs, now)
             outcome.rejected = rejected
             return outcome, rows
 
         return transaction
+
+    def _write_groups(
+        self,
+        conn: DictConnection,
+        groups: list[list[VisitStatusEvent]],
+        configs: dict[str, Any],
+        now: datetime,
+    ) -> tuple[BatchOutcome, list[MirrorRow]]:
+        """Write disjoint groups of origins in parallel transactions, one per
+        connection, so PostgreSQL works on several cores; the offsets are
+        committed only after every group's transaction committed."""
+
+        def on(index: int, group: list[VisitStatusEvent]) -> tuple[BatchOutcome, list[MirrorRow]]:
+            return self._with_database(
+                lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge), index
+            )
+
+        futures = [self._pool.submit(on, i, g) for i, g in enumerate(groups[1:], start=1)]
+        results = [write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)]
+        results += [f.result() for f in futures]
+        return merge_outcomes(results)
 
     def _one_by_one(
         self, payloads: list[bytes | None], now: datetime
@@ -170,14 +226,16 @@ class JournalClient:
             rows += written
         return total, rows
 
-    def _with_database(self, work: Callable[[DictConnection], T]) -> T:
-        """Run ``work`` on a live connection, reconnecting and retrying until it succeeds."""
+    def _with_database(self, work: Callable[[DictConnection], T], index: int = 0) -> T:
+        """Run ``work`` on live connection ``index``, reconnecting and retrying until
+        it succeeds."""
         delay_s = 0.5
         while True:
             try:
-                if self.conn is None or self.conn.closed:
-                    self.conn = connect(self.settings)
-                return work(self.conn)
+                conn = self.conns[index]
+                if conn is None or conn.closed:
+                    conn = self.conns[index] = connect(self.settings)
+                return work(conn)
             except psycopg.errors.TransactionRollback as exc:
                 # A deadlock or serialization failure with another journal
                 # client: the transaction was rolled back, just retry it.
@@ -186,18 +244,19 @@ class JournalClient:
             except psycopg.OperationalError as exc:
                 JOURNAL_DATABASE_RETRIES.labels("reconnect").inc()
                 log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc, delay_s)
-                self._drop_connection()
+                self._drop_connection(index)
                 if self.stop.wait(delay_s):
                     raise
                 delay_s = min(delay_s * 2, MAX_RECONNECT_DELAY_S)
 
-    def _drop_connection(self) -> None:
-        if self.conn is not None:
+    def _drop_connection(self, index: int = 0) -> None:
+        conn = self.conns[index]
+        if conn is not None:
             try:
-                self.conn.close()
+                conn.close()
             except psycopg.Error:
                 log.debug("closing a broken connection failed", exc_info=True)
-        self.conn = None
+        self.conns[index] = None
 
     def _commit(self, messages: list[Message]) -> None:
         offsets = next_offsets(messages)

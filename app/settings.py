@@ -34,6 +34,9 @@ class Settings(BaseSettings):
         default=10000, ge=1, description="messages per batch (benchmarks/README.md)"
     )
     journal_batch_timeout_s: float = Field(default=0.5, gt=0)
+    journal_writers: int = Field(
+        default=2, ge=1, le=8, description="Postgres connections writing a journal batch"
+    )
     journal_history_length: int = Field(
         default=8,
         ge=1,
