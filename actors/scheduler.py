@@ -32,13 +32,17 @@ from app.scheduling import (
     schedule_step,
 )
 from app.settings import Settings
+from monitoring.lanes import FIRST_VISITS, RECURRENT
 from monitoring.metrics import (
     MIRROR_ORIGINS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
     SCHEDULED_VISITS,
+    SCHEDULER_ENQUEUE_SECONDS,
     SCHEDULER_FREE_SLOTS,
+    SCHEDULER_POP_SECONDS,
 )
+from monitoring.queue_wait import QueueWatch
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
@@ -66,6 +70,7 @@ class SchedulerLoop:
         self._rates: dict[str, dict[str, float]] = {}
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
+        self.queues = QueueWatch()
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
@@ -83,7 +88,8 @@ class SchedulerLoop:
         flood of requests cannot starve them.
         """
         queue = priority_queue(visit_type)
-        slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+        depth = queue_depth(self.broker, queue)
+        slots = max(0, config.max_queue_length - depth)
         taken = take_pending(self.conn, visit_type, slots, now)
         now_s = epoch_s(now)
         messages: list[dramatiq.Message[Any]] = [
@@ -104,6 +110,8 @@ class SchedulerLoop:
         ]
         enqueue_many(self.broker, messages)
         REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
+        SCHEDULED_VISITS.labels(visit_type, "request", "priority").inc(len(messages))
+        self.queues.observe(visit_type, queue, "priority", depth, len(messages), time.monotonic())
         return len(messages)
 
     def step(self, now: datetime) -> list[StepResult]:
@@ -122,9 +130,14 @@ class SchedulerLoop:
                 config.max_queue_length, depth, self.settings.scheduler_min_free_fraction
             )
             policies = self._policies.get(visit_type)
-            result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
-            enqueue_many(self.broker, [visit_message(queue, o) for o in result.orders])
+            with SCHEDULER_POP_SECONDS.labels(visit_type).time():
+                result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
+            with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
+                enqueue_many(self.broker, [visit_message(queue, o) for o in result.orders])
             self._observe(result)
+            self.queues.observe(
+                visit_type, queue, RECURRENT, depth, len(result.orders), time.monotonic()
+            )
             results.append(result)
         return results
 
@@ -134,11 +147,15 @@ class SchedulerLoop:
         for lister in listers_with_first_visits_due(self.conn):
             queue = first_visits_queue(lister["first_visits_queue_prefix"], visit_type)
             self.broker.declare_queue(queue)
-            slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+            depth = queue_depth(self.broker, queue)
+            slots = max(0, config.max_queue_length - depth)
             orders, done = first_visits_step(self.conn, self.ctx, visit_type, lister, slots, now)
             enqueue_many(self.broker, [visit_message(queue, o) for o in orders])
             for policy, count in Counter(o.policy for o in orders).items():
-                SCHEDULED_VISITS.labels(visit_type, policy).inc(count)
+                SCHEDULED_VISITS.labels(visit_type, policy, FIRST_VISITS).inc(count)
+            self.queues.observe(
+                visit_type, queue, FIRST_VISITS, depth, len(orders), time.monotonic()
+            )
             sent += len(orders)
             if done and all(
                 not first_visit_candidates(self.conn, lister, vt, 1)
@@ -152,7 +169,7 @@ class SchedulerLoop:
         self._update_rates(result)
         SCHEDULER_FREE_SLOTS.labels(vt).set(result.free_slots)
         for policy, count in Counter(o.policy for o in result.orders).items():
-            SCHEDULED_VISITS.labels(vt, policy).inc(count)
+            SCHEDULED_VISITS.labels(vt, policy, RECURRENT).inc(count)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
         for place, size in self.ctx.mirror.sizes(vt).items():

@@ -267,11 +267,11 @@ def _setup_logging() -> None:
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
     from actors.scheduler import SchedulerLoop
-    from monitoring.metrics import serve
+    from monitoring.process import serve_scheduler
 
     _setup_logging()
     settings = get_settings()
-    serve(settings.scheduler_metrics_port, settings.metrics_address)
+    serve_scheduler(settings)
     _run_until_signal(SchedulerLoop(settings))
 
 
@@ -322,6 +322,9 @@ def worker(
             queues.append(visit_queue(vt))
         if lane in (Lane.priority, Lane.all):
             queues.append(priority_queue(vt))
+    from monitoring.dramatiq_metrics import worker_metrics_env
+
+    os.environ.update(worker_metrics_env(get_settings()))
     args = [
         sys.executable,
         "-m",
@@ -495,7 +498,9 @@ def policy_set(
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
     from app.queue_names import API_QUEUE
+    from monitoring.dramatiq_metrics import worker_metrics_env
 
+    os.environ.update(worker_metrics_env(get_settings()))
     args = [
         sys.executable,
         "-m",
