@@ -279,11 +279,11 @@ def scheduler() -> None:
 def journal() -> None:
     """Run the journal client: apply origin_visit_status messages to the visit stats."""
     from actors.journal import JournalClient
-    from monitoring.metrics import serve
+    from monitoring.process import serve_journal
 
     _setup_logging()
     settings = get_settings()
-    serve(settings.journal_metrics_port, settings.metrics_address)
+    serve_journal(settings)
     _run_until_signal(JournalClient(settings))
 
 
