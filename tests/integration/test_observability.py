@@ -239,3 +239,31 @@ def _assert_targets_up_and_rules_read_series(url: str) -> None:
         api(url, "query", query=rule["query"])  # valid as written
         kept = COMPARISON.sub(r"\1 bool", rule["query"])
         assert api(url, "query", query=kept)["result"], f"{rule['name']} reads no series: {kept}"
+
+
+def test_coverage_counts_each_listers_origins_by_what_is_known_of_their_visits(
+    conn: DictConnection, ctx: Context
+) -> None:
+    from monitoring.coverage import refresh_coverage
+
+    now = datetime.now(tz=UTC)
+    lister_id = register_lister(conn, "test", "coverage", None)
+    old = now - timedelta(days=10)
+    rows = [
+        (1, ListedOriginIn(url="https://f/visited", visit_type="git", last_update=old)),
+        (2, ListedOriginIn(url="https://f/changed", visit_type="git", last_update=now)),
+        (3, ListedOriginIn(url="https://f/new", visit_type="git", last_update=now)),
+    ]
+    record_listed_origins(conn, ctx, lister_id, rows, now - timedelta(days=2))
+    conn.execute(
+        "update origin_visit_stats set last_successful = %s where url = any(%s)",
+        (now - timedelta(days=1), ["https://f/visited", "https://f/changed"]),
+    )
+    (row,) = refresh_coverage(conn, now, active_window_s=86400, overdue_after_s=3600)
+    assert row["lister"] == "test/coverage"
+    assert (row["origins_known"], row["origins_enabled"], row["origins_never_visited"]) == (3, 3, 1)
+    assert row["origins_with_pending_changes"] == 1  # changed after its last visit
+    assert row["origins_active"] == 2  # updated within the day
+    assert row["origins_never_visited_overdue"] == 1  # listed 2 days ago
+    stored = conn.execute("select count(*) as n from scheduler_metrics").fetchone()
+    assert stored is not None and stored["n"] == 1
