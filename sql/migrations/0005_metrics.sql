@@ -2,8 +2,10 @@
 -- scheduler_metrics, per lister and visit type, refreshed periodically by the
 -- scheduler process (monitoring/coverage.py) and exported to Prometheus.
 
+-- No foreign key, as for listed_origins: the refresh writes only listers that
+-- exist and removes the rows of those gone.
 create table scheduler_metrics (
-  lister_id                      uuid not null references listers (id) on delete cascade,
+  lister_id                      uuid not null,
   visit_type                     text not null,
   last_update                    timestamptz not null,
   origins_known                  bigint not null default 0,

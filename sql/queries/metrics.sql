@@ -1,7 +1,8 @@
 -- Coverage figures and the other periodic measurements of monitoring/coverage.py.
 
 -- name: refresh_scheduler_metrics
--- Seed 002's coverage, per lister and visit type, in one statement: one pass
+-- Seed 002's coverage, per lister and visit type, in one statement (rows of
+-- listers or visit types no longer listed are deleted): one pass
 -- over listed_origins joined to the stats (a parallel hash join). Measured at
 -- 1M origins on 2 cores: 0.33 s; a variant joining only the stats rows that
 -- can count (never visited, or changed since the last visit) took 0.41 s
@@ -20,6 +21,10 @@ with figures as (
   from listed_origins lo
   left join origin_visit_stats st on st.url = lo.url and st.visit_type = lo.visit_type
   group by lo.lister_id, lo.visit_type
+), gone as (
+  delete from scheduler_metrics m
+  where not exists (select 1 from figures f join listers l on l.id = f.lister_id
+                    where f.lister_id = m.lister_id and f.visit_type = m.visit_type)
 )
 insert into scheduler_metrics as m
   (lister_id, visit_type, last_update, origins_known, origins_enabled, origins_never_visited,
