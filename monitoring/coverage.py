@@ -34,6 +34,8 @@ from monitoring.metrics import (
 )
 
 log = logging.getLogger("revisit.metrics")
+#: How late a first visit may reach PostgreSQL after its date and still be observed.
+FIRST_VISIT_LOOKBACK_S = 3600.0
 
 #: Each gauge and the scheduler_metrics column it exports.
 COVERAGE_GAUGES: dict[str, Gauge] = {
@@ -75,13 +77,32 @@ def export_drift(conn: DictConnection, now: datetime) -> dict[str, float]:
     return drift
 
 
-def observe_first_visits(conn: DictConnection, since: datetime, until: datetime) -> int:
-    """Observe the wait of each origin whose first visit was reported in [since, until)."""
-    rows = conn.execute(query("first_visits_between"), {"since": since, "until": until}).fetchall()
-    for row in rows:
-        if row["wait_s"] is not None:
+class FirstVisits:
+    """Observes, once each, the wait of origins whose first visit is reported.
+
+    A visit is dated when the worker ends it but reaches PostgreSQL when the
+    journal client applies it, later; so each look reaches ``lookback_s``
+    into the past and remembers which origins it already observed.
+    """
+
+    def __init__(self, since: datetime, lookback_s: float) -> None:
+        self.since = since
+        self.lookback = timedelta(seconds=lookback_s)
+        self.seen: dict[int, datetime] = {}
+
+    def observe(self, conn: DictConnection, now: datetime) -> int:
+        """Observe the first visits not yet seen; return how many."""
+        since = max(self.since, now - self.lookback)
+        rows = conn.execute(query("first_visits_since"), {"since": since}).fetchall()
+        observed = 0
+        for row in rows:
+            if row["id"] in self.seen or row["wait_s"] is None:
+                continue
+            self.seen[row["id"]] = row["last_final_date"]
             FIRST_VISIT_WAIT.labels(row["visit_type"]).observe(max(0.0, float(row["wait_s"])))
-    return len(rows)
+            observed += 1
+        self.seen = {k: v for k, v in self.seen.items() if v >= since}
+        return observed
 
 
 class CoverageRefresher:
@@ -93,7 +114,7 @@ class CoverageRefresher:
         self.settings = settings
         self.clock = clock
         self.conn: DictConnection | None = None
-        self.first_visits_since = clock()
+        self.first_visits = FirstVisits(clock(), FIRST_VISIT_LOOKBACK_S)
 
     def refresh(self) -> None:
         """One refresh of every figure."""
@@ -108,8 +129,7 @@ class CoverageRefresher:
             self.settings.metrics_never_visited_threshold_s,
         )
         export_drift(self.conn, now)
-        observe_first_visits(self.conn, self.first_visits_since, now)
-        self.first_visits_since = now
+        self.first_visits.observe(self.conn, now)
         COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)
 
     def run(self, stop: threading.Event) -> None:

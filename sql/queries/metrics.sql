@@ -57,14 +57,14 @@ returning m.lister_id, m.visit_type, m.origins_known, m.origins_enabled,
 select visit_type, extract(epoch from %(now)s - position)::float8 as drift_s
 from visit_scheduler_queue_position
 
--- name: first_visits_between
--- Origins whose first final visit was reported in [since, until), with how
--- long after their first listing that visit happened.
-select st.visit_type,
+-- name: first_visits_since
+-- Origins whose only final visit so far is dated at or after ``since``, with
+-- how long after their first listing that visit happened.
+select st.id, st.visit_type, st.last_final_date,
        extract(epoch from st.last_final_date
                           - (select min(lo.first_seen) from listed_origins lo
                              where lo.url = st.url and lo.visit_type = st.visit_type))::float8
          as wait_s
 from origin_visit_stats st
-where st.last_final_date >= %(since)s and st.last_final_date < %(until)s
+where st.last_final_date >= %(since)s
   and st.eventful_visits + st.uneventful_visits + st.failed_visits = 1

@@ -267,3 +267,21 @@ def test_coverage_counts_each_listers_origins_by_what_is_known_of_their_visits(
     assert row["origins_never_visited_overdue"] == 1  # listed 2 days ago
     stored = conn.execute("select count(*) as n from scheduler_metrics").fetchone()
     assert stored is not None and stored["n"] == 1
+
+
+def test_a_first_visit_applied_late_is_observed_once(conn: DictConnection, ctx: Context) -> None:
+    from monitoring.coverage import FirstVisits
+
+    now = datetime.now(tz=UTC)
+    lister_id = register_lister(conn, "test", "late", None)
+    rows = [(1, ListedOriginIn(url="https://f/late", visit_type="git"))]
+    record_listed_origins(conn, ctx, lister_id, rows, now - timedelta(minutes=10))
+    first = FirstVisits(now - timedelta(minutes=1), lookback_s=3600)
+    assert first.observe(conn, now) == 0
+    # Dated before the last look, applied after it (the journal was behind).
+    conn.execute(
+        "update origin_visit_stats set last_final_date = %s, eventful_visits = 1",
+        (now - timedelta(seconds=30),),
+    )
+    assert first.observe(conn, now + timedelta(seconds=5)) == 1
+    assert first.observe(conn, now + timedelta(seconds=10)) == 0
