@@ -17,16 +17,22 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import current_millis
 
 from app.settings import Settings
+from monitoring.dramatiq_metrics import WorkerMetrics
 
 
 def make_broker(settings: Settings) -> RedisBroker:
-    """A Redis broker configured from ``settings``, set as Dramatiq's global broker."""
+    """A Redis broker configured from ``settings``, set as Dramatiq's global broker.
+
+    Its Prometheus middleware exports only in processes started with a
+    multiprocess directory (``revisit worker`` and ``revisit api``).
+    """
     broker = RedisBroker(  # type: ignore[no-untyped-call]
         url=settings.redis_dsn(),
         namespace=settings.dramatiq_namespace,
         heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
         maintenance_chance=settings.dramatiq_maintenance_chance,
     )
+    broker.add_middleware(WorkerMetrics())
     dramatiq.set_broker(broker)
     return broker
 

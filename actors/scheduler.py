@@ -44,17 +44,19 @@ from app.scheduling import (
     visit_number,
 )
 from app.settings import Settings
+from monitoring.lanes import FIRST_VISITS
 from monitoring.metrics import (
     MIRROR_ORIGINS,
-    QUEUE_BACKLOG,
     QUEUE_ESTIMATED_WAIT,
     QUEUE_WORKERS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
-    SCHEDULED_BY_LANE,
     SCHEDULED_VISITS,
+    SCHEDULER_ENQUEUE_SECONDS,
     SCHEDULER_FREE_SLOTS,
+    SCHEDULER_POP_SECONDS,
 )
+from monitoring.queue_wait import QueueWatch
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
@@ -88,6 +90,8 @@ class SchedulerLoop:
         self._rates: dict[str, dict[str, float]] = {}
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
+        self.queues = QueueWatch()
+        self._drain_waits: dict[str, float | None] = {}
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
@@ -105,7 +109,8 @@ class SchedulerLoop:
         flood of requests cannot starve them.
         """
         queue = priority_queue(visit_type)
-        slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+        depth = queue_depth(self.broker, queue)
+        slots = max(0, config.max_queue_length - depth)
         taken = take_pending(self.conn, visit_type, slots, now)
         now_s = epoch_s(now)
         messages: list[dramatiq.Message[Any]] = [
@@ -128,25 +133,31 @@ class SchedulerLoop:
         ]
         enqueue_many(self.broker, messages)
         REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
+        SCHEDULED_VISITS.labels(visit_type, "request", "priority").inc(len(messages))
+        self.queues.observe(visit_type, queue, "priority", depth, len(messages), time.monotonic())
         return len(messages)
 
-    def _estimate_wait(self, queue: str) -> None:
-        """Export a queue's backlog, workers and estimated wait (seed 004 provisioning)."""
+    def _estimate_wait(self, visit_type: str, queue: str, lane: str) -> None:
+        """Export a queue's worker threads and estimated wait (seed 004 provisioning):
+        backlog x mean recent visit duration / threads, from what the workers
+        register; the drain-rate estimate while they have registered nothing."""
         backlog = queue_depth(self.broker, queue)
         threads, durations = queue_capacity(self.ctx.redis, self.settings.redis_namespace, queue)
-        QUEUE_BACKLOG.labels(queue).set(backlog)
-        QUEUE_WORKERS.labels(queue).set(threads)
-        wait = estimated_wait_s(backlog, durations, threads)
+        QUEUE_WORKERS.labels(visit_type, queue, lane).set(threads)
+        wait = estimated_wait_s(backlog, durations, threads) if threads or backlog else 0.0
+        if wait is None or (threads == 0 and not durations):
+            wait = self._drain_waits.get(queue)
         if wait is not None:
-            QUEUE_ESTIMATED_WAIT.labels(queue).set(wait)
+            QUEUE_ESTIMATED_WAIT.labels(visit_type, queue, lane).set(wait)
 
-    def known_queues(self) -> list[str]:
-        """Every Dramatiq queue revisit feeds (for queue maintenance)."""
-        queues = [API_QUEUE]
+    def known_queues(self) -> list[tuple[str, str, str]]:
+        """Every Dramatiq queue revisit feeds, as (visit type, queue, lane)."""
+        queues = [("api", API_QUEUE, "api")]
         for visit_type in self.settings.visit_types:
-            queues += [lane_queue(visit_type, lane) for lane in LANES]
+            queues += [(visit_type, lane_queue(visit_type, lane), lane) for lane in LANES]
             queues += [
-                first_visits_queue(p, visit_type) for p in self.settings.first_visits_prefixes
+                (visit_type, first_visits_queue(p, visit_type), FIRST_VISITS)
+                for p in self.settings.first_visits_prefixes
             ]
         return queues
 
@@ -154,9 +165,10 @@ class SchedulerLoop:
         """Schedule every configured visit type once at ``now``."""
         results = []
         configs = self.configs()
-        for queue in self.known_queues():
+        for visit_type, queue, lane in self.known_queues():
             return_dead_workers_messages(self.broker, queue)
-            self._estimate_wait(queue)
+            if visit_type != "api":
+                self._estimate_wait(visit_type, queue, lane)
         for visit_type in self.settings.visit_types:
             config = configs.get(visit_type)
             if config is None:
@@ -176,15 +188,18 @@ class SchedulerLoop:
         slow lane takes the rest (it takes any work when it has none).
         """
         express_q, slow_q = visit_queue(visit_type), slow_queue(visit_type)
-        express_free = max(0, config.max_queue_length - queue_depth(self.broker, express_q))
-        slow_free = max(0, config.max_queue_length - queue_depth(self.broker, slow_q))
+        express_depth = queue_depth(self.broker, express_q)
+        slow_depth = queue_depth(self.broker, slow_q)
+        express_free = max(0, config.max_queue_length - express_depth)
+        slow_free = max(0, config.max_queue_length - slow_depth)
         slots = free_slots(
             2 * config.max_queue_length,
             2 * config.max_queue_length - express_free - slow_free,
             self.settings.scheduler_min_free_fraction,
         )
         policies = self._policies.get(visit_type)
-        result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
+        with SCHEDULER_POP_SECONDS.labels(visit_type).time():
+            result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
         express, slow = assign_lanes(
             result.orders,
             lambda o: o.predicted_duration_s,
@@ -194,10 +209,18 @@ class SchedulerLoop:
         limits = self.settings.express_time_limit_s, self.settings.slow_time_limit_s
         messages = [visit_message(express_q, o, "express", limits[0]) for o in express]
         messages += [visit_message(slow_q, o, "slow", limits[1]) for o in slow]
-        enqueue_many(self.broker, messages)
-        for lane, orders in (("express", express), ("slow", slow)):
+        with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
+            enqueue_many(self.broker, messages)
+        at = time.monotonic()
+        for lane, queue, depth, orders in (
+            ("express", express_q, express_depth, express),
+            ("slow", slow_q, slow_depth, slow),
+        ):
             for policy, count in Counter(o.policy for o in orders).items():
-                SCHEDULED_BY_LANE.labels(visit_type, lane, policy).inc(count)
+                SCHEDULED_VISITS.labels(visit_type, policy, lane).inc(count)
+            self._drain_waits[queue] = self.queues.observe(
+                visit_type, queue, lane, depth, len(orders), at
+            )
         return result
 
     def first_visits_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
@@ -206,14 +229,18 @@ class SchedulerLoop:
         for lister in listers_with_first_visits_due(self.conn):
             queue = first_visits_queue(lister["first_visits_queue_prefix"], visit_type)
             self.broker.declare_queue(queue)
-            slots = max(0, config.max_queue_length - queue_depth(self.broker, queue))
+            depth = queue_depth(self.broker, queue)
+            slots = max(0, config.max_queue_length - depth)
             orders, done = first_visits_step(self.conn, self.ctx, visit_type, lister, slots, now)
             limit = self.settings.slow_time_limit_s
             enqueue_many(
                 self.broker, [visit_message(queue, o, "first_visits", limit) for o in orders]
             )
             for policy, count in Counter(o.policy for o in orders).items():
-                SCHEDULED_VISITS.labels(visit_type, policy).inc(count)
+                SCHEDULED_VISITS.labels(visit_type, policy, FIRST_VISITS).inc(count)
+            self.queues.observe(
+                visit_type, queue, FIRST_VISITS, depth, len(orders), time.monotonic()
+            )
             sent += len(orders)
             if done and all(
                 not first_visit_candidates(self.conn, lister, vt, 1)
@@ -226,8 +253,6 @@ class SchedulerLoop:
         vt = result.visit_type
         self._update_rates(result)
         SCHEDULER_FREE_SLOTS.labels(vt).set(result.free_slots)
-        for policy, count in Counter(o.policy for o in result.orders).items():
-            SCHEDULED_VISITS.labels(vt, policy).inc(count)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
         for place, size in self.ctx.mirror.sizes(vt).items():

@@ -275,11 +275,11 @@ def _setup_logging() -> None:
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
     from actors.scheduler import SchedulerLoop
-    from monitoring.metrics import serve
+    from monitoring.process import serve_scheduler
 
     _setup_logging()
     settings = get_settings()
-    serve(settings.scheduler_metrics_port, settings.metrics_address)
+    serve_scheduler(settings)
     _run_until_signal(SchedulerLoop(settings))
 
 
@@ -287,11 +287,11 @@ def scheduler() -> None:
 def journal() -> None:
     """Run the journal client: apply origin_visit_status messages to the visit stats."""
     from actors.journal import JournalClient
-    from monitoring.metrics import serve
+    from monitoring.process import serve_journal
 
     _setup_logging()
     settings = get_settings()
-    serve(settings.journal_metrics_port, settings.metrics_address)
+    serve_journal(settings)
     _run_until_signal(JournalClient(settings))
 
 
@@ -339,6 +339,9 @@ def worker(
         queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
     if not queues:
         raise _fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
+    from monitoring.dramatiq_metrics import worker_metrics_env
+
+    os.environ.update(worker_metrics_env(get_settings()))
     args = [
         sys.executable,
         "-m",
@@ -512,7 +515,9 @@ def policy_set(
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
     from app.queue_names import API_QUEUE
+    from monitoring.dramatiq_metrics import worker_metrics_env
 
+    os.environ.update(worker_metrics_env(get_settings()))
     args = [
         sys.executable,
         "-m",

@@ -95,6 +95,23 @@ class Settings(BaseSettings):
     metrics_address: str = Field(default="127.0.0.1")
     scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
     journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+    worker_metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Dramatiq processes (worker, api); 0: off"
+    )
+    metrics_multiproc_dir: str = Field(
+        default="",
+        description="prometheus_client multiprocess directory of a Dramatiq process, emptied "
+        "at start (default: <tmp>/revisit-metrics-<worker_metrics_port>)",
+    )
+    metrics_refresh_interval_s: float = Field(
+        default=60.0, ge=0, description="coverage, drift and first-visit figures; 0: off"
+    )
+    metrics_active_window_s: float = Field(
+        default=86400.0, gt=0, description="an origin updated this recently is active"
+    )
+    metrics_never_visited_threshold_s: float = Field(
+        default=86400.0, gt=0, description="listed this long ago and never visited: overdue"
+    )
 
     def served_visit_types(self) -> list[str]:
         """The visit types a worker pool serves: allowlist, then denylist (seed 004)."""

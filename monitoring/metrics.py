@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger("revisit.metrics")
 
 JOURNAL_MESSAGES = Counter(
     "revisit_journal_messages_total",
@@ -47,8 +51,44 @@ JOURNAL_CONSUMER_LAG = Gauge(
 )
 SCHEDULED_VISITS = Counter(
     "revisit_scheduled_visits_total",
-    "Recurrent visits sent to workers, by visit type and the policy that picked them",
-    ["visit_type", "policy"],
+    "Visits sent to workers, by visit type, the policy that picked them ('request' for "
+    "one-shot requests) and the lane (worker pool) whose queue they went to",
+    ["visit_type", "policy", "lane"],
+)
+SCHEDULER_BATCH_SIZE = Histogram(
+    "revisit_scheduler_batch_size",
+    "Visits sent per scheduling step and queue (0: the queue had no free slot worth a batch)",
+    ["visit_type", "lane"],
+    buckets=(0, 1, 5, 10, 50, 100, 500, 1000, 5000, 10000),
+)
+SCHEDULER_POP_SECONDS = Histogram(
+    "revisit_scheduler_pop_seconds",
+    "Time to pick one batch of recurrent visits: policy queries, the atomic pop, the record",
+    ["visit_type"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+SCHEDULER_ENQUEUE_SECONDS = Histogram(
+    "revisit_scheduler_enqueue_seconds",
+    "Time to enqueue one batch of visits into Dramatiq (one pipelined round trip)",
+    ["visit_type"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+)
+QUEUE_DEPTH = Gauge(
+    "revisit_queue_depth",
+    "Messages held by each Dramatiq visit queue (waiting and running) at the last step",
+    ["visit_type", "queue", "lane"],
+)
+QUEUE_ESTIMATED_WAIT = Gauge(
+    "revisit_queue_estimated_wait_seconds",
+    "Estimated time a visit sent now waits before its worker finishes it: queue depth over "
+    "the queue's recent drain rate (Little's law)",
+    ["visit_type", "queue", "lane"],
+)
+SCHEDULE_DRIFT = Gauge(
+    "revisit_schedule_drift_seconds",
+    "Real time minus the next visit target the scheduler has reached (seed 000's drift); "
+    "growing: the workers fall behind the schedule",
+    ["visit_type"],
 )
 SCHEDULER_FREE_SLOTS = Gauge(
     "revisit_scheduler_free_slots",
@@ -69,6 +109,13 @@ VISITS = Counter(
     ["visit_type", "status"],
 )
 VISIT_SECONDS = Histogram("revisit_worker_visit_seconds", "Duration of visits", ["visit_type"])
+VISIT_LANE_SECONDS = Histogram(
+    "revisit_worker_lane_visit_seconds",
+    "Duration of visit messages as the worker runs them, by visit type and lane "
+    "(observed by monitoring.dramatiq_metrics.WorkerMetrics)",
+    ["visit_type", "lane"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
 
 
 REQUEST_LATENCY = Histogram(
@@ -82,33 +129,71 @@ REQUESTS_SCHEDULED = Counter(
 )
 
 
-SCHEDULED_BY_LANE = Counter(
-    "revisit_scheduled_visits_by_lane_total",
-    "Recurrent visits sent to workers, by visit type, lane and policy",
-    ["visit_type", "lane", "policy"],
-)
 EXPRESS_TIMEOUTS = Counter(
     "revisit_worker_express_timeouts_total",
     "Visits that outlasted the express lane and were re-sent to the slow lane",
     ["visit_type"],
 )
-
-
 HOSTER_BUSY = Counter(
     "revisit_worker_hoster_busy_total",
     "Visits put back because their hoster had as many visits running as it may",
     ["visit_type"],
 )
-QUEUE_ESTIMATED_WAIT = Gauge(
-    "revisit_queue_estimated_wait_seconds",
-    "Estimated wait of a new message: backlog x mean recent visit duration / worker threads",
-    ["queue"],
+QUEUE_WORKERS = Gauge(
+    "revisit_queue_worker_threads",
+    "Worker threads serving each queue (registered by the worker processes)",
+    ["visit_type", "queue", "lane"],
 )
-QUEUE_BACKLOG = Gauge("revisit_queue_backlog", "Messages queued or running", ["queue"])
-QUEUE_WORKERS = Gauge("revisit_queue_worker_threads", "Worker threads serving a queue", ["queue"])
+
+
+#: Coverage of seed 002, per lister and visit type (monitoring.coverage).
+_COVERAGE = ["lister", "visit_type"]
+ORIGINS_KNOWN = Gauge("revisit_origins_known", "Origins a lister ever reported", _COVERAGE)
+ORIGINS_ENABLED = Gauge(
+    "revisit_origins_enabled", "Origins enabled by a lister (seen in its latest listing)", _COVERAGE
+)
+ORIGINS_NEVER_VISITED = Gauge(
+    "revisit_origins_never_visited", "Enabled origins never successfully visited", _COVERAGE
+)
+ORIGINS_PENDING_CHANGES = Gauge(
+    "revisit_origins_with_pending_changes",
+    "Enabled origins the lister reports a change of after our last successful visit",
+    _COVERAGE,
+)
+ORIGINS_ACTIVE = Gauge(
+    "revisit_origins_active",
+    "Enabled origins whose reported last update falls within the active window "
+    "(metrics_active_window_s)",
+    _COVERAGE,
+)
+ORIGINS_NEVER_VISITED_OVERDUE = Gauge(
+    "revisit_origins_never_visited_overdue",
+    "Enabled origins never successfully visited although first listed longer ago than "
+    "metrics_never_visited_threshold_s",
+    _COVERAGE,
+)
+FIRST_VISIT_WAIT = Histogram(
+    "revisit_first_visit_wait_seconds",
+    "Time from an origin's first listing to its first reported visit",
+    ["visit_type"],
+    buckets=(1, 5, 15, 30, 60, 300, 900, 3600, 4 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400),
+)
+COVERAGE_REFRESH_SECONDS = Histogram(
+    "revisit_coverage_refresh_seconds",
+    "Time to refresh the scheduler_metrics table and the other periodic figures",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 
 def serve(port: int, address: str = "127.0.0.1") -> None:
-    """Expose /metrics on ``address:port`` (0: do not serve)."""
-    if port:
+    """Expose /metrics on ``address:port`` (0: do not serve).
+
+    A port already taken is logged, not fatal: metrics are worth less than
+    the process that exports them.
+    """
+    if not port:
+        return
+    try:
         start_http_server(port, addr=address)
+    except OSError as exc:
+        log.error("cannot serve metrics on %s:%d: %s", address, port, exc)

@@ -1,0 +1,151 @@
+"""Periodic figures of the scheduler process: seed 002's coverage per lister
+and visit type (kept in ``scheduler_metrics`` and exported), seed 000's
+schedule drift, and the time newly listed origins waited for a first visit.
+
+They are read from PostgreSQL on a thread of their own with its own
+connection, so a slow refresh never delays scheduling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from prometheus_client import Gauge
+
+from app.db.connection import DictConnection, connect
+from app.db.queries import query
+from app.settings import Settings
+from monitoring.metrics import (
+    COVERAGE_REFRESH_SECONDS,
+    FIRST_VISIT_WAIT,
+    ORIGINS_ACTIVE,
+    ORIGINS_ENABLED,
+    ORIGINS_KNOWN,
+    ORIGINS_NEVER_VISITED,
+    ORIGINS_NEVER_VISITED_OVERDUE,
+    ORIGINS_PENDING_CHANGES,
+    SCHEDULE_DRIFT,
+)
+
+log = logging.getLogger("revisit.metrics")
+#: How late a first visit may reach PostgreSQL after its date and still be observed.
+FIRST_VISIT_LOOKBACK_S = 3600.0
+
+#: Each gauge and the scheduler_metrics column it exports.
+COVERAGE_GAUGES: dict[str, Gauge] = {
+    "origins_known": ORIGINS_KNOWN,
+    "origins_enabled": ORIGINS_ENABLED,
+    "origins_never_visited": ORIGINS_NEVER_VISITED,
+    "origins_with_pending_changes": ORIGINS_PENDING_CHANGES,
+    "origins_active": ORIGINS_ACTIVE,
+    "origins_never_visited_overdue": ORIGINS_NEVER_VISITED_OVERDUE,
+}
+
+
+def refresh_coverage(
+    conn: DictConnection, now: datetime, active_window_s: float, overdue_after_s: float
+) -> list[dict[str, Any]]:
+    """Recompute ``scheduler_metrics`` at ``now``; return its rows (with a ``lister``
+    name) and set the coverage gauges from them."""
+    params = {
+        "now": now,
+        "active_since": now - timedelta(seconds=active_window_s),
+        "overdue_before": now - timedelta(seconds=overdue_after_s),
+    }
+    with conn.transaction():
+        rows = conn.execute(query("refresh_scheduler_metrics"), params).fetchall()
+    for column, gauge in COVERAGE_GAUGES.items():
+        for row in rows:
+            gauge.labels(row["lister"], row["visit_type"]).set(row[column])
+    return rows
+
+
+def export_drift(conn: DictConnection, now: datetime) -> dict[str, float]:
+    """Set the schedule drift of every visit type with a queue position; return it."""
+    drift = {
+        str(r["visit_type"]): float(r["drift_s"])
+        for r in conn.execute(query("schedule_drift"), {"now": now}).fetchall()
+    }
+    for visit_type, seconds in drift.items():
+        SCHEDULE_DRIFT.labels(visit_type).set(seconds)
+    return drift
+
+
+class FirstVisits:
+    """Observes, once each, the wait of origins whose first visit is reported.
+
+    A visit is dated when the worker ends it but reaches PostgreSQL when the
+    journal client applies it, later; so each look reaches ``lookback_s``
+    into the past and remembers which origins it already observed.
+    """
+
+    def __init__(self, since: datetime, lookback_s: float) -> None:
+        self.since = since
+        self.lookback = timedelta(seconds=lookback_s)
+        self.seen: dict[int, datetime] = {}
+
+    def observe(self, conn: DictConnection, now: datetime) -> int:
+        """Observe the first visits not yet seen; return how many."""
+        since = max(self.since, now - self.lookback)
+        rows = conn.execute(query("first_visits_since"), {"since": since}).fetchall()
+        observed = 0
+        for row in rows:
+            if row["id"] in self.seen or row["wait_s"] is None:
+                continue
+            self.seen[row["id"]] = row["last_final_date"]
+            FIRST_VISIT_WAIT.labels(row["visit_type"]).observe(max(0.0, float(row["wait_s"])))
+            observed += 1
+        self.seen = {k: v for k, v in self.seen.items() if v >= since}
+        return observed
+
+
+class CoverageRefresher:
+    """Refreshes the periodic figures every ``metrics_refresh_interval_s``."""
+
+    def __init__(
+        self, settings: Settings, clock: Callable[[], datetime] = lambda: datetime.now(tz=UTC)
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.conn: DictConnection | None = None
+        self.first_visits = FirstVisits(clock(), FIRST_VISIT_LOOKBACK_S)
+
+    def refresh(self) -> None:
+        """One refresh of every figure."""
+        if self.conn is None or self.conn.closed:
+            self.conn = connect(self.settings)
+        now = self.clock()
+        started = time.monotonic()
+        refresh_coverage(
+            self.conn,
+            now,
+            self.settings.metrics_active_window_s,
+            self.settings.metrics_never_visited_threshold_s,
+        )
+        export_drift(self.conn, now)
+        self.first_visits.observe(self.conn, now)
+        COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)
+
+    def run(self, stop: threading.Event) -> None:
+        """Refresh until ``stop`` is set; a failed refresh is logged and retried."""
+        while not stop.is_set():
+            try:
+                self.refresh()
+            except psycopg.Error:
+                log.exception("metrics refresh failed; retrying")
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+            stop.wait(self.settings.metrics_refresh_interval_s)
+
+    def start(self) -> threading.Event:
+        """Run in a daemon thread; set the returned event to stop it."""
+        stop = threading.Event()
+        threading.Thread(target=self.run, args=(stop,), name="coverage", daemon=True).start()
+        return stop

@@ -1,0 +1,114 @@
+"""Metrics of the Dramatiq processes (worker, api): Dramatiq's Prometheus
+middleware, set up so that it works with several worker processes and pools.
+
+Dramatiq's worker forks processes, so prometheus_client must run in
+multiprocess mode, and it chooses that mode when it is first imported: the
+``revisit worker`` and ``revisit api`` commands therefore put
+``PROMETHEUS_MULTIPROC_DIR`` (and Dramatiq's exporter settings) in the
+environment before Dramatiq starts, after emptying that directory of a
+previous run's files (``worker_metrics_env``). Each pool needs its own port
+and directory; the directory defaults to one named after the port.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dramatiq.middleware.prometheus import Prometheus
+
+from app.settings import Settings
+from monitoring.lanes import lane_of
+from monitoring.metrics import VISIT_LANE_SECONDS
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiproc_dir(settings: Settings) -> Path:
+    """The multiprocess directory of a Dramatiq process exporting on its port."""
+    if settings.metrics_multiproc_dir:
+        return Path(settings.metrics_multiproc_dir)
+    return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.worker_metrics_port}"
+
+
+def worker_metrics_env(settings: Settings) -> dict[str, str]:
+    """The environment a Dramatiq process needs to export its metrics, its
+    multiprocess directory emptied; nothing when ``worker_metrics_port`` is 0."""
+    if not settings.worker_metrics_port:
+        return {}
+    directory = multiproc_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    return {
+        MULTIPROC_ENV: str(directory),
+        "dramatiq_prom_db": str(directory),
+        "dramatiq_prom_host": settings.metrics_address,
+        "dramatiq_prom_port": str(settings.worker_metrics_port),
+    }
+
+
+class WorkerMetrics(Prometheus):
+    """Dramatiq's Prometheus middleware, plus visit durations by visit type and lane.
+
+    Inert (no exporter, no metrics) unless the process was started with a
+    multiprocess directory, so every process can share one broker set-up.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enabled = MULTIPROC_ENV in os.environ
+        self._visit_started: dict[str, float] = {}
+
+    @property
+    def forks(self) -> list[Any]:
+        return super().forks if self.enabled else []
+
+    def after_process_boot(self, broker: Any) -> None:
+        if self.enabled:
+            super().after_process_boot(broker)  # type: ignore[no-untyped-call]
+
+    def after_worker_shutdown(self, broker: Any, worker: Any) -> None:
+        if self.enabled:
+            super().after_worker_shutdown(broker, worker)  # type: ignore[no-untyped-call]
+
+    def after_nack(self, broker: Any, message: Any) -> None:
+        if self.enabled:
+            super().after_nack(broker, message)  # type: ignore[no-untyped-call]
+
+    def after_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        if self.enabled:
+            super().after_enqueue(broker, message, delay)  # type: ignore[no-untyped-call]
+
+    def before_delay_message(self, broker: Any, message: Any) -> None:
+        if self.enabled:
+            super().before_delay_message(broker, message)  # type: ignore[no-untyped-call]
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        if self.enabled:
+            super().before_process_message(broker, message)  # type: ignore[no-untyped-call]
+            self._visit_started[message.message_id] = time.monotonic()
+
+    def after_process_message(
+        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        if not self.enabled:
+            return
+        super().after_process_message(  # type: ignore[no-untyped-call]
+            broker, message, result=result, exception=exception
+        )
+        started = self._visit_started.pop(message.message_id, None)
+        visit_type = message.kwargs.get("visit_type")
+        if started is not None and message.actor_name == "visit" and visit_type:
+            lane = message.options.get("lane") or lane_of(message.queue_name, visit_type)
+            VISIT_LANE_SECONDS.labels(visit_type, lane).observe(time.monotonic() - started)
+
+    def after_skip_message(
+        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        if self.enabled:
+            super().after_process_message(broker, message)  # type: ignore[no-untyped-call]
+            self._visit_started.pop(message.message_id, None)

@@ -1,0 +1,22 @@
+"""Lane labels: which worker pool a visit queue feeds, named from the queue."""
+
+from __future__ import annotations
+
+#: The lane of the plain visit queue of a visit type (``visit.<vt>``).
+RECURRENT = "recurrent"
+#: The lane of the first-visits queues of listers (``<prefix>.visit.<vt>``).
+FIRST_VISITS = "first_visits"
+
+
+def lane_of(queue_name: str, visit_type: str) -> str:
+    """The lane of ``queue_name``: ``recurrent`` for ``visit.<vt>``, the suffix for
+    ``visit.<vt>.<lane>`` (priority, express, slow, ...), ``first_visits`` for a
+    lister's ``<prefix>.visit.<vt>``, and the queue name itself otherwise."""
+    base = f"visit.{visit_type}"
+    if queue_name == base:
+        return RECURRENT
+    if queue_name.startswith(base + "."):
+        return queue_name[len(base) + 1 :]
+    if queue_name.endswith("." + base):
+        return FIRST_VISITS
+    return queue_name

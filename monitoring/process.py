@@ -1,0 +1,46 @@
+"""What each revisit process starts to be observable."""
+
+from __future__ import annotations
+
+import threading
+
+from app.settings import Settings
+from monitoring.coverage import CoverageRefresher
+from monitoring.metrics import (
+    FIRST_VISIT_WAIT,
+    JOURNAL_OUTCOMES,
+    REQUEST_LATENCY,
+    serve,
+)
+
+#: Request kinds whose latency series exist from the start (others appear when seen).
+REQUEST_KINDS = ("save_code_now",)
+OUTCOMES = ("eventful", "uneventful", "failed")
+
+
+def serve_scheduler(settings: Settings) -> threading.Event | None:
+    """Serve the scheduler's /metrics and start the periodic figures (coverage
+    into scheduler_metrics, drift, time to first visit) unless their interval
+    is 0; returns the event that stops them. The time-to-first-visit series
+    exist from the start, so a rate sees the first visits (see serve_journal)."""
+    serve(settings.scheduler_metrics_port, settings.metrics_address)
+    for visit_type in settings.visit_types:
+        FIRST_VISIT_WAIT.labels(visit_type)
+    if not settings.metrics_refresh_interval_s:
+        return None
+    return CoverageRefresher(settings).start()
+
+
+def serve_journal(settings: Settings) -> None:
+    """Serve the journal client's /metrics, its known series present from the start.
+
+    A labelled series is born at its first change, and a rate cannot see the
+    jump from nothing to that first value: a save code now request served
+    right after start would never show in a latency quantile.
+    """
+    serve(settings.journal_metrics_port, settings.metrics_address)
+    for visit_type in settings.visit_types:
+        for kind in REQUEST_KINDS:
+            REQUEST_LATENCY.labels(kind, visit_type)
+        for outcome in OUTCOMES:
+            JOURNAL_OUTCOMES.labels(outcome, visit_type)

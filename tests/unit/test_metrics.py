@@ -1,0 +1,77 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from monitoring.dashboard import JSON_PATH, RATE, panels, render_json
+from monitoring.dramatiq_metrics import MULTIPROC_ENV, worker_metrics_env
+from monitoring.lanes import lane_of
+from monitoring.queue_wait import QueueWatch, estimated_wait_s
+from monitoring.render import legend
+
+
+@pytest.mark.parametrize(
+    ("queue", "lane"),
+    [
+        ("visit.git", "recurrent"),
+        ("visit.git.priority", "priority"),
+        ("visit.git.express", "express"),
+        ("first.visit.git", "first_visits"),
+        ("revisit.api", "revisit.api"),
+    ],
+)
+def test_lane_is_named_from_the_queue(queue: str, lane: str) -> None:
+    assert lane_of(queue, "git") == lane
+
+
+def test_wait_is_depth_over_drain_rate_and_unknown_before_any_drain() -> None:
+    assert estimated_wait_s(0, None) == 0.0
+    assert estimated_wait_s(10, None) is None
+    assert estimated_wait_s(10, 2.0) == 5.0
+
+
+def test_queue_watch_measures_the_drain_between_steps() -> None:
+    watch = QueueWatch()
+    assert watch.observe("git", "visit.test", "recurrent", 0, 100, now_s=0.0) is None
+    # 100 held after the first step, 60 left 10 s later: 4 visits/s drained.
+    assert watch.observe("git", "visit.test", "recurrent", 60, 40, now_s=10.0) == pytest.approx(25)
+
+
+def test_the_committed_dashboard_is_the_generated_one() -> None:
+    assert JSON_PATH.read_text() == render_json()
+
+
+def test_every_panel_reads_the_datasource_variable() -> None:
+    board = json.loads(JSON_PATH.read_text())
+    assert board["templating"]["list"][0]["type"] == "datasource"
+    graphs = [p for p in board["panels"] if p["type"] == "timeseries"]
+    assert len(graphs) == len(panels())
+    for panel in graphs:
+        assert panel["datasource"]["uid"] == "${datasource}"
+        assert all(t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+
+
+def test_rates_use_grafanas_rate_interval() -> None:
+    exprs = [t.expr for p in panels() for t in p.targets]
+    assert all(RATE in e for e in exprs if "rate(" in e or "increase(" in e)
+
+
+def test_legend_fills_label_placeholders() -> None:
+    assert legend("{{lister}} {{visit_type}} known", {"lister": "a/b", "visit_type": "git"}) == (
+        "a/b git known"
+    )
+
+
+def test_worker_metrics_env_empties_the_multiprocess_directory(tmp_path: Path) -> None:
+    stale = tmp_path / "counter_123.db"
+    stale.write_bytes(b"old run")
+    settings = Settings(worker_metrics_port=9999, metrics_multiproc_dir=str(tmp_path))
+    env = worker_metrics_env(settings)
+    assert env[MULTIPROC_ENV] == str(tmp_path) == env["dramatiq_prom_db"]
+    assert env["dramatiq_prom_port"] == "9999" and env["dramatiq_prom_host"] == "127.0.0.1"
+    assert not stale.exists()
+
+
+def test_no_worker_metrics_port_means_no_exporter() -> None:
+    assert worker_metrics_env(Settings(worker_metrics_port=0)) == {}
