@@ -15,19 +15,18 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 import dramatiq
-from pydantic import BaseModel, ValidationError
 
 from actors.broker import make_broker
 from app import requests as req
 from app.api_models import (
     AdjustPriority,
     CancelRequest,
-    InvalidPayload,
     RecordListing,
     RequestVisit,
+    validated,
 )
 from app.context import Context
 from app.db.connection import DictConnection, connect
@@ -39,17 +38,6 @@ from app.settings import get_settings
 log = logging.getLogger("revisit.api")
 broker = make_broker(get_settings())
 broker.declare_queue(API_QUEUE)
-Model = TypeVar("Model", bound=BaseModel)
-
-
-def validate(model: type[Model], payload: Any) -> Model:
-    """The payload as ``model``, or InvalidPayload naming the first bad field."""
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "payload"
-        raise InvalidPayload(f"{model.__name__}: {field}: {first['msg']}") from None
 
 
 @lru_cache(maxsize=1)
@@ -68,7 +56,7 @@ def _now() -> datetime:
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def request_visit(payload: Any) -> int:
     """Record a one-shot visit request; returns its id."""
-    request = validate(RequestVisit, payload)
+    request = validated(RequestVisit, payload)
     with _conn() as conn:
         request_id = req.create_request(conn, request)
     log.info("request %d: visit %s (%s)", request_id, request.url, request.visit_type)
@@ -78,7 +66,7 @@ def request_visit(payload: Any) -> int:
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def adjust_priority(payload: Any) -> int:
     """Add to a pending request's priority adjustment; returns the effective priority."""
-    change = validate(AdjustPriority, payload)
+    change = validated(AdjustPriority, payload)
     with _conn() as conn:
         return req.adjust_priority(conn, change.request_id, change.delta)
 
@@ -86,7 +74,7 @@ def adjust_priority(payload: Any) -> int:
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def cancel_request(payload: Any) -> None:
     """Abort a pending or scheduled request."""
-    cancel = validate(CancelRequest, payload)
+    cancel = validated(CancelRequest, payload)
     ctx = _ctx()
     with _conn() as conn:
         req.cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, _now())
@@ -95,7 +83,7 @@ def cancel_request(payload: Any) -> None:
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def record_listing(payload: Any) -> int:
     """Record a batch of a lister's origins; returns how many."""
-    listing = validate(RecordListing, payload)
+    listing = validated(RecordListing, payload)
     ctx = _ctx()
     now = _now()
     rows = list(enumerate(listing.origins, start=1))

@@ -7,9 +7,9 @@ them again on receipt.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.listing_input import ListedOriginIn
 
@@ -60,3 +60,20 @@ class RecordListing(_Payload):
 
 class InvalidPayload(ValueError):
     """A message whose payload does not validate; the text names the field."""
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def first_error(exc: ValidationError, whole: str) -> str:
+    """'field: message' of the first error (``whole`` when it is about no field)."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or whole}: {first['msg']}"
+
+
+def validated(model: type[Model], payload: Any) -> Model:
+    """``payload`` as ``model``, or InvalidPayload naming the model and the first bad field."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise InvalidPayload(f"{model.__name__}: {first_error(exc, 'payload')}") from None

@@ -383,7 +383,7 @@ def request_add(
     """Ask for a one-shot visit of URL; print the request id."""
     from pydantic import ValidationError
 
-    from app.api_models import RequestVisit
+    from app.api_models import RequestVisit, first_error
     from app.requests import RequestError, create_request
 
     try:
@@ -391,8 +391,7 @@ def request_add(
             url=url, visit_type=visit_type, priority=priority, kind=kind, requested_by=requested_by
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise _fail(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
+        raise _fail(first_error(exc, "request")) from exc
     with connect(get_settings()) as conn:
         try:
             console.print(str(create_request(conn, request)))

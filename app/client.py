@@ -13,26 +13,21 @@ from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from app.api_models import (
     AdjustPriority,
     CancelRequest,
-    InvalidPayload,
     RecordListing,
     RequestVisit,
+    validated,
 )
 from app.queue_names import API_QUEUE
 from app.settings import Settings, get_settings
 
 
 def _checked(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return model.model_validate(fields).model_dump(mode="json")
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "payload"
-        raise InvalidPayload(f"{model.__name__}: {field}: {first['msg']}") from None
+    return validated(model, fields).model_dump(mode="json")
 
 
 class RevisitClient:

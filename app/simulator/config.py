@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from app.api_models import first_error
+
 #: Scheduler settings a world may override (app.settings.Settings fields).
 KNOBS = frozenset(
     {
@@ -186,6 +188,4 @@ def load_config(path: Path) -> WorldConfig:
     try:
         return WorldConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "world"
-        raise ConfigError(f"{path}: {where}: {first['msg']}") from exc
+        raise ConfigError(f"{path}: {first_error(exc, 'world')}") from exc
