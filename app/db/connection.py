@@ -18,4 +18,11 @@ def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
     Autocommit by default: every write path opens an explicit transaction, so
     no statement leaves a transaction (and its row locks) open by accident.
     """
-    return psycopg.connect(settings.database_dsn(), row_factory=dict_row, autocommit=autocommit)
+    return psycopg.connect(
+        settings.database_dsn(),
+        row_factory=dict_row,
+        autocommit=autocommit,
+        # Statements here run a few times each with large arrays: preparing them
+        # costs more client time (psycopg keys each by its text) than it saves.
+        prepare_threshold=None,
+    )
