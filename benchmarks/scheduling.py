@@ -190,7 +190,7 @@ def steps_breakdown(
             started = time.perf_counter()
             result = schedule_step(conn, ctx, VISIT_TYPE, batch, now(), dict(REFERENCE_DEFAULTS))
             scheduled = time.perf_counter()
-            enqueue_many(broker, [visit_message(queue, o) for o in result.orders])
+            enqueue_many(broker, [visit_message(queue, o, "express", 300.0) for o in result.orders])
             enqueue_s += time.perf_counter() - scheduled
             step_s += scheduled - started
             sent += len(result.orders)
@@ -239,7 +239,7 @@ def enqueue_comparison(settings: Settings, count: int, repeat: int) -> None:
     broker = make_broker(settings)
     queue = visit_queue(VISIT_TYPE)
     order = VisitOrder(1, "https://forge.example/x.git", VISIT_TYPE, {}, 1, 1.0)
-    messages = [visit_message(queue, order) for _ in range(count)]
+    messages = [visit_message(queue, order, "express", 300.0) for _ in range(count)]
     many, loop = [], []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -265,7 +265,15 @@ def query_policy_times(
     times, cands, claimed = [], [], []
     for _ in range(repeat):
         started = time.perf_counter()
-        ranked = candidates(conn, policy, VISIT_TYPE, count)
+        now = datetime.now(tz=UTC)
+        ranked = candidates(
+            conn,
+            policy,
+            VISIT_TYPE,
+            count,
+            rested_before=now - ctx.cooldowns.absolute,
+            lost_before=now - ctx.cooldowns.scheduled,
+        )
         queried = time.perf_counter()
         got = ctx.mirror.claim(VISIT_TYPE, ranked, time.time(), count)
         done = time.perf_counter()
