@@ -157,6 +157,12 @@ class FinishedRequest:
 def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[FinishedRequest]:
     """Move requests along with the visits the journal reports (inside the caller's
     transaction); return those that ended."""
+    open_origins = {
+        (r["url"], r["visit_type"]) for r in conn.execute(query("open_request_origins"))
+    }
+    if not open_origins:
+        return []
+    events = [e for e in events if (e.origin, e.visit_type) in open_origins]
     started = [e for e in events if not e.is_final]
     finished = [e for e in events if e.is_final]
     if started:

@@ -77,3 +77,8 @@ from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
 where r.url = k.url and r.visit_type = k.visit_type
   and r.status in ('scheduled', 'running') and r.scheduled_at <= k.date
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
+
+-- name: open_request_origins
+-- Origins with a request waiting for its visit (index visit_requests_open_by_origin):
+-- usually few, so a journal batch only joins its statuses of those.
+select distinct url, visit_type from visit_requests where status in ('scheduled', 'running')
