@@ -106,6 +106,12 @@ class Settings(BaseSettings):
     metrics_refresh_interval_s: float = Field(
         default=60.0, ge=0, description="coverage, drift and first-visit figures; 0: off"
     )
+    metrics_pools_by_lister_interval_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="how often to count origins per pool and lister (a scan of the listings: "
+        "about 7 s of a core per 1M origins); 0: never",
+    )
     metrics_active_window_s: float = Field(
         default=86400.0, gt=0, description="an origin updated this recently is active"
     )

@@ -11,20 +11,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 from prometheus_client import Gauge
+from psycopg.rows import tuple_row
 
+from app.context import cooldowns_from
 from app.db.connection import DictConnection, connect
+from app.db.policies import policies_of
 from app.db.queries import query
+from app.domain.cooldown import Cooldowns
+from app.domain.placement import MirrorRow, place
+from app.domain.policies import policy_of_pool
 from app.settings import Settings
 from monitoring.metrics import (
     COVERAGE_REFRESH_SECONDS,
     FIRST_VISIT_WAIT,
     ORIGINS_ACTIVE,
+    ORIGINS_BY_POOL,
     ORIGINS_ENABLED,
     ORIGINS_KNOWN,
     ORIGINS_NEVER_VISITED,
@@ -105,6 +113,35 @@ class FirstVisits:
         return observed
 
 
+def export_pools_by_lister(
+    conn: DictConnection, now: datetime, cooldowns: Cooldowns
+) -> dict[tuple[str, str, str, str], int]:
+    """Origins per place (pool, in flight, cooling) and the policy that picks from
+    that pool, by lister and visit type (seed 000's first metric). Places come
+    from app.domain.placement, the rule the mirror itself follows."""
+    policies: dict[str, dict[str, float]] = {}
+    counts: Counter[tuple[str, str, str, str]] = Counter()
+    with conn.transaction(), conn.cursor(name="pools_by_lister", row_factory=tuple_row) as cur:
+        cur.itersize = 20000
+        cur.execute(query("pool_rows_by_lister"))
+        for lister, *columns in cur:
+            row = MirrorRow(*columns)
+            placed = place(row, now, cooldowns)
+            if placed.where == "absent":
+                continue
+            vt = row.visit_type
+            if vt not in policies:
+                policies[vt] = policies_of(conn, vt)
+            in_pool = placed.where == "pool"
+            spot: str = placed.pool if in_pool else placed.where
+            policy = policy_of_pool(policies[vt], placed.pool) if in_pool else ""
+            counts[(lister, vt, spot, policy)] += 1
+    ORIGINS_BY_POOL.clear()
+    for (name, vt, spot, policy), count in counts.items():
+        ORIGINS_BY_POOL.labels(name, vt, spot, policy).set(count)
+    return dict(counts)
+
+
 class CoverageRefresher:
     """Refreshes the periodic figures every ``metrics_refresh_interval_s``."""
 
@@ -115,6 +152,7 @@ class CoverageRefresher:
         self.clock = clock
         self.conn: DictConnection | None = None
         self.first_visits = FirstVisits(clock(), FIRST_VISIT_LOOKBACK_S)
+        self._pools_at = float("-inf")
 
     def refresh(self) -> None:
         """One refresh of every figure."""
@@ -129,6 +167,10 @@ class CoverageRefresher:
             self.settings.metrics_never_visited_threshold_s,
         )
         export_drift(self.conn, now)
+        every = self.settings.metrics_pools_by_lister_interval_s
+        if every and time.monotonic() - self._pools_at >= every:
+            self._pools_at = time.monotonic()
+            export_pools_by_lister(self.conn, now, cooldowns_from(self.settings))
         self.first_visits.observe(self.conn, now)
         COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)
 

@@ -63,6 +63,18 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 ),
             ),
             Panel(
+                "Origins per pool, policy and lister",
+                "Listed origins in each scheduling pool (with the policy that picks from it), "
+                "in flight and cooling, per lister and visit type (seed 000).",
+                "short",
+                (
+                    Target(
+                        "sum by (lister, visit_type, place, policy) (revisit_origins_by_pool)",
+                        "{{lister}} {{visit_type}} {{place}} {{policy}}",
+                    ),
+                ),
+            ),
+            Panel(
                 "Coverage per lister",
                 "Seed 002's scheduler_metrics: origins known, enabled, never visited and with "
                 "changes reported since the last visit, per lister and visit type.",

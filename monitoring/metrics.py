@@ -148,6 +148,12 @@ QUEUE_WORKERS = Gauge(
 
 #: Coverage of seed 002, per lister and visit type (monitoring.coverage).
 _COVERAGE = ["lister", "visit_type"]
+ORIGINS_BY_POOL = Gauge(
+    "revisit_origins_by_pool",
+    "Listed origins per place (scheduling pool, inflight, cooling) and the policy that picks "
+    "from that pool, by lister and visit type (refreshed with the coverage)",
+    ["lister", "visit_type", "place", "policy"],
+)
 ORIGINS_KNOWN = Gauge("revisit_origins_known", "Origins a lister ever reported", _COVERAGE)
 ORIGINS_ENABLED = Gauge(
     "revisit_origins_enabled", "Origins enabled by a lister (seen in its latest listing)", _COVERAGE

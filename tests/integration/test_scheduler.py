@@ -146,3 +146,17 @@ def test_first_visits_after_listing_go_through_the_listers_queue(
     loop.step(now + timedelta(seconds=2))
     done = conn.execute("select first_visits_scheduled_at from listers where id = %s", (lister,))
     assert done.fetchone()["first_visits_scheduled_at"] is not None
+
+
+def test_origins_are_counted_per_pool_policy_and_lister(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from monitoring.coverage import export_pools_by_lister
+
+    list_origins(conn, ctx, URLS[:6], now=NOW)
+    schedule_step(conn, ctx, "git", 2, NOW)
+    counts = export_pools_by_lister(conn, NOW, ctx.cooldowns)
+    assert counts == {
+        ("test/forge", "git", "no_last_update", "origins_without_last_update"): 4,
+        ("test/forge", "git", "inflight", ""): 2,
+    }
