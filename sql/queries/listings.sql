@@ -103,7 +103,8 @@ returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_stat
           (st.listed and not st.disabled_for_failures) as enabled
 
 -- name: finish_listing
-update listers set last_listing_finished_at = %(finished)s, listing_started_at = null,
+update listers set previous_listing_finished_at = last_listing_finished_at,
+                   last_listing_finished_at = %(finished)s, listing_started_at = null,
                    updated = now()
 where id = %(lister_id)s
 

@@ -12,13 +12,19 @@ with figures as (
   select lo.lister_id, lo.visit_type,
          count(*) as known,
          count(*) filter (where lo.enabled) as enabled,
-         count(*) filter (where lo.enabled and lo.last_update >= %(active_since)s) as active,
+         -- seed 000: active = changed between the previous listing and the last
+         -- one; a lister without two listings yet falls back to the window
+         count(*) filter (where lo.enabled and lo.last_update >= coalesce(
+                            l.previous_listing_finished_at, %(active_since)s)
+                          and lo.last_update <= coalesce(
+                            l.last_listing_finished_at, %(now)s)) as active,
          count(*) filter (where lo.enabled and st.last_successful is null) as never_visited,
          count(*) filter (where lo.enabled and st.last_successful is null
                             and lo.first_seen < %(overdue_before)s) as never_visited_overdue,
          count(*) filter (where lo.enabled and lo.last_update > st.last_successful)
            as pending_changes
   from listed_origins lo
+  join listers l on l.id = lo.lister_id
   left join origin_visit_stats st on st.url = lo.url and st.visit_type = lo.visit_type
   group by lo.lister_id, lo.visit_type
 ), gone as (

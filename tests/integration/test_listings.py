@@ -208,3 +208,28 @@ def test_concurrent_writers_record_every_origin_once_even_with_duplicates(
     assert len(enabled(conn)) == 700
     assert mirrored(ctx) == 700
     assert check(conn, ctx, "git", NOW) == []
+
+
+def test_active_origins_changed_between_the_previous_and_the_last_listing(
+    conn: DictConnection, ctx: Context
+) -> None:
+    from monitoring.coverage import refresh_coverage
+
+    lister = register_lister(conn, "gitlab", "active", None)
+    first, second = NOW, NOW + timedelta(days=1)
+    updates = {
+        "https://a.example/before": NOW - timedelta(days=5),
+        "https://a.example/between": NOW + timedelta(hours=12),
+    }
+    for at in (first, second):
+        started = start_listing(conn, lister, at)
+        rows = [
+            (i + 1, ListedOriginIn(url=u, visit_type="git", last_update=when))
+            for i, (u, when) in enumerate(updates.items())
+        ]
+        record_listed_origins(conn, ctx, lister, rows, at)
+        finish_listing(conn, ctx, lister, started, at, full=True)
+    rows = refresh_coverage(conn, second + timedelta(hours=1), 3600.0, 3600.0)
+    assert [(r["lister"], r["origins_enabled"], r["origins_active"]) for r in rows] == [
+        ("gitlab/active", 2, 1)
+    ]
