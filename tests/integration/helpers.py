@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 from app.context import Context
@@ -28,3 +30,14 @@ def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:
     """Every stats row, by URL."""
     rows = conn.execute("select * from origin_visit_stats").fetchall()
     return {str(r["url"]): r for r in rows}
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``revisit ARGS`` as a user would (the test's REVISIT_* environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -1,5 +1,3 @@
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -9,7 +7,7 @@ from app.domain.placement import epoch_s
 from app.mirror_sync import check, ensure_built, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
-from tests.integration.helpers import list_origins, stats_by_url
+from tests.integration.helpers import cli, list_origins, stats_by_url
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 URLS = [f"https://forge.example/r{i}.git" for i in range(30)]
@@ -86,46 +84,36 @@ def test_new_origins_are_targeted_no_later_than_the_queue_position(
     assert score == epoch_s(NOW)
 
 
-def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_import_with_a_malformed_line_names_line_and_field_and_writes_nothing(
     settings: Settings, conn: DictConnection, tmp_path: Path
 ) -> None:
-    assert _cli("lister", "register", "gitlab", "example").returncode == 0
+    assert cli("lister", "register", "gitlab", "example").returncode == 0
     listing = tmp_path / "origins.jsonl"
     listing.write_text(
         '{"url": "https://a.example/1", "visit_type": "git"}\n'
         '{"url": "https://a.example/2", "visit_type": "git", "is_fork": "perhaps"}\n'
     )
-    result = _cli("origins", "import", str(listing), "--lister", "gitlab/example")
+    result = cli("origins", "import", str(listing), "--lister", "gitlab/example")
     assert result.returncode == 2
     assert "line 2: is_fork" in result.stderr
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
 
 
 def test_import_from_stdin_records_every_origin(settings: Settings, conn: DictConnection) -> None:
-    assert _cli("lister", "register", "gitlab", "example").returncode == 0
+    assert cli("lister", "register", "gitlab", "example").returncode == 0
     lines = "".join(f'{{"url": "{u}", "visit_type": "git"}}\n' for u in URLS)
-    result = _cli("origins", "import", "-", "--lister", "gitlab/example", stdin=lines)
+    result = cli("origins", "import", "-", "--lister", "gitlab/example", stdin=lines)
     assert result.returncode == 0, result.stderr
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 30}
-    show = _cli("origin", "show", URLS[0])
+    show = cli("origin", "show", URLS[0])
     assert show.returncode == 0 and "no_last_update" in show.stdout
 
 
 def test_import_with_an_unknown_visit_type_is_refused(
     settings: Settings, conn: DictConnection
 ) -> None:
-    assert _cli("lister", "register", "gitlab", "example").returncode == 0
-    result = _cli(
+    assert cli("lister", "register", "gitlab", "example").returncode == 0
+    result = cli(
         "origins",
         "import",
         "-",

@@ -1,5 +1,3 @@
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,6 +8,7 @@ from app.listing import finish_listing, record_listed_origins, start_listing
 from app.listing_input import ListedOriginIn
 from app.mirror_sync import check
 from app.settings import Settings
+from tests.integration.helpers import cli
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 
@@ -118,24 +117,14 @@ def test_newer_last_update_moves_a_visited_origin_to_the_lagging_pool(
     assert check(conn, ctx, "git", NOW) == []
 
 
-def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_csv_import_reads_every_field(settings: Settings, conn: DictConnection) -> None:
-    assert _cli("lister", "register", "pypi", "main").returncode == 0
+    assert cli("lister", "register", "pypi", "main").returncode == 0
     text = (
         "url,visit_type,last_update,is_fork,forked_from_url,extra_loader_arguments\n"
         'https://p.example/a,git,2026-01-02T03:04:05Z,true,https://p.example/o,"{""depth"": 1}"\n'
         "https://p.example/b,hg,,,,\n"
     )
-    result = _cli("origins", "import", "-", "--csv", "--lister", "pypi/main", stdin=text)
+    result = cli("origins", "import", "-", "--csv", "--lister", "pypi/main", stdin=text)
     assert result.returncode == 0, result.stderr
     got = {
         r["url"]: r for r in conn.execute("select * from listed_origins order by url").fetchall()
@@ -153,9 +142,9 @@ def test_csv_import_reads_every_field(settings: Settings, conn: DictConnection) 
 def test_a_bad_batch_is_refused_alone_and_a_full_listing_then_disables_nothing(
     settings: Settings, conn: DictConnection, tmp_path: Path
 ) -> None:
-    assert _cli("lister", "register", "gitlab", "one").returncode == 0
+    assert cli("lister", "register", "gitlab", "one").returncode == 0
     first = "".join(f'{{"url": "https://g.example/{i}", "visit_type": "git"}}\n' for i in range(4))
-    assert _cli("origins", "import", "-", "--lister", "gitlab/one", stdin=first).returncode == 0
+    assert cli("origins", "import", "-", "--lister", "gitlab/one", stdin=first).returncode == 0
     listing = tmp_path / "listing.jsonl"
     listing.write_text(
         '{"url": "https://g.example/0", "visit_type": "git"}\n'
@@ -163,7 +152,7 @@ def test_a_bad_batch_is_refused_alone_and_a_full_listing_then_disables_nothing(
         '{"url": "https://g.example/2", "visit_type": "git", "last_update": "yesterday"}\n'
         '{"url": "https://g.example/9", "visit_type": "git"}\n'
     )
-    result = _cli(
+    result = cli(
         "origins", "import", str(listing), "--lister", "gitlab/one", "--full", "--batch-size", "2"
     )
     assert result.returncode == 2
@@ -175,7 +164,7 @@ def test_a_bad_batch_is_refused_alone_and_a_full_listing_then_disables_nothing(
 def test_unknown_lister_is_refused_before_anything_is_written(
     settings: Settings, conn: DictConnection
 ) -> None:
-    result = _cli(
+    result = cli(
         "origins",
         "import",
         "-",
@@ -185,7 +174,7 @@ def test_unknown_lister_is_refused_before_anything_is_written(
     )
     assert result.returncode == 2
     assert "--lister: lister nobody/here is not registered" in result.stderr
-    malformed = _cli("origins", "import", "-", "--lister", "nobody", stdin="")
+    malformed = cli("origins", "import", "-", "--lister", "nobody", stdin="")
     assert malformed.returncode == 2 and "expected NAME/INSTANCE" in malformed.stderr
 
 
