@@ -60,6 +60,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     next pop moves it there.
     """
     actual = ctx.mirror.contents(visit_type)
+    resting = {i for i, (place, _) in actual.items() if place in ("inflight", "cooling")}
     parked = ctx.mirror.parked(visit_type)
     differences: list[Difference] = []
     with conn.transaction():
@@ -87,10 +88,5 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
                     Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
                 )
     differences.extend(Difference(i, "absent", place) for i, (place, _) in actual.items())
-    in_place = {
-        i
-        for i, (place, _) in ctx.mirror.contents(visit_type).items()
-        if place in ("inflight", "cooling")
-    }
-    differences.extend(Difference(i, "not parked", "parked") for i in parked if i not in in_place)
+    differences.extend(Difference(i, "not parked", "parked") for i in parked if i not in resting)
     return differences

@@ -69,8 +69,6 @@ class Settings(BaseSettings):
     not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
     max_failures_in_a_row: int = Field(default=3, ge=1)
 
-    git_timeout_s: float = Field(default=120.0, gt=0)
-
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
     )

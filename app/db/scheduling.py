@@ -46,12 +46,6 @@ def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[
     return list(conn.execute(query("mark_scheduled"), {"ids": ids, "now": now}))
 
 
-def queue_position(conn: DictConnection, visit_type: str, now: datetime) -> datetime:
-    """The scheduler's current queue position for ``visit_type`` (``now`` if none yet)."""
-    row = conn.execute(query("queue_position"), {"visit_type": visit_type}).fetchone()
-    return row["position"] if row else now
-
-
 def advance_queue_position(conn: DictConnection, visit_type: str, target_s: float) -> None:
     """Move the queue position forward to ``target_s`` (never backward)."""
     position = datetime.fromtimestamp(target_s, tz=UTC)

@@ -35,11 +35,6 @@ class VisitStatusEvent:
         return self.status in FINAL_STATUSES
 
     @property
-    def order_key(self) -> tuple[datetime, int, int]:
-        """Total order of statuses of one origin: date, visit, then finality."""
-        return (self.date, self.visit, int(self.is_final))
-
-    @property
     def duration_s(self) -> float | None:
         """Visit duration reported by the loader in ``metadata``, if any."""
         if not self.metadata:

@@ -13,7 +13,6 @@ FAST = {
     "REVISIT_LADDER_UNIT_S": "1",
     "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-    "REVISIT_GIT_TIMEOUT_S": "20",
 }
 PROCESSES = {
     "scheduler": ["revisit", "scheduler"],

@@ -159,7 +159,6 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
         "REVISIT_LADDER_UNIT_S": "1",
         "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
         "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-        "REVISIT_GIT_TIMEOUT_S": "20",
         "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
         "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
         "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
