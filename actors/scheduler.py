@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -16,36 +17,18 @@ from actors.lanes import return_dead_workers_messages
 from actors.registry import queue_capacity
 from app.context import Context
 from app.db.connection import connect
-from app.db.policies import (
-    first_visit_candidates,
-    first_visits_done,
-    listers_with_first_visits_due,
-    policies_of,
-)
+from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.domain.lanes import LANES, assign_lanes
+from app.domain.lanes import LANES
 from app.domain.latency import estimated_wait_s
-from app.domain.placement import POOLS, epoch_s
-from app.queue_names import (
-    API_QUEUE,
-    first_visits_queue,
-    lane_queue,
-    priority_queue,
-    slow_queue,
-    visit_queue,
-)
-from app.requests import take_pending
-from app.scheduling import (
-    StepResult,
-    VisitOrder,
-    first_visits_step,
-    free_slots,
-    schedule_step,
-    visit_number,
-)
+from app.domain.placement import POOLS
+from app.queue_names import API_QUEUE, first_visits_queue, lane_queue
+from app.scheduler_step import plan_step
+from app.scheduling import StepResult, VisitOrder
 from app.settings import Settings
-from monitoring.lanes import FIRST_VISITS
+from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
+    AGE_MULTIPLIER,
     MIRROR_ORIGINS,
     QUEUE_ESTIMATED_WAIT,
     QUEUE_WORKERS,
@@ -55,6 +38,7 @@ from monitoring.metrics import (
     SCHEDULER_ENQUEUE_SECONDS,
     SCHEDULER_FREE_SLOTS,
     SCHEDULER_POP_SECONDS,
+    SCHEDULER_STEP_FAILURES,
 )
 from monitoring.queue_wait import QueueWatch
 
@@ -101,42 +85,6 @@ class SchedulerLoop:
             self._configs_at = time.monotonic()
         return self._configs
 
-    def requests_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
-        """Send pending one-shot requests, best first, to the visit type's priority queue.
-
-        Requests have their own queue and workers, so they never wait behind
-        the recurrent backlog, and recurrent visits keep their own workers: a
-        flood of requests cannot starve them.
-        """
-        queue = priority_queue(visit_type)
-        depth = queue_depth(self.broker, queue)
-        slots = max(0, config.max_queue_length - depth)
-        taken = take_pending(self.conn, visit_type, slots, now)
-        now_s = epoch_s(now)
-        messages: list[dramatiq.Message[Any]] = [
-            visit_message(
-                queue,
-                VisitOrder(
-                    origin_id=0,
-                    url=r.url,
-                    visit_type=visit_type,
-                    arguments=r.arguments,
-                    visit=visit_number(now_s, lane_offset=1),
-                    scheduled_at=now_s,
-                    policy="request",
-                    request_id=r.id,
-                ),
-                "priority",
-                self.settings.slow_time_limit_s,
-            )
-            for r in taken
-        ]
-        enqueue_many(self.broker, messages)
-        REQUESTS_SCHEDULED.labels(visit_type).inc(len(messages))
-        SCHEDULED_VISITS.labels(visit_type, "request", "priority").inc(len(messages))
-        self.queues.observe(visit_type, queue, "priority", depth, len(messages), time.monotonic())
-        return len(messages)
-
     def _estimate_wait(self, visit_type: str, queue: str, lane: str) -> None:
         """Export a queue's worker threads and estimated wait (seed 004 provisioning):
         backlog x mean recent visit duration / threads, from what the workers
@@ -162,7 +110,11 @@ class SchedulerLoop:
         return queues
 
     def step(self, now: datetime) -> list[StepResult]:
-        """Schedule every configured visit type once at ``now``."""
+        """Schedule every configured visit type once at ``now``.
+
+        A visit type whose step fails (bad weights, a database error...) is
+        counted and logged; the others are scheduled all the same.
+        """
         results = []
         configs = self.configs()
         for visit_type, queue, lane in self.known_queues():
@@ -173,81 +125,42 @@ class SchedulerLoop:
             config = configs.get(visit_type)
             if config is None:
                 continue
-            self.requests_step(visit_type, config, now)
-            self.first_visits_step(visit_type, config, now)
-            result = self.lanes_step(visit_type, config, now)
-            self._observe(result)
-            results.append(result)
+            SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
+            try:
+                results.append(self.visit_type_step(config, now))
+            except Exception:
+                SCHEDULER_STEP_FAILURES.labels(visit_type).inc()
+                log.exception("%s: scheduling step failed; the other visit types go on", visit_type)
+                self.conn.rollback()
         return results
 
-    def lanes_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> StepResult:
-        """Fill the express and slow lanes of a visit type with recurrent visits.
-
-        Both lanes' free slots make one batch; predicted-slow visits go to the
-        slow lane, the others fill the express lane shortest first, and the
-        slow lane takes the rest (it takes any work when it has none).
-        """
-        express_q, slow_q = visit_queue(visit_type), slow_queue(visit_type)
-        express_depth = queue_depth(self.broker, express_q)
-        slow_depth = queue_depth(self.broker, slow_q)
-        express_free = max(0, config.max_queue_length - express_depth)
-        slow_free = max(0, config.max_queue_length - slow_depth)
-        slots = free_slots(
-            2 * config.max_queue_length,
-            2 * config.max_queue_length - express_free - slow_free,
-            self.settings.scheduler_min_free_fraction,
-        )
+    def visit_type_step(self, config: VisitTypeConfig, now: datetime) -> StepResult:
+        """Plan one visit type's step (``app.scheduler_step``), send it, export it."""
+        visit_type = config.name
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
-            result = schedule_step(self.conn, self.ctx, visit_type, slots, now, policies)
-        express, slow = assign_lanes(
-            result.orders,
-            lambda o: o.predicted_duration_s,
-            express_free,
-            self.settings.express_time_limit_s,
-        )
-        limits = self.settings.express_time_limit_s, self.settings.slow_time_limit_s
-        messages = [visit_message(express_q, o, "express", limits[0]) for o in express]
-        messages += [visit_message(slow_q, o, "slow", limits[1]) for o in slow]
+            plan = plan_step(self.conn, self.ctx, config, self._depth, now, policies)
+        messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s) for s in plan.sends]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
             enqueue_many(self.broker, messages)
         at = time.monotonic()
-        for lane, queue, depth, orders in (
-            ("express", express_q, express_depth, express),
-            ("slow", slow_q, slow_depth, slow),
-        ):
-            for policy, count in Counter(o.policy for o in orders).items():
+        for queue, depth in plan.depths.items():
+            sent = [s for s in plan.sends if s.queue == queue]
+            lane = sent[0].lane if sent else lane_of(queue, visit_type)
+            for policy, count in Counter(s.order.policy for s in sent).items():
                 SCHEDULED_VISITS.labels(visit_type, policy, lane).inc(count)
-            self._drain_waits[queue] = self.queues.observe(
-                visit_type, queue, lane, depth, len(orders), at
-            )
-        return result
+            wait = self.queues.observe(visit_type, queue, lane, depth, len(sent), at)
+            if lane in ("express", "slow"):
+                self._drain_waits[queue] = wait
+        REQUESTS_SCHEDULED.labels(visit_type).inc(plan.count("priority"))
+        if config.age_multiplier_s2 is not None and math.isfinite(config.age_multiplier_s2):
+            AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)
+        self._observe(plan.recurrent)
+        return plan.recurrent
 
-    def first_visits_step(self, visit_type: str, config: VisitTypeConfig, now: datetime) -> int:
-        """Serve first_visits_after_listing for each lister with a first-visits queue."""
-        sent = 0
-        for lister in listers_with_first_visits_due(self.conn):
-            queue = first_visits_queue(lister["first_visits_queue_prefix"], visit_type)
-            self.broker.declare_queue(queue)
-            depth = queue_depth(self.broker, queue)
-            slots = max(0, config.max_queue_length - depth)
-            orders, done = first_visits_step(self.conn, self.ctx, visit_type, lister, slots, now)
-            limit = self.settings.slow_time_limit_s
-            enqueue_many(
-                self.broker, [visit_message(queue, o, "first_visits", limit) for o in orders]
-            )
-            for policy, count in Counter(o.policy for o in orders).items():
-                SCHEDULED_VISITS.labels(visit_type, policy, FIRST_VISITS).inc(count)
-            self.queues.observe(
-                visit_type, queue, FIRST_VISITS, depth, len(orders), time.monotonic()
-            )
-            sent += len(orders)
-            if done and all(
-                not first_visit_candidates(self.conn, lister, vt, 1)
-                for vt in self.settings.visit_types
-            ):
-                first_visits_done(self.conn, lister["id"], now)
-        return sent
+    def _depth(self, queue: str) -> int:
+        self.broker.declare_queue(queue)
+        return queue_depth(self.broker, queue)
 
     def _observe(self, result: StepResult) -> None:
         vt = result.visit_type

@@ -60,6 +60,11 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         max_interval=timedelta(seconds=config.max_interval_s),
         max_failures_in_a_row=ctx.settings.max_failures_in_a_row,
         history_length=ctx.settings.journal_history_length,
+        spacing=config.spacing,
+        age_multiplier_s2=config.age_multiplier_s2,
+        prior_interval=timedelta(
+            seconds=ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
+        ),
     )
 
 

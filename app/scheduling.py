@@ -9,12 +9,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.allocation import refresh_allocation
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import advance_queue_position, mark_scheduled, origins_by_id
 from app.domain.placement import epoch_s
-from app.domain.policies import default_policies, policy_of_pool, pool_weights, query_shares
+from app.domain.policies import (
+    default_policies,
+    policy_of_pool,
+    pool_weights,
+    query_shares,
+    spacing_of,
+)
 from app.mirror_sync import ensure_built
 
 log = logging.getLogger(__name__)
@@ -125,6 +132,9 @@ def schedule_step(
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]
     result.picks_by_pool = Counter(pool for _, pool, _ in picked)
+    if not dry_run and spacing_of(policies) == "age_optimal":
+        ctx.mirror.count_picks(visit_type, result.picks_by_pool)
+        refresh_allocation(conn, ctx, visit_type, now)
     if not picked:
         return result
     if dry_run:

@@ -68,6 +68,16 @@ class Settings(BaseSettings):
     failed_cooldown_s: float = Field(default=14 * 86400.0, ge=0)
     not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
     max_failures_in_a_row: int = Field(default=3, ge=1)
+    change_rate_prior_units: float = Field(
+        default=30.0,
+        gt=0,
+        description="a new origin is expected to change once per this many ladder days",
+    )
+    allocation_interval_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="how often the scheduler re-solves the age-optimal allocation",
+    )
 
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"

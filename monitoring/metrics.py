@@ -95,6 +95,17 @@ SCHEDULER_FREE_SLOTS = Gauge(
     "Free slots of each visit queue at the last step",
     ["visit_type"],
 )
+SCHEDULER_STEP_FAILURES = Counter(
+    "revisit_scheduler_step_failures_total",
+    "Scheduling steps of one visit type that failed (the other visit types go on)",
+    ["visit_type"],
+)
+AGE_MULTIPLIER = Gauge(
+    "revisit_age_multiplier_seconds2",
+    "Lagrange multiplier of the age-optimal allocation (s^2); its square root is the interval "
+    "the fastest-changing origins get. Grows when capacity shrinks",
+    ["visit_type"],
+)
 RETURNED_ORIGINS = Counter(
     "revisit_returned_origins_total",
     "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never reported",

@@ -10,7 +10,11 @@ move origins between them stay atomic.
 | ``<ns>:{<vt>}:inflight``   | zset | stats id | when scheduled (unix s)                   |
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
-| ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping      |
+| ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
+
+(*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
+is owed by past batches (pop.lua); ``picks:<pool>`` and ``picks_since``: the
+picks counted for the age-optimal allocation's capacity (app.allocation).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from itertools import islice
@@ -136,11 +136,13 @@ class Mirror:
         ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
         With ``peek``, only say which origins that would be; nothing moves."""
         keys = self.keys(visit_type)
-        weight_args = ["auto", 0, 0, 0] if weights == "auto" else [repr(float(w)) for w in weights]
+        weight_args = (
+            [weights, 0, 0, 0] if isinstance(weights, str) else [repr(float(w)) for w in weights]
+        )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
         cooled, lost, flat = self._pop(
-            keys=keys.data_keys(),
+            keys=[*keys.data_keys(), keys.meta],
             args=[
                 repr(now_s),
                 count,
@@ -169,6 +171,40 @@ class Mirror:
         mapping: dict[Any, Any] = {f"rate:{p}": r for p, r in rates.items()}
         if mapping:
             self.client.hset(self.keys(visit_type).meta, mapping=mapping)
+
+    def count_picks(self, visit_type: str, picks: Mapping[str, int]) -> None:
+        """Add a step's picks per pool to the counts the allocation measures capacity by
+        (only while the mirror exists: meta's absence means it must be rebuilt)."""
+        meta = self.keys(visit_type).meta
+        if not picks or not self.client.exists(meta):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for pool, count in picks.items():
+            pipe.hincrby(meta, f"picks:{pool}", count)
+        pipe.execute()
+
+    def take_pick_counts(
+        self, visit_type: str, now_s: float
+    ) -> tuple[dict[str, int], float | None]:
+        """The picks per pool counted since the last call, and when that was
+        (None the first time); the counts restart at ``now_s``."""
+        meta = self.keys(visit_type).meta
+        if not self.client.exists(meta):
+            return {}, None
+        fields = [f"picks:{pool}" for pool in POOLS]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(meta, [*fields, "picks_since"])
+        pipe.hdel(meta, *fields)
+        pipe.hset(meta, "picks_since", repr(now_s))
+        values = pipe.execute()[0]
+        counts: dict[str, int] = {pool: int(v or 0) for pool, v in zip(POOLS, values, strict=False)}
+        since = values[-1]
+        return counts, (float(since) if since is not None else None)
+
+    def picks_since(self, visit_type: str) -> float | None:
+        """When the allocation's pick counts last restarted (None: never)."""
+        value = self.client.hget(self.keys(visit_type).meta, "picks_since")
+        return float(value) if value is not None else None
 
     def pick_rate(self, visit_type: str, pool: str) -> float:
         """The recent pick rate (origins/s) of a pool, 0 if unknown."""

@@ -1,7 +1,9 @@
 """The stored form of a visit history (origin_visit_stats.visit_history).
 
 msgpack, because a journal batch decodes and encodes thousands of these:
-``[1, base, recent]`` where ``base`` is a Tally as a list in field order and
+``[1, base, recent]`` where ``base`` is a Tally as a list in field order (a
+history stored before a field was added decodes with its default; zero floats
+are stored as 0) and
 each recent visit is ``[visit, date, status, snapshot, duration_s]``. Dates
 are msgpack Timestamps (UTC).
 """
@@ -24,11 +26,16 @@ def encode_history(history: VisitHistory) -> bytes:
     base = history.base
     recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
     packed: bytes = msgpack.packb(
-        [FORMAT_VERSION, [getattr(base, name) for name in _TALLY_FIELDS], recent],
+        [FORMAT_VERSION, [_compact(getattr(base, name)) for name in _TALLY_FIELDS], recent],
         use_bin_type=True,
         datetime=True,
     )
     return packed
+
+
+def _compact(value: Any) -> Any:
+    """A float that is zero as the integer 0: one byte instead of nine (equal on decoding)."""
+    return 0 if isinstance(value, float) and value == 0.0 else value
 
 
 def decode_history(data: bytes) -> VisitHistory:

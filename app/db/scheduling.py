@@ -8,6 +8,8 @@ from typing import Any
 
 from app.db.connection import DictConnection
 from app.db.queries import query
+from app.domain.policies import default_policies, spacing_of
+from app.domain.visit_stats import Spacing
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +24,16 @@ class VisitTypeConfig:
     min_interval_s: float
     max_interval_s: float
     default_interval_s: float
+    age_multiplier_s2: float | None = None
+    measured_capacity_per_day: float | None = None
+    spacing: Spacing = "ladder"
 
 
 def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
-    """Configuration of every visit type, by name."""
+    """Configuration of every visit type, by name, with the spacing its policies ask for."""
+    configured: dict[str, dict[str, float]] = {}
+    for r in conn.execute(query("all_policies")):
+        configured.setdefault(str(r["visit_type"]), {})[str(r["policy"])] = float(r["weight"])
     return {
         str(r["name"]): VisitTypeConfig(
             name=str(r["name"]),
@@ -36,6 +44,9 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
             min_interval_s=float(r["min_interval_s"]),
             max_interval_s=float(r["max_interval_s"]),
             default_interval_s=float(r["default_interval_s"]),
+            age_multiplier_s2=r["age_multiplier_s2"],
+            measured_capacity_per_day=r["measured_capacity_per_day"],
+            spacing=spacing_of(configured.get(str(r["name"])) or default_policies(str(r["name"]))),
         )
         for r in conn.execute(query("visit_type_config"))
     }
@@ -55,3 +66,44 @@ def advance_queue_position(conn: DictConnection, visit_type: str, target_s: floa
 def origins_by_id(conn: DictConnection, ids: list[int]) -> dict[int, dict[str, Any]]:
     """url and visit type of each stats id."""
     return {int(r["id"]): r for r in conn.execute(query("origins_by_id"), {"ids": ids})}
+
+
+def change_rate_classes(
+    conn: DictConnection, visit_type: str, prior_rate_per_day: float
+) -> list[tuple[float, float]]:
+    """(rate per day, origins) classes of the live origins planned by learned rate."""
+    rows = conn.execute(
+        query("change_rate_classes"),
+        {"visit_type": visit_type, "prior_rate_per_day": prior_rate_per_day},
+    )
+    return [(float(r["rate_per_day"]), float(r["origins"])) for r in rows]
+
+
+def floor_only_origins(conn: DictConnection, visit_type: str) -> int:
+    """Live origins planned at the floor only (their forge reports last_update)."""
+    row = conn.execute(query("floor_only_origins"), {"visit_type": visit_type}).fetchone()
+    return int(row["origins"]) if row else 0
+
+
+def set_age_multiplier(
+    conn: DictConnection,
+    visit_type: str,
+    multiplier_s2: float,
+    capacity_per_day: float,
+    now: datetime,
+) -> None:
+    """Record the visit type's age-optimal multiplier, which the journal plans with."""
+    conn.execute(
+        query("set_age_multiplier"),
+        {
+            "visit_type": visit_type,
+            "multiplier": multiplier_s2,
+            "capacity_per_day": capacity_per_day,
+            "now": now,
+        },
+    )
+
+
+def set_max_queue_length(conn: DictConnection, visit_type: str, length: int) -> None:
+    """Bound every queue of a visit type to ``length`` messages (queued or running)."""
+    conn.execute(query("set_max_queue_length"), {"visit_type": visit_type, "length": length})

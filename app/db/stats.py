@@ -38,12 +38,14 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
 
 
 def _stats_from_row(row: tuple[Any, ...]) -> OriginStats:
-    url, visit_type, last_visit, target, anchor, disabled, history = row[:7]
-    tally = Tally(*row[7:])
+    url, visit_type, last_visit, target, anchor, disabled, history, reports = row[:8]
+    tally = Tally(*row[8:])
     # A row written before visit histories existed (or never visited): what it
     # says is the fold of everything older.
     visits = VisitHistory(base=tally) if history is None else decode_history(bytes(history))
-    return OriginStats(url, visit_type, tally, visits, last_visit, target, anchor, disabled)
+    return OriginStats(
+        url, visit_type, tally, visits, last_visit, target, anchor, disabled, bool(reports)
+    )
 
 
 def queue_positions(conn: DictConnection) -> dict[str, datetime]:
@@ -54,7 +56,7 @@ def queue_positions(conn: DictConnection) -> dict[str, datetime]:
 _STAGING_TYPES = [
     "text", "text", "timestamptz", "timestamptz", "text", "bytea", "timestamptz", "int4",
     "int4", "int8", "timestamptz", "int4", "int4", "int4", "int4", "float8", "bool",
-    "timestamptz", "timestamptz", "bytea",
+    "timestamptz", "timestamptz", "bytea", "float8",
 ]  # fmt: skip
 
 
@@ -91,6 +93,7 @@ def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRo
                         t.last_eventful,
                         s.next_visit_anchor,
                         encode_history(s.history),
+                        s.change_rate_per_day,
                     )
                 )
         return [mirror_row(r) for r in cur.execute(query("upsert_stats"))]

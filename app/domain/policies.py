@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from app.domain.placement import POOLS, PoolName
+from app.domain.visit_stats import Spacing
 
 #: Policies served straight from one pool of the mirror.
 POOL_OF_POLICY: dict[str, PoolName] = {
@@ -26,7 +27,12 @@ POOL_OF_POLICY: dict[str, PoolName] = {
 QUERY_POLICIES = frozenset({"oldest_scheduled_first", "stop_after_success"})
 #: seed 000's automatic mixing of the four pools.
 MIXING = "seed000_mixing"
-POLICIES = frozenset({*POOL_OF_POLICY, *QUERY_POLICIES, MIXING})
+#: Every pool served in order of due time, visits spaced by learned change
+#: rates under the age-optimal allocation (app.domain.allocation).
+AGE_OPTIMAL = "age_optimal"
+#: Policies that decide every share themselves and take no other policy beside.
+EXCLUSIVE = frozenset({MIXING, AGE_OPTIMAL})
+POLICIES = frozenset({*POOL_OF_POLICY, *QUERY_POLICIES, *EXCLUSIVE})
 
 #: The reference scheduler's defaults (swh-scheduler): 49/49/2 for git, hg, svn.
 REFERENCE_DEFAULTS: dict[str, float] = {
@@ -54,13 +60,17 @@ def check_policies(policies: Mapping[str, float]) -> None:
             raise UnknownPolicy(f"policy: unknown policy {name!r} (known: {known})")
         if weight < 0:
             raise UnknownPolicy(f"weight: {name} has a negative weight {weight}")
-    if MIXING in policies and len(policies) > 1:
-        raise UnknownPolicy(f"policy: {MIXING} decides every share and cannot be combined")
+    for name in EXCLUSIVE & set(policies):
+        if len(policies) > 1:
+            raise UnknownPolicy(f"policy: {name} decides every share and cannot be combined")
 
 
 def pool_weights(policies: Mapping[str, float]) -> list[float] | str:
-    """Weights of the four pools (POOLS order) for the pop script, or 'auto'."""
+    """Weights of the four pools (POOLS order) for the pop script, or 'auto'
+    (seed 000's mixing), or 'due' (every pool by due time)."""
     check_policies(policies)
+    if AGE_OPTIMAL in policies:
+        return "due"
     if MIXING in policies:
         return "auto"
     weights = dict.fromkeys(POOLS, 0.0)
@@ -92,10 +102,15 @@ def default_policies(visit_type: str) -> dict[str, float]:
     return dict(REFERENCE_DEFAULTS_OTHER)
 
 
+def spacing_of(policies: Mapping[str, float]) -> Spacing:
+    """How the journal spaces the visits of a visit type with these policies."""
+    return "age_optimal" if AGE_OPTIMAL in policies else "ladder"
+
+
 def policy_of_pool(policies: Mapping[str, float], pool: PoolName) -> str:
     """Which policy a pick from ``pool`` is credited to (for metrics and dry runs)."""
-    if MIXING in policies:
-        return MIXING
+    for name in EXCLUSIVE & set(policies):
+        return name
     for name, p in POOL_OF_POLICY.items():
         if p == pool and policies.get(name, 0) > 0:
             return name

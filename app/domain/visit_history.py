@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Literal
 
 from app.domain import ladder
+from app.domain.change_rate import ChangeObservations, observe
 from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
 
 Outcome = Literal["eventful", "uneventful", "failed"]
@@ -67,6 +68,24 @@ class Tally:
     last_eventful: datetime | None = None
     last_snapshot: bytes | None = None
     last_duration_s: float | None = None
+    change_obs_changed: float = 0.0
+    """Change observations (``app.domain.change_rate``): intervals that saw a change."""
+    change_obs_changed_s: float = 0.0
+    """... their total length (s)."""
+    change_obs_unchanged: float = 0.0
+    """... intervals that saw none."""
+    change_obs_unchanged_s: float = 0.0
+    """... total length (s) of the intervals that saw none."""
+
+    @property
+    def change_observations(self) -> ChangeObservations:
+        """What the visits so far say about how often the origin changes."""
+        return ChangeObservations(
+            self.change_obs_changed,
+            self.change_obs_changed_s,
+            self.change_obs_unchanged,
+            self.change_obs_unchanged_s,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +139,17 @@ def fold(tally: Tally, visit: FinalVisit, top_index: int) -> Tally:
             tally.last_eventful,
             tally.last_snapshot,
             duration,
+            tally.change_obs_changed,
+            tally.change_obs_changed_s,
+            tally.change_obs_unchanged,
+            tally.change_obs_unchanged_s,
         )
     eventful = result == "eventful"
     step = ladder.EVENTFUL_STEP if eventful else ladder.UNEVENTFUL_STEP
+    obs = tally.change_observations
+    if tally.last_successful is not None:
+        interval_s = (visit.date - tally.last_successful).total_seconds()
+        obs = observe(obs, interval_s, eventful)
     return Tally(
         ladder.clamp_index(tally.next_position_offset + step, top_index),
         tally.eventful_visits + eventful,
@@ -137,6 +164,10 @@ def fold(tally: Tally, visit: FinalVisit, top_index: int) -> Tally:
         visit.date if eventful else tally.last_eventful,
         tally.last_snapshot if visit.snapshot is None else visit.snapshot,
         duration,
+        obs.changed,
+        obs.changed_s,
+        obs.unchanged,
+        obs.unchanged_s,
     )
 
 

@@ -12,6 +12,17 @@ never on their order or on duplicates (DESIGN invariant 3):
 - the target is anchored at the scheduler's queue position when the newest
   final visit was first recorded (``next_visit_anchor``): a late status of an
   older visit may change the interval, never the anchor.
+
+Two ways to space visits, per visit type (``StatsPolicy.spacing``):
+
+- ``ladder``: seed 000's interval ladder (eventful halves the interval,
+  uneventful grows it), in queue-position time;
+- ``age_optimal``: the age-optimal interval of the origin's learned change
+  rate (``app.domain.change_rate``, ``app.domain.allocation``) under the
+  visit type's current multiplier, in real time from the newest final visit;
+  an origin whose forge reports ``last_update`` waits for the lister to
+  report a change (the lagging pool), so its target is only the floor,
+  ``max_interval``.
 """
 
 from __future__ import annotations
@@ -20,8 +31,11 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Literal
 
 from app.domain import ladder
+from app.domain.allocation import optimal_interval_s
+from app.domain.change_rate import estimate_per_s, scheduling_rate_per_s
 from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
@@ -36,6 +50,10 @@ from app.domain.visit_history import (
 FUDGE_LOW = 0.9
 FUDGE_HIGH = 1.1
 DEFAULT_HISTORY_LENGTH = 8
+DAY_S = 86400.0
+#: Share of max_interval planned at most (the rest is margin for the queue's wait).
+FLOOR_MARGIN = 0.9
+Spacing = Literal["ladder", "age_optimal"]
 
 Fudge = Callable[[str, str, int], float]
 """The fudge factor of the target after visit (url, visit_type, visit number)."""
@@ -66,6 +84,13 @@ class StatsPolicy:
     max_interval: timedelta
     max_failures_in_a_row: int = 3
     history_length: int = DEFAULT_HISTORY_LENGTH
+    spacing: Spacing = "ladder"
+    age_multiplier_s2: float | None = None
+    """μ of the age-optimal allocation (``app.domain.allocation``); None until the
+    scheduler has measured the capacity, when the ladder spaces the visits."""
+    prior_interval: timedelta = timedelta(days=30)
+    """Scale of the change-rate prior: a new origin is expected to change about
+    once per this interval (``app.domain.change_rate``)."""
     top_index: int = field(init=False)
     """Highest ladder index allowed by ``max_interval``."""
 
@@ -86,6 +111,10 @@ class OriginStats:
     next_visit_queue_position: datetime | None = None
     next_visit_anchor: datetime | None = None
     disabled_for_failures: bool = False
+    reports_last_update: bool = False
+    """Whether the forge reports the origin's last_update (read, not written)."""
+    change_rate_per_day: float | None = None
+    """The learned change rate (``app.domain.change_rate``), for operators."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +137,37 @@ def next_target(
     failure (a transient problem should be retried soon, seed 000)."""
     if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
         return anchor + policy.min_interval
+    factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
+    if policy.spacing == "age_optimal" and policy.age_multiplier_s2 is not None:
+        assert tally.last_final_date is not None
+        interval = min(_age_optimal_interval(stats, tally, policy) * factor, _floor(policy))
+        return tally.last_final_date + interval
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
-    return anchor + interval * fudge(stats.url, stats.visit_type, tally.last_visit_number)
+    return anchor + interval * factor
+
+
+def _floor(policy: StatsPolicy) -> timedelta:
+    """The longest interval planned: ``max_interval`` less a margin for the wait in
+    the queue, so that every live origin is visited at least once per max_interval."""
+    return policy.max_interval * FLOOR_MARGIN
+
+
+def _age_optimal_interval(stats: OriginStats, tally: Tally, policy: StatsPolicy) -> timedelta:
+    """The age-optimal interval of the learned rate (the floor alone for an origin
+    whose lister reports its changes: the lagging pool brings it back)."""
+    assert policy.age_multiplier_s2 is not None
+    if stats.reports_last_update:
+        return policy.max_interval
+    rate = scheduling_rate_per_s(tally.change_observations, policy.prior_interval.total_seconds())
+    interval_s = optimal_interval_s(
+        rate, policy.age_multiplier_s2, policy.max_interval.total_seconds()
+    )
+    return timedelta(seconds=max(interval_s, 0.0))
+
+
+def change_rate_per_day(tally: Tally, policy: StatsPolicy) -> float:
+    """The learned change rate of an origin, per day (the estimate, not the optimistic rate)."""
+    return estimate_per_s(tally.change_observations, policy.prior_interval.total_seconds()) * DAY_S
 
 
 def apply_events(
@@ -157,5 +215,7 @@ def apply_events(
         next_target(stats, tally, anchor, policy, fudge),
         anchor,
         disabled,
+        stats.reports_last_update,
+        change_rate_per_day(tally, policy),
     )
     return StatsUpdate(after, True, new_outcomes, beyond)

@@ -37,13 +37,14 @@ from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, register_lister
 from app.db.policies import policies_of, set_policies
-from app.db.scheduling import visit_type_configs
+from app.db.scheduling import set_max_queue_length, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
 from app.listing import finish_listing, record_listed_origins, start_listing
 from app.listing_input import ListedOriginIn
-from app.requests import create_request, take_pending
-from app.scheduling import free_slots, schedule_step
+from app.queue_names import priority_queue, visit_queue
+from app.requests import create_request
+from app.scheduler_step import plan_step
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -51,6 +52,8 @@ from app.simulator.workers import Order, WorkerPool
 from app.simulator.world import DAY_S, VisitTypeWorldState, at, build_world
 
 LISTING_BATCH = 10000
+#: Lane time limits of the simulation: visits are never cut short.
+NO_LANE_LIMIT_S = 1e12
 
 
 class SimulationError(RuntimeError):
@@ -91,7 +94,13 @@ class _VisitType:
 
 def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
     """``settings`` with the world's scheduler knobs and visit types."""
-    update: dict[str, Any] = dict(config.settings)
+    update: dict[str, Any] = {
+        # One pool of simulated workers serves the recurrent visits: no visit is
+        # predicted to outlast the express lane, and the slow lane stays empty.
+        "express_time_limit_s": NO_LANE_LIMIT_S,
+        "slow_time_limit_s": NO_LANE_LIMIT_S,
+        **config.settings,
+    }
     update["visit_types"] = [vt.name for vt in config.visit_types]
     return settings.model_copy(update=update)
 
@@ -123,6 +132,7 @@ class Simulation:
                 )
             if vt.policies is not None:
                 set_policies(conn, vt.name, vt.policies)
+            set_max_queue_length(conn, vt.name, max(1, vt.queue_length))
             count = request_rng.poisson(vt.requests_per_day * days)
             self.types[vt.name] = _VisitType(
                 world=world,
@@ -195,6 +205,8 @@ class Simulation:
         if not batch:
             return
         events = [d.event for d in batch]
+        # Re-read: the scheduling step updates the age-optimal multiplier.
+        self.configs = visit_type_configs(self.conn)
         outcome = apply_events_batch(self.conn, self.ctx, events, self.configs, at(t))
         self.finished_requests += len(outcome.finished_requests)
         for due in batch:
@@ -253,25 +265,28 @@ class Simulation:
             state.request_created_s[request_id] = t
 
     def _schedule(self, name: str, state: _VisitType, t: float) -> None:
-        index_of = state.index_of
-        slots = state.requests.queue_length - state.requests.depth(t)
-        orders = [
-            Order(index_of[r.url], r.url, int(t * 1000), "request", t, r.id)
-            for r in take_pending(self.conn, name, slots, at(t))
-        ]
-        state.requests.send(orders)
-        slots = free_slots(
-            state.recurrent.queue_length,
-            state.recurrent.depth(t),
-            self.ctx.settings.scheduler_min_free_fraction,
-        )
-        if slots <= 0:
-            return
-        result = schedule_step(self.conn, self.ctx, name, slots, at(t), state.policies)
+        """The scheduler process's own step (``app.scheduler_step.plan_step``), with
+        the simulated worker pools standing for the Dramatiq queues."""
+        config = self.configs[name]
+        pools = {
+            priority_queue(name): state.requests,
+            visit_queue(name): state.recurrent,
+        }
+
+        def depth(queue: str) -> int:
+            pool = pools.get(queue)
+            # Queues without simulated workers (the slow lane, first-visits
+            # queues) are reported full, so nothing is sent to them.
+            return config.max_queue_length if pool is None else pool.depth(t)
+
+        plan = plan_step(self.conn, self.ctx, config, depth, at(t), state.policies)
+        result = plan.recurrent
         state.returned.update(cooled=result.cooled, lost=result.lost)
-        state.recurrent.send(
-            [Order(index_of[o.url], o.url, o.visit, o.policy, t) for o in result.orders]
-        )
+        index_of = state.index_of
+        for send in plan.sends:
+            o = send.order
+            order = Order(index_of[o.url], o.url, o.visit, o.policy, t, o.request_id)
+            (state.requests if send.lane == "priority" else state.recurrent).send([order])
 
     def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float]:
         """A visit's final status and duration, drawn from the hidden world."""

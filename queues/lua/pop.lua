@@ -5,25 +5,38 @@
 -- KEYS[5] inflight     zset  stats id -> when it was scheduled (unix s)
 -- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
 -- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' to return to
+-- KEYS[8] meta         hash  'credit:<pool index>' -> share owed to a pool by past
+--                            batches (weights hold over time, not per batch);
+--                            only written while the mirror exists (meta present)
 -- ARGV[1] now (unix s)
 -- ARGV[2] how many origins to pop
 -- ARGV[3] scheduled cooldown (s): an origin in flight longer than this is presumed lost
 -- ARGV[4] at most this many origins move back from cooling / inflight per call
 -- ARGV[5..8] weight of each pool, or 'auto' in ARGV[5] for seed 000's mixing:
 --         r = #B / (#A + #B); (1 - r) n from no_last_update (group A) and
---         r n / 3 from each pool of group B (never_visited, lagging, up_to_date)
+--         r n / 3 from each pool of group B (never_visited, lagging, up_to_date);
+--         or 'due' in ARGV[5] for the age-optimal policy: the n origins due
+--         first across all pools, where an origin's due time is its score
+--         (never_visited: last_update; no_last_update, up_to_date: next visit
+--         target), and now - lag in the lagging pool (score -lag): a change
+--         reported lag seconds after the last visit counts as due that long.
+--         up_to_date origins are taken only once due (the forge reports no
+--         change since the last visit: an earlier visit would be useless).
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
 --
 -- The batch is split by weight; the share of a pool that runs dry goes to the
 -- others, and when every weighted pool is dry the pools of weight 0 are served
--- too, so no slot stays empty while any pool holds an origin.
+-- too, so no slot stays empty while any pool holds an origin. The fractions a
+-- weighted pool is owed are carried to the next batch (meta credit:<i>), so a
+-- pool of weight 2 beside two of 49 gets 2 % of the visits over time even when
+-- batches hold 8 origins.
 --
 -- Returns {cooled, lost, {id, pool index, score, ...}}: how many origins came
 -- back from cooling and from lost visits, then the popped origins, which are
 -- now in flight with their pool and score parked.
 
-local inflight, cooling, parked = KEYS[5], KEYS[6], KEYS[7]
+local inflight, cooling, parked, meta = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local scheduled_cooldown = tonumber(ARGV[3])
@@ -55,19 +68,52 @@ end
 
 local avail, weight = {}, {}
 for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
-if ARGV[5] == 'auto' then
+local take = {0, 0, 0, 0}
+
+-- Age-optimal: merge the heads of the four pools by due time.
+local function by_due()
+  local heads, pos = {}, {}
+  for i = 1, 4 do
+    heads[i] = redis.call('ZRANGE', KEYS[i], 0, n - 1, 'WITHSCORES')
+    pos[i] = 1
+  end
+  for _ = 1, n do
+    local best, best_due = nil, nil
+    for i = 1, 4 do
+      local score = heads[i][pos[i] + 1]
+      if score then
+        local due = tonumber(score)
+        if i == 2 then due = now + due end
+        -- The forge says an up_to_date origin has not changed: visiting it
+        -- before its target (the floor) could only be useless.
+        local wait = i == 4 and due > now
+        if not wait and (best == nil or due < best_due) then best, best_due = i, due end
+      end
+    end
+    if best == nil then break end
+    take[best] = take[best] + 1
+    pos[best] = pos[best] + 2
+  end
+end
+
+local credit = {0, 0, 0, 0}
+local keep_credit = not peek and redis.call('EXISTS', meta) == 1
+if ARGV[5] == 'due' then
+  by_due()
+  for i = 1, 4 do weight[i] = 0 end
+elseif ARGV[5] == 'auto' then
   local b = avail[1] + avail[2] + avail[4]
   weight = {b / 3, b / 3, avail[3], b / 3}
 else
   for i = 1, 4 do weight[i] = tonumber(ARGV[4 + i]) end
+  local owed = redis.call('HMGET', meta, 'credit:1', 'credit:2', 'credit:3', 'credit:4')
+  for i = 1, 4 do credit[i] = tonumber(owed[i]) or 0 end
 end
-
-local take = {0, 0, 0, 0}
 
 -- Largest-remainder split of `remaining` over the pools with weight and
 -- origins left; a pool's part beyond what it holds is split again among the
 -- others on the next round.
-local function share(remaining)
+local function share(remaining, owed)
   while remaining > 0 do
     local active, total = {}, 0
     for i = 1, 4 do
@@ -78,15 +124,42 @@ local function share(remaining)
     end
     if total == 0 then return remaining end
     local parts, rest, given = {}, {}, 0
+    local mean_owed = 0
+    if owed then
+      -- Credits are relative: centre them on the active pools so the round
+      -- still shares exactly `remaining`.
+      for _, i in ipairs(active) do mean_owed = mean_owed + owed[i] / #active end
+    end
+    local exact = {}
     for _, i in ipairs(active) do
-      local exact = remaining * weight[i] / total
-      parts[i] = math.floor(exact)
-      rest[i] = exact - parts[i]
+      exact[i] = remaining * weight[i] / total + (owed and (owed[i] - mean_owed) or 0)
+      if exact[i] < 0 then exact[i] = 0 end
+      parts[i] = math.floor(exact[i])
+      rest[i] = exact[i] - parts[i]
       given = given + parts[i]
     end
     table.sort(active, function(a, b) return rest[a] > rest[b] or (rest[a] == rest[b] and a < b) end)
-    for k = 1, remaining - given do
+    for k = 1, math.min(remaining - given, #active) do
       parts[active[k]] = parts[active[k]] + 1
+      given = given + 1
+    end
+    while given > remaining do
+      -- Clamped negative credits can over-share by a slot or two: trim the largest.
+      local big = active[1]
+      for _, i in ipairs(active) do if parts[i] > parts[big] then big = i end end
+      parts[big] = parts[big] - 1
+      given = given - 1
+    end
+    if owed then
+      -- What each pool was owed this round minus what it gets: carried over.
+      for i = 1, 4 do
+        if exact[i] and weight[i] > 0 and avail[i] - take[i] > parts[i] then
+          owed[i] = math.max(-1, math.min(1, exact[i] - parts[i]))
+        else
+          owed[i] = 0
+        end
+      end
+      owed = nil
     end
     local placed = 0
     for _, i in ipairs(active) do
@@ -99,11 +172,17 @@ local function share(remaining)
   return 0
 end
 
-local left = share(n)
-if left > 0 then
-  -- Every weighted pool is dry: serve the others rather than leave slots empty.
-  for i = 1, 4 do weight[i] = (weight[i] > 0) and 0 or 1 end
-  share(left)
+if ARGV[5] ~= 'due' then
+  local left = share(n, credit)
+  if keep_credit and ARGV[5] ~= 'auto' then
+    redis.call('HSET', meta, 'credit:1', credit[1], 'credit:2', credit[2],
+               'credit:3', credit[3], 'credit:4', credit[4])
+  end
+  if left > 0 then
+    -- Every weighted pool is dry: serve the others rather than leave slots empty.
+    for i = 1, 4 do weight[i] = (weight[i] > 0) and 0 or 1 end
+    share(left)
+  end
 end
 
 local popped = {}

@@ -5,7 +5,7 @@
 -- clients cannot deadlock, and read them.
 select st.url, st.visit_type, st.last_visit, st.next_visit_queue_position,
        st.next_visit_anchor, st.disabled_for_failures, st.visit_history,
-       st.next_position_offset, st.eventful_visits, st.uneventful_visits, st.failed_visits,
+       st.last_update is not null as reports_last_update, st.next_position_offset, st.eventful_visits, st.uneventful_visits, st.failed_visits,
        st.failures_in_a_row, st.successive_visits, st.last_visit_status::text,
        st.last_visit_number, st.last_final_date, st.last_successful, st.last_eventful,
        st.last_snapshot, st.last_duration_s
@@ -38,7 +38,7 @@ create temp table if not exists journal_stats_staging (
   last_final_date timestamptz, eventful_visits integer, uneventful_visits integer,
   failed_visits integer, failures_in_a_row integer, last_duration_s double precision,
   disabled_for_failures boolean, last_eventful timestamptz, next_visit_anchor timestamptz,
-  visit_history bytea
+  visit_history bytea, change_rate_per_day double precision
 ) on commit delete rows
 
 -- name: copy_stats_staging
@@ -46,7 +46,8 @@ copy journal_stats_staging (
   url, visit_type, last_successful, last_visit, last_visit_status, last_snapshot,
   next_visit_queue_position, next_position_offset, successive_visits, last_visit_number,
   last_final_date, eventful_visits, uneventful_visits, failed_visits, failures_in_a_row,
-  last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history
+  last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history,
+  change_rate_per_day
 ) from stdin (format binary)
 
 -- name: upsert_stats
@@ -58,7 +59,7 @@ with new as (
          next_visit_queue_position, next_position_offset, successive_visits,
          last_visit_number, last_final_date, eventful_visits, uneventful_visits,
          failed_visits, failures_in_a_row, last_duration_s, disabled_for_failures,
-         last_eventful, next_visit_anchor, visit_history
+         last_eventful, next_visit_anchor, visit_history, change_rate_per_day
   from journal_stats_staging
   order by url, visit_type
 ), written as (
@@ -66,7 +67,8 @@ with new as (
     url, visit_type, last_successful, last_visit, last_visit_status, last_snapshot,
     next_visit_queue_position, next_position_offset, successive_visits, last_visit_number,
     last_final_date, eventful_visits, uneventful_visits, failed_visits, failures_in_a_row,
-    last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history)
+    last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history,
+    change_rate_per_day)
   select * from new
   on conflict (url, visit_type) do update set
     last_successful = excluded.last_successful,
@@ -86,7 +88,8 @@ with new as (
     disabled_for_failures = excluded.disabled_for_failures,
     last_eventful = excluded.last_eventful,
     next_visit_anchor = excluded.next_visit_anchor,
-    visit_history = excluded.visit_history
+    visit_history = excluded.visit_history,
+    change_rate_per_day = excluded.change_rate_per_day
   returning st.id, st.visit_type, st.next_visit_queue_position,
             st.last_visit_status::text, st.last_final_date, st.last_scheduled,
             st.last_successful, st.last_update, (st.last_snapshot is null) as never_succeeded,

@@ -23,15 +23,40 @@ select name, max_queue_length, num_retries, extract(epoch from retry_delay) as r
        extract(epoch from time_limit) as time_limit_s,
        extract(epoch from min_interval) as min_interval_s,
        extract(epoch from max_interval) as max_interval_s,
-       extract(epoch from default_interval) as default_interval_s
+       extract(epoch from default_interval) as default_interval_s,
+       age_multiplier_s2, measured_capacity_per_day
 from visit_types order by name
+
+-- name: change_rate_classes
+-- The learned rates of a visit type's live origins whose forge reports no
+-- last_update, in classes (rounded to 2 significant digits on a log scale):
+-- what the age-optimal allocation shares the capacity among.
+select exp(round(ln(greatest(coalesce(change_rate_per_day, %(prior_rate_per_day)s), 1e-9))::numeric,
+                 1)::float8) as rate_per_day,
+       count(*) as origins
+from origin_visit_stats
+where visit_type = %(visit_type)s and listed and not disabled_for_failures
+  and last_update is null
+group by 1
+
+-- name: floor_only_origins
+-- Live origins whose forge reports last_update: planned at the floor only.
+select count(*) as origins from origin_visit_stats
+where visit_type = %(visit_type)s and listed and not disabled_for_failures
+  and last_update is not null
+
+-- name: set_age_multiplier
+update visit_types
+set age_multiplier_s2 = %(multiplier)s, age_multiplier_updated_at = %(now)s,
+    measured_capacity_per_day = %(capacity_per_day)s
+where name = %(visit_type)s
 
 -- name: describe_origin
 select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
        st.last_successful, st.last_scheduled, encode(st.last_snapshot, 'hex') as last_snapshot,
        st.next_visit_queue_position, st.next_position_offset, st.successive_visits,
        st.eventful_visits, st.uneventful_visits, st.failed_visits, st.failures_in_a_row,
-       st.last_duration_s, st.disabled_for_failures,
+       st.last_duration_s, st.disabled_for_failures, st.change_rate_per_day,
        (select string_agg(l.name || '/' || l.instance_name
                           || case when lo.enabled then '' else ' (disabled)' end, ', ')
         from listed_origins lo join listers l on l.id = lo.lister_id
@@ -39,3 +64,6 @@ select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
 from origin_visit_stats st
 where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(visit_type)s)
 order by st.visit_type
+
+-- name: set_max_queue_length
+update visit_types set max_queue_length = %(length)s where name = %(visit_type)s

@@ -1,0 +1,74 @@
+"""Keeping a visit type's age-optimal allocation in step with its capacity.
+
+One step of the scheduler (and of the simulator, which calls the same step):
+every ``allocation_interval_s`` it measures how many visits the target-ordered
+pools (``no_last_update``, ``up_to_date``) received since the last time, reads
+the learned change rates of the origins planned by rate, and solves for the
+multiplier μ whose age-optimal intervals spend exactly that capacity
+(``app.domain.allocation``). The journal plans each next visit with the μ
+stored in ``visit_types``; workers that come or go change the measured
+capacity, and with it μ, within one interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.scheduling import (
+    change_rate_classes,
+    floor_only_origins,
+    set_age_multiplier,
+    visit_type_configs,
+)
+from app.domain.allocation import multiplier_for_capacity
+from app.domain.placement import epoch_s
+from app.domain.visit_stats import DAY_S, FLOOR_MARGIN
+
+log = logging.getLogger(__name__)
+
+#: Pools whose picks pay for the visits planned by rate (and by the floor).
+PLANNED_POOLS = ("no_last_update", "up_to_date")
+#: Weight of the newest measurement in the capacity estimate.
+CAPACITY_SMOOTHING = 0.5
+
+
+def refresh_allocation(
+    conn: DictConnection, ctx: Context, visit_type: str, now: datetime
+) -> float | None:
+    """Re-solve μ for one visit type if an allocation interval has passed since
+    the picks were last counted; return the new μ (None when not yet due)."""
+    now_s = epoch_s(now)
+    since = ctx.mirror.picks_since(visit_type)
+    if since is not None and now_s - since < ctx.settings.allocation_interval_s:
+        return None
+    config = visit_type_configs(conn).get(visit_type)
+    if config is None:
+        return None
+    counts, since = ctx.mirror.take_pick_counts(visit_type, now_s)
+    if since is None or now_s <= since:
+        return None
+    picks = sum(counts.get(pool, 0) for pool in PLANNED_POOLS)
+    capacity = picks / (now_s - since) * DAY_S
+    previous = config.measured_capacity_per_day
+    if previous is not None and math.isfinite(previous):
+        capacity = CAPACITY_SMOOTHING * capacity + (1 - CAPACITY_SMOOTHING) * previous
+    floor_s = config.max_interval_s * FLOOR_MARGIN
+    prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
+    classes = change_rate_classes(conn, config.name, math.log(2) / prior_s * DAY_S)
+    for_rates = capacity / DAY_S - floor_only_origins(conn, config.name) / floor_s
+    multiplier = multiplier_for_capacity(
+        [(rate / DAY_S, count) for rate, count in classes], for_rates, floor_s
+    )
+    set_age_multiplier(conn, config.name, multiplier, capacity, now)
+    log.info(
+        "%s: age-optimal allocation of %.0f visits/day over %d rate classes: mu %.3g s^2",
+        config.name,
+        capacity,
+        len(classes),
+        multiplier,
+    )
+    return multiplier

@@ -1,0 +1,94 @@
+"""The age-optimal spacing of an origin's visits under a fixed capacity (pure math).
+
+An origin changing as a Poisson process of rate λ and visited every I seconds
+has a time-averaged age (time since the first change the archive misses)
+
+    A(λ, I) = I/2 - 1/λ + (1 - e^{-λI}) / (λ² I)
+
+(Cho & Garcia-Molina, "Effective page refresh policies for web crawlers",
+ACM TODS 28(4), 2003). Minimising Σ A_i under Σ 1/I_i = C (the visits the
+workers can make per second) is a convex problem: at the optimum every origin
+has the same marginal gain of a visit, which gives (Lagrange multiplier μ)
+
+    h(λ I) = μ λ²,   h(x) = x²/2 - 1 + (1 + x) e^{-x}
+
+h rises from 0, so each origin's interval is I = h⁻¹(μ λ²) / λ: fast
+changers tend to a common interval √(2μ), slow ones to (3μ/λ)^{1/3}, and an
+origin that never changes only gets the floor. Every live origin also gets at
+least one visit per ``floor_s`` (the visit type's ``max_interval``), which
+caps I. μ is set by water-filling: the largest interval scale whose visits
+the capacity can pay for (``multiplier_for_capacity``), recomputed as workers
+come and go. This module is the one copy of that rule; the simulator's
+optimum (``app.simulator.optimum``) is the independent check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+_SMALL_X = 1e-3
+_NEWTON_STEPS = 50
+_BISECTIONS = 100
+
+
+def age_gain(x: float) -> float:
+    """h(x) = x²/2 - 1 + (1 + x) e^{-x}, by its series where the closed form cancels."""
+    if x < _SMALL_X:
+        return x**3 / 3 - x**4 / 8
+    return x * x / 2 - 1 + (1 + x) * math.exp(-x)
+
+
+def _inverse_age_gain(y: float) -> float:
+    """x ≥ 0 with h(x) = y (Newton's method from the two asymptotes)."""
+    if y <= 0:
+        return 0.0
+    x = (3 * y) ** (1 / 3) if y < 1 else math.sqrt(2 * (y + 1))
+    for _ in range(_NEWTON_STEPS):
+        slope = x * -math.expm1(-x)
+        if slope <= 0:
+            break
+        step = (age_gain(x) - y) / slope
+        x = max(x - step, x / 2)
+        if abs(step) <= 1e-12 * max(x, 1e-300):
+            break
+    return x
+
+
+def optimal_interval_s(rate_per_s: float, multiplier_s2: float, floor_s: float) -> float:
+    """The age-optimal interval between visits for a change rate, capped by the floor."""
+    if rate_per_s <= 0 or not math.isfinite(multiplier_s2):
+        return floor_s
+    interval = _inverse_age_gain(multiplier_s2 * rate_per_s * rate_per_s) / rate_per_s
+    return min(interval, floor_s)
+
+
+def visits_per_s(
+    rates: Iterable[tuple[float, float]], multiplier_s2: float, floor_s: float
+) -> float:
+    """Visits per second the intervals of μ cost, over (rate, count) classes."""
+    return sum(count / optimal_interval_s(rate, multiplier_s2, floor_s) for rate, count in rates)
+
+
+def multiplier_for_capacity(
+    rates: Iterable[tuple[float, float]], capacity_per_s: float, floor_s: float
+) -> float:
+    """The μ (s²) whose intervals use ``capacity_per_s`` visits a second.
+
+    ``rates`` are (rate per second, number of origins) classes, e.g. a
+    histogram. When the capacity cannot even pay for the floor, μ is infinite:
+    every origin gets the floor. Geometric bisection: visits fall as μ grows.
+    """
+    classes = [(r, c) for r, c in rates if c > 0]
+    if floor_s <= 0:
+        raise ValueError(f"floor_s: must be positive, got {floor_s}")
+    if not classes or capacity_per_s <= visits_per_s(classes, math.inf, floor_s):
+        return math.inf
+    lo, hi = 1e-6, 1e30
+    for _ in range(_BISECTIONS):
+        mid = math.sqrt(lo * hi)
+        if visits_per_s(classes, mid, floor_s) > capacity_per_s:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)

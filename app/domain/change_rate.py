@@ -1,0 +1,132 @@
+"""How often an origin changes, learned from its visits (pure math).
+
+A visit tells whether the origin changed since the previous successful visit,
+not how many times: the observations are binary, over irregular intervals.
+The maximum-likelihood rate λ of a Poisson change process from such
+observations (Cho & Garcia-Molina, "Estimating frequency of change", ACM TOIT
+3(3), 2003, section 5, irregular access) solves
+
+    Σ_changed t_i / (e^{λ t_i} - 1)  =  Σ_unchanged t_j
+
+(the left side falls from +∞ to 0 as λ grows, so the root is unique). Three
+choices make it fit an archive:
+
+- **Sufficient statistics that fold.** An origin keeps only its newest visits
+  and a fold of the older ones (``app.domain.visit_history``), so the
+  observations are summed into three numbers: the count and total length of
+  the intervals that saw a change, and the total length of those that saw
+  none. The changed intervals enter the equation as that many intervals of
+  their mean length, which is exact for evenly spaced visits and close for
+  the moderately irregular ones a scheduler makes.
+- **Forgetting.** Each new observation discounts the older ones by
+  ``DECAY`` (an effective memory of about ten visits), so an origin that wakes
+  up or falls asleep is re-learned within a few visits.
+- **A prior.** Pseudo-observations (a quarter of a changed interval and a
+  quarter of an unchanged one, both as long as the mean interval observed,
+  or ``prior_interval_s`` before any) keep the estimate finite before the
+  first change or the first unchanged visit, like the +0.5 correction of Cho
+  & Garcia-Molina's estimator for regular visits, at the scale of the visits
+  actually made: a new origin starts at ln 2 / prior_interval_s, and the
+  prior never outweighs what the visits say. On synthetic Poisson origins
+  the median estimate is within 10 % of the true rate when visits are 0.3-3
+  change intervals apart; visits much rarer than changes under-estimate
+  (every visit sees a change: little to learn), much more frequent ones
+  over-estimate the rarest changers (few changes seen yet).
+
+Exploration (an origin with little history should be tried more often than
+its point estimate says, or a wrong low estimate is never corrected) plans
+with an upper confidence bound: the estimate times 1 + z/√k, the
+``EXPLORE_QUANTILE`` quantile of a normal approximation of the Gamma(k)
+uncertainty of a rate learned from k changes (k: the discounted changes seen
+plus the prior's), capped at ``MAX_OPTIMISM``. A new origin is planned at 2.3 times
+its prior rate; one with 10 changes seen at 1.2 times its estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+#: Discount of the older observations at each new one (memory of ~1/(1-DECAY) visits).
+DECAY = 0.9
+#: Weight of the prior's pseudo-observations, in intervals.
+PRIOR_WEIGHT = 0.25
+#: The quantile of the rate's uncertainty used to schedule (optimism for exploration).
+EXPLORE_QUANTILE = 0.75
+_Z = NormalDist().inv_cdf(EXPLORE_QUANTILE)
+#: The most a thin history may shorten the planned interval's rate by.
+MAX_OPTIMISM = 3.0
+_BISECTIONS = 80
+_LO_PER_S = 1e-14  # once in three million years
+_HI_PER_S = 1e2
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeObservations:
+    """Discounted sufficient statistics of the binary change observations."""
+
+    changed: float = 0.0
+    """How many intervals between successful visits saw a change (discounted)."""
+    changed_s: float = 0.0
+    """Their total length in seconds (discounted)."""
+    unchanged: float = 0.0
+    """How many intervals saw no change (discounted)."""
+    unchanged_s: float = 0.0
+    """Total length in seconds of the intervals that saw no change (discounted)."""
+
+
+def observe(obs: ChangeObservations, interval_s: float, changed: bool) -> ChangeObservations:
+    """The statistics after one more interval between two successful visits."""
+    if interval_s <= 0:
+        return obs
+    return ChangeObservations(
+        obs.changed * DECAY + (1.0 if changed else 0.0),
+        obs.changed_s * DECAY + (interval_s if changed else 0.0),
+        obs.unchanged * DECAY + (0.0 if changed else 1.0),
+        obs.unchanged_s * DECAY + (0.0 if changed else interval_s),
+    )
+
+
+def _excess(rate: float, obs: ChangeObservations, prior_interval_s: float) -> float:
+    """Left side minus right side of the likelihood equation (falls with ``rate``)."""
+
+    def changed_term(count: float, length: float) -> float:
+        if count <= 0 or length <= 0:
+            return 0.0
+        x = rate * length
+        return 0.0 if x > 700 else count * length / math.expm1(x)
+
+    mean = obs.changed_s / obs.changed if obs.changed > 0 else 0.0
+    seen = obs.changed + obs.unchanged
+    typical = (obs.changed_s + obs.unchanged_s) / seen if seen > 0 else prior_interval_s
+    left = changed_term(obs.changed, mean) + changed_term(PRIOR_WEIGHT, typical)
+    return left - obs.unchanged_s - PRIOR_WEIGHT * typical
+
+
+def estimate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
+    """The estimated change rate (per second): the root of the likelihood
+    equation with the prior's pseudo-observations, by geometric bisection."""
+    if prior_interval_s <= 0:
+        raise ValueError(f"prior_interval_s: must be positive, got {prior_interval_s}")
+    lo, hi = _LO_PER_S, _HI_PER_S
+    for _ in range(_BISECTIONS):
+        mid = math.sqrt(lo * hi)
+        if _excess(mid, obs, prior_interval_s) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def optimism(obs: ChangeObservations) -> float:
+    """Factor (≥ 1) by which the scheduling rate exceeds the estimate while the
+    evidence is thin: 1 + z/√k, k = changes seen + the prior's."""
+    k = obs.changed + PRIOR_WEIGHT
+    return min(MAX_OPTIMISM, 1.0 + _Z / math.sqrt(k))
+
+
+def scheduling_rate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
+    """The rate the allocation plans with: the estimate, made optimistic by the
+    uncertainty so that little-known origins are explored."""
+    return estimate_per_s(obs, prior_interval_s) * optimism(obs)

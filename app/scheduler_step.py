@@ -1,0 +1,169 @@
+"""What the scheduler sends for one visit type in one step: the one copy of the
+capacity arithmetic, shared by the scheduler process and the simulator.
+
+Given how deep each queue is, a step
+
+1. sends pending one-shot requests, best first, to the priority queue (they
+   have their own workers: a flood of requests cannot starve recurrent
+   visits, and the recurrent backlog never delays them);
+2. serves ``first_visits_after_listing`` for each lister with a first-visits
+   queue;
+3. fills the express and slow lanes with recurrent visits picked by the visit
+   type's policies (``schedule_step``): both lanes' free slots make one batch,
+   predicted-slow visits go to the slow lane, the others fill the express
+   lane shortest first, and the slow lane takes the rest.
+
+``max_queue_length`` (visit_types) bounds every queue of a visit type: the
+messages it holds, queued or running. Nothing here talks to the broker: the
+caller reads the depths (``depth(queue)``), sends the returned ``Send`` list
+and exports what it likes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.policies import first_visit_candidates, first_visits_done, listers_with_first_visits_due
+from app.db.scheduling import VisitTypeConfig
+from app.domain.lanes import assign_lanes
+from app.domain.placement import epoch_s
+from app.queue_names import first_visits_queue, priority_queue, slow_queue, visit_queue
+from app.requests import take_pending
+from app.scheduling import StepResult, VisitOrder, first_visits_step, free_slots, schedule_step
+from app.scheduling import visit_number as visit_number_of
+
+#: The lane of first visits after a listing (a lister's own queue).
+FIRST_VISITS = "first_visits"
+
+
+@dataclass(frozen=True)
+class Send:
+    """One visit to enqueue: where, in which lane, with which time limit."""
+
+    queue: str
+    lane: str
+    order: VisitOrder
+    time_limit_s: float
+
+
+@dataclass
+class StepPlan:
+    """Everything one step of one visit type sends, and what the pop did."""
+
+    visit_type: str
+    recurrent: StepResult
+    sends: list[Send] = field(default_factory=list)
+    depths: dict[str, int] = field(default_factory=dict)
+    """Depth of each queue read by the step, before its sends."""
+
+    def count(self, lane: str) -> int:
+        """How many visits this step sends to ``lane``."""
+        return sum(1 for s in self.sends if s.lane == lane)
+
+
+def plan_step(
+    conn: DictConnection,
+    ctx: Context,
+    config: VisitTypeConfig,
+    depth: Callable[[str], int],
+    now: datetime,
+    policies: Mapping[str, float] | None = None,
+) -> StepPlan:
+    """Decide what to send for ``config.name`` at ``now`` (see the module docstring)."""
+    visit_type = config.name
+    depths: dict[str, int] = {}
+
+    def read(queue: str) -> int:
+        depths[queue] = depth(queue)
+        return depths[queue]
+
+    step = _Step(conn, ctx, config, read, now)
+    sends = _requests(step) + _first_visits(step)
+    lane_sends, result = _lanes(step, policies)
+    return StepPlan(visit_type, result, sends + lane_sends, depths)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every part of one step works with."""
+
+    conn: DictConnection
+    ctx: Context
+    config: VisitTypeConfig
+    depth: Callable[[str], int]
+    now: datetime
+
+
+def _requests(step: _Step) -> list[Send]:
+    conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
+    queue = priority_queue(config.name)
+    slots = max(0, config.max_queue_length - depth(queue))
+    now_s = epoch_s(now)
+    limit = ctx.settings.slow_time_limit_s
+    return [
+        Send(
+            queue,
+            "priority",
+            VisitOrder(
+                origin_id=0,
+                url=r.url,
+                visit_type=config.name,
+                arguments=r.arguments,
+                visit=visit_number_of(now_s, lane_offset=1),
+                scheduled_at=now_s,
+                policy="request",
+                request_id=r.id,
+            ),
+            limit,
+        )
+        for r in take_pending(conn, config.name, slots, now)
+    ]
+
+
+def _first_visits(step: _Step) -> list[Send]:
+    conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
+    sends: list[Send] = []
+    limit = ctx.settings.slow_time_limit_s
+    for lister in listers_with_first_visits_due(conn):
+        queue = first_visits_queue(lister["first_visits_queue_prefix"], config.name)
+        slots = max(0, config.max_queue_length - depth(queue))
+        orders, done = first_visits_step(conn, ctx, config.name, lister, slots, now)
+        sends += [Send(queue, FIRST_VISITS, o, limit) for o in orders]
+        if done and all(
+            not first_visit_candidates(conn, lister, vt, 1) for vt in ctx.settings.visit_types
+        ):
+            first_visits_done(conn, lister["id"], now)
+    return sends
+
+
+def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send], StepResult]:
+    conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
+    express_q, slow_q = visit_queue(config.name), slow_queue(config.name)
+    bound = config.max_queue_length
+    express_free = max(0, bound - depth(express_q))
+    slow_free = max(0, bound - depth(slow_q))
+    slots = free_slots(
+        2 * bound, 2 * bound - express_free - slow_free, ctx.settings.scheduler_min_free_fraction
+    )
+    result = schedule_step(conn, ctx, config.name, slots, now, policies)
+    settings = ctx.settings
+    express, slow = assign_lanes(
+        result.orders, _predicted, express_free, settings.express_time_limit_s
+    )
+    sends = [Send(express_q, "express", o, settings.express_time_limit_s) for o in express]
+    sends += [Send(slow_q, "slow", o, settings.slow_time_limit_s) for o in slow]
+    return sends, result
+
+
+def _predicted(order: VisitOrder) -> float | None:
+    return order.predicted_duration_s
+
+
+def send_kwargs(send: Send) -> dict[str, Any]:
+    """The visit actor's keyword arguments for one send."""
+    return {**send.order.as_kwargs(), "lane": send.lane}
