@@ -43,7 +43,7 @@ from app.journal import apply_events_batch
 from app.listing import finish_listing, record_listed_origins, start_listing
 from app.listing_input import ListedOriginIn
 from app.requests import create_request, take_pending
-from app.scheduling import free_slots, schedule_step
+from app.scheduling import free_slots, schedule_step, visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -144,6 +144,8 @@ class Simulation:
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self.finished_requests = 0
+        self.beyond_history: Counter[str] = Counter()
+        """Final statuses the journal code could not place, by visit type."""
         self.steps = 0
 
     def run(self, on_step: Callable[[float], None] | None = None) -> None:
@@ -184,7 +186,7 @@ class Simulation:
                 if origin.appear_s >= t:
                     continue
                 start = max(origin.appear_s, t - span * float(rng.uniform()))
-                order = Order(origin.index, origin.url, int(start * 1000), "warm_start", start)
+                order = Order(origin.index, origin.url, visit_number(start), "warm_start", start)
                 self._visit(name, order, start, status="full", duration=0.0)
         self._apply_journal(t)
 
@@ -197,6 +199,7 @@ class Simulation:
         events = [d.event for d in batch]
         outcome = apply_events_batch(self.conn, self.ctx, events, self.configs, at(t))
         self.finished_requests += len(outcome.finished_requests)
+        self.beyond_history.update(outcome.beyond_history)
         for due in batch:
             order = due.order
             if order is None:
@@ -256,7 +259,7 @@ class Simulation:
         index_of = state.index_of
         slots = state.requests.queue_length - state.requests.depth(t)
         orders = [
-            Order(index_of[r.url], r.url, int(t * 1000), "request", t, r.id)
+            Order(index_of[r.url], r.url, visit_number(t, lane_offset=1), "request", t, r.id)
             for r in take_pending(self.conn, name, slots, at(t))
         ]
         state.requests.send(orders)

@@ -36,6 +36,7 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
             "policies": state.policies,
             **summary,
             "mirror_returned": dict(sorted(state.returned.items())),
+            "journal_beyond_history": sim.beyond_history[name],
             "optimum": optimum_section(truth, sim, summary),
         }
     return {
