@@ -114,6 +114,7 @@ class Simulation:
         seeds = np.random.SeedSequence([config.seed, 1]).spawn(2)
         self.outcome_rng = np.random.default_rng(seeds[0])
         request_rng = np.random.default_rng(seeds[1])
+        self.configs = visit_type_configs(conn)
         self.types: dict[str, _VisitType] = {}
         for world in build_world(config, days):
             vt = world.config
@@ -126,7 +127,12 @@ class Simulation:
             count = request_rng.poisson(vt.requests_per_day * days)
             self.types[vt.name] = _VisitType(
                 world=world,
-                truth=Truth(world.origins, measure_from, config.starvation_bound_days * DAY_S),
+                truth=Truth(
+                    world.origins,
+                    measure_from,
+                    config.starvation_bound_days * DAY_S,
+                    self.configs[vt.name].max_interval_s,
+                ),
                 recurrent=WorkerPool(vt.workers, vt.queue_length),
                 requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),
                 lister_ids=[
@@ -140,7 +146,6 @@ class Simulation:
                 index_of={o.url: o.index for o in world.origins},
             )
         self.request_rng = request_rng
-        self.configs = visit_type_configs(conn)
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self.finished_requests = 0
@@ -216,8 +221,8 @@ class Simulation:
 
     def _listings(self, name: str, state: _VisitType, t: float) -> None:
         for k, lister in enumerate(state.world.listers):
-            if state.next_listing_s[k] > t:
-                continue
+            if state.next_listing_s[k] > t or lister.down((t - self.start_s) / DAY_S):
+                continue  # not due, or its forge is down: it lists once back
             state.next_listing_s[k] += lister.period_hours * 3600
             view = t - lister.delay_hours * 3600
             rows: list[tuple[int, ListedOriginIn]] = []
@@ -283,11 +288,13 @@ class Simulation:
         origin = state.world.origins[order.index]
         if origin.kind == "dead" or start >= origin.vanish_s:
             return "not_found", loader.base_s * loader.scale
+        if state.world.listers[origin.lister].down((start - self.start_s) / DAY_S):
+            return "failed", loader.base_s * loader.scale
         if origin.kind == "flaky" and self.outcome_rng.random() < loader.flaky_failure_probability:
             return "failed", loader.base_s * loader.scale
         commits = state.truth.new_commits(order.index, start)
         work_s = min(loader.cap_s, loader.base_s + loader.per_commit_s * commits)
-        return "full", work_s * loader.scale
+        return "full", work_s * loader.scale * origin.size
 
     def _visit(
         self,

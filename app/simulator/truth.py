@@ -64,6 +64,9 @@ class Truth:
     origins: list[Origin]
     measure_from_s: float
     starvation_bound_s: float
+    max_interval_s: float = math.inf
+    """The visit type's ``max_interval``: no live origin should wait longer for a
+    successful visit (the floor of the allocation)."""
     samples: list[Sample] = field(default_factory=list)
     lags_s: list[float] = field(default_factory=list)
     request_latencies_s: list[float] = field(default_factory=list)
@@ -83,6 +86,7 @@ class Truth:
         self.first_visit_at = np.full(n, math.inf)
         self.last_success_at = np.full(n, -math.inf)
         self.starved = np.zeros(n, dtype=bool)
+        self.beyond_max_interval = np.zeros(n, dtype=bool)
 
     def listed(self, index: int, t: float) -> None:
         """A lister reported the origin at ``t``."""
@@ -145,7 +149,9 @@ class Truth:
         age = np.maximum(0.0, t - self.pending_since[live])
         seen = np.where(np.isfinite(self.last_success_at), self.last_success_at, self.listed_at)
         if t >= self.measure_from_s:
-            self.starved |= live & np.isfinite(seen) & (t - seen > self.starvation_bound_s)
+            waited = np.where(live & np.isfinite(seen), t - seen, 0.0)
+            self.starved |= waited > self.starvation_bound_s
+            self.beyond_max_interval |= waited > self.max_interval_s
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -181,6 +187,7 @@ class Truth:
             },
             "visits": {
                 "per_day": sum(self.policies.values()) / days,
+                "worker_s_per_day": self.busy_s / days,
                 "by_status": {k: self.visits[k] for k in sorted(self.visits)},
                 "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
             },
@@ -194,12 +201,29 @@ class Truth:
                 else None,
                 "starved_origins": int(self.starved.sum()),
                 "starvation_bound_days": self.starvation_bound_s / DAY_S,
+                "beyond_max_interval": int(self.beyond_max_interval.sum()),
+                "max_interval_days": self.max_interval_s / DAY_S,
             },
+            "drift": self.drift(start_s, end_s),
             "save_code_now_hours": {
                 **percentiles(self.request_latencies_s, HOUR_S, 50, 99),
                 "requests_done": len(self.request_latencies_s),
             },
         }
+
+    def drift(self, start_s: float, end_s: float) -> dict[str, dict[str, float | None]]:
+        """Mean age and freshness over the middle and the last third of the run, and
+        last / middle: on a stationary world a policy that holds keeps it near 1."""
+        third = (end_s - start_s) / 3
+        middle = [s for s in self.samples if start_s + third <= s.t < start_s + 2 * third]
+        last = [s for s in self.samples if s.t >= start_s + 2 * third]
+        out: dict[str, dict[str, float | None]] = {}
+        for name, attr in (("age_days", "mean_age_days"), ("freshness", "freshness")):
+            m = float(np.mean([getattr(s, attr) for s in middle])) if middle else None
+            v = float(np.mean([getattr(s, attr) for s in last])) if last else None
+            ratio = v / m if m and v is not None else None
+            out[name] = {"middle_third": m, "last_third": v, "ratio": ratio}
+        return out
 
     def _pending_changes(self, end_s: float) -> int:
         """Measured changes of live origins the archive still lacks at the end (their

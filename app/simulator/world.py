@@ -20,7 +20,7 @@ Kinds of origin:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -54,6 +54,8 @@ class Origin:
     """Sorted change times; the first is the creation."""
     commits: np.ndarray[tuple[int], np.dtype[np.int64]]
     """Commits in the origin after each change (cumulative)."""
+    size: float = 1.0
+    """How much slower than a typical origin each of its visits is."""
 
     def changes_until(self, t: float) -> int:
         """How many changes happened at or before ``t``."""
@@ -82,10 +84,33 @@ def build_world(config: WorldConfig, days: float) -> list[VisitTypeWorldState]:
     start = config.start.timestamp()
     end = start + days * DAY_S
     seeds = np.random.SeedSequence(config.seed).spawn(len(config.visit_types))
-    return [
-        _build_visit_type(vt, np.random.default_rng(seq), start, end, config)
-        for vt, seq in zip(config.visit_types, seeds, strict=True)
-    ]
+    # sizes from a stream of their own: turning them on changes no other draw
+    size_seeds = np.random.SeedSequence([config.seed, 3]).spawn(len(config.visit_types))
+    worlds = []
+    for vt, seq, size_seq in zip(config.visit_types, seeds, size_seeds, strict=True):
+        world = _build_visit_type(vt, np.random.default_rng(seq), start, end, config)
+        if config.loader.size_tail_alpha is not None:
+            sizes = origin_sizes(
+                np.random.default_rng(size_seq),
+                len(world.origins),
+                config.loader.size_tail_alpha,
+                config.loader.size_max,
+            )
+            origins = [replace(o, size=float(z)) for o, z in zip(world.origins, sizes, strict=True)]
+            world = replace(world, origins=origins)
+        worlds.append(world)
+    return worlds
+
+
+def origin_sizes(
+    rng: np.random.Generator, count: int, alpha: float, size_max: float
+) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
+    """Heavy-tailed size factors: Pareto of shape ``alpha`` with mean 1, capped."""
+    minimum = (alpha - 1) / alpha
+    sizes: np.ndarray[tuple[int], np.dtype[np.float64]] = np.minimum(
+        size_max, minimum * (1 + rng.pareto(alpha, count))
+    )
+    return sizes
 
 
 def _build_visit_type(

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -17,9 +18,17 @@ from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import mark_scheduled
 from app.settings import Settings
-from app.simulator.config import Lister, RateDistribution, Shares, VisitTypeWorld, WorldConfig
+from app.simulator.config import (
+    Lister,
+    Outage,
+    RateDistribution,
+    Shares,
+    VisitTypeWorld,
+    WorldConfig,
+)
 from app.simulator.report import PLOT_FILE, REPORT_FILE, write_report
 from app.simulator.runner import run_world
+from app.simulator.world import DAY_S
 from tests.integration.helpers import list_origins
 
 pytestmark = pytest.mark.integration
@@ -184,3 +193,23 @@ def test_every_request_outcome_is_applied_by_the_journal_code(
     assert (
         report["requests_finished_in_postgres"] == figures["save_code_now_hours"]["requests_done"]
     )
+
+
+def test_during_a_forge_outage_its_visits_fail_and_its_lister_waits(
+    conn: DictConnection, settings: Settings
+) -> None:
+    outage = Outage(start_day=0.5, days=2)
+    config = _world(
+        shares=NO_ODDITIES,
+        requests_per_day=0,
+        new_origins_per_day=20,
+        listers=[Lister(name="forge", share=1, period_hours=6, outages=[outage])],
+    )
+    sim, report = run_world(conn, settings, config, 2.5)
+    by_status = report["visit_types"]["git"]["visits"]["by_status"]
+    assert by_status["failed"] > 0
+    assert by_status.get("full", 0) == 0
+    listed = sim.types["git"].truth.listed_at
+    start = sim.start_s + 0.5 * DAY_S
+    assert not np.any((listed >= start) & (listed < start + 2 * DAY_S))
+    assert np.any(listed >= start + 2 * DAY_S)

@@ -8,10 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.simulator.config import ConfigError, Shares, VisitTypeWorld, WorldConfig, load_config
+from app.simulator.config import (
+    ConfigError,
+    Lister,
+    Loader,
+    Outage,
+    Shares,
+    VisitTypeWorld,
+    WorldConfig,
+    load_config,
+)
 from app.simulator.truth import Truth
 from app.simulator.workers import Order, WorkerPool
-from app.simulator.world import DAY_S, Origin, build_world
+from app.simulator.world import DAY_S, Origin, build_world, origin_sizes
 
 
 def _small(seed: int = 3) -> WorldConfig:
@@ -170,3 +179,48 @@ def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> N
     assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 0
     truth.sample(2 * DAY_S)
     assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 1
+
+
+def test_origin_sizes_are_heavy_tailed_with_mean_one() -> None:
+    sizes = origin_sizes(np.random.default_rng(5), 100_000, alpha=1.5, size_max=1000.0)
+    assert sizes.min() >= 1 / 3
+    assert float(np.mean(sizes)) == pytest.approx(1.0, rel=0.15)
+    assert float(np.max(sizes)) > 50 * float(np.median(sizes))
+
+
+def test_turning_origin_sizes_on_changes_no_other_draw() -> None:
+    plain = _small()
+    sized = plain.model_copy(update={"loader": Loader(size_tail_alpha=1.5)})
+    first, second = build_world(plain, 20)[0].origins, build_world(sized, 20)[0].origins
+    assert {o.size for o in first} == {1.0}
+    assert len({o.size for o in second}) == len(second)
+    assert [(o.kind, o.rate_per_day) for o in first] == [(o.kind, o.rate_per_day) for o in second]
+
+
+def test_a_forge_is_down_only_during_its_outages() -> None:
+    lister = Lister(name="forge", share=1, outages=[Outage(start_day=10, days=3)])
+    assert [lister.down(d) for d in (9.9, 10, 12.9, 13)] == [False, True, True, False]
+
+
+def test_an_origin_without_a_successful_visit_beyond_max_interval_is_counted() -> None:
+    truth = Truth(
+        [_origin([0.0])], measure_from_s=0.0, starvation_bound_s=DAY_S, max_interval_s=2 * DAY_S
+    )
+    truth.listed(0, 0.0)
+    truth.sample(1.5 * DAY_S)
+    assert truth.summary(0.0, 3 * DAY_S)["starvation"]["beyond_max_interval"] == 0
+    truth.sample(2.5 * DAY_S)
+    figures = truth.summary(0.0, 3 * DAY_S)["starvation"]
+    assert (figures["starved_origins"], figures["beyond_max_interval"]) == (1, 1)
+
+
+def test_drift_compares_the_last_third_of_the_run_with_the_middle_third() -> None:
+    truth = Truth([_origin([0.0, 0.5 * DAY_S])], measure_from_s=0.0, starvation_bound_s=9 * DAY_S)
+    truth.visited(0, 0.0, 1.0, "full", 1.0, "p")
+    for day in range(9):
+        truth.sample(day * DAY_S)
+    drift = truth.drift(0.0, 9 * DAY_S)["age_days"]
+    # the change at day 0.5 is never archived: age t - 0.5 on days 3-5 and 6-8
+    assert drift["middle_third"] == pytest.approx(3.5)
+    assert drift["last_third"] == pytest.approx(6.5)
+    assert drift["ratio"] == pytest.approx(6.5 / 3.5)
