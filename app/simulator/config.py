@@ -113,6 +113,10 @@ class Loader(_Model):
     )
     size_max: float = Field(default=20.0, ge=1, description="largest size factor")
 
+    def visit_s(self, commits: float, size: float = 1.0) -> float:
+        """Worker seconds of a successful visit fetching ``commits`` new commits."""
+        return self.scale * size * min(self.cap_s, self.base_s + self.per_commit_s * commits)
+
 
 class VisitTypeWorld(_Model):
     """The origins of one visit type, its workers and its listers."""

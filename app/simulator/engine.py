@@ -293,8 +293,7 @@ class Simulation:
         if origin.kind == "flaky" and self.outcome_rng.random() < loader.flaky_failure_probability:
             return "failed", loader.base_s * loader.scale
         commits = state.truth.new_commits(order.index, start)
-        work_s = min(loader.cap_s, loader.base_s + loader.per_commit_s * commits)
-        return "full", work_s * loader.scale * origin.size
+        return "full", loader.visit_s(commits, origin.size)
 
     def _visit(
         self,

@@ -74,6 +74,8 @@ class Truth:
     policies: Counter[str] = field(default_factory=Counter)
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
+    first_fetch_busy_s: float = 0.0
+    """Worker time of first successful visits (fetching an origin's whole history)."""
 
     def __post_init__(self) -> None:
         n = len(self.origins)
@@ -120,6 +122,8 @@ class Truth:
             self.policies[policy] += 1
             self.busy_s += duration_s
             self.useless_busy_s += duration_s if useless else 0.0
+            first_fetch = success and self.archived[index] == 0
+            self.first_fetch_busy_s += duration_s if first_fetch else 0.0
         if success:
             self._archive(index, start, end)
 
@@ -188,6 +192,7 @@ class Truth:
             "visits": {
                 "per_day": sum(self.policies.values()) / days,
                 "worker_s_per_day": self.busy_s / days,
+                "first_fetch_worker_s_per_day": self.first_fetch_busy_s / days,
                 "by_status": {k: self.visits[k] for k in sorted(self.visits)},
                 "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
             },

@@ -158,7 +158,15 @@ def test_a_run_writes_its_report_and_plots(
     files = write_report(report, sim, tmp_path)
     assert files == [tmp_path / REPORT_FILE, tmp_path / PLOT_FILE]
     written = json.loads((tmp_path / REPORT_FILE).read_text())
-    assert written["visit_types"]["git"]["optimum"]["even"]["min_age"]["age_days"] is not None
+    optimum = written["visit_types"]["git"]["optimum"]
+    assert optimum["even"]["min_age"]["age_days"] is not None
+    # the optimum of the policy's recurrent worker time, under the max_interval floor
+    visits = written["visit_types"]["git"]["visits"]
+    budget = visits["worker_s_per_day"] - visits["first_fetch_worker_s_per_day"]
+    assert optimum["capacity_worker_s_per_day"] == pytest.approx(budget)
+    for allocation in ("min_age", "max_freshness"):
+        assert optimum["even"][allocation]["worker_s_per_day"] <= budget * (1 + 1e-6)
+        assert optimum["even"][allocation]["beyond_max_interval"] == 0
     assert (tmp_path / PLOT_FILE).read_bytes()[:4] == b"\x89PNG"
 
 
