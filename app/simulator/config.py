@@ -143,7 +143,15 @@ class VisitTypeWorld(_Model):
         min_length=1,
     )
     policies: dict[str, float] | None = Field(
-        default=None, description="policy weights; none: the reference defaults"
+        default=None, description="policy weights; none: the project's defaults"
+    )
+    dormant_wake_days: list[float] = Field(
+        default_factory=list,
+        description="dormant origins wake together within a day after one of these days "
+        "(days after the start); none: each at a random time of the run",
+    )
+    dormant_bursty: bool = Field(
+        default=False, description="once awake, dormant origins change in bursts"
     )
 
     @property

@@ -132,6 +132,7 @@ class Simulation:
                     measure_from,
                     config.starvation_bound_days * DAY_S,
                     self.configs[vt.name].max_interval_s,
+                    [lister.reports_last_update for lister in vt.listers],
                 ),
                 recurrent=WorkerPool(vt.workers, vt.queue_length),
                 requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),

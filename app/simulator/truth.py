@@ -44,6 +44,11 @@ def percentiles(values: list[float], scale: float, *qs: float) -> dict[str, floa
     return dict(zip(keys, [*figures, float(array.max())], strict=True))
 
 
+def _share(counts: Counter[str], key: str) -> float | None:
+    total = sum(counts.values())
+    return counts[key] / total if total else None
+
+
 @dataclass
 class Sample:
     """The state of the archive at one instant."""
@@ -67,10 +72,13 @@ class Truth:
     max_interval_s: float = math.inf
     """The visit type's ``max_interval``: no live origin should wait longer for a
     successful visit (the floor of the allocation)."""
+    reports_last_update: list[bool] = field(default_factory=list)
+    """Per lister (by index): whether it reports each origin's last_update."""
     samples: list[Sample] = field(default_factory=list)
     lags_s: list[float] = field(default_factory=list)
     request_latencies_s: list[float] = field(default_factory=list)
     visits: Counter[str] = field(default_factory=Counter)
+    visits_with_last_update: Counter[str] = field(default_factory=Counter)
     policies: Counter[str] = field(default_factory=Counter)
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
@@ -82,6 +90,10 @@ class Truth:
         self.appear = np.array([o.appear_s for o in self.origins])
         self.vanish = np.array([o.vanish_s for o in self.origins])
         self.dead = np.array([o.kind == "dead" for o in self.origins], dtype=bool)
+        flags = self.reports_last_update
+        self.with_last_update = np.array(
+            [bool(flags) and flags[o.lister] for o in self.origins], dtype=bool
+        )
         self.pending_since = np.array([o.changes[0] for o in self.origins])
         self.archived = np.zeros(n, dtype=np.int64)
         self.listed_at = np.full(n, math.inf)
@@ -119,6 +131,8 @@ class Truth:
             useless = success and not self.is_news(index, start)
             self.visits[status] += 1
             self.visits["useless" if useless else "useful"] += success
+            if self.with_last_update[index]:
+                self.visits_with_last_update["useless" if useless else "useful"] += success
             self.policies[policy] += 1
             self.busy_s += duration_s
             self.useless_busy_s += duration_s if useless else 0.0
@@ -187,6 +201,7 @@ class Truth:
             },
             "useless_visits": {
                 "ratio": self.visits["useless"] / successes if successes else None,
+                "ratio_where_last_update": _share(self.visits_with_last_update, "useless"),
                 "worker_time_share": self.useless_busy_s / self.busy_s if self.busy_s else None,
             },
             "visits": {

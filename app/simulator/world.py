@@ -12,8 +12,9 @@ Kinds of origin:
 - ``flaky``: the same, and each visit fails with a fixed probability;
 - ``bursty``: bursts arrive as a Poisson process, each of several changes a
   few minutes apart, at the same mean rate of changes;
-- ``dormant``: silent for years, wakes at a random time of the run, then
-  changes at a fast rate (between weekly and the distribution's maximum);
+- ``dormant``: silent for years, wakes at a random time of the run (or, with
+  ``dormant_wake_days``, many together), then changes at a fast rate (between
+  weekly and the distribution's maximum), in bursts with ``dormant_bursty``;
 - ``dead``: still listed, but gone: every visit finds ``not_found``.
 """
 
@@ -161,8 +162,12 @@ def _origin(
         rate = _log_uniform(
             rng, max(DORMANT_MIN_RATE_PER_DAY, vt.rates.min_per_day), vt.rates.max_per_day
         )
-        wake = max(begin, float(rng.uniform(start, end)))
-        times += _poisson(rng, rate, wake, end)
+        if vt.dormant_wake_days:
+            day = vt.dormant_wake_days[int(rng.integers(len(vt.dormant_wake_days)))]
+            wake = max(begin, start + (day + float(rng.uniform())) * DAY_S)
+        else:
+            wake = max(begin, float(rng.uniform(start, end)))
+        times += (_bursts if vt.dormant_bursty else _poisson)(rng, rate, wake, end)
     elif kind == "bursty":
         last = begin - rng.exponential(DAY_S * BURST_SIZE_MEAN / rate)
         if appear_s < last < start:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,18 @@ def test_a_visit_that_finds_nothing_new_is_useless() -> None:
     figures = truth.summary(0.0, DAY_S)["useless_visits"]
     assert figures["ratio"] == 0.5
     assert figures["worker_time_share"] == 0.75
+    assert figures["ratio_where_last_update"] is None  # no lister reports last_update
+
+
+def test_useless_visits_are_counted_apart_where_the_lister_reports_last_update() -> None:
+    origins = [_origin([0.0]), replace(_origin([0.0]), index=1, lister=1)]
+    truth = Truth(origins, 0.0, DAY_S, reports_last_update=[False, True])
+    for index in (0, 1):
+        truth.visited(index, 10.0, 20.0, "full", 10.0, "p")
+    truth.visited(1, 30.0, 40.0, "full", 10.0, "p")
+    figures = truth.summary(0.0, DAY_S)["useless_visits"]
+    assert figures["ratio"] == pytest.approx(1 / 3)
+    assert figures["ratio_where_last_update"] == 0.5
 
 
 def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> None:
@@ -224,3 +237,22 @@ def test_drift_compares_the_last_third_of_the_run_with_the_middle_third() -> Non
     assert drift["middle_third"] == pytest.approx(3.5)
     assert drift["last_third"] == pytest.approx(6.5)
     assert drift["ratio"] == pytest.approx(6.5 / 3.5)
+
+
+def test_dormant_origins_wake_together_after_the_given_days() -> None:
+    vt = VisitTypeWorld(
+        origins=2000,
+        shares=Shares(dormant=0.5, bursty=0, dead=0, flaky=0),
+        dormant_wake_days=[10, 40],
+        dormant_bursty=True,
+    )
+    config = WorldConfig(visit_types=[vt])
+    start = config.start.timestamp()
+    origins = build_world(config, 60)[0].origins
+    dormant = [o for o in origins if o.kind == "dormant" and o.appear_s < start]
+    days = np.array([(o.wake_s - start) / DAY_S for o in dormant])
+    assert np.all(((days >= 10) & (days < 11)) | ((days >= 40) & (days < 41)))
+    assert 0.4 < float(np.mean(days < 20)) < 0.6
+    # bursts: many changes within a burst gap of the one before
+    gaps = np.concatenate([np.diff(o.changes[1:]) for o in dormant])
+    assert float(np.mean(gaps < 3600)) > 0.5
