@@ -56,11 +56,13 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def summary_table(report: dict[str, Any]) -> Table:
-    """The headline figures of each visit type, with the optimum beside them."""
+    """The headline figures of each visit type, with the optimum beside them (the
+    optimum of the same worker time, under the max_interval floor)."""
     types = report["visit_types"]
     table = Table("figure", *types, title=f"after {report['measured_days']:g} measured days")
     rows: list[tuple[str, Any]] = [
         ("visits per day", lambda r: r["visits"]["per_day"]),
+        ("worker hours per day", lambda r: r["visits"]["worker_s_per_day"] / 3600),
         ("freshness", lambda r: r["freshness"]),
         ("  optimum, even visits", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
         (
@@ -83,6 +85,11 @@ def summary_table(report: dict[str, Any]) -> Table:
         ),
         ("pending > 30 days", lambda r: r["starvation"]["pending_over_30_days"]),
         ("starved (policy / max-freshness / min-age)", _starved),
+        ("no success for > max_interval", lambda r: r["starvation"]["beyond_max_interval"]),
+        (
+            "drift of mean age / freshness",
+            lambda r: (r["drift"]["age_days"]["ratio"], r["drift"]["freshness"]["ratio"]),
+        ),
         (
             "save code now p50 / p99 (h)",
             lambda r: (r["save_code_now_hours"]["p50"], r["save_code_now_hours"]["p99"]),

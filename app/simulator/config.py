@@ -62,6 +62,14 @@ class Shares(_Model):
         return self
 
 
+class Outage(_Model):
+    """A forge down for ``days`` from ``start_day`` (days after the run's start): every
+    visit of its origins fails, and its lister cannot list until it is back."""
+
+    start_day: float = Field(ge=0)
+    days: float = Field(gt=0)
+
+
 class Lister(_Model):
     """A forge's lister: a full listing every ``period_hours``, seeing the forge as it
     was ``delay_hours`` earlier; ``reports_last_update`` says whether it reports
@@ -72,12 +80,20 @@ class Lister(_Model):
     reports_last_update: bool = True
     period_hours: float = Field(default=24.0, gt=0)
     delay_hours: float = Field(default=0.0, ge=0)
+    outages: list[Outage] = Field(default_factory=list)
+
+    def down(self, days_since_start: float) -> bool:
+        """Whether the forge is in an outage that many days after the run's start."""
+        return any(o.start_day <= days_since_start < o.start_day + o.days for o in self.outages)
 
 
 class Loader(_Model):
     """Visit durations (the reference simulator's model, scaled) and failures.
 
-    duration = scale * min(cap_s, base_s + per_commit_s * new commits). A small
+    duration = scale * size * min(cap_s, base_s + per_commit_s * new commits), where
+    ``size`` is 1, or with ``size_tail_alpha`` set each origin's own draw from a
+    Pareto law of that shape scaled to mean 1 and capped at ``size_max`` (large
+    repositories are slow to visit every time: heavy-tailed durations). A small
     world is a scale model of a large one: ``scale`` makes each visit as
     costly to W workers serving N origins as it would be to scale * W workers
     serving scale * N. The default world (2,000 git origins, 4 workers, scale
@@ -92,6 +108,14 @@ class Loader(_Model):
     commits_per_change: float = Field(default=3.0, ge=1, description="mean; at least 1")
     initial_commits: float = Field(default=200.0, ge=1, description="mean history size")
     flaky_failure_probability: float = Field(default=0.3, ge=0, le=1)
+    size_tail_alpha: float | None = Field(
+        default=None, gt=1, description="Pareto shape of origin sizes (none: all alike)"
+    )
+    size_max: float = Field(default=20.0, ge=1, description="largest size factor")
+
+    def visit_s(self, commits: float, size: float = 1.0) -> float:
+        """Worker seconds of a successful visit fetching ``commits`` new commits."""
+        return self.scale * size * min(self.cap_s, self.base_s + self.per_commit_s * commits)
 
 
 class VisitTypeWorld(_Model):
@@ -119,7 +143,15 @@ class VisitTypeWorld(_Model):
         min_length=1,
     )
     policies: dict[str, float] | None = Field(
-        default=None, description="policy weights; none: the reference defaults"
+        default=None, description="policy weights; none: the project's defaults"
+    )
+    dormant_wake_days: list[float] = Field(
+        default_factory=list,
+        description="dormant origins wake together within a day after one of these days "
+        "(days after the start); none: each at a random time of the run",
+    )
+    dormant_bursty: bool = Field(
+        default=False, description="once awake, dormant origins change in bursts"
     )
 
     @property

@@ -45,6 +45,7 @@ from app.listing_input import ListedOriginIn
 from app.queue_names import priority_queue, visit_queue
 from app.requests import create_request
 from app.scheduler_step import plan_step
+from app.scheduling import visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -123,6 +124,7 @@ class Simulation:
         seeds = np.random.SeedSequence([config.seed, 1]).spawn(2)
         self.outcome_rng = np.random.default_rng(seeds[0])
         request_rng = np.random.default_rng(seeds[1])
+        self.configs = visit_type_configs(conn)
         self.types: dict[str, _VisitType] = {}
         for world in build_world(config, days):
             vt = world.config
@@ -136,7 +138,13 @@ class Simulation:
             count = request_rng.poisson(vt.requests_per_day * days)
             self.types[vt.name] = _VisitType(
                 world=world,
-                truth=Truth(world.origins, measure_from, config.starvation_bound_days * DAY_S),
+                truth=Truth(
+                    world.origins,
+                    measure_from,
+                    config.starvation_bound_days * DAY_S,
+                    self.configs[vt.name].max_interval_s,
+                    [lister.reports_last_update for lister in vt.listers],
+                ),
                 recurrent=WorkerPool(vt.workers, vt.queue_length),
                 requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),
                 lister_ids=[
@@ -150,10 +158,12 @@ class Simulation:
                 index_of={o.url: o.index for o in world.origins},
             )
         self.request_rng = request_rng
-        self.configs = visit_type_configs(conn)
+        self.configs = visit_type_configs(conn)  # with the world's queue lengths
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self.finished_requests = 0
+        self.beyond_history: Counter[str] = Counter()
+        """Final statuses the journal code could not place, by visit type."""
         self.steps = 0
 
     def run(self, on_step: Callable[[float], None] | None = None) -> None:
@@ -194,7 +204,7 @@ class Simulation:
                 if origin.appear_s >= t:
                     continue
                 start = max(origin.appear_s, t - span * float(rng.uniform()))
-                order = Order(origin.index, origin.url, int(start * 1000), "warm_start", start)
+                order = Order(origin.index, origin.url, visit_number(start), "warm_start", start)
                 self._visit(name, order, start, status="full", duration=0.0)
         self._apply_journal(t)
 
@@ -209,6 +219,7 @@ class Simulation:
         self.configs = visit_type_configs(self.conn)
         outcome = apply_events_batch(self.conn, self.ctx, events, self.configs, at(t))
         self.finished_requests += len(outcome.finished_requests)
+        self.beyond_history.update(outcome.beyond_history)
         for due in batch:
             order = due.order
             if order is None:
@@ -225,8 +236,8 @@ class Simulation:
 
     def _listings(self, name: str, state: _VisitType, t: float) -> None:
         for k, lister in enumerate(state.world.listers):
-            if state.next_listing_s[k] > t:
-                continue
+            if state.next_listing_s[k] > t or lister.down((t - self.start_s) / DAY_S):
+                continue  # not due, or its forge is down: it lists once back
             state.next_listing_s[k] += lister.period_hours * 3600
             view = t - lister.delay_hours * 3600
             rows: list[tuple[int, ListedOriginIn]] = []
@@ -295,11 +306,12 @@ class Simulation:
         origin = state.world.origins[order.index]
         if origin.kind == "dead" or start >= origin.vanish_s:
             return "not_found", loader.base_s * loader.scale
+        if state.world.listers[origin.lister].down((start - self.start_s) / DAY_S):
+            return "failed", loader.base_s * loader.scale
         if origin.kind == "flaky" and self.outcome_rng.random() < loader.flaky_failure_probability:
             return "failed", loader.base_s * loader.scale
         commits = state.truth.new_commits(order.index, start)
-        work_s = min(loader.cap_s, loader.base_s + loader.per_commit_s * commits)
-        return "full", work_s * loader.scale
+        return "full", loader.visit_s(commits, origin.size)
 
     def _visit(
         self,

@@ -37,6 +37,27 @@ origin gets no visit at all. The freshness optimum therefore abandons the
 fastest-changing origins, which an archive cannot accept; ``starved`` counts
 the origins an allocation leaves without a visit for longer than a bound.
 The age optimum visits every changing origin.
+
+Production's constraints, as the simulator compares them (``allocate`` with
+``costs`` and ``floor_per_day``):
+
+- **a floor**: every live origin, changing or not, gets at least
+  ``floor_per_day`` visits (one per visit type's ``max_interval``);
+- **worker time, not visits**: the capacity is worker seconds per day, and a
+  visit of origin i costs what the simulator's loader charges, ``min(cap_i,
+  fixed_i + per_change_i * changes fetched)``, with λ/f changes fetched on
+  average. Origin i's worker time per day is then
+  ``g_i(f) = min(cap_i f, fixed_i f + per_change_i λ_i)``: linear in f with
+  slope cap_i below the knee f = per_change_i λ_i / (cap_i - fixed_i) and
+  slope fixed_i above it (changes are fetched however often one visits; what
+  frequent visits cost is the fixed part).
+
+The Lagrangian then prices worker time at nu: each origin takes the f ≥ floor
+maximising gain_i(f) - nu g_i(f) (the best of the two linear pieces, each
+solved as above with μ = nu * slope), and nu is bisected until Σ g_i = the
+budget. With a concave g this is the optimum of the convexified problem
+(Lagrangian relaxation), not always of the exact one; the allocation's own
+worker time is reported beside the budget.
 """
 
 from __future__ import annotations
@@ -101,12 +122,14 @@ def marginal_gain(rates: Array, freqs: Array, timing: Timing, objective: Objecti
         return 1 / (f * f) - 1 / (lam + f) ** 2
 
 
-def _frequencies_at(rates: Array, mu: float, timing: Timing, objective: Objective) -> Array:
-    """Each origin's frequency whose marginal gain is ``mu`` (0 if even its first
-    visit gains less). Marginal gains fall as the frequency grows."""
+def _frequencies_at(rates: Array, mu: float | Array, timing: Timing, objective: Objective) -> Array:
+    """Each origin's frequency whose marginal gain is ``mu`` (a number, or one per
+    origin; 0 if even its first visit gains less). Marginal gains fall as the
+    frequency grows."""
     freqs = np.zeros_like(rates)
     changing = rates > 0
     lam = rates[changing]
+    mu = np.broadcast_to(np.asarray(mu, dtype=np.float64), rates.shape)[changing]
     if objective == "freshness":
         if timing == "poisson":
             freqs[changing] = np.maximum(0.0, np.sqrt(lam / mu) - lam)
@@ -126,6 +149,40 @@ def _frequencies_at(rates: Array, mu: float, timing: Timing, objective: Objectiv
 
 
 @dataclass(frozen=True)
+class VisitCosts:
+    """Worker seconds of one visit of each origin: ``min(cap_s, fixed_s +
+    per_change_s * changes fetched)``."""
+
+    fixed_s: Array
+    per_change_s: Array
+    cap_s: Array
+
+    @classmethod
+    def unit(cls, count: int) -> VisitCosts:
+        """Every visit costs 1: a capacity counted in visits."""
+        ones = np.ones(count)
+        return cls(ones, np.zeros(count), ones)
+
+    def worker_s_per_day(self, rates: Array, freqs: Array) -> Array:
+        """Each origin's worker seconds per day when visited at ``freqs``."""
+        out: Array = np.minimum(
+            self.cap_s * freqs, self.fixed_s * freqs + self.per_change_s * rates
+        )
+        return out
+
+    def knee(self, rates: Array) -> Array:
+        """The frequency above which a visit no longer hits the cap."""
+        gap = self.cap_s - self.fixed_s
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out: Array = np.where(gap > 0, self.per_change_s * rates / gap, _NEVER)
+        return np.minimum(out, _NEVER)
+
+
+_NEVER = 1e9
+"""A frequency (per day) no allocation reaches."""
+
+
+@dataclass(frozen=True)
 class Allocation:
     """The optimal frequencies for one timing and objective, and what they give."""
 
@@ -135,47 +192,108 @@ class Allocation:
     mean_freshness: float
     mean_age_days: float
     """inf when some changing origin gets no visit."""
+    worker_s_per_day: float = 0.0
+    feasible: bool = True
+    """False when the floor alone costs more than the capacity (then: the floor,
+    scaled down to the capacity)."""
 
     def starved(self, bound_days: float) -> int:
         """Origins visited less often than once per ``bound_days`` (or never)."""
-        return int(np.sum(self.freqs * bound_days < 1))
+        return int(np.sum(self.freqs * bound_days < 1 - 1e-9))
+
+    @property
+    def visits_per_day(self) -> float:
+        """Visits a day in all."""
+        return float(self.freqs.sum())
 
 
 def allocate(
-    rates: Array, capacity_per_day: float, timing: Timing, objective: Objective
+    rates: Array,
+    capacity_per_day: float,
+    timing: Timing,
+    objective: Objective,
+    *,
+    costs: VisitCosts | None = None,
+    floor_per_day: float = 0.0,
 ) -> Allocation:
-    """The allocation of ``capacity_per_day`` visits maximising mean freshness or
-    minimising mean age; μ by geometric bisection until Σ f = C."""
+    """The allocation of ``capacity_per_day`` (visits, or worker seconds with
+    ``costs``) maximising mean freshness or minimising mean age, every origin
+    visited at least ``floor_per_day``; nu by geometric bisection until the
+    worker time is the capacity."""
     rates = np.asarray(rates, dtype=np.float64)
-    if rates.size == 0 or capacity_per_day <= 0 or not np.any(rates > 0):
-        freqs = np.zeros_like(rates)
-    else:
-        lo, hi = 1e-15, 1e15
-        for _ in range(100):
-            mu = math.sqrt(lo * hi)
-            if _frequencies_at(rates, mu, timing, objective).sum() > capacity_per_day:
-                lo = mu
-            else:
-                hi = mu
-        freqs = _frequencies_at(rates, hi, timing, objective)
-        # Whatever bisection tolerance left over goes to the visited origins pro rata.
-        if freqs.sum() > 0:
-            freqs *= capacity_per_day / freqs.sum()
-    return _evaluate(rates, freqs, timing, objective)
+    costs = costs or VisitCosts.unit(rates.size)
+    floor = np.full_like(rates, floor_per_day)
+    if rates.size == 0 or capacity_per_day <= 0:
+        return _evaluate(rates, np.zeros_like(rates), timing, objective, costs)
+    floor_cost = float(costs.worker_s_per_day(rates, floor).sum())
+    if floor_cost >= capacity_per_day:
+        scaled = floor * capacity_per_day / floor_cost if floor_cost else floor
+        return _evaluate(rates, scaled, timing, objective, costs, feasible=floor_cost == 0)
+    lo, hi = 1e-30, 1e15
+    for _ in range(120):
+        nu = math.sqrt(lo * hi)
+        freqs = _best_frequencies(rates, nu, timing, objective, costs, floor)
+        if costs.worker_s_per_day(rates, freqs).sum() > capacity_per_day:
+            lo = nu
+        else:
+            hi = nu
+    freqs = _best_frequencies(rates, hi, timing, objective, costs, floor)
+    return _evaluate(rates, freqs, timing, objective, costs)
 
 
-def _evaluate(rates: Array, freqs: Array, timing: Timing, objective: Objective) -> Allocation:
+def _best_frequencies(
+    rates: Array, nu: float, timing: Timing, objective: Objective, costs: VisitCosts, floor: Array
+) -> Array:
+    """Each origin's f >= floor maximising gain(f) - nu g(f), on either side of the knee."""
+    knee = np.maximum(floor, costs.knee(rates))
+    below = np.clip(_frequencies_at(rates, nu * costs.cap_s, timing, objective), floor, knee)
+    above = np.maximum(_frequencies_at(rates, nu * costs.fixed_s, timing, objective), knee)
+
+    def value(freqs: Array) -> Array:
+        gain = (
+            freshness(rates, freqs, timing)
+            if objective == "freshness"
+            else -age(rates, freqs, timing)
+        )
+        result: Array = gain - nu * costs.worker_s_per_day(rates, freqs)
+        return result
+
+    with np.errstate(invalid="ignore"):
+        better_below = value(below) >= value(above)
+    out: Array = np.where(better_below, below, above)
+    return out
+
+
+def _evaluate(
+    rates: Array,
+    freqs: Array,
+    timing: Timing,
+    objective: Objective,
+    costs: VisitCosts,
+    *,
+    feasible: bool = True,
+) -> Allocation:
     return Allocation(
         timing,
         objective,
         freqs,
         float(np.mean(freshness(rates, freqs, timing))) if rates.size else 1.0,
         float(np.mean(age(rates, freqs, timing))) if rates.size else 0.0,
+        float(costs.worker_s_per_day(rates, freqs).sum()),
+        feasible,
     )
 
 
-def uniform(rates: Array, capacity_per_day: float, timing: Timing) -> Allocation:
-    """Every origin visited equally often: the no-knowledge baseline."""
+def uniform(
+    rates: Array, capacity_per_day: float, timing: Timing, *, costs: VisitCosts | None = None
+) -> Allocation:
+    """Every origin visited equally often, as often as the capacity allows: the
+    no-knowledge baseline."""
     rates = np.asarray(rates, dtype=np.float64)
-    freqs = np.full_like(rates, capacity_per_day / max(1, rates.size))
-    return _evaluate(rates, freqs, timing, "freshness")
+    costs = costs or VisitCosts.unit(rates.size)
+    lo, hi = 0.0, _NEVER
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        spent = costs.worker_s_per_day(rates, np.full_like(rates, mid)).sum()
+        lo, hi = (mid, hi) if spent <= capacity_per_day else (lo, mid)
+    return _evaluate(rates, np.full_like(rates, lo), timing, "freshness", costs)

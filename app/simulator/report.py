@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from app.simulator.config import Loader
 from app.simulator.engine import Simulation
-from app.simulator.optimum import Allocation, allocate, uniform
+from app.simulator.optimum import Allocation, VisitCosts, allocate, uniform
 from app.simulator.truth import Truth
-from app.simulator.world import DAY_S, KINDS
+from app.simulator.world import DAY_S, KINDS, Origin
 
 REPORT_FILE = "report.json"
 PLOT_FILE = "metrics.png"
@@ -36,6 +37,7 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
             "policies": state.policies,
             **summary,
             "mirror_returned": dict(sorted(state.returned.items())),
+            "journal_beyond_history": sim.beyond_history[name],
             "optimum": optimum_section(truth, sim, summary),
         }
     return {
@@ -48,34 +50,69 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
     }
 
 
+def visit_costs(loader: Loader, origins: list[Origin]) -> VisitCosts:
+    """What a visit of each origin costs in worker seconds under the world's loader
+    model (``Loader.visit_s``), for the optimum's worker-time budget."""
+    sizes = np.array([o.size for o in origins]) * loader.scale
+    per_change = loader.per_commit_s * loader.commits_per_change
+    return VisitCosts(sizes * loader.base_s, sizes * per_change, sizes * loader.cap_s)
+
+
 def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> dict[str, Any]:
-    """The four optimal allocations of the policy's capacity (its recurrent visits
-    per day) over the origins live at the end, from their true change rates over
-    the measured period; ``policy`` is the policy's summary, for the ratios."""
-    capacity = float(policy["visits"]["per_day"])
+    """The optimal allocations of the worker time the policy's recurrent visits
+    used (less the first fetch of new origins' history), over the origins live at the end,
+    from their true change rates over the measured period, every origin visited
+    at least once per ``max_interval`` as production's floor asks; ``policy`` is
+    the policy's summary, for the ratios."""
+    floor = DAY_S / truth.max_interval_s
     bound_days = sim.config.starvation_bound_days
     live = np.flatnonzero(truth.live(sim.end_s))
-    rates = np.array([truth.origins[i].effective_rate(sim.measure_from_s, sim.end_s) for i in live])
+    origins = [truth.origins[i] for i in live]
+    # a first visit fetches the origin's whole history, however it is scheduled:
+    # what is to allocate is the worker time of the other visits
+    visits = policy["visits"]
+    budget = max(0.0, visits["worker_s_per_day"] - visits["first_fetch_worker_s_per_day"])
+    rates = np.array([o.effective_rate(sim.measure_from_s, sim.end_s) for o in origins])
+    costs = visit_costs(sim.config.loader, origins)
 
     def figures(a: Allocation) -> dict[str, Any]:
         return {
             "freshness": a.mean_freshness,
             "age_days": a.mean_age_days if np.isfinite(a.mean_age_days) else None,
             "starved_origins": a.starved(bound_days),
+            "beyond_max_interval": a.starved(1 / floor),
+            "visits_per_day": a.visits_per_day,
+            "worker_s_per_day": a.worker_s_per_day,
+            "feasible": a.feasible,
         }
 
-    section: dict[str, Any] = {"capacity_visits_per_day": capacity, "origins": int(live.size)}
+    section: dict[str, Any] = {
+        "capacity_worker_s_per_day": budget,
+        "policy_visits_per_day": policy["visits"]["per_day"],
+        "floor_visits_per_day": floor,
+        "origins": int(live.size),
+    }
     for timing in ("even", "poisson"):
-        fresh = allocate(rates, capacity, timing, "freshness")
-        aged = allocate(rates, capacity, timing, "age")
+        kw: dict[str, Any] = {"costs": costs, "floor_per_day": floor}
+        fresh = allocate(rates, budget, timing, "freshness", **kw)
+        aged = allocate(rates, budget, timing, "age", **kw)
         section[timing] = {
             "max_freshness": figures(fresh),
             "min_age": figures(aged),
-            "uniform": figures(uniform(rates, capacity, timing)),
+            "uniform": figures(uniform(rates, budget, timing, costs=costs)),
             "policy_freshness_ratio": _ratio(policy["freshness"], fresh.mean_freshness),
             "policy_age_ratio": _ratio(policy["age_days"], aged.mean_age_days),
         }
     return section
+
+
+def _optimum_value(
+    report: dict[str, Any] | None, name: str, allocation: str, key: str
+) -> float | None:
+    if report is None:
+        return None
+    value = report["visit_types"][name]["optimum"]["even"][allocation][key]
+    return None if value is None else float(value)
 
 
 def _ratio(value: float | None, best: float) -> float | None:
@@ -87,11 +124,20 @@ def write_report(report: dict[str, Any], sim: Simulation, out: Path) -> list[Pat
     out.mkdir(parents=True, exist_ok=True)
     path = out / REPORT_FILE
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    return [path, plot(sim, out / PLOT_FILE)]
+    return [path, plot(sim, out / PLOT_FILE, report)]
 
 
-def plot(sim: Simulation, path: Path) -> Path:
-    """Freshness, age, its tail, pending changes and pool sizes over time."""
+#: The optimum drawn beside the measured curves: (panel, allocation, figure).
+OPTIMUM_LINES = (
+    ("freshness", "max_freshness", "freshness"),
+    ("mean_age_days", "min_age", "age_days"),
+)
+
+
+def plot(sim: Simulation, path: Path, report: dict[str, Any] | None = None) -> Path:
+    """Freshness, age, its tail, pending changes and pool sizes over time; with the
+    report, the optimum of the same worker time (evenly spaced visits, under the
+    max_interval floor) as a dashed line of the visit type's colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -105,11 +151,22 @@ def plot(sim: Simulation, path: Path) -> Path:
         ("age_p999_days", "age p99.9 (days)"),
         ("pending_over_30_days", "origins with a change pending > 30 days"),
     ]
+    optimum = {panel: (alloc, key) for panel, alloc, key in OPTIMUM_LINES}
     for ax, (attr, title) in zip(axes.flat, panels, strict=False):
         for name, state in sim.types.items():
             samples = state.truth.samples
             days = [(s.t - sim.start_s) / DAY_S for s in samples]
-            ax.plot(days, [getattr(s, attr) for s in samples], label=name)
+            (line,) = ax.plot(days, [getattr(s, attr) for s in samples], label=name)
+            best = _optimum_value(report, name, *optimum[attr]) if attr in optimum else None
+            if best is not None:
+                ax.axhline(best, color=line.get_color(), linestyle="--", linewidth=1)
+                ax.annotate(
+                    f"{name} optimum",
+                    (days[-1] if days else 0, best),
+                    fontsize="x-small",
+                    ha="right",
+                    va="bottom",
+                )
         ax.set_title(title)
     for ax, (name, state) in zip(axes.flat[4:], sim.types.items(), strict=False):
         days = [(p["t"] - sim.start_s) / DAY_S for p in state.pools]

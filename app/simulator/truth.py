@@ -44,6 +44,11 @@ def percentiles(values: list[float], scale: float, *qs: float) -> dict[str, floa
     return dict(zip(keys, [*figures, float(array.max())], strict=True))
 
 
+def _share(counts: Counter[str], key: str) -> float | None:
+    total = sum(counts.values())
+    return counts[key] / total if total else None
+
+
 @dataclass
 class Sample:
     """The state of the archive at one instant."""
@@ -64,25 +69,38 @@ class Truth:
     origins: list[Origin]
     measure_from_s: float
     starvation_bound_s: float
+    max_interval_s: float = math.inf
+    """The visit type's ``max_interval``: no live origin should wait longer for a
+    successful visit (the floor of the allocation)."""
+    reports_last_update: list[bool] = field(default_factory=list)
+    """Per lister (by index): whether it reports each origin's last_update."""
     samples: list[Sample] = field(default_factory=list)
     lags_s: list[float] = field(default_factory=list)
     request_latencies_s: list[float] = field(default_factory=list)
     visits: Counter[str] = field(default_factory=Counter)
+    visits_with_last_update: Counter[str] = field(default_factory=Counter)
     policies: Counter[str] = field(default_factory=Counter)
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
+    first_fetch_busy_s: float = 0.0
+    """Worker time of first successful visits (fetching an origin's whole history)."""
 
     def __post_init__(self) -> None:
         n = len(self.origins)
         self.appear = np.array([o.appear_s for o in self.origins])
         self.vanish = np.array([o.vanish_s for o in self.origins])
         self.dead = np.array([o.kind == "dead" for o in self.origins], dtype=bool)
+        flags = self.reports_last_update
+        self.with_last_update = np.array(
+            [bool(flags) and flags[o.lister] for o in self.origins], dtype=bool
+        )
         self.pending_since = np.array([o.changes[0] for o in self.origins])
         self.archived = np.zeros(n, dtype=np.int64)
         self.listed_at = np.full(n, math.inf)
         self.first_visit_at = np.full(n, math.inf)
         self.last_success_at = np.full(n, -math.inf)
         self.starved = np.zeros(n, dtype=bool)
+        self.beyond_max_interval = np.zeros(n, dtype=bool)
 
     def listed(self, index: int, t: float) -> None:
         """A lister reported the origin at ``t``."""
@@ -113,9 +131,13 @@ class Truth:
             useless = success and not self.is_news(index, start)
             self.visits[status] += 1
             self.visits["useless" if useless else "useful"] += success
+            if self.with_last_update[index]:
+                self.visits_with_last_update["useless" if useless else "useful"] += success
             self.policies[policy] += 1
             self.busy_s += duration_s
             self.useless_busy_s += duration_s if useless else 0.0
+            first_fetch = success and self.archived[index] == 0
+            self.first_fetch_busy_s += duration_s if first_fetch else 0.0
         if success:
             self._archive(index, start, end)
 
@@ -145,7 +167,9 @@ class Truth:
         age = np.maximum(0.0, t - self.pending_since[live])
         seen = np.where(np.isfinite(self.last_success_at), self.last_success_at, self.listed_at)
         if t >= self.measure_from_s:
-            self.starved |= live & np.isfinite(seen) & (t - seen > self.starvation_bound_s)
+            waited = np.where(live & np.isfinite(seen), t - seen, 0.0)
+            self.starved |= waited > self.starvation_bound_s
+            self.beyond_max_interval |= waited > self.max_interval_s
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -177,10 +201,13 @@ class Truth:
             },
             "useless_visits": {
                 "ratio": self.visits["useless"] / successes if successes else None,
+                "ratio_where_last_update": _share(self.visits_with_last_update, "useless"),
                 "worker_time_share": self.useless_busy_s / self.busy_s if self.busy_s else None,
             },
             "visits": {
                 "per_day": sum(self.policies.values()) / days,
+                "worker_s_per_day": self.busy_s / days,
+                "first_fetch_worker_s_per_day": self.first_fetch_busy_s / days,
                 "by_status": {k: self.visits[k] for k in sorted(self.visits)},
                 "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
             },
@@ -194,12 +221,29 @@ class Truth:
                 else None,
                 "starved_origins": int(self.starved.sum()),
                 "starvation_bound_days": self.starvation_bound_s / DAY_S,
+                "beyond_max_interval": int(self.beyond_max_interval.sum()),
+                "max_interval_days": self.max_interval_s / DAY_S,
             },
+            "drift": self.drift(start_s, end_s),
             "save_code_now_hours": {
                 **percentiles(self.request_latencies_s, HOUR_S, 50, 99),
                 "requests_done": len(self.request_latencies_s),
             },
         }
+
+    def drift(self, start_s: float, end_s: float) -> dict[str, dict[str, float | None]]:
+        """Mean age and freshness over the middle and the last third of the run, and
+        last / middle: on a stationary world a policy that holds keeps it near 1."""
+        third = (end_s - start_s) / 3
+        middle = [s for s in self.samples if start_s + third <= s.t < start_s + 2 * third]
+        last = [s for s in self.samples if s.t >= start_s + 2 * third]
+        out: dict[str, dict[str, float | None]] = {}
+        for name, attr in (("age_days", "mean_age_days"), ("freshness", "freshness")):
+            m = float(np.mean([getattr(s, attr) for s in middle])) if middle else None
+            v = float(np.mean([getattr(s, attr) for s in last])) if last else None
+            ratio = v / m if m and v is not None else None
+            out[name] = {"middle_third": m, "last_third": v, "ratio": ratio}
+        return out
 
     def _pending_changes(self, end_s: float) -> int:
         """Measured changes of live origins the archive still lacks at the end (their

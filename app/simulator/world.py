@@ -12,15 +12,16 @@ Kinds of origin:
 - ``flaky``: the same, and each visit fails with a fixed probability;
 - ``bursty``: bursts arrive as a Poisson process, each of several changes a
   few minutes apart, at the same mean rate of changes;
-- ``dormant``: silent for years, wakes at a random time of the run, then
-  changes at a fast rate (between weekly and the distribution's maximum);
+- ``dormant``: silent for years, wakes at a random time of the run (or, with
+  ``dormant_wake_days``, many together), then changes at a fast rate (between
+  weekly and the distribution's maximum), in bursts with ``dormant_bursty``;
 - ``dead``: still listed, but gone: every visit finds ``not_found``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -54,6 +55,8 @@ class Origin:
     """Sorted change times; the first is the creation."""
     commits: np.ndarray[tuple[int], np.dtype[np.int64]]
     """Commits in the origin after each change (cumulative)."""
+    size: float = 1.0
+    """How much slower than a typical origin each of its visits is."""
 
     def changes_until(self, t: float) -> int:
         """How many changes happened at or before ``t``."""
@@ -82,10 +85,33 @@ def build_world(config: WorldConfig, days: float) -> list[VisitTypeWorldState]:
     start = config.start.timestamp()
     end = start + days * DAY_S
     seeds = np.random.SeedSequence(config.seed).spawn(len(config.visit_types))
-    return [
-        _build_visit_type(vt, np.random.default_rng(seq), start, end, config)
-        for vt, seq in zip(config.visit_types, seeds, strict=True)
-    ]
+    # sizes from a stream of their own: turning them on changes no other draw
+    size_seeds = np.random.SeedSequence([config.seed, 3]).spawn(len(config.visit_types))
+    worlds = []
+    for vt, seq, size_seq in zip(config.visit_types, seeds, size_seeds, strict=True):
+        world = _build_visit_type(vt, np.random.default_rng(seq), start, end, config)
+        if config.loader.size_tail_alpha is not None:
+            sizes = origin_sizes(
+                np.random.default_rng(size_seq),
+                len(world.origins),
+                config.loader.size_tail_alpha,
+                config.loader.size_max,
+            )
+            origins = [replace(o, size=float(z)) for o, z in zip(world.origins, sizes, strict=True)]
+            world = replace(world, origins=origins)
+        worlds.append(world)
+    return worlds
+
+
+def origin_sizes(
+    rng: np.random.Generator, count: int, alpha: float, size_max: float
+) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
+    """Heavy-tailed size factors: Pareto of shape ``alpha`` with mean 1, capped."""
+    minimum = (alpha - 1) / alpha
+    sizes: np.ndarray[tuple[int], np.dtype[np.float64]] = np.minimum(
+        size_max, minimum * (1 + rng.pareto(alpha, count))
+    )
+    return sizes
 
 
 def _build_visit_type(
@@ -136,8 +162,12 @@ def _origin(
         rate = _log_uniform(
             rng, max(DORMANT_MIN_RATE_PER_DAY, vt.rates.min_per_day), vt.rates.max_per_day
         )
-        wake = max(begin, float(rng.uniform(start, end)))
-        times += _poisson(rng, rate, wake, end)
+        if vt.dormant_wake_days:
+            day = vt.dormant_wake_days[int(rng.integers(len(vt.dormant_wake_days)))]
+            wake = max(begin, start + (day + float(rng.uniform())) * DAY_S)
+        else:
+            wake = max(begin, float(rng.uniform(start, end)))
+        times += (_bursts if vt.dormant_bursty else _poisson)(rng, rate, wake, end)
     elif kind == "bursty":
         last = begin - rng.exponential(DAY_S * BURST_SIZE_MEAN / rate)
         if appear_s < last < start:

@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
+from app.context import Context
 from app.db.connection import DictConnection, connect
+from app.db.scheduling import mark_scheduled
 from app.settings import Settings
-from app.simulator.config import Lister, RateDistribution, Shares, VisitTypeWorld, WorldConfig
+from app.simulator.config import (
+    Lister,
+    Outage,
+    RateDistribution,
+    Shares,
+    VisitTypeWorld,
+    WorldConfig,
+)
 from app.simulator.report import PLOT_FILE, REPORT_FILE, write_report
 from app.simulator.runner import run_world
+from app.simulator.world import DAY_S
+from tests.integration.helpers import list_origins
 
 pytestmark = pytest.mark.integration
 
@@ -64,12 +78,27 @@ def second_database(
         conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
 
 
+def _reverse_physical_order(conn: DictConnection) -> None:
+    """Rewrite every stats row, newest id first, as autovacuum and updates reorder a
+    table's heap in a long run: ``UPDATE ... RETURNING`` then yields another order."""
+    ids = [r["id"] for r in conn.execute("select id from origin_visit_stats order by id desc")]
+    for origin in ids:
+        conn.execute("update origin_visit_stats set url = url where id = %s", (origin,))
+
+
 def test_same_world_and_seed_give_the_same_report(
     conn: DictConnection, settings: Settings, second_database: tuple[DictConnection, Settings]
 ) -> None:
     config = _world(shares=Shares(dormant=0.1, bursty=0.1, dead=0.1, flaky=0.1))
     _, first = run_world(conn, settings, config, 4)
-    _, second = run_world(*second_database, config, 4)
+    other_conn, other_settings = second_database
+    steps = iter(range(10**6))
+
+    def disturb(t: float) -> None:
+        if next(steps) % 6 == 0:
+            _reverse_physical_order(other_conn)
+
+    _, second = run_world(other_conn, other_settings, config, 4, disturb)
     first.pop("run")
     second.pop("run")
     assert first["visit_types"]["git"]["visits"]["per_day"] > 0
@@ -129,5 +158,66 @@ def test_a_run_writes_its_report_and_plots(
     files = write_report(report, sim, tmp_path)
     assert files == [tmp_path / REPORT_FILE, tmp_path / PLOT_FILE]
     written = json.loads((tmp_path / REPORT_FILE).read_text())
-    assert written["visit_types"]["git"]["optimum"]["even"]["min_age"]["age_days"] is not None
+    optimum = written["visit_types"]["git"]["optimum"]
+    assert optimum["even"]["min_age"]["age_days"] is not None
+    # the optimum of the policy's recurrent worker time, under the max_interval floor
+    visits = written["visit_types"]["git"]["visits"]
+    budget = visits["worker_s_per_day"] - visits["first_fetch_worker_s_per_day"]
+    assert optimum["capacity_worker_s_per_day"] == pytest.approx(budget)
+    for allocation in ("min_age", "max_freshness"):
+        assert optimum["even"][allocation]["worker_s_per_day"] <= budget * (1 + 1e-6)
+        assert optimum["even"][allocation]["beyond_max_interval"] == 0
     assert (tmp_path / PLOT_FILE).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_scheduled_rows_come_back_in_the_order_they_were_picked(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [f"https://forge.example/o{i}" for i in range(40)])
+    _reverse_physical_order(conn)
+    ids = [r["id"] for r in conn.execute("select id from origin_visit_stats")]
+    picked = [ids[k] for k in random.Random(3).sample(range(len(ids)), len(ids))]
+    rows = mark_scheduled(conn, picked, datetime(2025, 1, 1, tzinfo=UTC))
+    assert [r["id"] for r in rows] == picked
+
+
+def test_every_request_outcome_is_applied_by_the_journal_code(
+    conn: DictConnection, settings: Settings
+) -> None:
+    # few origins, visited many times a day: a request's visit must be numbered
+    # among the recurrent ones, not before the kept history
+    config = _world(
+        origins=8,
+        workers=4,
+        new_origins_per_day=0,
+        requests_per_day=30,
+        burn_in_days=0,
+        settings={"absolute_cooldown_s": 1800},
+    )
+    _, report = run_world(conn, settings, config, 2)
+    figures = report["visit_types"]["git"]
+    assert figures["save_code_now_hours"]["requests_done"] > 30
+    assert figures["journal_beyond_history"] == 0
+    assert (
+        report["requests_finished_in_postgres"] == figures["save_code_now_hours"]["requests_done"]
+    )
+
+
+def test_during_a_forge_outage_its_visits_fail_and_its_lister_waits(
+    conn: DictConnection, settings: Settings
+) -> None:
+    outage = Outage(start_day=0.5, days=2)
+    config = _world(
+        shares=NO_ODDITIES,
+        requests_per_day=0,
+        new_origins_per_day=20,
+        listers=[Lister(name="forge", share=1, period_hours=6, outages=[outage])],
+    )
+    sim, report = run_world(conn, settings, config, 2.5)
+    by_status = report["visit_types"]["git"]["visits"]["by_status"]
+    assert by_status["failed"] > 0
+    assert by_status.get("full", 0) == 0
+    listed = sim.types["git"].truth.listed_at
+    start = sim.start_s + 0.5 * DAY_S
+    assert not np.any((listed >= start) & (listed < start + 2 * DAY_S))
+    assert np.any(listed >= start + 2 * DAY_S)

@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from app.simulator.optimum import Objective, Timing, age, allocate, freshness, uniform
+from app.simulator.optimum import (
+    Objective,
+    Timing,
+    VisitCosts,
+    age,
+    allocate,
+    freshness,
+    uniform,
+)
 
 RATES = np.array([0.1, 1.0, 5.0])
 
@@ -91,3 +99,52 @@ def test_the_optimum_beats_visiting_every_origin_equally() -> None:
         base = uniform(rates, 50.0, timing)
         assert allocate(rates, 50.0, timing, "freshness").mean_freshness > base.mean_freshness
         assert allocate(rates, 50.0, timing, "age").mean_age_days < base.mean_age_days
+
+
+def test_under_a_floor_every_origin_is_visited_at_least_that_often() -> None:
+    rates = np.array([0.0, 1 / 3650, 0.01, 1.0, 8.0])
+    for objective in ("freshness", "age"):
+        found = allocate(rates, 3.0, "even", objective, floor_per_day=1 / 64)
+        assert np.all(found.freqs >= 1 / 64 - 1e-12)
+        assert found.starved(64) == 0
+        assert found.visits_per_day == pytest.approx(3.0, rel=1e-6)
+
+
+def test_a_floor_beyond_the_capacity_is_flagged_and_scaled_down() -> None:
+    found = allocate(np.ones(100), 1.0, "even", "age", floor_per_day=1 / 10)
+    assert not found.feasible
+    assert found.visits_per_day == pytest.approx(1.0)
+
+
+def test_worker_time_optimum_matches_a_brute_force_search() -> None:
+    costs = VisitCosts(np.array([1.0, 2.0, 5.0]), np.full(3, 0.5), np.full(3, 1e6))
+    budget = 12.0
+    fixed_cost = float(np.sum(0.5 * RATES))
+    grid = np.linspace(0, budget, 601)
+    f1, f2 = (a.ravel() for a in np.meshgrid(grid, grid / 2))
+    f3 = (budget - fixed_cost - f1 - 2 * f2) / 5
+    keep = f3 >= 0
+    columns = (f1[keep], f2[keep], f3[keep])
+    total = sum(age(np.full(c.size, lam), c, "even") for lam, c in zip(RATES, columns, strict=True))
+    best = float(np.min(total)) / 3
+    found = allocate(RATES, budget, "even", "age", costs=costs)
+    assert found.worker_s_per_day == pytest.approx(budget, rel=1e-6)
+    assert found.mean_age_days <= best + 1e-9
+    assert best - found.mean_age_days < 2e-3 * best
+
+
+def test_doubling_the_cost_of_every_visit_is_halving_the_capacity() -> None:
+    rates = np.geomspace(1 / 365, 5, 50)
+    one = VisitCosts(np.full(50, 100.0), np.full(50, 10.0), np.full(50, 3000.0))
+    two = VisitCosts(one.fixed_s * 2, one.per_change_s * 2, one.cap_s * 2)
+    cheap = allocate(rates, 40_000.0, "poisson", "age", costs=one, floor_per_day=1 / 64)
+    dear = allocate(rates, 80_000.0, "poisson", "age", costs=two, floor_per_day=1 / 64)
+    assert dear.mean_age_days == pytest.approx(cheap.mean_age_days, rel=1e-6)
+    assert cheap.worker_s_per_day <= 40_000.0 * (1 + 1e-6)
+
+
+def test_uniform_spends_the_same_worker_time_on_every_origin_alike() -> None:
+    rates = np.array([0.1, 1.0, 5.0])
+    costs = VisitCosts(np.full(3, 1.0), np.zeros(3), np.full(3, 1.0))
+    base = uniform(rates, 6.0, "even", costs=costs)
+    assert base.freqs == pytest.approx(np.full(3, 2.0))

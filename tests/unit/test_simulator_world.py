@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.simulator.config import ConfigError, Shares, VisitTypeWorld, WorldConfig, load_config
+from app.simulator.config import (
+    ConfigError,
+    Lister,
+    Loader,
+    Outage,
+    Shares,
+    VisitTypeWorld,
+    WorldConfig,
+    load_config,
+)
 from app.simulator.truth import Truth
 from app.simulator.workers import Order, WorkerPool
-from app.simulator.world import DAY_S, Origin, build_world
+from app.simulator.world import DAY_S, Origin, build_world, origin_sizes
 
 
 def _small(seed: int = 3) -> WorldConfig:
@@ -161,6 +171,18 @@ def test_a_visit_that_finds_nothing_new_is_useless() -> None:
     figures = truth.summary(0.0, DAY_S)["useless_visits"]
     assert figures["ratio"] == 0.5
     assert figures["worker_time_share"] == 0.75
+    assert figures["ratio_where_last_update"] is None  # no lister reports last_update
+
+
+def test_useless_visits_are_counted_apart_where_the_lister_reports_last_update() -> None:
+    origins = [_origin([0.0]), replace(_origin([0.0]), index=1, lister=1)]
+    truth = Truth(origins, 0.0, DAY_S, reports_last_update=[False, True])
+    for index in (0, 1):
+        truth.visited(index, 10.0, 20.0, "full", 10.0, "p")
+    truth.visited(1, 30.0, 40.0, "full", 10.0, "p")
+    figures = truth.summary(0.0, DAY_S)["useless_visits"]
+    assert figures["ratio"] == pytest.approx(1 / 3)
+    assert figures["ratio_where_last_update"] == 0.5
 
 
 def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> None:
@@ -170,3 +192,67 @@ def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> N
     assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 0
     truth.sample(2 * DAY_S)
     assert truth.summary(0.0, 3 * DAY_S)["starvation"]["starved_origins"] == 1
+
+
+def test_origin_sizes_are_heavy_tailed_with_mean_one() -> None:
+    sizes = origin_sizes(np.random.default_rng(5), 100_000, alpha=1.5, size_max=1000.0)
+    assert sizes.min() >= 1 / 3
+    assert float(np.mean(sizes)) == pytest.approx(1.0, rel=0.15)
+    assert float(np.max(sizes)) > 50 * float(np.median(sizes))
+
+
+def test_turning_origin_sizes_on_changes_no_other_draw() -> None:
+    plain = _small()
+    sized = plain.model_copy(update={"loader": Loader(size_tail_alpha=1.5)})
+    first, second = build_world(plain, 20)[0].origins, build_world(sized, 20)[0].origins
+    assert {o.size for o in first} == {1.0}
+    assert len({o.size for o in second}) == len(second)
+    assert [(o.kind, o.rate_per_day) for o in first] == [(o.kind, o.rate_per_day) for o in second]
+
+
+def test_a_forge_is_down_only_during_its_outages() -> None:
+    lister = Lister(name="forge", share=1, outages=[Outage(start_day=10, days=3)])
+    assert [lister.down(d) for d in (9.9, 10, 12.9, 13)] == [False, True, True, False]
+
+
+def test_an_origin_without_a_successful_visit_beyond_max_interval_is_counted() -> None:
+    truth = Truth(
+        [_origin([0.0])], measure_from_s=0.0, starvation_bound_s=DAY_S, max_interval_s=2 * DAY_S
+    )
+    truth.listed(0, 0.0)
+    truth.sample(1.5 * DAY_S)
+    assert truth.summary(0.0, 3 * DAY_S)["starvation"]["beyond_max_interval"] == 0
+    truth.sample(2.5 * DAY_S)
+    figures = truth.summary(0.0, 3 * DAY_S)["starvation"]
+    assert (figures["starved_origins"], figures["beyond_max_interval"]) == (1, 1)
+
+
+def test_drift_compares_the_last_third_of_the_run_with_the_middle_third() -> None:
+    truth = Truth([_origin([0.0, 0.5 * DAY_S])], measure_from_s=0.0, starvation_bound_s=9 * DAY_S)
+    truth.visited(0, 0.0, 1.0, "full", 1.0, "p")
+    for day in range(9):
+        truth.sample(day * DAY_S)
+    drift = truth.drift(0.0, 9 * DAY_S)["age_days"]
+    # the change at day 0.5 is never archived: age t - 0.5 on days 3-5 and 6-8
+    assert drift["middle_third"] == pytest.approx(3.5)
+    assert drift["last_third"] == pytest.approx(6.5)
+    assert drift["ratio"] == pytest.approx(6.5 / 3.5)
+
+
+def test_dormant_origins_wake_together_after_the_given_days() -> None:
+    vt = VisitTypeWorld(
+        origins=2000,
+        shares=Shares(dormant=0.5, bursty=0, dead=0, flaky=0),
+        dormant_wake_days=[10, 40],
+        dormant_bursty=True,
+    )
+    config = WorldConfig(visit_types=[vt])
+    start = config.start.timestamp()
+    origins = build_world(config, 60)[0].origins
+    dormant = [o for o in origins if o.kind == "dormant" and o.appear_s < start]
+    days = np.array([(o.wake_s - start) / DAY_S for o in dormant])
+    assert np.all(((days >= 10) & (days < 11)) | ((days >= 40) & (days < 41)))
+    assert 0.4 < float(np.mean(days < 20)) < 0.6
+    # bursts: many changes within a burst gap of the one before
+    gaps = np.concatenate([np.diff(o.changes[1:]) for o in dormant])
+    assert float(np.mean(gaps < 3600)) > 0.5

@@ -1,0 +1,265 @@
+"""Compare policy configurations on simulated worlds: worlds x seeds x policies.
+
+    .venv/bin/python benchmarks/simulate_compare.py \\
+        benchmarks/worlds/default.toml benchmarks/worlds/stationary.toml:180 \\
+        --seeds 3 --jobs 2 \\
+        --policies ref=reference --policies project=default \\
+        --policies mix='{"seed000_mixing": 1}'
+
+Each run is one ``revisit simulate`` of a world (``WORLD[:DAYS]``, 90 days
+unless given) on its own throwaway PostgreSQL and Redis, with the world's seed
+plus 0, 1, 2... and the policies of one configuration: ``NAME=world`` (the
+file's own ``policies``), ``NAME=default`` (the project's defaults),
+``NAME=reference`` (the reference's 49/49/2 weights, ``REFERENCE``),
+``NAME=JSON`` with weights for every visit type, or ``NAME=JSON`` keyed by
+visit type (``{"git": {...}, "hg": {...}}``). The first configuration is the
+baseline of the "vs" column.
+
+Prints one table per world: per configuration and visit type, the median over
+the seeds of each figure (see ``FIGURES``), with the load average beside the
+wall clock; writes every run's report to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from app.domain.policies import check_policies
+from app.simulator.config import WorldConfig, load_config
+
+DEFAULT_DAYS = 90.0
+WORLDS = Path(__file__).parent / "worlds"
+#: The worlds run when none is named, with their length in days.
+DEFAULT_WORLDS = (
+    "default.toml",
+    "dormant_bursts.toml",
+    "no_last_update.toml",
+    "heavy_tail.toml",
+    "forge_outage.toml",
+    "stationary.toml:180",
+)
+
+#: The reference scheduler's default weights for git, hg and svn.
+REFERENCE = {
+    "already_visited_order_by_lag": 49.0,
+    "never_visited_oldest_update_first": 49.0,
+    "origins_without_last_update": 2.0,
+}
+Getter = Callable[[dict[str, Any]], Any]
+#: Column, figure of a visit type's report. "age opt" is the mean age of the
+#: age-optimal allocation of the same worker time under the max_interval floor.
+FIGURES: tuple[tuple[str, Getter], ...] = (
+    ("mean age (d)", lambda r: r["age_days"]),
+    ("age opt (d)", lambda r: r["optimum"]["even"]["min_age"]["age_days"]),
+    ("age / opt", lambda r: r["optimum"]["even"]["policy_age_ratio"]),
+    ("freshness", lambda r: r["freshness"]),
+    ("fresh opt", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
+    ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),
+    ("useless (last_update)", lambda r: r["useless_visits"]["ratio_where_last_update"]),
+    ("1st visit p99 (h)", lambda r: r["first_visit_hours"]["p99"]),
+    ("1st visit max (h)", lambda r: r["first_visit_hours"]["max"]),
+    ("1st visit > 7 d", lambda r: r["first_visit_hours"]["not_visited_within_7_days"]),
+    ("scn p99 (h)", lambda r: r["save_code_now_hours"]["p99"]),
+    ("age drift", lambda r: r["drift"]["age_days"]["ratio"]),
+    ("fresh drift", lambda r: r["drift"]["freshness"]["ratio"]),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulation: a world file, its length, a seed and a policy configuration."""
+
+    world: str
+    days: float
+    seed: int
+    name: str
+    policies: Any
+    """"world", "default", weights, or weights by visit type."""
+
+
+def parse_world(arg: str) -> tuple[str, float]:
+    """``PATH[:DAYS]``."""
+    path, _, days = arg.partition(":")
+    return path, float(days) if days else DEFAULT_DAYS
+
+
+def parse_policies(arg: str) -> tuple[str, Any]:
+    """``NAME=world``, ``NAME=default``, ``NAME=reference`` or ``NAME=JSON``; the
+    weights are checked."""
+    name, sep, spec = arg.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{arg!r}: expected NAME=world|default|reference|JSON")
+    if spec in ("world", "default"):
+        return name, spec
+    if spec == "reference":
+        return name, dict(REFERENCE)
+    try:
+        weights = json.loads(spec)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{name}: not JSON ({exc})") from exc
+    if not isinstance(weights, dict) or not weights:
+        raise argparse.ArgumentTypeError(f"{name}: expected a JSON object of weights")
+    per_type = weights if all(isinstance(v, dict) for v in weights.values()) else {"*": weights}
+    try:
+        for value in per_type.values():
+            check_policies(value)
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"{name}: {exc}") from exc
+    return name, weights
+
+
+def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
+    """``config`` with ``seed`` and the policies of ``spec`` for each visit type."""
+    types = []
+    for vt in config.visit_types:
+        if spec == "world":
+            policies = vt.policies
+        elif spec == "default":
+            policies = None
+        elif all(isinstance(v, dict) for v in spec.values()):
+            policies = spec.get(vt.name, vt.policies)
+        else:
+            policies = spec
+        types.append({**vt.model_dump(), "policies": policies})
+    return WorldConfig.model_validate({**config.model_dump(), "seed": seed, "visit_types": types})
+
+
+def run_one(run: Run) -> dict[str, Any]:
+    """Run one simulation on throwaway services (in a worker process)."""
+    from app.simulator.runner import run_world, throwaway_services
+
+    config = configure(load_config(Path(run.world)), run.seed, run.policies)
+    load_before = os.getloadavg()[0]
+    with throwaway_services() as (conn, settings):
+        _, report = run_world(conn, settings, config, run.days)
+    report["run"]["load_average"] = [load_before, os.getloadavg()[0]]
+    return {**asdict(run), "report": report}
+
+
+def plan(worlds: list[str], seeds: int, configs: list[tuple[str, Any]]) -> Iterator[Run]:
+    """Every run, world by world, seed by seed, configuration by configuration."""
+    for arg in worlds:
+        path, days = parse_world(arg)
+        base = load_config(Path(path)).seed
+        for k in range(seeds):
+            for name, spec in configs:
+                yield Run(path, days, base + k, name, spec)
+
+
+def run_all(runs: list[Run], jobs: int, console: Console) -> list[dict[str, Any]]:
+    """Run everything, ``jobs`` at a time, reporting each run as it ends; the
+    results in the order of ``runs``."""
+    results: list[dict[str, Any] | None] = [None] * len(runs)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_one, run): k for k, run in enumerate(runs)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            run = runs[futures[future]]
+            result = results[futures[future]] = future.result()
+            wall = result["report"]["run"]["wall_clock_s"]
+            load = result["report"]["run"]["load_average"][1]
+            console.print(
+                f"[{done}/{len(runs)}] {Path(run.world).stem} seed {run.seed} "
+                f"{run.name}: {wall:.0f} s (load {load:.1f})"
+            )
+    return [r for r in results if r is not None]
+
+
+def median(values: list[Any]) -> float | None:
+    """Median of the values that exist (None if none does)."""
+    present = [float(v) for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """World -> "configuration / visit type" -> figure -> median over the seeds."""
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for result in results:
+        world = f"{Path(result['world']).stem} ({result['days']:g} days)"
+        for vt, figures in result["report"]["visit_types"].items():
+            key = f"{result['name']} / {vt}"
+            grouped.setdefault(world, {}).setdefault(key, []).append(figures)
+    return {
+        world: {
+            key: {label: median([get(f) for f in runs]) for label, get in FIGURES}
+            | {"runs": len(runs)}
+            for key, runs in rows.items()
+        }
+        for world, rows in grouped.items()
+    }
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 or value == int(value) else f"{value:.3g}"
+
+
+def world_table(world: str, rows: dict[str, dict[str, Any]], baseline: str) -> Table:
+    """The medians of one world; "age vs" is the mean age over the baseline's."""
+    table = Table(
+        "configuration / visit type", "runs", *(label for label, _ in FIGURES), title=world
+    )
+    table.add_column(f"age vs {baseline}")
+    for key, figures in rows.items():
+        vt = key.partition(" / ")[2]
+        base = rows.get(f"{baseline} / {vt}", {}).get("mean age (d)")
+        own = figures["mean age (d)"]
+        versus = own / base if own is not None and base else None
+        cells = [_fmt(figures[label]) for label, _ in FIGURES]
+        table.add_row(key, str(figures["runs"]), *cells, _fmt(versus))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line, run, print the tables, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("worlds", nargs="*", help="WORLD[:DAYS] (default: benchmarks/worlds)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per world (default 3)")
+    parser.add_argument(
+        "--policies",
+        action="append",
+        type=parse_policies,
+        metavar="NAME=SPEC",
+        help="a configuration: world, default, reference or JSON weights (repeatable; "
+        "default: world)",
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    parser.add_argument("--json", type=Path, default=Path("simulate-compare.json"))
+    args = parser.parse_args(argv)
+    worlds = args.worlds or [str(WORLDS / w) for w in DEFAULT_WORLDS]
+    configs = args.policies or [("world", "world")]
+    console = Console(width=250)
+    runs = list(plan(worlds, args.seeds, configs))
+    console.print(f"{len(runs)} runs, {args.jobs} at a time, load {os.getloadavg()[0]:.1f}")
+    started = time.monotonic()
+    results = run_all(runs, args.jobs, console)
+    walls = [r["report"]["run"]["wall_clock_s"] for r in results]
+    loads = [r["report"]["run"]["load_average"][1] for r in results]
+    for world, rows in summarise(results).items():
+        console.print(world_table(world, rows, configs[0][0]))
+    console.print(
+        f"wall clock per run: median {statistics.median(walls):.0f} s "
+        f"(load average median {statistics.median(loads):.1f}); "
+        f"all runs {time.monotonic() - started:.0f} s"
+    )
+    args.json.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    console.print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The comparison harness's pure parts: command line, configurations, medians."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.simulator.config import VisitTypeWorld, WorldConfig, load_config
+from benchmarks.simulate_compare import (
+    DEFAULT_WORLDS,
+    REFERENCE,
+    WORLDS,
+    configure,
+    parse_policies,
+    parse_world,
+    summarise,
+)
+
+WORLD = WorldConfig(
+    seed=4,
+    visit_types=[
+        VisitTypeWorld(name="git", policies={"seed000_mixing": 1}),
+        VisitTypeWorld(name="hg"),
+    ],
+)
+
+
+@pytest.mark.parametrize("entry", DEFAULT_WORLDS)
+def test_every_default_world_file_loads(entry: str) -> None:
+    path, days = parse_world(str(WORLDS / entry))
+    assert load_config(Path(path)).visit_types
+    assert days in (90.0, 180.0)
+
+
+def test_a_world_may_name_its_length_in_days() -> None:
+    assert parse_world("w.toml:180") == ("w.toml", 180.0)
+    assert parse_world("w.toml") == ("w.toml", 90.0)
+
+
+def test_policies_override_every_visit_type_or_each_by_name() -> None:
+    _, weights = parse_policies('all={"seed000_mixing": 1}')
+    assert [vt.policies for vt in configure(WORLD, 9, weights).visit_types] == [
+        {"seed000_mixing": 1},
+        {"seed000_mixing": 1},
+    ]
+    _, by_type = parse_policies('hg={"hg": {"origins_without_last_update": 1}}')
+    config = configure(WORLD, 9, by_type)
+    assert config.seed == 9
+    assert [vt.policies for vt in config.visit_types] == [
+        {"seed000_mixing": 1},
+        {"origins_without_last_update": 1},
+    ]
+
+
+def test_keywords_keep_the_world_s_policies_or_take_the_defaults() -> None:
+    assert configure(WORLD, 4, "world").visit_types[0].policies == {"seed000_mixing": 1}
+    assert configure(WORLD, 4, "default").visit_types[0].policies is None
+    assert configure(WORLD, 4, parse_policies("r=reference")[1]).visit_types[1].policies == (
+        REFERENCE
+    )
+
+
+@pytest.mark.parametrize("arg", ["noequals", 'x={"no_such_policy": 1}', "x=[1]", "x={bad"])
+def test_a_bad_configuration_is_refused(arg: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_policies(arg)
+
+
+def _result(name: str, seed: int, age: float | None) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "age_days": age,
+        "freshness": 0.5,
+        "optimum": {
+            "even": {
+                "min_age": {"age_days": 1.0},
+                "max_freshness": {"freshness": 0.6},
+                "policy_age_ratio": age,
+            }
+        },
+        "starvation": {"beyond_max_interval": seed},
+        "useless_visits": {"ratio_where_last_update": None},
+        "first_visit_hours": {"p99": 1.0, "max": 2.0, "not_visited_within_7_days": 0},
+        "save_code_now_hours": {"p99": 0.5},
+        "drift": {"age_days": {"ratio": 1.0}, "freshness": {"ratio": 1.0}},
+    }
+    return {
+        "world": "w/default.toml",
+        "days": 90.0,
+        "seed": seed,
+        "name": name,
+        "report": {"visit_types": {"git": figures}},
+    }
+
+
+def test_tables_hold_the_median_over_seeds_of_each_configuration() -> None:
+    results = [_result("ref", s, a) for s, a in ((0, 1.0), (1, 3.0), (2, 2.0))]
+    results += [_result("new", 0, None)]
+    rows = summarise(results)["default (90 days)"]
+    assert rows["ref / git"]["mean age (d)"] == 2.0
+    assert rows["ref / git"]["> max_interval"] == 1.0
+    assert rows["ref / git"]["runs"] == 3
+    assert rows["new / git"]["mean age (d)"] is None
