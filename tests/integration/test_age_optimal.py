@@ -1,0 +1,71 @@
+"""The age_optimal policy against real PostgreSQL and Redis: the journal learns
+rates and plans targets, the scheduler measures capacity and re-solves μ."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.policies import set_policies
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.journal import apply_events_batch
+from app.scheduling import schedule_step
+from tests.integration.helpers import list_origins, stats_by_url
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def _visit(
+    conn: DictConnection, ctx: Context, url: str, visit: int, at: datetime, snapshot: bytes
+) -> None:
+    event = VisitStatusEvent(url, "git", visit, at, "full", snapshot)
+    apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+
+
+def test_rates_are_learned_from_visits_and_plan_the_next_target(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e10,))
+    busy, quiet = "https://a.example/busy", "https://a.example/quiet"
+    list_origins(conn, ctx, [busy, quiet], now=NOW)
+    for k in range(6):
+        at = NOW + k * DAY
+        _visit(conn, ctx, busy, k + 1, at, bytes([k]) * 20)  # changed every day
+        _visit(conn, ctx, quiet, k + 1, at, b"q" * 20)  # never changed
+    stats = stats_by_url(conn)
+    busy_rate, quiet_rate = stats[busy]["change_rate_per_day"], stats[quiet]["change_rate_per_day"]
+    assert isinstance(busy_rate, float) and isinstance(quiet_rate, float)
+    assert busy_rate > 0.5 > 0.1 > quiet_rate
+    last = NOW + 5 * DAY
+    busy_wait = stats[busy]["next_visit_queue_position"] - last  # type: ignore[operator]
+    quiet_wait = stats[quiet]["next_visit_queue_position"] - last  # type: ignore[operator]
+    # Fast changers share the interval sqrt(2 mu) (1.6 days here, +-10 % fudge).
+    assert timedelta(days=1.3) < busy_wait < timedelta(days=1.9)
+    assert quiet_wait > 1.5 * busy_wait
+
+
+def test_the_scheduler_sets_the_multiplier_from_the_capacity_it_measured(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    urls = [f"https://b.example/{i}" for i in range(40)]
+    list_origins(conn, ctx, urls, now=NOW)
+    assert visit_type_configs(conn)["git"].age_multiplier_s2 is None
+    policies = {"age_optimal": 1.0}
+    schedule_step(conn, ctx, "git", 5, NOW, policies)  # starts counting picks
+    interval = timedelta(seconds=ctx.settings.allocation_interval_s)
+    schedule_step(conn, ctx, "git", 5, NOW + interval / 2, policies)
+    later = schedule_step(conn, ctx, "git", 5, NOW + interval, policies)
+    assert len(later.orders) == 5
+    config = visit_type_configs(conn)["git"]
+    assert config.measured_capacity_per_day is not None
+    # 10 picks (the last step's are counted after its refresh) in one interval.
+    assert math.isclose(
+        config.measured_capacity_per_day, 10 / interval.total_seconds() * 86400, rel_tol=1e-6
+    )
+    assert config.age_multiplier_s2 is not None and config.age_multiplier_s2 > 0
