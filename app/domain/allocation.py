@@ -30,6 +30,7 @@ from collections.abc import Iterable
 _SMALL_X = 1e-3
 _NEWTON_STEPS = 50
 _BISECTIONS = 100
+_TOLERANCE = 1e-7  # relative precision of μ
 
 
 def age_gain(x: float) -> float:
@@ -86,6 +87,8 @@ def multiplier_for_capacity(
         return math.inf
     lo, hi = 1e-6, 1e30
     for _ in range(_BISECTIONS):
+        if hi <= lo * (1 + _TOLERANCE):
+            break
         mid = math.sqrt(lo * hi)
         if visits_per_s(classes, mid, floor_s) > capacity_per_s:
             lo = mid

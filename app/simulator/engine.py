@@ -55,6 +55,7 @@ from app.simulator.world import DAY_S, VisitTypeWorldState, at, build_world
 LISTING_BATCH = 10000
 #: Lane time limits of the simulation: visits are never cut short.
 NO_LANE_LIMIT_S = 1e12
+SIMULATED_ALLOCATION_INTERVAL_S = 6 * 3600.0
 
 
 class SimulationError(RuntimeError):
@@ -100,6 +101,9 @@ def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
         # predicted to outlast the express lane, and the slow lane stays empty.
         "express_time_limit_s": NO_LANE_LIMIT_S,
         "slow_time_limit_s": NO_LANE_LIMIT_S,
+        # Re-solving the allocation every few simulated hours tracks a capacity
+        # that changes over days, at a fraction of the cost of every step.
+        "allocation_interval_s": SIMULATED_ALLOCATION_INTERVAL_S,
         **config.settings,
     }
     update["visit_types"] = [vt.name for vt in config.visit_types]
