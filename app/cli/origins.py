@@ -1,0 +1,119 @@
+"""``revisit lister``, ``revisit origins`` and ``revisit origin``: listers and their origins."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from app.cli.common import console, err, fail, now, split_lister
+from app.context import Context
+from app.db.connection import connect
+from app.db.listings import UnknownLister, find_lister, register_lister
+from app.listing_input import ListingInputError
+from app.settings import get_settings
+
+lister_app = typer.Typer(help="Lister instances.", no_args_is_help=True)
+origins_app = typer.Typer(help="Listed origins.", no_args_is_help=True)
+origin_app = typer.Typer(help="One origin.", no_args_is_help=True)
+
+
+@lister_app.command("register")
+def lister_register(
+    name: str,
+    instance: str,
+    first_visits_queue_prefix: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Register a lister instance (NAME INSTANCE); print its id."""
+    with connect(get_settings()) as conn:
+        lister_id = register_lister(conn, name, instance, first_visits_queue_prefix)
+    console.print(str(lister_id))
+
+
+@origins_app.command("import")
+def origins_import(
+    file: Annotated[str, typer.Argument(help="listing file, or - for standard input")],
+    lister: Annotated[str, typer.Option(help="NAME/INSTANCE of a registered lister")],
+    csv_format: Annotated[
+        bool, typer.Option("--csv", help="CSV with a header line instead of JSON lines")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="a full listing: disable the lister's unseen origins")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 50_000,
+    writers: Annotated[
+        int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
+    ] = 2,
+) -> None:
+    """Record listed origins in batches; a bad line refuses its whole batch.
+
+    With --full, the lister's origins missing from the file are disabled,
+    unless some batch was refused (the listing is then incomplete).
+    """
+    from app.listing import finish_listing, import_listing, start_listing
+    from app.listing_input import batches
+
+    name, instance = split_lister(lister)
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    try:
+        handle = sys.stdin if file == "-" else Path(file).open()  # noqa: SIM115
+    except OSError as exc:
+        raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
+    with connect(settings) as conn, handle:
+        try:
+            lister_id = find_lister(conn, name, instance)["id"]
+        except UnknownLister as exc:
+            raise fail(f"--lister: {exc}") from exc
+        started = start_listing(conn, lister_id, now())
+        parsed = batches(handle, batch_size, csv_format=csv_format)
+        extra = [connect(settings) for _ in range(writers - 1)]
+        try:
+            report = import_listing(conn, ctx, lister_id, parsed, now, extra)
+        finally:
+            for connection in extra:
+                connection.close()
+        for refused_batch in report.refused:
+            _report(refused_batch, file)
+        recorded, refused = report.recorded, len(report.refused)
+        disabled = 0
+        if not refused:
+            disabled = finish_listing(conn, ctx, lister_id, started, now(), full=full)
+    console.print(
+        f"imported {recorded} origins for {name}/{instance}"
+        + (f", disabled {disabled} unseen" if full and not refused else "")
+    )
+    if refused:
+        raise fail(
+            f"{refused} batch(es) refused, nothing of them written"
+            + ("; unseen origins were not disabled" if full else "")
+        )
+
+
+def _report(exc: ListingInputError, file: str) -> None:
+    for error in exc.errors:
+        err.print(f"{file}: {error}", markup=False, highlight=False)
+
+
+@origin_app.command("show")
+def origin_show(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Where an origin stands: listing, visit stats, place and rank in the mirror."""
+    from app.introspection import describe_origin
+
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        reports = describe_origin(conn, ctx, url, visit_type)
+    if not reports:
+        raise fail(f"URL: no origin {url!r} is known", code=1)
+    for report in reports:
+        table = Table("field", "value", title=f"{url} ({report['visit_type']})")
+        for key, value in report.items():
+            table.add_row(key, "" if value is None else str(value))
+        console.print(table)

@@ -1,0 +1,88 @@
+"""``revisit policy`` and ``revisit schedule``: how each visit type's batches are picked."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from app.cli.common import console, fail, now, visit_types_of
+from app.context import Context
+from app.db.connection import connect
+from app.settings import get_settings
+
+policy_app = typer.Typer(help="Scheduling policies per visit type.", no_args_is_help=True)
+
+
+def schedule(
+    visit_type: str,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="only show what would be picked")
+    ] = False,
+    n: Annotated[int, typer.Option("-n", min=1, help="how many visits")] = 10,
+) -> None:
+    """Show (--dry-run) or schedule the next N visits of VISIT_TYPE, with the
+    policy that picks each."""
+    from app.db.policies import policies_of
+    from app.scheduling import schedule_step
+
+    settings = get_settings()
+    visit_types_of(settings, visit_type)
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        policies = policies_of(conn, visit_type)
+        result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
+    if not dry_run:
+        console.print(
+            f"recorded {len(result.orders)} visits of {visit_type} as scheduled; "
+            "the scheduler process sends visits to workers"
+        )
+        return
+    table = Table("#", "url", "policy")
+    for rank, order in enumerate(result.orders):
+        table.add_row(str(rank), order.url, order.policy)
+    console.print(table)
+
+
+@policy_app.command("show")
+def policy_show() -> None:
+    """The policies and weights of every visit type."""
+    from app.db.policies import policies_of
+    from app.db.scheduling import visit_type_configs
+
+    table = Table("visit type", "policy", "weight")
+    with connect(get_settings()) as conn:
+        for vt in visit_type_configs(conn):
+            for policy, weight in policies_of(conn, vt).items():
+                table.add_row(vt, policy, f"{weight:g}")
+    console.print(table)
+
+
+@policy_app.command("set")
+def policy_set(
+    visit_type: str,
+    weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
+) -> None:
+    """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
+    from app.db.listings import known_visit_types
+    from app.db.policies import set_policies
+    from app.domain.policies import UnknownPolicy
+
+    parsed: dict[str, float] = {}
+    for item in weights:
+        name, sep, value = item.partition("=")
+        try:
+            parsed[name] = float(value) if sep else float("nan")
+        except ValueError:
+            parsed[name] = float("nan")
+        if parsed[name] != parsed[name]:
+            raise fail(f"WEIGHTS: expected POLICY=WEIGHT with a number, got {item!r}")
+    with connect(get_settings()) as conn:
+        if visit_type not in known_visit_types(conn):
+            raise fail(f"VISIT_TYPE: unknown visit type {visit_type!r}")
+        try:
+            set_policies(conn, visit_type, parsed)
+        except UnknownPolicy as exc:
+            raise fail(str(exc)) from exc
+    console.print(f"{visit_type}: {', '.join(f'{k}={v:g}' for k, v in parsed.items())}")
