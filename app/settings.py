@@ -60,6 +60,14 @@ class Settings(BaseSettings):
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
 
+    full_listing_max_disable_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="most of a lister's origins a full listing may disable without an explicit "
+        "flag (revisit origins import --allow-mass-disable, record_listing allow_mass_disable)",
+    )
+
     ladder_unit_s: float = Field(
         default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
     )

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from app.db.connection import DictConnection
+from app.db.listings import known_visit_types
 from app.settings import Settings
 
 # Piped output (scripts, tests) gets wide tables rather than truncated cells.
@@ -37,6 +39,14 @@ def visit_types_of(settings: Settings, visit_type: str | None) -> list[str]:
             f"(configured: {', '.join(settings.visit_types)})"
         )
     return [visit_type]
+
+
+def require_visit_type(conn: DictConnection, visit_type: str, field: str) -> None:
+    """Refuse, naming ``field``, a visit type the database does not know."""
+    known = known_visit_types(conn)
+    if visit_type not in known:
+        names = ", ".join(sorted(known))
+        raise fail(f"{field}: unknown visit type {visit_type!r} (known: {names})")
 
 
 def split_lister(lister: str) -> tuple[str, str]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 from rich.table import Table
 
-from app.cli.common import console, err, fail, now, split_lister
+from app.cli.common import console, err, fail, now, require_visit_type, split_lister
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import UnknownLister, find_lister, register_lister
@@ -47,22 +47,27 @@ def origins_import(
     writers: Annotated[
         int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
     ] = 2,
+    allow_mass_disable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mass-disable",
+            help="with --full, disable unseen origins even beyond "
+            "REVISIT_FULL_LISTING_MAX_DISABLE_SHARE of the lister's",
+        ),
+    ] = False,
 ) -> None:
     """Record listed origins in batches; a bad line refuses its whole batch.
 
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.listing import finish_listing, import_listing, start_listing
+    from app.listing import MassDisable, finish_listing, import_listing, start_listing
     from app.listing_input import batches
 
     name, instance = split_lister(lister)
     settings = get_settings()
     ctx = Context.from_settings(settings)
-    try:
-        handle = sys.stdin if file == "-" else Path(file).open()  # noqa: SIM115
-    except OSError as exc:
-        raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
+    handle = _open(file)
     with connect(settings) as conn, handle:
         try:
             lister_id = find_lister(conn, name, instance)["id"]
@@ -79,18 +84,33 @@ def origins_import(
         for refused_batch in report.refused:
             _report(refused_batch, file)
         recorded, refused = report.recorded, len(report.refused)
-        disabled = 0
+        console.print(f"imported {recorded} origins for {lister}")
+        share = 1.0 if allow_mass_disable else settings.full_listing_max_disable_share
         if not refused:
-            disabled = finish_listing(conn, ctx, lister_id, started, now(), full=full)
-    console.print(
-        f"imported {recorded} origins for {name}/{instance}"
-        + (f", disabled {disabled} unseen" if full and not refused else "")
-    )
+            try:
+                disabled = finish_listing(
+                    conn, ctx, lister_id, started, now(), full=full, max_disable_share=share
+                )
+            except MassDisable as exc:
+                raise fail(f"--{exc} (pass --allow-mass-disable if it is right)") from exc
+            if full:
+                console.print(f"disabled {disabled} origins the listing did not report")
     if refused:
         raise fail(
             f"{refused} batch(es) refused, nothing of them written"
             + ("; unseen origins were not disabled" if full else "")
         )
+
+
+def _open(file: str) -> TextIO:
+    # Undecodable bytes become surrogates, refused line by line by the parser.
+    if file == "-":
+        sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")  # type: ignore[union-attr]
+        return sys.stdin
+    try:
+        return Path(file).open(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
 
 
 def _report(exc: ListingInputError, file: str) -> None:
@@ -109,6 +129,8 @@ def origin_show(
     settings = get_settings()
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
         reports = describe_origin(conn, ctx, url, visit_type)
     if not reports:
         raise fail(f"URL: no origin {url!r} is known", code=1)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, now, visit_types_of
+from app.cli.common import console, fail, now, require_visit_type, visit_types_of
 from app.context import Context
 from app.db.connection import connect
 from app.settings import get_settings
@@ -65,7 +65,6 @@ def policy_set(
     weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
 ) -> None:
     """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
-    from app.db.listings import known_visit_types
     from app.db.policies import set_policies
     from app.domain.policies import UnknownPolicy
 
@@ -79,8 +78,7 @@ def policy_set(
         if parsed[name] != parsed[name]:
             raise fail(f"WEIGHTS: expected POLICY=WEIGHT with a number, got {item!r}")
     with connect(get_settings()) as conn:
-        if visit_type not in known_visit_types(conn):
-            raise fail(f"VISIT_TYPE: unknown visit type {visit_type!r}")
+        require_visit_type(conn, visit_type, "VISIT_TYPE")
         try:
             set_policies(conn, visit_type, parsed)
         except UnknownPolicy as exc:

@@ -81,6 +81,12 @@ returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_stat
 -- name: start_listing
 update listers set listing_started_at = %(started)s, updated = now() where id = %(lister_id)s
 
+-- name: count_unseen
+-- Before a full listing ends: how many of the lister's enabled origins it
+-- would disable, out of how many.
+select count(*) filter (where last_seen < %(started)s) as unseen, count(*) as enabled
+from listed_origins where lister_id = %(lister_id)s and enabled
+
 -- name: disable_unseen
 -- Finishing a full listing: the lister's origins it did not report since the
 -- listing started are disabled; an origin no other lister reports is no

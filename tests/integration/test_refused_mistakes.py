@@ -1,0 +1,180 @@
+"""Operator mistakes are refused before they do harm: a non-zero exit, an error
+naming the field, nothing written, and the mirror still equal to PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.mirror_sync import check
+from app.settings import Settings
+from tests.integration.helpers import cli
+
+TABLES = ("listers", "listed_origins", "origin_visit_stats", "visit_requests")
+
+
+def counts(conn: DictConnection) -> dict[str, int]:
+    """Rows per table the commands under test may write."""
+    return {
+        table: int(conn.execute(f"select count(*) as n from {table}").fetchone()["n"])  # type: ignore[index]
+        for table in TABLES
+    }
+
+
+def line(url: str, **fields: str) -> str:
+    extra = "".join(f', "{k}": {v}' for k, v in fields.items())
+    return f'{{"url": "{url}", "visit_type": "git"{extra}}}\n'
+
+
+def mirror_clean(conn: DictConnection, ctx: Context) -> bool:
+    return check(conn, ctx, "git", datetime.now(tz=UTC)) == []
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        ["never_visited_oldest_update_first=inf"],
+        ["never_visited_oldest_update_first=1e308"],
+        ["never_visited_oldest_update_first=nan"],
+        ["never_visited_oldest_update_first=0", "origins_without_last_update=0"],
+    ],
+)
+def test_absurd_policy_weights_are_refused_and_the_old_ones_kept(
+    settings: Settings, conn: DictConnection, weights: list[str]
+) -> None:
+    before = conn.execute("select * from scheduling_policies order by 1, 2").fetchall()
+    result = cli("policy", "set", "git", *weights)
+    assert result.returncode == 2
+    assert "error: weight" in result.stderr or "error: WEIGHTS" in result.stderr
+    assert conn.execute("select * from scheduling_policies order by 1, 2").fetchall() == before
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (line("https://b.example/" + "x" * 100_000), "url: Value error, URL of 100018 bytes"),
+        (line("https://b.example/\\u0000nul"), "url: Value error, URL holds a forbidden"),
+        (
+            line("https://b.example/n", extra_loader_arguments='{"a": "\\u0000"}'),
+            "extra_loader_arguments: Value error, holds a NUL",
+        ),
+        (line("b.example/no-scheme"), "url: Value error, URL must start with a scheme"),
+    ],
+)
+def test_a_value_postgres_would_refuse_refuses_its_batch_and_the_others_are_mirrored(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    tmp_path: Path,
+    bad: str,
+    field: str,
+) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    good = "".join(line(f"https://g.example/{i}") for i in range(4))
+    listing = tmp_path / "listing.jsonl"
+    listing.write_text(good + bad + line("https://g.example/late"))
+    before = counts(conn)
+    result = cli("origins", "import", str(listing), "--lister", "forge/one", "--batch-size", "2")
+    assert result.returncode == 2
+    assert f"line 5: {field}" in result.stderr
+    assert "Traceback" not in result.stderr
+    after = counts(conn)
+    # the two batches before the bad one are written, the bad batch is not
+    assert after["origin_visit_stats"] - before["origin_visit_stats"] == 4
+    assert sum(ctx.mirror.sizes("git").values()) == 4
+    assert mirror_clean(conn, ctx)
+
+
+def test_a_latin1_byte_is_refused_with_its_line(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    listing = tmp_path / "listing.jsonl"
+    listing.write_bytes(
+        line("https://g.example/ok").encode() + b'{"url": "https://g.example/\xe9"}\n'
+    )
+    before = counts(conn)
+    result = cli("origins", "import", str(listing), "--lister", "forge/one")
+    assert result.returncode == 2
+    assert "line 2: (line): not UTF-8 text" in result.stderr
+    assert counts(conn) == before
+    assert mirror_clean(conn, ctx)
+
+
+def test_a_csv_whose_only_line_is_data_is_refused(settings: Settings, conn: DictConnection) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    before = counts(conn)
+    result = cli(
+        "origins",
+        "import",
+        "-",
+        "--csv",
+        "--lister",
+        "forge/one",
+        stdin="https://c.example/a,git\n",
+    )
+    assert result.returncode == 2
+    assert "line 1: (header): unknown column(s): https://c.example/a, git" in result.stderr
+    assert counts(conn) == before
+
+
+def test_an_empty_full_listing_disables_nothing_without_the_explicit_flag(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    urls = "".join(line(f"https://g.example/{i}") for i in range(4))
+    assert cli("origins", "import", "-", "--lister", "forge/one", stdin=urls).returncode == 0
+    refused = cli("origins", "import", "-", "--lister", "forge/one", "--full", stdin="")
+    assert refused.returncode == 2
+    assert "--full: the listing would disable 4 of the lister's 4 origins" in refused.stderr
+    enabled = "select count(*) as n from listed_origins where enabled"
+    assert conn.execute(enabled).fetchone()["n"] == 4  # type: ignore[index]
+    assert sum(ctx.mirror.sizes("git").values()) == 4
+    forced = cli(
+        "origins",
+        "import",
+        "-",
+        "--lister",
+        "forge/one",
+        "--full",
+        "--allow-mass-disable",
+        stdin="",
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "disabled 4 origins" in forced.stdout
+    assert conn.execute(enabled).fetchone()["n"] == 0  # type: ignore[index]
+    assert mirror_clean(conn, ctx)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["request", "add", "https://r.example/a", "--kind", "bogus"], "kind: Input should be"),
+        (["request", "add", "https://r.example/\x01"], "url: Value error, URL holds"),
+        (["request", "adjust", "1", "+100000000000"], "Invalid value for 'delta'"),
+        (["request", "adjust", "1", "900"], "delta: priority 500 +900 is outside -1000..1000"),
+        (["origin", "show", "https://r.example/a", "--visit-type", "zzz"], "--visit-type: unknown"),
+    ],
+)
+def test_bad_request_and_origin_arguments_are_refused(
+    settings: Settings, conn: DictConnection, args: list[str], message: str
+) -> None:
+    assert cli("request", "add", "https://r.example/a", "--priority", "500").returncode == 0
+    before = conn.execute("select * from visit_requests").fetchall()
+    result = cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert conn.execute("select * from visit_requests").fetchall() == before
+
+
+def test_a_negative_adjustment_needs_no_double_dash(
+    settings: Settings, conn: DictConnection
+) -> None:
+    assert cli("request", "add", "https://r.example/a").returncode == 0
+    result = cli("request", "adjust", "1", "-5")
+    assert result.returncode == 0, result.stderr
+    assert "priority -5" in result.stdout
