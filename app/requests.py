@@ -195,6 +195,7 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
             "visit_types": [e.visit_type for e in finished],
             "dates": [e.date for e in finished],
             "statuses": [e.status for e in finished],
+            "reasons": [_reason(e) for e in finished],
         },
     ).fetchall()
     return [
@@ -203,3 +204,8 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
         )
         for r in rows
     ]
+
+
+def _reason(event: VisitStatusEvent) -> str | None:
+    error = (event.metadata or {}).get("error")
+    return str(error).replace("\x00", "")[:500] if error is not None else None

@@ -10,6 +10,7 @@ from rich.table import Table
 from app.cli.common import console, fail, now, require_visit_type, visit_types_of
 from app.context import Context
 from app.db.connection import connect
+from app.scheduling import VisitOrder
 from app.settings import get_settings
 
 policy_app = typer.Typer(help="Scheduling policies per visit type.", no_args_is_help=True)
@@ -22,8 +23,12 @@ def schedule(
     ] = False,
     n: Annotated[int, typer.Option("-n", min=1, help="how many visits")] = 10,
 ) -> None:
-    """Show (--dry-run) or schedule the next N visits of VISIT_TYPE, with the
-    policy that picks each."""
+    """Show (--dry-run) or send now the next N visits of VISIT_TYPE, with the
+    policy that picks each.
+
+    Without --dry-run the visits go to the visit type's express and slow
+    queues, as the scheduler would send them (beyond max_queue_length).
+    """
     from app.db.policies import policies_of
     from app.scheduling import schedule_step
 
@@ -33,16 +38,30 @@ def schedule(
     with connect(settings) as conn:
         policies = policies_of(conn, visit_type)
         result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
-    if not dry_run:
-        console.print(
-            f"recorded {len(result.orders)} visits of {visit_type} as scheduled; "
-            "the scheduler process sends visits to workers"
-        )
-        return
-    table = Table("#", "url", "policy")
+    table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
+    lanes = {} if dry_run else _send(visit_type, result.orders)
     for rank, order in enumerate(result.orders):
-        table.add_row(str(rank), order.url, order.policy)
+        table.add_row(str(rank), order.url, order.policy, *lanes.get(order.origin_id, ()))
     console.print(table)
+    if not dry_run:
+        console.print(f"sent {len(result.orders)} visits of {visit_type} to its workers")
+
+
+def _send(visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
+    """Send ``orders`` to the express and slow lanes as the scheduler does; the
+    lane of each origin."""
+    from actors.broker import enqueue_many, make_broker
+    from actors.scheduler import visit_message
+    from app.domain.lanes import assign_lanes
+    from app.queue_names import slow_queue, visit_queue
+
+    settings = get_settings()
+    limits = settings.express_time_limit_s, settings.slow_time_limit_s
+    express, slow = assign_lanes(orders, lambda o: o.predicted_duration_s, len(orders), limits[0])
+    messages = [visit_message(visit_queue(visit_type), o, "express", limits[0]) for o in express]
+    messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1]) for o in slow]
+    enqueue_many(make_broker(settings), messages)
+    return {o.origin_id: ("express",) for o in express} | {o.origin_id: ("slow",) for o in slow}
 
 
 @policy_app.command("show")

@@ -14,8 +14,23 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import console, fail
-from app.settings import get_settings
+from app.cli.common import console, err, fail
+from app.settings import Settings, get_settings
+
+
+def _warn_missing_loaders(settings: Settings, visit_types: list[str]) -> None:
+    """Say at start which visit types have no loader: their visits fail."""
+    from app.loaders.base import installed_loaders
+
+    missing = [vt for vt in visit_types if vt not in installed_loaders()]
+    if missing:
+        err.print(
+            f"warning: no loader installed for visit type(s) {', '.join(missing)}: their "
+            "visits are recorded as failed; install a loader, or leave them out of "
+            "REVISIT_VISIT_TYPES (or REVISIT_WORKER_VISIT_TYPES_DENY for this pool)",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _run_until_signal(target: object) -> None:
@@ -43,6 +58,7 @@ def scheduler() -> None:
 
     _setup_logging()
     settings = get_settings()
+    _warn_missing_loaders(settings, settings.visit_types)
     serve_scheduler(settings)
     _run_until_signal(SchedulerLoop(settings))
 
@@ -101,6 +117,7 @@ def worker(
         queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
     if not queues:
         raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
+    _warn_missing_loaders(get_settings(), get_settings().served_visit_types())
     from monitoring.dramatiq_metrics import worker_metrics_env
 
     os.environ.update(worker_metrics_env(get_settings()))

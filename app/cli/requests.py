@@ -64,7 +64,9 @@ def request_list(
         raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
-    table = Table("id", "url", "type", "priority", "status", "created", "finished", "visit")
+    table = Table(
+        "id", "url", "type", "priority", "status", "created", "finished", "visit", "reason"
+    )
     for r in rows:
         table.add_row(
             str(r["id"]),
@@ -75,6 +77,7 @@ def request_list(
             r["created"].isoformat(timespec="seconds"),
             r["finished_at"].isoformat(timespec="seconds") if r["finished_at"] else "",
             r["visit_status"] or "",
+            r["failure_reason"] or "",
         )
     console.print(table)
 

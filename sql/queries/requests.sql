@@ -16,12 +16,13 @@ select id from visit_requests where external_id = %(external_id)s
 select id, url, visit_type, kind, base_priority, priority_adjustment,
        base_priority + priority_adjustment as priority, status::text, requested_by,
        extra_loader_arguments, created, scheduled_at, started_at, finished_at,
-       visit_status::text, supersedes, superseded_by, external_id
+       visit_status::text, supersedes, superseded_by, external_id, failure_reason
 from visit_requests where id = %(id)s
 
 -- name: list_requests
 select id, url, visit_type, kind, base_priority + priority_adjustment as priority,
-       status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by
+       status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by,
+       failure_reason
 from visit_requests
 where (%(status)s::text is null or status::text = %(status)s)
 order by (status = 'pending') desc, base_priority + priority_adjustment desc, id
@@ -73,9 +74,11 @@ returning r.id
 update visit_requests r
 set status = (case when k.status in ('full', 'partial') then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status,
-    started_at = coalesce(r.started_at, k.date)
+    started_at = coalesce(r.started_at, k.date),
+    failure_reason = case when k.status in ('full', 'partial') then null
+                          else coalesce(k.reason, 'visit ended ' || k.status) end
 from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
-            %(statuses)s::text[]) as k(url, visit_type, date, status)
+            %(statuses)s::text[], %(reasons)s::text[]) as k(url, visit_type, date, status, reason)
 where r.url = k.url and r.visit_type = k.visit_type
   and r.status in ('scheduled', 'running') and r.scheduled_at <= k.date
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
