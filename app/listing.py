@@ -195,9 +195,14 @@ def finish_listing(
         if unseen and unseen > max_disable_share * enabled:
             raise MassDisable(unseen, enabled, max_disable_share)
         changed = db.disable_unseen(conn, lister_id, started, now)
-    for visit_type, placements in _by_type(changed, ctx, now).items():
-        ctx.mirror.place(visit_type, placements)
+    place_rows(ctx, changed, now)
     return len(changed)
+
+
+def place_rows(ctx: Context, rows: Iterable[MirrorRow], now: datetime) -> None:
+    """Move origins whose Postgres row changed to their place in the mirror."""
+    for visit_type, placements in _by_type(rows, ctx, now).items():
+        ctx.mirror.place(visit_type, placements)
 
 
 def _by_type(rows: Iterable[MirrorRow], ctx: Context, now: datetime) -> dict[str, list[Placement]]:

@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import sys
+from importlib.metadata import version
+from typing import Annotated
+
 import typer
 
 from app.cli import processes
+from app.cli.common import console, err
 from app.cli.db import db_app
+from app.cli.errors import unreachable
 from app.cli.mirror import mirror_app
 from app.cli.origins import lister_app, origin_app, origins_app
 from app.cli.policies import policy_app, schedule
 from app.cli.requests import request_app
+from app.cli.visit_types import visit_type_app
 
 app = typer.Typer(
     help="revisit: decides which software origin each loader visits next.", no_args_is_help=True
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"revisit {version('revisit')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """revisit: decides which software origin each loader visits next."""
+
+
 app.add_typer(db_app, name="db")
 app.add_typer(lister_app, name="lister")
 app.add_typer(origins_app, name="origins")
@@ -21,10 +48,22 @@ app.add_typer(origin_app, name="origin")
 app.add_typer(mirror_app, name="mirror")
 app.add_typer(request_app, name="request")
 app.add_typer(policy_app, name="policy")
+app.add_typer(visit_type_app, name="visit-type")
 app.command("schedule")(schedule)
 processes.register(app)
 
 
 def main() -> None:
-    """Entry point of the ``revisit`` console script."""
-    app()
+    """Entry point of the ``revisit`` console script.
+
+    An unreachable service ends the command with one line naming the setting
+    to fix (exit 3), not a traceback.
+    """
+    try:
+        app()
+    except Exception as exc:
+        message = unreachable(exc)
+        if message is None:
+            raise
+        err.print(f"error: {message}", markup=False, highlight=False)
+        sys.exit(3)

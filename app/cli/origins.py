@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
+from app.api_models import MAX_PRIORITY, MIN_PRIORITY, first_error
 from app.cli.common import console, err, fail, now, require_visit_type, split_lister
 from app.context import Context
 from app.db.connection import connect
@@ -139,3 +141,63 @@ def origin_show(
         for key, value in report.items():
             table.add_row(key, "" if value is None else str(value))
         console.print(table)
+
+
+def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
+    from app.origins import set_disabled
+
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
+        changed = set_disabled(conn, ctx, url, visit_type, now(), disabled=disabled)
+    if not changed:
+        raise fail(f"URL: no origin {url!r} is known", code=1)
+    state = "disabled: no visits until enabled" if disabled else "enabled"
+    console.print(f"{url} ({', '.join(changed)}): {state}")
+
+
+@origin_app.command("disable")
+def origin_disable(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Stop visiting an origin (listings do not undo it; in-flight visits finish)."""
+    _set_disabled(url, visit_type, disabled=True)
+
+
+@origin_app.command("enable")
+def origin_enable(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Visit a disabled origin again (if some lister still reports it)."""
+    _set_disabled(url, visit_type, disabled=False)
+
+
+@origins_app.command("send")
+def origins_send(
+    urls: Annotated[list[str], typer.Argument(help="origin URLs")],
+    visit_type: Annotated[
+        str | None, typer.Option(help="visit type (default: every one the origin has)")
+    ] = None,
+    priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
+) -> None:
+    """Visit these origins now: one-shot requests, served before recurrent visits."""
+    from app.origins import send_visits
+    from app.requests import RequestError
+
+    with connect(get_settings()) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
+        try:
+            sent = send_visits(conn, urls, visit_type, priority)
+        except ValidationError as exc:
+            raise fail(first_error(exc, "URL")) from exc
+        except RequestError as exc:
+            raise fail(str(exc)) from exc
+    table = Table("request", "url", "visit type")
+    for url, vt, request_id in sent:
+        table.add_row(str(request_id), url, vt)
+    console.print(table)
