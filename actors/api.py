@@ -58,22 +58,24 @@ def _now() -> datetime:
     return datetime.now(tz=UTC)
 
 
+# Actors return nothing: without a results backend Dramatiq would discard the
+# value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def request_visit(payload: Any) -> int:
-    """Record a one-shot visit request; returns its id."""
+def request_visit(payload: Any) -> None:
+    """Record a one-shot visit request."""
     request = validated(RequestVisit, payload)
     with _conn() as conn, _bad_input("RequestVisit"):
         request_id = req.create_request(conn, request)
     log.info("request %d: visit %s (%s)", request_id, request.url, request.visit_type)
-    return request_id
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def adjust_priority(payload: Any) -> int:
-    """Add to a pending request's priority adjustment; returns the effective priority."""
+def adjust_priority(payload: Any) -> None:
+    """Add to a pending request's priority adjustment."""
     change = validated(AdjustPriority, payload)
     with _conn() as conn, _bad_input("AdjustPriority"):
-        return req.adjust_priority(conn, change.request_id, change.delta)
+        priority = req.adjust_priority(conn, change.request_id, change.delta)
+    log.info("request %d: priority %d", change.request_id, priority)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
@@ -86,8 +88,8 @@ def cancel_request(payload: Any) -> None:
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def record_listing(payload: Any) -> int:
-    """Record a batch of a lister's origins; returns how many.
+def record_listing(payload: Any) -> None:
+    """Record a batch of a lister's origins.
 
     The lister must be registered (``revisit lister register``, as for the
     CLI's import) and every origin's visit type known: both are checked
@@ -115,7 +117,7 @@ def record_listing(payload: Any) -> int:
             finish_listing(
                 conn, ctx, lister, started, now, full=listing.full, max_disable_share=share
             )
-    return count
+    log.info("listing of %s/%s: %d origins", listing.lister_name, listing.instance_name, count)
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result,
 from app.queue_names import first_visits_queue, lane_queue, slow_queue
 from app.settings import get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
-from queues.keys import aborted_requests
+from queues.keys import aborted_requests, visit_outcomes
 
 log = logging.getLogger("revisit.worker")
 
@@ -181,6 +181,7 @@ def visit(
     publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
     queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
     record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
+    _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
     VISITS.labels(visit_type, result.status).inc()
     VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     log.info("visited %s in the %s lane: %s in %.2fs", url, lane, result.status, result.duration_s)

@@ -11,11 +11,13 @@ import typer
 from app.cli import processes
 from app.cli.common import console, err
 from app.cli.db import db_app
+from app.cli.dead_letters import dead_letters_app
 from app.cli.errors import unreachable
 from app.cli.mirror import mirror_app
 from app.cli.origins import lister_app, origin_app, origins_app
 from app.cli.policies import policy_app, schedule
 from app.cli.requests import request_app
+from app.cli.status import status
 from app.cli.visit_types import visit_type_app
 
 app = typer.Typer(
@@ -49,7 +51,9 @@ app.add_typer(mirror_app, name="mirror")
 app.add_typer(request_app, name="request")
 app.add_typer(policy_app, name="policy")
 app.add_typer(visit_type_app, name="visit-type")
+app.add_typer(dead_letters_app, name="dead-letters")
 app.command("schedule")(schedule)
+app.command("status")(status)
 processes.register(app)
 
 

@@ -87,3 +87,9 @@ returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):
 -- usually few, so a journal batch only joins its statuses of those.
 select distinct url, visit_type from visit_requests where status in ('scheduled', 'running')
+
+-- name: open_requests_by_visit_type
+-- Requests not yet done, per visit type and status (the live view).
+select visit_type, status::text, count(*) as n from visit_requests
+where status in ('pending', 'scheduled', 'running')
+group by visit_type, status

@@ -138,3 +138,22 @@ def test_an_unreachable_service_is_one_line_naming_the_setting(
     assert result.returncode == 3
     assert "cannot reach Redis at 127.0.0.1:1/0 (set REVISIT_REDIS_URL)" in result.stderr
     assert "s3cret" not in result.stderr
+
+
+def test_status_shows_pools_flight_queues_and_requests_of_each_visit_type(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [f"https://v.example/{i}" for i in range(5)])
+    assert cli("schedule", "git", "-n", "2").returncode == 0
+    assert cli("request", "add", "https://v.example/0").returncode == 0
+    result = cli("status", "--once")
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ git"))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    # never visited, lagging, no last update, up to date, in flight, cooling,
+    # express, slow, priority queues, visits/s, failed, requests, drift, dead
+    assert cells[1:7] == ["0", "0", "3", "0", "2", "0"]
+    assert cells[7] == "2+0 /0t"
+    assert cells[12] == "1/0/0"
+    assert cells[14] == "0"
+    assert "3 origins waiting in pools" in result.stdout

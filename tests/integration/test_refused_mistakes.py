@@ -3,16 +3,21 @@ naming the field, nothing written, and the mirror still equal to PostgreSQL."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+import dramatiq
 import pytest
 
+from app.client import RevisitClient
 from app.context import Context
 from app.db.connection import DictConnection
 from app.mirror_sync import check
+from app.queue_names import API_QUEUE
 from app.settings import Settings
 from tests.integration.helpers import cli
+from tests.processes import running, wait_for
 
 TABLES = ("listers", "listed_origins", "origin_visit_stats", "visit_requests")
 
@@ -178,3 +183,50 @@ def test_a_negative_adjustment_needs_no_double_dash(
     result = cli("request", "adjust", "1", "-5")
     assert result.returncode == 0, result.stderr
     assert "priority -5" in result.stdout
+
+
+def test_record_listing_refuses_a_bad_payload_before_writing_anything(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    origin = {"url": "https://api.example/a", "visit_type": "git"}
+    lister = {"lister_name": "forge", "instance_name": "one"}
+    bad = [
+        {"lister_name": "unknown", "instance_name": "x", "origins": [origin]},
+        {**lister, "origins": [origin], "full": True, "listing_started_at": math.nan},
+        {**lister, "origins": [origin], "full": True, "listing_started_at": 1e20},
+        {**lister, "origins": [{"url": "https://api.example/b", "visit_type": "zzz"}]},
+    ]
+    good = {**lister, "origins": [{"url": "https://api.example/good", "visit_type": "git"}]}
+    broker = RevisitClient.from_settings(settings).broker
+    for payload in [*bad, good]:
+        broker.enqueue(
+            dramatiq.Message(
+                queue_name=API_QUEUE,
+                actor_name="record_listing",
+                args=(),
+                kwargs={"payload": payload},
+                options={},
+            )
+        )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    dead = f"dramatiq:{API_QUEUE}.XQ"
+    with running({"api": ["revisit", "api"]}, {}, logs):
+        wait_for(lambda: ctx.redis.zcard(dead) == len(bad), 30, "bad messages dead-lettered", logs)
+        wait_for(lambda: counts(conn)["listed_origins"] == 1, 30, "the good listing", logs)
+    assert counts(conn) == {
+        "listers": 1,
+        "listed_origins": 1,
+        "origin_visit_stats": 1,
+        "visit_requests": 0,
+    }
+    log = (logs / "api.log").read_text()
+    for message in (
+        "lister_name/instance_name: lister unknown/x is not registered",
+        "listing_started_at: Input should be a finite number",
+        "listing_started_at: Input should be less than or equal to",
+        "line 1: visit_type: unknown visit type 'zzz'",
+    ):
+        assert message in log
+    assert mirror_clean(conn, ctx)

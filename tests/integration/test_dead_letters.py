@@ -1,0 +1,81 @@
+"""Dead letters: the wrapper over Dramatiq's Redis layout checked against a real
+Dramatiq broker and worker, and the ``revisit dead-letters`` commands."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import dramatiq
+import pytest
+from dramatiq import Worker
+
+from actors.broker import make_broker
+from app.settings import Settings
+from queues import dramatiq_queues as dq
+from tests.integration.helpers import cli
+from tests.processes import wait_for
+
+QUEUE = "test.dead"
+
+
+@pytest.fixture
+def worker(settings: Settings) -> Iterator[tuple[dramatiq.Broker, list[str]]]:
+    """A real Dramatiq worker on QUEUE whose actor fails until told otherwise."""
+    broker = make_broker(settings)
+    seen: list[str] = []
+
+    def flaky(word: str) -> None:
+        seen.append(word)
+        if "fixed" not in seen:
+            raise ValueError(f"cannot handle {word}")
+
+    dramatiq.actor(flaky, actor_name="flaky", queue_name=QUEUE, max_retries=0, broker=broker)
+    running = Worker(broker, worker_timeout=100, worker_threads=1)
+    running.start()
+    yield broker, seen
+    running.stop()
+
+
+def test_a_failed_message_is_listed_with_its_reason_then_requeued_and_done(
+    settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
+) -> None:
+    broker, seen = worker
+    ns = settings.dramatiq_namespace
+    broker.get_actor("flaky").send("apple")
+    client = broker.client  # type: ignore[attr-defined]
+    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 1, 20, "a dead letter")
+    assert dq.dead_letter_queues(client, ns) == [QUEUE]
+    [letter] = dq.dead_letters(client, ns, QUEUE, 10)
+    assert (letter.actor, letter.queue) == ("flaky", QUEUE)
+    listed = cli("dead-letters", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert letter.message_id in listed.stdout
+    assert "ValueError: cannot handle apple" in listed.stdout
+    shown = cli("dead-letters", "show", QUEUE, letter.message_id)
+    assert '"actor_name":"flaky"' in shown.stdout.replace(" ", "")
+    seen.append("fixed")
+    requeued = cli("dead-letters", "requeue", QUEUE, letter.message_id)
+    assert requeued.returncode == 0, requeued.stderr
+    wait_for(lambda: seen.count("apple") == 2, 20, "the requeued message to run")
+    time.sleep(0.5)  # let the worker ack it
+    depth = dq.depths(client, ns, [QUEUE])[QUEUE]
+    assert (depth.waiting, depth.running, depth.dead) == (0, 0, 0)
+
+
+def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
+    settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
+) -> None:
+    broker, _ = worker
+    ns = settings.dramatiq_namespace
+    for word in ("a", "b"):
+        broker.get_actor("flaky").send(word)
+    client = broker.client  # type: ignore[attr-defined]
+    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 2, 20, "two dead letters")
+    unknown = cli("dead-letters", "drop", QUEUE, "no-such-id")
+    assert unknown.returncode == 1 and "were not dead letters" in unknown.stderr
+    assert cli("dead-letters", "drop", QUEUE).returncode == 2
+    dropped = cli("dead-letters", "drop", QUEUE, "--all")
+    assert dropped.returncode == 0 and "dropped 2 message(s)" in dropped.stdout
+    assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 0
+    assert client.hlen(f"{ns}:{QUEUE}.XQ.msgs") == 0
