@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import version
 from typing import Annotated
@@ -19,6 +20,7 @@ from app.cli.policies import policy_app, schedule
 from app.cli.requests import request_app
 from app.cli.status import status
 from app.cli.visit_types import visit_type_app
+from app.settings import CONFIG_VARIABLE, get_settings
 
 app = typer.Typer(
     help="revisit: decides which software origin each loader visits next.", no_args_is_help=True
@@ -31,6 +33,12 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _config(path: str | None) -> None:
+    if path is not None:
+        os.environ[CONFIG_VARIABLE] = path
+        get_settings.cache_clear()
+
+
 @app.callback()
 def _root(
     show_version: Annotated[
@@ -39,6 +47,14 @@ def _root(
             "--version", callback=_version, is_eager=True, help="print the version and exit"
         ),
     ] = False,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            callback=_config,
+            is_eager=True,
+            help=f"TOML settings file (as {CONFIG_VARIABLE}; REVISIT_* variables override it)",
+        ),
+    ] = None,
 ) -> None:
     """revisit: decides which software origin each loader visits next."""
 

@@ -1,4 +1,5 @@
-"""One line, naming the setting to fix, when a service cannot be reached.
+"""One line, naming the setting to fix, when a service cannot be reached or a
+setting is wrong.
 
 A command that cannot reach PostgreSQL, Redis or the broker says which and
 where (host and port only: a password in a URL is never echoed), instead of
@@ -7,12 +8,15 @@ a traceback.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 import psycopg
 import redis
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from app.settings import get_settings
+from app.settings import CONFIG_VARIABLE, ConfigFileError, get_settings
 
 
 def _postgres_address() -> str:
@@ -34,7 +38,22 @@ def _first_line(exc: BaseException) -> str:
 
 
 def unreachable(exc: BaseException) -> str | None:
-    """The one-line message for ``exc`` if it says a service is unreachable."""
+    """The one-line message for ``exc`` if it says a service is unreachable or
+    the settings are wrong."""
+    if isinstance(exc, ConfigFileError):
+        return str(exc)
+    if isinstance(exc, SettingsError):
+        match = re.search(r'field "([a-z_]+)"', str(exc))
+        name = match[1] if match else "?"
+        cause = f": {_first_line(exc.__cause__)}" if exc.__cause__ else ""
+        return f"settings: {name}: cannot parse REVISIT_{name.upper()}{cause}"
+    if isinstance(exc, ValidationError) and exc.title == "Settings":
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"])
+        return (
+            f"settings: {name}: {first['msg']} "
+            f"(REVISIT_{name.upper()}, or the {CONFIG_VARIABLE} file)"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return (
             f"cannot reach PostgreSQL at {_postgres_address()} "

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from enum import StrEnum
@@ -51,6 +52,21 @@ def _setup_logging() -> None:
     )
 
 
+def _port_free(port: int, address: str, setting: str) -> None:
+    """Refuse to start when the metrics port is taken (by another revisit, say)."""
+    if not port:
+        return
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((address, port))
+        except OSError as exc:
+            raise fail(
+                f"{setting}: cannot serve metrics on {address}:{port} ({exc.strerror}); "
+                "choose a free port, or 0 for no metrics"
+            ) from exc
+
+
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
     from actors.scheduler import SchedulerLoop
@@ -59,6 +75,8 @@ def scheduler() -> None:
     _setup_logging()
     settings = get_settings()
     _warn_missing_loaders(settings, settings.visit_types)
+    port = settings.scheduler_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
     serve_scheduler(settings)
     _run_until_signal(SchedulerLoop(settings))
 
@@ -70,6 +88,8 @@ def journal() -> None:
 
     _setup_logging()
     settings = get_settings()
+    port = settings.journal_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
     serve_journal(settings)
     _run_until_signal(JournalClient(settings))
 
@@ -118,13 +138,16 @@ def worker(
     if not queues:
         raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
     _warn_missing_loaders(get_settings(), get_settings().served_visit_types())
-    from monitoring.dramatiq_metrics import worker_metrics_env
-
-    os.environ.update(worker_metrics_env(get_settings()))
     _exec_dramatiq("actors.worker", processes, threads, queues)
 
 
 def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
+    from monitoring.dramatiq_metrics import worker_metrics_env
+
+    settings = get_settings()
+    port = settings.worker_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
+    os.environ.update(worker_metrics_env(settings))
     args = [sys.executable, "-m", "dramatiq", module, "--processes", str(processes)]
     args += ["--threads", str(threads), "--queues", *queues]
     os.execv(sys.executable, args)
@@ -133,9 +156,7 @@ def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str])
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
     from app.queue_names import API_QUEUE
-    from monitoring.dramatiq_metrics import worker_metrics_env
 
-    os.environ.update(worker_metrics_env(get_settings()))
     _exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
 
 

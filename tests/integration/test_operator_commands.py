@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from datetime import UTC, datetime
+from pathlib import Path
 
 import redis
 
@@ -116,12 +118,15 @@ def test_schedule_without_dry_run_sends_the_visits_to_the_queues(
 
 def cli_with(variable: str, value: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``revisit ARGS`` with one REVISIT_* variable changed."""
-    saved = os.environ[variable]
+    saved = os.environ.get(variable)
     os.environ[variable] = value
     try:
         return cli(*args)
     finally:
-        os.environ[variable] = saved
+        if saved is None:
+            del os.environ[variable]
+        else:
+            os.environ[variable] = saved
 
 
 def test_an_unreachable_service_is_one_line_naming_the_setting(
@@ -157,3 +162,41 @@ def test_status_shows_pools_flight_queues_and_requests_of_each_visit_type(
     assert cells[12] == "1/0/0"
     assert cells[14] == "0"
     assert "3 origins waiting in pools" in result.stdout
+
+
+def test_a_taken_metrics_port_is_refused_naming_the_setting(settings: Settings) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for command, setting in (
+            ("scheduler", "REVISIT_SCHEDULER_METRICS_PORT"),
+            ("journal", "REVISIT_JOURNAL_METRICS_PORT"),
+            ("worker", "REVISIT_WORKER_METRICS_PORT"),
+        ):
+            result = cli_with(setting, port, command)
+            assert result.returncode == 2, (command, result.stderr)
+            assert f"{setting}: cannot serve metrics on 127.0.0.1:{port}" in result.stderr
+
+
+def test_settings_come_from_a_file_beneath_the_environment(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    conn.execute("insert into visit_types (name) values ('simulated')")
+    config = tmp_path / "revisit.toml"
+    config.write_text('visit_types = ["git", "simulated"]\nredis_namespace = "fromfile"\n')
+    del os.environ["REVISIT_VISIT_TYPES"]  # the test's environment sets it; the file does now
+    try:
+        listed = cli("--config", str(config), "visit-type", "list")
+    finally:
+        os.environ["REVISIT_VISIT_TYPES"] = '["git"]'
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if "│ simulated" in x)
+    cells = [c.strip() for c in line.strip("│").split("│")]
+    assert cells[:7] == ["simulated", "12h", "64d", "1000", "0", "yes", "yes"]
+    config.write_text('journal_batch_size = "many"\n')
+    bad = cli("--config", str(config), "visit-type", "list")
+    assert bad.returncode == 3
+    assert "settings: journal_batch_size: Input should be a valid integer" in bad.stderr
+    missing = cli("--config", str(tmp_path / "none.toml"), "visit-type", "list")
+    assert missing.returncode == 3 and "REVISIT_CONFIG: no settings file" in missing.stderr
