@@ -22,6 +22,9 @@ REQUEST_KINDS: tuple[str, ...] = get_args(RequestKind)
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 #: Most origins one record_listing message may carry.
 MAX_ORIGINS_PER_MESSAGE = 100_000
+#: Largest payload the client sends (JSON bytes): one Redis value, held whole
+#: in a worker's memory.
+MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 
 
 class _Payload(BaseModel):

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
@@ -55,3 +65,22 @@ def split_lister(lister: str) -> tuple[str, str]:
     if not sep or not name or not instance:
         raise fail(f"--lister: expected NAME/INSTANCE, got {lister!r}")
     return name, instance
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None) -> Iterator[Callable[[float], None]]:
+    """A progress bar with the time left on stderr (a terminal only: piped output
+    stays clean); yields the function that advances it."""
+    if not err.is_terminal:
+        yield lambda _: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda amount: bar.advance(task, amount)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import console, now, visit_types_of
+from app.cli.common import console, err, now, visit_types_of
 from app.context import Context
 from app.db.connection import connect
 from app.settings import get_settings
@@ -23,7 +23,9 @@ def mirror_rebuild(visit_type: Annotated[str | None, typer.Argument()] = None) -
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
         for vt in visit_types_of(settings, visit_type):
-            console.print(f"{vt}: {rebuild(conn, ctx, vt, now())} origins mirrored")
+            with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
+                mirrored = rebuild(conn, ctx, vt, now())
+            console.print(f"{vt}: {mirrored} origins mirrored")
 
 
 @mirror_app.command("check")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -11,7 +12,15 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from app.api_models import MAX_PRIORITY, MIN_PRIORITY, first_error
-from app.cli.common import console, err, fail, now, require_visit_type, split_lister
+from app.cli.common import (
+    console,
+    err,
+    fail,
+    now,
+    progress,
+    require_visit_type,
+    split_lister,
+)
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import UnknownLister, find_lister, register_lister
@@ -76,10 +85,12 @@ def origins_import(
         except UnknownLister as exc:
             raise fail(f"--lister: {exc}") from exc
         started = start_listing(conn, lister_id, now())
-        parsed = batches(handle, batch_size, csv_format=csv_format)
         extra = [connect(settings) for _ in range(writers - 1)]
         try:
-            report = import_listing(conn, ctx, lister_id, parsed, now, extra)
+            with progress(f"importing {file}", _size(file)) as advance:
+                lines = _counted(handle, advance)
+                parsed = batches(lines, batch_size, csv_format=csv_format)
+                report = import_listing(conn, ctx, lister_id, parsed, now, extra)
         finally:
             for connection in extra:
                 connection.close()
@@ -102,6 +113,20 @@ def origins_import(
             f"{refused} batch(es) refused, nothing of them written"
             + ("; unseen origins were not disabled" if full else "")
         )
+
+
+def _size(file: str) -> float | None:
+    try:
+        return None if file == "-" else float(Path(file).stat().st_size)
+    except OSError:
+        return None
+
+
+def _counted(lines: Iterable[str], advance: Callable[[float], None]) -> Iterator[str]:
+    """The lines, advancing the progress bar by their size (about their bytes)."""
+    for line in lines:
+        advance(len(line))
+        yield line
 
 
 def _open(file: str) -> TextIO:
