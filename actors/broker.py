@@ -18,6 +18,7 @@ from dramatiq.common import current_millis
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
+from actors.undecodable import SweepUndecodable
 from app.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
@@ -42,6 +43,14 @@ def make_broker(settings: Settings) -> RedisBroker:
     broker.add_middleware(
         DeadLetterReasons(redis_client(settings), settings.redis_namespace, dead_ttl_s),
         before=Retries,
+    )
+    broker.add_middleware(
+        SweepUndecodable(
+            redis_client(settings),
+            settings.dramatiq_namespace,
+            settings.redis_namespace,
+            settings.undecodable_sweep_interval_s,
+        )
     )
     dramatiq.set_broker(broker)
     return broker

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
     dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
     dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
+    undecodable_sweep_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how often each worker process dead-letters the messages of its queues "
+        "that Dramatiq cannot decode",
+    )
 
     visit_types: list[str] = Field(
         default=["git", "hg", "svn"],

@@ -9,6 +9,7 @@ Dramatiq's Redis broker keeps, per queue ``<q>`` under its namespace ``<ns>``:
 | ``<ns>:<q>.DQ.msgs`` | hash | messages delayed (retries with backoff)             |
 | ``<ns>:<q>.XQ``      | zset | ids of dead letters, scored by when (unix ms)       |
 | ``<ns>:<q>.XQ.msgs`` | hash | id -> encoded dead message                          |
+| ``<ns>:__acks__.<worker>.<q>`` | set | ids a worker process holds unacknowledged |
 
 Nothing else in revisit spells these names; ``tests/integration/
 test_dead_letters.py`` checks them against a real Dramatiq broker.
@@ -22,6 +23,8 @@ from importlib import resources
 from typing import Any
 
 import redis
+from dramatiq import Message
+from dramatiq.errors import DecodeError
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ def _decode(raw: bytes) -> tuple[str, dict[str, Any]]:
         return "(undecodable)", {}
 
 
-def _script(client: redis.Redis) -> Any:
-    text = (resources.files("queues") / "lua" / "dead_letter.lua").read_text()
+def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
+    text = (resources.files("queues") / "lua" / f"{name}.lua").read_text()
     return client.register_script(text)
 
 
@@ -123,3 +126,42 @@ def drop(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bo
 
 def _live(namespace: str, queue: str) -> list[str]:
     return [f"{namespace}:{queue}", f"{namespace}:{queue}.msgs"]
+
+
+#: Stored as the body of a dead-lettered id that had none.
+NO_BODY = b"(no message body)"
+
+
+def _decodable(raw: bytes) -> bool:
+    try:
+        Message.decode(raw)
+    except DecodeError:
+        return False
+    return True
+
+
+def dead_letter_undecodable(
+    client: redis.Redis, namespace: str, queue: str, now_ms: int
+) -> list[str]:
+    """Move what Dramatiq's consumer cannot run (a body that is not a Dramatiq
+    message, an id without a body) to the queue's dead letters; return their ids.
+
+    Dramatiq fails on them and leaves them unacknowledged for ever.
+    """
+    msgs = f"{namespace}:{queue}.msgs"
+    acks = [k.decode() for k in client.scan_iter(match=f"{namespace}:__acks__.*.{queue}")]
+    held: set[bytes] = set(client.lrange(f"{namespace}:{queue}", 0, -1))  # type: ignore[arg-type]
+    for ack in acks:
+        held |= client.smembers(ack)  # type: ignore[arg-type]
+    candidates: list[tuple[str, bytes]] = [
+        ("undecodable", key) for key, raw in client.hscan_iter(msgs) if not _decodable(raw)
+    ]
+    bodies: list[bytes | None] = client.hmget(msgs, list(held)) if held else []  # type: ignore[assignment]
+    candidates += [("bodiless", i) for i, body in zip(held, bodies, strict=True) if body is None]
+    keys = [msgs, f"{namespace}:{queue}", f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs"]
+    script = _script(client, "dead_letter_undecodable")
+    return [
+        message_id.decode()
+        for mode, message_id in candidates
+        if script(keys=[*keys, *acks], args=[mode, message_id, now_ms, NO_BODY])
+    ]
