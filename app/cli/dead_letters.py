@@ -111,3 +111,44 @@ def dead_letters_requeue(
 def dead_letters_drop(queue: str, message_ids: MessageIds = None, all_: Everything = False) -> None:
     """Delete dead letters for good."""
     _act(queue, message_ids or [], all_, requeue=False)
+
+
+@dead_letters_app.command("journal")
+def dead_letters_journal(
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="oldest first")] = 50,
+    idle: Annotated[float, typer.Option(min=0.5, help="stop after this long without one")] = 3.0,
+    replay_them: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="publish them to the journal topic again (once their cause is fixed; "
+            "applying a status twice counts once)",
+        ),
+    ] = False,
+) -> None:
+    """Messages of the journal's dead-letter topic, with why each was refused."""
+    from app.journal_codec import decode
+    from app.kafka import read_dead_letters, replay
+
+    settings = get_settings()
+    letters = read_dead_letters(settings, limit, idle)
+    table = Table("partition", "offset", "source", "origin", "status", "reason")
+    for letter in letters:
+        try:
+            value = decode(letter.value)
+        except Exception:  # a dead letter is whatever could not be applied
+            value = None
+        fields = value if isinstance(value, dict) else {}
+        table.add_row(
+            str(letter.partition),
+            str(letter.offset),
+            letter.source,
+            str(fields.get("origin", "(undecodable)")),
+            str(fields.get("status", "")),
+            letter.reason,
+        )
+    console.print(table)
+    console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
+    if replay_them and letters:
+        replay(settings, letters)
+        console.print(f"replayed {len(letters)} to {settings.journal_topic}")

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import redis
+from confluent_kafka import KafkaException
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
@@ -62,6 +63,11 @@ def unreachable(exc: BaseException) -> str | None:
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return (
             f"cannot reach Redis at {_redis_address()} (set REVISIT_REDIS_URL): {_first_line(exc)}"
+        )
+    if isinstance(exc, KafkaException):
+        return (
+            f"cannot reach Kafka at {get_settings().kafka_brokers} "
+            f"(set REVISIT_KAFKA_BROKERS): {_first_line(exc)}"
         )
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return f"the database has no revisit schema: run `revisit db migrate` ({_first_line(exc)})"

@@ -4,7 +4,8 @@ Dramatiq broker and worker, and the ``revisit dead-letters`` commands."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dramatiq
@@ -13,6 +14,8 @@ import redis
 from dramatiq import Worker
 
 from actors.broker import make_broker
+from app.db.connection import DictConnection
+from app.kafka import read_dead_letters
 from app.queue_names import API_QUEUE
 from app.settings import Settings
 from queues import dramatiq_queues as dq
@@ -107,3 +110,36 @@ def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
     listed = cli("dead-letters", "list", queue)
     assert listed.stdout.count("not a Dramatiq message") == 6
     assert "(undecodable)" in listed.stdout
+
+
+def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fixed(
+    settings: Settings, conn: DictConnection
+) -> None:
+    from actors.journal import JournalClient
+    from app.kafka import StatusPublisher
+
+    client = JournalClient(settings)
+    url = "https://j.example/new-type"
+    StatusPublisher(settings).publish(url, "zzz", 1, "full", b"s" * 20)
+
+    def apply_until(done: Callable[[], bool]) -> None:
+        def step() -> bool:
+            messages = client.poll_batch()
+            if messages:
+                client.process(messages, datetime.now(tz=UTC))
+            return done()
+
+        wait_for(step, 30, "the journal client")
+
+    def dead() -> bool:
+        return len(read_dead_letters(settings, 10, 0.5)) == 1
+
+    apply_until(dead)
+    listed = cli("dead-letters", "journal")
+    assert listed.returncode == 0, listed.stderr
+    assert url in listed.stdout and "type: unknown visit type 'zzz'" in listed.stdout
+    assert cli("visit-type", "add", "zzz").returncode == 0
+    replayed = cli("dead-letters", "journal", "--replay")
+    assert "replayed 1" in replayed.stdout
+    stats = "select last_visit_status::text as s from origin_visit_stats where url = %s"
+    apply_until(lambda: conn.execute(stats, (url,)).fetchone() == {"s": "full"})
