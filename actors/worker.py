@@ -131,6 +131,7 @@ def visit(
         slot = None if limit is None else _hoster_limiter(host, limit)
         if slot is not None and not held.enter_context(slot.acquire(raise_on_failure=False)):
             HOSTER_BUSY.labels(visit_type).inc()
+            log.info("%s: %s has %d visits running, retrying later", url, host, limit)
             raise HosterBusy(f"{host} has {limit} visits running")
         publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
         started = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, TextIO
@@ -22,8 +23,9 @@ from app.cli.common import (
     split_lister,
 )
 from app.context import Context
-from app.db.connection import connect
+from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
+from app.listing import ImportReport
 from app.listing_input import ListingInputError
 from app.settings import get_settings
 
@@ -72,8 +74,7 @@ def origins_import(
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.listing import MassDisable, finish_listing, import_listing, start_listing
-    from app.listing_input import batches
+    from app.listing import MassDisable, finish_listing, start_listing
 
     name, instance = split_lister(lister)
     settings = get_settings()
@@ -85,15 +86,9 @@ def origins_import(
         except UnknownLister as exc:
             raise fail(f"--lister: {exc}") from exc
         started = start_listing(conn, lister_id, now())
-        extra = [connect(settings) for _ in range(writers - 1)]
-        try:
-            with progress(f"importing {file}", _size(file)) as advance:
-                lines = _counted(handle, advance)
-                parsed = batches(lines, batch_size, csv_format=csv_format)
-                report = import_listing(conn, ctx, lister_id, parsed, now, extra)
-        finally:
-            for connection in extra:
-                connection.close()
+        with progress(f"importing {file}", _size(file)) as advance:
+            lines = _counted(handle, advance)
+            report = _import(conn, ctx, lister_id, lines, batch_size, csv_format, writers)
         for refused_batch in report.refused:
             _report(refused_batch, file)
         recorded, refused = report.recorded, len(report.refused)
@@ -113,6 +108,28 @@ def origins_import(
             f"{refused} batch(es) refused, nothing of them written"
             + ("; unseen origins were not disabled" if full else "")
         )
+
+
+def _import(
+    conn: DictConnection,
+    ctx: Context,
+    lister_id: uuid.UUID,
+    lines: Iterable[str],
+    batch_size: int,
+    csv_format: bool,
+    writers: int,
+) -> ImportReport:
+    """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
+    from app.listing import import_listing
+    from app.listing_input import batches
+
+    extra = [connect(ctx.settings) for _ in range(writers - 1)]
+    try:
+        parsed = batches(lines, batch_size, csv_format=csv_format)
+        return import_listing(conn, ctx, lister_id, parsed, now, extra)
+    finally:
+        for connection in extra:
+            connection.close()
 
 
 def _size(file: str) -> float | None:
