@@ -12,26 +12,31 @@ holding the model's fields.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
 import dramatiq
+import psycopg
 
 from actors.broker import make_broker
 from app import requests as req
 from app.api_models import (
     AdjustPriority,
     CancelRequest,
+    InvalidPayload,
     RecordListing,
     RequestVisit,
     validated,
 )
 from app.context import Context
 from app.db.connection import DictConnection, connect
-from app.db.listings import register_lister
-from app.listing import finish_listing, record_listed_origins
+from app.db.listings import UnknownLister, find_lister
+from app.listing import MassDisable, finish_listing, record_listed_origins
+from app.listing_input import ListingInputError
 from app.queue_names import API_QUEUE
 from app.settings import get_settings
 
@@ -53,22 +58,24 @@ def _now() -> datetime:
     return datetime.now(tz=UTC)
 
 
+# Actors return nothing: without a results backend Dramatiq would discard the
+# value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def request_visit(payload: Any) -> int:
-    """Record a one-shot visit request; returns its id."""
+def request_visit(payload: Any) -> None:
+    """Record a one-shot visit request."""
     request = validated(RequestVisit, payload)
-    with _conn() as conn:
+    with _conn() as conn, _bad_input("RequestVisit"):
         request_id = req.create_request(conn, request)
     log.info("request %d: visit %s (%s)", request_id, request.url, request.visit_type)
-    return request_id
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def adjust_priority(payload: Any) -> int:
-    """Add to a pending request's priority adjustment; returns the effective priority."""
+def adjust_priority(payload: Any) -> None:
+    """Add to a pending request's priority adjustment."""
     change = validated(AdjustPriority, payload)
-    with _conn() as conn:
-        return req.adjust_priority(conn, change.request_id, change.delta)
+    with _conn() as conn, _bad_input("AdjustPriority"):
+        priority = req.adjust_priority(conn, change.request_id, change.delta)
+    log.info("request %d: priority %d", change.request_id, priority)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
@@ -76,19 +83,27 @@ def cancel_request(payload: Any) -> None:
     """Abort a pending or scheduled request."""
     cancel = validated(CancelRequest, payload)
     ctx = _ctx()
-    with _conn() as conn:
+    with _conn() as conn, _bad_input("CancelRequest"):
         req.cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, _now())
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def record_listing(payload: Any) -> int:
-    """Record a batch of a lister's origins; returns how many."""
+def record_listing(payload: Any) -> None:
+    """Record a batch of a lister's origins.
+
+    The lister must be registered (``revisit lister register``, as for the
+    CLI's import) and every origin's visit type known: both are checked
+    before anything is written.
+    """
     listing = validated(RecordListing, payload)
     ctx = _ctx()
     now = _now()
     rows = list(enumerate(listing.origins, start=1))
-    with _conn() as conn:
-        lister = register_lister(conn, listing.lister_name, listing.instance_name, None)
+    with _conn() as conn, _bad_input("RecordListing"):
+        try:
+            lister = find_lister(conn, listing.lister_name, listing.instance_name)["id"]
+        except UnknownLister as exc:
+            raise InvalidPayload(f"RecordListing: lister_name/instance_name: {exc}") from None
         count = record_listed_origins(conn, ctx, lister, rows, now)
         if listing.last_batch:
             started = (
@@ -96,5 +111,21 @@ def record_listing(payload: Any) -> int:
                 if listing.listing_started_at is not None
                 else now
             )
-            finish_listing(conn, ctx, lister, started, now, full=listing.full)
-    return count
+            share = (
+                1.0 if listing.allow_mass_disable else ctx.settings.full_listing_max_disable_share
+            )
+            finish_listing(
+                conn, ctx, lister, started, now, full=listing.full, max_disable_share=share
+            )
+    log.info("listing of %s/%s: %d origins", listing.lister_name, listing.instance_name, count)
+
+
+@contextlib.contextmanager
+def _bad_input(model: str) -> Iterator[None]:
+    """Values the database or the listing rules refuse are bad input, named as such."""
+    try:
+        yield
+    except (ListingInputError, MassDisable, req.RequestError) as exc:
+        raise InvalidPayload(f"{model}: {exc}") from None
+    except psycopg.DataError as exc:
+        raise InvalidPayload(f"{model}: PostgreSQL refused a value: {exc}") from None

@@ -13,9 +13,13 @@ from typing import Any
 from uuid import uuid4
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
+from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.common import current_millis
+from dramatiq.middleware import Retries
 
+from actors.dead_letter_reasons import DeadLetterReasons
+from actors.undecodable import SweepUndecodable
+from app.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 
@@ -33,6 +37,21 @@ def make_broker(settings: Settings) -> RedisBroker:
         maintenance_chance=settings.dramatiq_maintenance_chance,
     )
     broker.add_middleware(WorkerMetrics())
+    dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
+    # "after" hooks run in reverse order: placed before Retries, it sees the
+    # message Retries has just given up on.
+    broker.add_middleware(
+        DeadLetterReasons(redis_client(settings), settings.redis_namespace, dead_ttl_s),
+        before=Retries,
+    )
+    broker.add_middleware(
+        SweepUndecodable(
+            redis_client(settings),
+            settings.dramatiq_namespace,
+            settings.redis_namespace,
+            settings.undecodable_sweep_interval_s,
+        )
+    )
     dramatiq.set_broker(broker)
     return broker
 

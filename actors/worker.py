@@ -33,11 +33,11 @@ from actors.registry import WorkerRegistry, record_duration
 from app.context import redis_client
 from app.domain.hosts import hoster_limit, hoster_of
 from app.kafka import StatusPublisher
-from app.loaders.base import Loader, VisitResult, get_loader
+from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.queue_names import first_visits_queue, lane_queue, slow_queue
 from app.settings import get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
-from queues.keys import aborted_requests
+from queues.keys import aborted_requests, visit_outcomes
 
 log = logging.getLogger("revisit.worker")
 
@@ -52,11 +52,13 @@ for _visit_type in settings.served_visit_types():
         broker.declare_queue(first_visits_queue(_prefix, _visit_type))
 
 
-class TransientVisitError(Exception):
+# Both derive from dramatiq.Retry: Dramatiq then logs one INFO line per retry
+# instead of a traceback at ERROR, and Retries backs off as for any exception.
+class TransientVisitError(dramatiq.Retry):
     """A visit failed for a reason worth retrying soon (Dramatiq's Retries does)."""
 
 
-class HosterBusy(Exception):
+class HosterBusy(dramatiq.Retry):
     """The hoster has as many visits running as it may; retried later, uncounted."""
 
 
@@ -129,13 +131,19 @@ def visit(
         slot = None if limit is None else _hoster_limiter(host, limit)
         if slot is not None and not held.enter_context(slot.acquire(raise_on_failure=False)):
             HOSTER_BUSY.labels(visit_type).inc()
+            log.info("%s: %s has %d visits running, retrying later", url, host, limit)
             raise HosterBusy(f"{host} has {limit} visits running")
         publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
         started = time.monotonic()
         try:
             # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
             # interrupt a blocking call, so the loader must stop by itself.
-            result = loader_for(visit_type).load(url, arguments, limit_s)
+            loaded = loader_for(visit_type).load(url, arguments, limit_s)
+            result = checked_result(loaded, time.monotonic() - started)
+        except UnknownLoader as exc:
+            # Recorded as a failed visit: the origin then cools down and its
+            # request ends, instead of a dead letter no one reads.
+            result = VisitResult("failed", None, time.monotonic() - started, str(exc))
         except TimeLimitExceeded:
             result = VisitResult(
                 "failed", None, time.monotonic() - started, "timeout", timed_out=True
@@ -165,7 +173,7 @@ def visit(
         )
     if result.transient and options.get("retries", 0) < settings.visit_max_retries:
         log.info("%s: transient failure (%s), retrying", url, result.error)
-        raise TransientVisitError(result.error)
+        raise TransientVisitError(result.error or "transient failure")
     metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}
     if result.error:
         metadata["error"] = result.error
@@ -174,6 +182,7 @@ def visit(
     publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
     queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
     record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
+    _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
     VISITS.labels(visit_type, result.status).inc()
     VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     log.info("visited %s in the %s lane: %s in %.2fs", url, lane, result.status, result.duration_s)

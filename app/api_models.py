@@ -7,11 +7,24 @@ them again on receipt.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.input_rules import MAX_TIMESTAMP_S, LoaderArguments, OriginUrl, StoredText
 from app.listing_input import ListedOriginIn
+
+#: Who asks for a one-shot visit (a label of the request latency metric, so a
+#: closed list).
+RequestKind = Literal["save_code_now", "operator"]
+REQUEST_KINDS: tuple[str, ...] = get_args(RequestKind)
+#: Bounds of a request's effective priority (base + adjustment).
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+#: Most origins one record_listing message may carry.
+MAX_ORIGINS_PER_MESSAGE = 100_000
+#: Largest payload the client sends (JSON bytes): one Redis value, held whole
+#: in a worker's memory.
+MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 
 
 class _Payload(BaseModel):
@@ -21,13 +34,13 @@ class _Payload(BaseModel):
 class RequestVisit(_Payload):
     """Ask for a one-shot visit ("save code now"), served before recurrent visits."""
 
-    url: str = Field(min_length=1, max_length=4096)
-    visit_type: str = Field(min_length=1)
-    priority: int = Field(default=0, ge=-1000, le=1000, description="base priority")
-    kind: str = Field(default="save_code_now", pattern=r"^[a-z_]{1,40}$")
-    requested_by: str | None = Field(default=None, max_length=200)
-    extra_loader_arguments: dict[str, Any] = Field(default_factory=dict)
-    external_id: str | None = Field(
+    url: OriginUrl
+    visit_type: str = Field(min_length=1, max_length=100)
+    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY, description="base priority")
+    kind: RequestKind = "save_code_now"
+    requested_by: StoredText | None = Field(default=None, max_length=200)
+    extra_loader_arguments: LoaderArguments = Field(default_factory=dict)
+    external_id: StoredText | None = Field(
         default=None, max_length=200, description="caller's key: asking twice makes one request"
     )
 
@@ -36,26 +49,35 @@ class AdjustPriority(_Payload):
     """Add ``delta`` to a pending request's priority adjustment (operators)."""
 
     request_id: int = Field(ge=1)
-    delta: int = Field(ge=-10000, le=10000)
+    delta: int = Field(ge=MIN_PRIORITY - MAX_PRIORITY, le=MAX_PRIORITY - MIN_PRIORITY)
 
 
 class CancelRequest(_Payload):
     """Abort a pending or scheduled request."""
 
-    request_id: int = Field(ge=1)
+    request_id: int = Field(ge=1, lt=2**63)
 
 
 class RecordListing(_Payload):
     """A batch of a lister's output; ``full`` with ``last_batch`` ends a full listing."""
 
-    lister_name: str = Field(min_length=1)
-    instance_name: str = Field(min_length=1)
-    origins: list[ListedOriginIn] = Field(max_length=100_000)
+    lister_name: StoredText = Field(min_length=1, max_length=200)
+    instance_name: StoredText = Field(min_length=1, max_length=200)
+    origins: list[ListedOriginIn] = Field(max_length=MAX_ORIGINS_PER_MESSAGE)
     full: bool = False
     listing_started_at: float | None = Field(
-        default=None, description="unix time the listing began (full listings)"
+        default=None,
+        ge=0,
+        le=MAX_TIMESTAMP_S,
+        allow_inf_nan=False,
+        description="unix time the listing began (full listings)",
     )
     last_batch: bool = True
+    allow_mass_disable: bool = Field(
+        default=False,
+        description="let a full listing disable more than REVISIT_FULL_LISTING_MAX_DISABLE_SHARE "
+        "of the lister's origins",
+    )
 
 
 class InvalidPayload(ValueError):

@@ -9,6 +9,7 @@ Bad arguments raise InvalidPayload naming the field before anything is sent.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dramatiq
@@ -16,8 +17,10 @@ from dramatiq.brokers.redis import RedisBroker
 from pydantic import BaseModel
 
 from app.api_models import (
+    MAX_PAYLOAD_BYTES,
     AdjustPriority,
     CancelRequest,
+    InvalidPayload,
     RecordListing,
     RequestVisit,
     validated,
@@ -27,7 +30,14 @@ from app.settings import Settings, get_settings
 
 
 def _checked(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
-    return validated(model, fields).model_dump(mode="json")
+    payload = validated(model, fields).model_dump(mode="json")
+    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidPayload(
+            f"{model.__name__}: payload of {size} bytes, more than {MAX_PAYLOAD_BYTES}: "
+            "send it in smaller batches"
+        )
+    return payload
 
 
 class RevisitClient:

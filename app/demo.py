@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -168,6 +169,22 @@ def recent_visits(settings: Settings, since: datetime) -> list[str]:
     return lines
 
 
+#: The Procfile's metrics ports; the demo takes free ones for those not set, so
+#: it runs beside a deployment of the Procfile on the same host.
+PROCFILE_METRICS_PORTS = (
+    "REVISIT_SCHEDULER_METRICS_PORT",
+    "REVISIT_JOURNAL_METRICS_PORT",
+    "REVISIT_EXPRESS_WORKER_METRICS_PORT",
+    "REVISIT_SLOW_WORKER_METRICS_PORT",
+    "REVISIT_PRIORITY_WORKER_METRICS_PORT",
+    "REVISIT_API_METRICS_PORT",
+)
+
+
+def _metrics_ports(environ: Mapping[str, str]) -> dict[str, str]:
+    return {v: str(embedded.free_port()) for v in PROCFILE_METRICS_PORTS if v not in environ}
+
+
 def _start_processes(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]:
     honcho = shutil.which("honcho", path=str(Path(sys.executable).parent)) or "honcho"
     return subprocess.Popen(
@@ -196,7 +213,7 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
             configured["REVISIT_REDIS_URL"],
             configured["REVISIT_KAFKA_BROKERS"],
         ) as service_env:
-            os.environ.update({**DEMO_ENV, **service_env})
+            os.environ.update({**DEMO_ENV, **service_env, **_metrics_ports(os.environ)})
             env = dict(os.environ)
             env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
             settings = Settings()

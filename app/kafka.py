@@ -1,11 +1,14 @@
-"""Kafka adapter: producer and consumer settings, and publishing visit statuses."""
+"""Kafka adapter: producer and consumer settings, publishing visit statuses, and
+reading the journal's dead-letter topic."""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
@@ -70,3 +73,71 @@ class StatusPublisher:
             raise RuntimeError(
                 f"journal publish of {origin} not acknowledged in {flush_timeout_s}s"
             )
+
+
+@dataclass(frozen=True)
+class JournalDeadLetter:
+    """A journal message the journal client could not apply, and why."""
+
+    partition: int
+    offset: int
+    reason: str
+    source: str
+    key: bytes | None
+    value: bytes | None
+
+
+def read_dead_letters(settings: Settings, limit: int, idle_s: float) -> list[JournalDeadLetter]:
+    """The first ``limit`` messages of the dead-letter topic, read without a
+    consumer group's commit (reading changes nothing); stops after ``idle_s``
+    without a message."""
+    # A command says in one line when the broker is unreachable: librdkafka stays quiet.
+    group = f"revisit-cli-{uuid.uuid4().hex}"
+    config = {**consumer_config(settings), "group.id": group, "log_level": 0}
+    consumer = Consumer(config)
+    try:
+        topic = settings.dead_letter_topic
+        metadata = consumer.list_topics(topic, timeout=5)
+        partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        found: list[JournalDeadLetter] = []
+        while partitions and len(found) < limit:
+            message = consumer.poll(idle_s)
+            if message is None:
+                break
+            if message.error():
+                continue
+            headers = _headers(message.headers())
+            source = "{}[{}]@{}".format(
+                headers.get("source_topic", "?"),
+                headers.get("source_partition", "?"),
+                headers.get("source_offset", "?"),
+            )
+            found.append(
+                JournalDeadLetter(
+                    message.partition() or 0,
+                    message.offset() or 0,
+                    headers.get("reason", "(no reason)"),
+                    source,
+                    message.key(),
+                    message.value(),
+                )
+            )
+        return found
+    finally:
+        consumer.close()
+
+
+def _headers(raw: Any) -> dict[str, str]:
+    pairs: list[tuple[str, bytes | None]] = list(raw or [])
+    return {k: v.decode(errors="replace") for k, v in pairs if v is not None}
+
+
+def replay(settings: Settings, letters: list[JournalDeadLetter]) -> None:
+    """Publish dead letters to the journal topic again (the journal's processing
+    is idempotent, so a message replayed twice counts once)."""
+    producer = Producer(producer_config(settings))
+    for letter in letters:
+        producer.produce(settings.journal_topic, value=letter.value, key=letter.key)
+    if producer.flush(30):
+        raise RuntimeError("replayed messages not acknowledged in 30 s")

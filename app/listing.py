@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import psycopg
+
 from app.context import Context
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
-from app.listing_input import ListingInputError, NumberedRow, check_visit_types
+from app.listing_input import ListingInputError, NumberedRow, RowError, check_visit_types
 
 
 def record_listed_origins(
@@ -96,12 +98,13 @@ def import_listing(
             to_postgres.put(_DONE)
 
     def place() -> None:
+        # Every committed batch is placed, even after another batch failed: a
+        # batch in Postgres but not in the mirror would wait for a rebuild.
         while (item := to_redis.get()) is not _DONE:
-            if not failure:
-                try:
-                    _write_redis(ctx, *item)  # type: ignore[misc]
-                except BaseException as exc:
-                    failure.append(exc)
+            try:
+                _write_redis(ctx, *item)  # type: ignore[misc]
+            except BaseException as exc:
+                failure.append(exc)
 
     def write(connection: DictConnection) -> None:
         while (batch := to_postgres.get()) is not _DONE and not failure:
@@ -118,6 +121,10 @@ def import_listing(
             except ListingInputError as exc:
                 with counting:
                     report.refused.append(exc)
+            except psycopg.DataError as exc:
+                # A value the database refuses is bad input: that batch is refused.
+                with counting:
+                    report.refused.append(refused_by_database(rows, exc))
             except BaseException as exc:
                 failure.append(exc)
         to_postgres.put(_DONE)  # let the other writers see the end too
@@ -138,6 +145,25 @@ def import_listing(
     return report
 
 
+def refused_by_database(rows: list[NumberedRow], exc: psycopg.DataError) -> ListingInputError:
+    """The refusal of a batch PostgreSQL would not take (the lines it spans)."""
+    first, last = rows[0][0], rows[-1][0]
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ListingInputError([RowError(first, f"(lines {first}-{last})", f"PostgreSQL: {reason}")])
+
+
+class MassDisable(ValueError):
+    """A full listing would disable more of its lister's origins than allowed."""
+
+    def __init__(self, unseen: int, enabled: int, share: float) -> None:
+        self.unseen, self.enabled, self.share = unseen, enabled, share
+        super().__init__(
+            f"full: the listing would disable {unseen} of the lister's {enabled} origins, "
+            f"more than the allowed share {share:g} (REVISIT_FULL_LISTING_MAX_DISABLE_SHARE); "
+            "nothing was disabled"
+        )
+
+
 def start_listing(conn: DictConnection, lister_id: uuid.UUID, now: datetime) -> datetime:
     """Begin a listing; returns its start, to pass to ``finish_listing``."""
     db.start_listing(conn, lister_id, now)
@@ -152,17 +178,31 @@ def finish_listing(
     now: datetime,
     *,
     full: bool,
+    max_disable_share: float = 1.0,
 ) -> int:
     """End a listing. A full one disables the lister's origins it did not report
-    since ``started``; returns how many origins were disabled."""
+    since ``started``; returns how many origins were disabled.
+
+    A full listing that would disable more than ``max_disable_share`` of the
+    lister's enabled origins (an empty or truncated file, most likely) raises
+    MassDisable and disables nothing: the listing stays unfinished.
+    """
     if not full:
         db.finish_listing(conn, lister_id, now)
         return 0
     with conn.transaction():
+        unseen, enabled = db.count_unseen(conn, lister_id, started)
+        if unseen and unseen > max_disable_share * enabled:
+            raise MassDisable(unseen, enabled, max_disable_share)
         changed = db.disable_unseen(conn, lister_id, started, now)
-    for visit_type, placements in _by_type(changed, ctx, now).items():
-        ctx.mirror.place(visit_type, placements)
+    place_rows(ctx, changed, now)
     return len(changed)
+
+
+def place_rows(ctx: Context, rows: Iterable[MirrorRow], now: datetime) -> None:
+    """Move origins whose Postgres row changed to their place in the mirror."""
+    for visit_type, placements in _by_type(rows, ctx, now).items():
+        ctx.mirror.place(visit_type, placements)
 
 
 def _by_type(rows: Iterable[MirrorRow], ctx: Context, now: datetime) -> dict[str, list[Placement]]:

@@ -8,9 +8,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.input_rules import LoaderArguments, OriginUrl
 
 
 class ListedOriginIn(BaseModel):
@@ -18,12 +19,12 @@ class ListedOriginIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: str = Field(min_length=1)
+    url: OriginUrl
     visit_type: str = Field(min_length=1)
-    extra_loader_arguments: dict[str, Any] = Field(default_factory=dict)
+    extra_loader_arguments: LoaderArguments = Field(default_factory=dict)
     last_update: datetime | None = None
     is_fork: bool | None = None
-    forked_from_url: str | None = None
+    forked_from_url: OriginUrl | None = None
 
     @field_validator("last_update")
     @classmethod
@@ -68,6 +69,9 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
     for number, text in enumerate(lines, start=first_line):
         if not text.strip():
             continue
+        if not _is_utf8(text):
+            errors.append(RowError(number, "(line)", NOT_UTF8))
+            continue
         try:
             rows.append((number, ListedOriginIn.model_validate_json(text)))
         except ValidationError as exc:
@@ -75,6 +79,18 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
     if errors:
         raise ListingInputError(errors)
     return rows
+
+
+#: Why a line read with errors="surrogateescape" is refused.
+NOT_UTF8 = "not UTF-8 text (e.g. a Latin-1 byte)"
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _row_errors(number: int, exc: ValidationError) -> list[RowError]:
@@ -104,6 +120,18 @@ def check_visit_types(rows: list[NumberedRow], known: set[str]) -> None:
         raise ListingInputError(errors)
 
 
+def check_csv_header(header: list[str], line: int) -> None:
+    """Refuse a CSV header naming unknown columns or no url (a data line read as
+    a header, say), naming the known ones."""
+    unknown = [name for name in header if name not in LISTING_FIELDS]
+    if unknown or "url" not in header:
+        detail = f"unknown column(s): {', '.join(unknown)}" if unknown else "no url column"
+        known = ", ".join(LISTING_FIELDS)
+        raise ListingInputError(
+            [RowError(line, "(header)", f"{detail} (the first line names the columns: {known})")]
+        )
+
+
 def parse_csv_rows(lines: Iterable[str], first_line: int = 1) -> list[NumberedRow]:
     """Parse CSV lines (the first one a header naming the fields); like parse_json_lines.
 
@@ -115,11 +143,7 @@ def parse_csv_rows(lines: Iterable[str], first_line: int = 1) -> list[NumberedRo
     header = next(reader, None)
     if header is None:
         return rows
-    unknown = [name for name in header if name not in LISTING_FIELDS]
-    if unknown:
-        raise ListingInputError(
-            [RowError(first_line, "(header)", f"unknown column(s): {', '.join(unknown)}")]
-        )
+    check_csv_header(header, first_line)
     for number, cells in enumerate(reader, start=first_line + 1):
         if not any(cells):
             continue
@@ -158,6 +182,11 @@ def batches(
     if csv_format:
         first = next(iterator, None)
         if first is None:
+            return
+        try:
+            check_csv_header(next(csv.reader([first]), []), 1)
+        except ListingInputError as exc:
+            yield exc
             return
         header = [first]
         number = 2

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from app.api_models import RequestVisit
+from app.api_models import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
 from app.db.queries import query
@@ -78,11 +78,23 @@ def list_requests(conn: DictConnection, status: str | None, limit: int) -> list[
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
-    """Add ``delta`` to a pending request's adjustment; return its effective priority."""
-    row = conn.execute(query("adjust_priority"), {"id": request_id, "delta": delta}).fetchone()
-    if row is None:
-        raise RequestError(f"request_id: no pending request {request_id}")
-    return int(row["priority"])
+    """Add ``delta`` to a pending request's adjustment; return its effective priority.
+
+    The effective priority must stay within MIN_PRIORITY..MAX_PRIORITY, the
+    bounds of a new request's, so an adjustment cannot overflow or outrank
+    every request by any margin.
+    """
+    params = {"id": request_id, "delta": delta, "min": MIN_PRIORITY, "max": MAX_PRIORITY}
+    if abs(delta) <= MAX_PRIORITY - MIN_PRIORITY:
+        row = conn.execute(query("adjust_priority"), params).fetchone()
+        if row is not None:
+            return int(row["priority"])
+    old = get_request(conn, request_id)
+    if old["status"] != "pending":
+        raise RequestError(f"request_id: request {request_id} is {old['status']}, not pending")
+    raise RequestError(
+        f"delta: priority {old['priority']} {delta:+d} is outside {MIN_PRIORITY}..{MAX_PRIORITY}"
+    )
 
 
 def cancel_request(
@@ -183,6 +195,7 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
             "visit_types": [e.visit_type for e in finished],
             "dates": [e.date for e in finished],
             "statuses": [e.status for e in finished],
+            "reasons": [_reason(e) for e in finished],
         },
     ).fetchall()
     return [
@@ -191,3 +204,8 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
         )
         for r in rows
     ]
+
+
+def _reason(event: VisitStatusEvent) -> str | None:
+    error = (event.metadata or {}).get("error")
+    return str(error).replace("\x00", "")[:500] if error is not None else None

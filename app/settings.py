@@ -1,16 +1,34 @@
-"""Process configuration, read from the environment (prefix ``REVISIT_``).
+"""Process configuration, read from the environment (prefix ``REVISIT_``) and,
+beneath it, from the TOML file named by ``REVISIT_CONFIG`` (keys are the
+field names without the prefix: ``redis_url = "redis://..."``).
 
-Every Procfile process reads the same settings, so one environment configures
-the whole deployment. Service addresses that embed credentials are SecretStr so
-they never show up in logs or ``repr``.
+Every Procfile process reads the same settings, so one environment (or one
+file) configures the whole deployment; a variable overrides the file. Service
+addresses that embed credentials are SecretStr so they never show up in logs
+or ``repr``.
 """
 
 from __future__ import annotations
 
+import os
+import tomllib
 from functools import lru_cache
+from pathlib import Path
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+#: The variable naming the settings file.
+CONFIG_VARIABLE = "REVISIT_CONFIG"
+
+
+class ConfigFileError(ValueError):
+    """The settings file cannot be read; the text names it."""
 
 
 class Settings(BaseSettings):
@@ -48,6 +66,12 @@ class Settings(BaseSettings):
     dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
     dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
     dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
+    undecodable_sweep_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how often each worker process dead-letters the messages of its queues "
+        "that Dramatiq cannot decode",
+    )
 
     visit_types: list[str] = Field(
         default=["git", "hg", "svn"],
@@ -59,6 +83,14 @@ class Settings(BaseSettings):
     )
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
+
+    full_listing_max_disable_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="most of a lister's origins a full listing may disable without an explicit "
+        "flag (revisit origins import --allow-mass-disable, record_listing allow_mass_disable)",
+    )
 
     ladder_unit_s: float = Field(
         default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
@@ -126,6 +158,27 @@ class Settings(BaseSettings):
     metrics_never_visited_threshold_s: float = Field(
         default=86400.0, gt=0, description="listed this long ago and never visited: overdue"
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the REVISIT_CONFIG file."""
+        sources = [init_settings, env_settings]
+        path = os.environ.get(CONFIG_VARIABLE)
+        if path:
+            if not Path(path).is_file():
+                raise ConfigFileError(f"{CONFIG_VARIABLE}: no settings file {path!r}")
+            try:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+            except (tomllib.TOMLDecodeError, OSError) as exc:
+                raise ConfigFileError(f"{CONFIG_VARIABLE}: {path} is not TOML: {exc}") from None
+        return tuple(sources)
 
     def served_visit_types(self) -> list[str]:
         """The visit types a worker pool serves: allowlist, then denylist (seed 004)."""

@@ -62,6 +62,7 @@ class WorkerMetrics(Prometheus):
         super().__init__()
         self.enabled = MULTIPROC_ENV in os.environ
         self._visit_started: dict[str, float] = {}
+        self._delayed: dict[tuple[str, str], set[str]] = {}
 
     @property
     def forks(self) -> list[Any]:
@@ -83,12 +84,23 @@ class WorkerMetrics(Prometheus):
         if self.enabled:
             super().after_enqueue(broker, message, delay)  # type: ignore[no-untyped-call]
 
+    # Dramatiq counts delayed messages up and down (inc on delay, dec on
+    # process), which drifted below zero (-39 seen); the gauge is set here to
+    # the size of this process's set of delayed ids instead, never negative.
     def before_delay_message(self, broker: Any, message: Any) -> None:
         if self.enabled:
-            super().before_delay_message(broker, message)  # type: ignore[no-untyped-call]
+            key = (message.queue_name, message.actor_name)
+            ids = self._delayed.setdefault(key, set())
+            ids.add(message.message_id)
+            self.inprogress_delayed_messages.labels(*key).set(len(ids))
 
     def before_process_message(self, broker: Any, message: Any) -> None:
         if self.enabled:
+            key = (message.queue_name, message.actor_name)
+            ids = self._delayed.get(key)
+            if ids is not None and message.message_id in ids:
+                ids.discard(message.message_id)
+                self.inprogress_delayed_messages.labels(*key).set(len(ids))
             super().before_process_message(broker, message)  # type: ignore[no-untyped-call]
             self._visit_started[message.message_id] = time.monotonic()
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import logging
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("revisit.metrics")
 
@@ -202,15 +212,72 @@ COVERAGE_REFRESH_SECONDS = Histogram(
 )
 
 
-def serve(port: int, address: str = "127.0.0.1") -> None:
-    """Expose /metrics on ``address:port`` (0: do not serve).
+#: What each process updates, so each serves only its own metrics (not the
+#: others' at zero).
+JOURNAL_OWNED: tuple[Collector, ...] = (
+    JOURNAL_MESSAGES,
+    JOURNAL_OUTCOMES,
+    JOURNAL_DEAD_LETTERS,
+    JOURNAL_BATCH_SECONDS,
+    JOURNAL_BATCH_MESSAGES,
+    JOURNAL_BEYOND_HISTORY,
+    JOURNAL_DATABASE_RETRIES,
+    JOURNAL_CONSUMER_LAG,
+    REQUEST_LATENCY,
+)
+SCHEDULER_OWNED: tuple[Collector, ...] = (
+    SCHEDULED_VISITS,
+    SCHEDULER_BATCH_SIZE,
+    SCHEDULER_POP_SECONDS,
+    SCHEDULER_ENQUEUE_SECONDS,
+    QUEUE_DEPTH,
+    QUEUE_ESTIMATED_WAIT,
+    SCHEDULE_DRIFT,
+    SCHEDULER_FREE_SLOTS,
+    SCHEDULER_STEP_FAILURES,
+    AGE_MULTIPLIER,
+    RETURNED_ORIGINS,
+    MIRROR_ORIGINS,
+    REQUESTS_SCHEDULED,
+    QUEUE_WORKERS,
+    ORIGINS_BY_POOL,
+    ORIGINS_KNOWN,
+    ORIGINS_ENABLED,
+    ORIGINS_NEVER_VISITED,
+    ORIGINS_PENDING_CHANGES,
+    ORIGINS_ACTIVE,
+    ORIGINS_NEVER_VISITED_OVERDUE,
+    FIRST_VISIT_WAIT,
+    COVERAGE_REFRESH_SECONDS,
+)
+
+#: Updated in the Dramatiq worker processes (served by Dramatiq's exporter).
+WORKER_OWNED: tuple[Collector, ...] = (
+    VISITS,
+    VISIT_SECONDS,
+    VISIT_LANE_SECONDS,
+    EXPRESS_TIMEOUTS,
+    HOSTER_BUSY,
+)
+
+
+def owned_registry(owned: tuple[Collector, ...]) -> CollectorRegistry:
+    """A registry of ``owned`` plus the process, platform and GC figures."""
+    registry = CollectorRegistry()
+    for collector in (*owned, PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    return registry
+
+
+def serve(port: int, address: str = "127.0.0.1", owned: tuple[Collector, ...] = ()) -> None:
+    """Expose ``owned`` on ``address:port``/metrics (0: do not serve).
 
     A port already taken is logged, not fatal: metrics are worth less than
-    the process that exports them.
+    the process that exports them (the CLI checks the port before starting).
     """
     if not port:
         return
     try:
-        start_http_server(port, addr=address)
+        start_http_server(port, addr=address, registry=owned_registry(owned))
     except OSError as exc:
         log.error("cannot serve metrics on %s:%d: %s", address, port, exc)

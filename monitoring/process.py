@@ -9,7 +9,9 @@ from monitoring.coverage import CoverageRefresher
 from monitoring.metrics import (
     FIRST_VISIT_WAIT,
     JOURNAL_OUTCOMES,
+    JOURNAL_OWNED,
     REQUEST_LATENCY,
+    SCHEDULER_OWNED,
     serve,
 )
 
@@ -23,7 +25,7 @@ def serve_scheduler(settings: Settings) -> threading.Event | None:
     into scheduler_metrics, drift, time to first visit) unless their interval
     is 0; returns the event that stops them. The time-to-first-visit series
     exist from the start, so a rate sees the first visits (see serve_journal)."""
-    serve(settings.scheduler_metrics_port, settings.metrics_address)
+    serve(settings.scheduler_metrics_port, settings.metrics_address, SCHEDULER_OWNED)
     for visit_type in settings.visit_types:
         FIRST_VISIT_WAIT.labels(visit_type)
     if not settings.metrics_refresh_interval_s:
@@ -38,7 +40,7 @@ def serve_journal(settings: Settings) -> None:
     jump from nothing to that first value: a save code now request served
     right after start would never show in a latency quantile.
     """
-    serve(settings.journal_metrics_port, settings.metrics_address)
+    serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
     for visit_type in settings.visit_types:
         for kind in REQUEST_KINDS:
             REQUEST_LATENCY.labels(kind, visit_type)

@@ -90,3 +90,14 @@ def queue_workers(namespace: str, queue: str) -> str:
 def queue_durations(namespace: str, queue: str) -> str:
     """List of the durations (s) of the latest visits done from a Dramatiq queue, newest first."""
     return f"{namespace}:durations:{queue}"
+
+
+def visit_outcomes(namespace: str, visit_type: str) -> str:
+    """Hash of how many visits of a visit type ended in each status since the key
+    was created (status -> count): the live view's visits/s and failure rate."""
+    return f"{namespace}:{{{visit_type}}}:outcomes"
+
+
+def dead_letter_reason(namespace: str, message_id: str) -> str:
+    """String: why a Dramatiq message was dead-lettered (expires with the dead letter)."""
+    return f"{namespace}:dead_letter_reason:{message_id}"

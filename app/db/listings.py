@@ -103,6 +103,15 @@ def start_listing(conn: DictConnection, lister_id: uuid.UUID, started: datetime)
     conn.execute(query("start_listing"), {"lister_id": lister_id, "started": started})
 
 
+def count_unseen(conn: DictConnection, lister_id: uuid.UUID, started: datetime) -> tuple[int, int]:
+    """(origins a full listing started at ``started`` would disable, enabled origins)."""
+    row = conn.execute(
+        query("count_unseen"), {"lister_id": lister_id, "started": started}
+    ).fetchone()
+    assert row is not None
+    return int(row["unseen"]), int(row["enabled"])
+
+
 def disable_unseen(
     conn: DictConnection, lister_id: uuid.UUID, started: datetime, finished: datetime
 ) -> list[MirrorRow]:

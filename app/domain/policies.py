@@ -10,6 +10,7 @@ the share of a dry pool handed to the others, is done atomically in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from app.domain.placement import POOLS, PoolName
@@ -48,18 +49,31 @@ REFERENCE_DEFAULTS_OTHER: dict[str, float] = {
 }
 
 
+#: Largest weight: weights are relative shares, so a larger one only invites
+#: overflow in the share arithmetic.
+MAX_WEIGHT = 1_000_000.0
+
+
 class UnknownPolicy(ValueError):
     """A policy name revisit does not implement; the text lists the known ones."""
 
 
 def check_policies(policies: Mapping[str, float]) -> None:
-    """Refuse unknown policies, negative weights, and mixing combined with others."""
+    """Refuse what would make the scheduler's shares meaningless: unknown
+    policies, weights that are not finite numbers between 0 and MAX_WEIGHT, no
+    weight above 0, and mixing combined with others."""
+    if not policies:
+        raise UnknownPolicy("policy: at least one POLICY=WEIGHT is needed")
     for name, weight in policies.items():
         if name not in POLICIES:
             known = ", ".join(sorted(POLICIES))
             raise UnknownPolicy(f"policy: unknown policy {name!r} (known: {known})")
-        if weight < 0:
-            raise UnknownPolicy(f"weight: {name} has a negative weight {weight}")
+        if not math.isfinite(weight) or not 0 <= weight <= MAX_WEIGHT:
+            raise UnknownPolicy(
+                f"weight: {name}={weight} is not a number between 0 and {MAX_WEIGHT:g}"
+            )
+    if not any(policies.values()):
+        raise UnknownPolicy("weight: every weight is 0; at least one must be above 0")
     for name in EXCLUSIVE & set(policies):
         if len(policies) > 1:
             raise UnknownPolicy(f"policy: {name} decides every share and cannot be combined")

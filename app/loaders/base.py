@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
@@ -25,6 +25,40 @@ class VisitResult:
     timed_out: bool = False
 
 
+#: What a loader may report (the journal's final statuses).
+RESULT_STATUSES = frozenset({"full", "partial", "failed", "not_found"})
+SNAPSHOT_BYTES = 20
+#: Longest error text published; a loader's whole traceback is not a reason.
+MAX_ERROR_CHARS = 500
+
+
+def checked_result(result: object, duration_s: float) -> VisitResult:
+    """``result`` if it is a valid VisitResult, else a ``failed`` one saying why.
+
+    A loader's bug must not reach the journal as an invalid status (the
+    journal would dead-letter it and the visit's request would never end): the
+    worker publishes what this returns.
+    """
+    if not isinstance(result, VisitResult):
+        return VisitResult("failed", None, duration_s, f"invalid loader result: {result!r:.200}")
+    problem = None
+    if result.status not in RESULT_STATUSES:
+        problem = (
+            f"status {result.status!r:.100} (expected one of {', '.join(sorted(RESULT_STATUSES))})"
+        )
+    elif result.snapshot is not None and (
+        not isinstance(result.snapshot, bytes) or len(result.snapshot) != SNAPSHOT_BYTES
+    ):
+        problem = f"snapshot {result.snapshot!r:.100} (expected {SNAPSHOT_BYTES} bytes or None)"
+    elif not isinstance(result.duration_s, int | float) or not 0 <= result.duration_s < 1e9:
+        problem = f"duration_s {result.duration_s!r}"
+    if problem is not None:
+        return VisitResult("failed", None, duration_s, f"invalid loader result: {problem}")
+    if result.error is not None and len(result.error) > MAX_ERROR_CHARS:
+        return replace(result, error=result.error[:MAX_ERROR_CHARS] + "…")
+    return result
+
+
 class Loader(Protocol):
     """Visits origins of one visit type. Owns its I/O timeouts: Dramatiq cannot
     interrupt a blocking call."""
@@ -36,6 +70,11 @@ class Loader(Protocol):
 
 class UnknownLoader(LookupError):
     """No loader is installed for a visit type."""
+
+
+def installed_loaders() -> set[str]:
+    """Visit types with a loader installed (entry points, not loaded)."""
+    return {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def get_loader(visit_type: str) -> Loader:

@@ -65,12 +65,13 @@ group by s.url, s.visit_type, q.position
 order by s.url, s.visit_type
 on conflict (url, visit_type) do update
   set last_update = greatest(st.last_update, excluded.last_update),
-      listed = true,
+      -- an origin an operator disabled stays unlisted whatever listers say
+      listed = not st.disabled_by_operator,
       disabled_for_failures = false,
       failures_in_a_row = case when st.disabled_for_failures then 0
                                else st.failures_in_a_row end
   where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
-     or not st.listed
+     or (not st.listed and not st.disabled_by_operator)
      or st.disabled_for_failures
 returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
           st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
@@ -80,6 +81,12 @@ returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_stat
 
 -- name: start_listing
 update listers set listing_started_at = %(started)s, updated = now() where id = %(lister_id)s
+
+-- name: count_unseen
+-- Before a full listing ends: how many of the lister's enabled origins it
+-- would disable, out of how many.
+select count(*) filter (where last_seen < %(started)s) as unseen, count(*) as enabled
+from listed_origins where lister_id = %(lister_id)s and enabled
 
 -- name: disable_unseen
 -- Finishing a full listing: the lister's origins it did not report since the
@@ -92,9 +99,10 @@ with disabled as (
   returning url, visit_type
 )
 update origin_visit_stats st
-set listed = exists (select 1 from listed_origins lo
-                     where lo.url = st.url and lo.visit_type = st.visit_type
-                       and lo.enabled and lo.lister_id <> %(lister_id)s)
+set listed = not st.disabled_by_operator
+             and exists (select 1 from listed_origins lo
+                         where lo.url = st.url and lo.visit_type = st.visit_type
+                           and lo.enabled and lo.lister_id <> %(lister_id)s)
 from (select distinct url, visit_type from disabled) d
 where st.url = d.url and st.visit_type = d.visit_type
 returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,

@@ -16,12 +16,13 @@ select id from visit_requests where external_id = %(external_id)s
 select id, url, visit_type, kind, base_priority, priority_adjustment,
        base_priority + priority_adjustment as priority, status::text, requested_by,
        extra_loader_arguments, created, scheduled_at, started_at, finished_at,
-       visit_status::text, supersedes, superseded_by, external_id
+       visit_status::text, supersedes, superseded_by, external_id, failure_reason
 from visit_requests where id = %(id)s
 
 -- name: list_requests
 select id, url, visit_type, kind, base_priority + priority_adjustment as priority,
-       status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by
+       status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by,
+       failure_reason
 from visit_requests
 where (%(status)s::text is null or status::text = %(status)s)
 order by (status = 'pending') desc, base_priority + priority_adjustment desc, id
@@ -43,8 +44,10 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
 
 -- name: adjust_priority
+-- The effective priority stays within the bounds a new request has.
 update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
 where id = %(id)s and status = 'pending'
+  and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 
 -- name: cancel_request
@@ -71,9 +74,11 @@ returning r.id
 update visit_requests r
 set status = (case when k.status in ('full', 'partial') then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status,
-    started_at = coalesce(r.started_at, k.date)
+    started_at = coalesce(r.started_at, k.date),
+    failure_reason = case when k.status in ('full', 'partial') then null
+                          else coalesce(k.reason, 'visit ended ' || k.status) end
 from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
-            %(statuses)s::text[]) as k(url, visit_type, date, status)
+            %(statuses)s::text[], %(reasons)s::text[]) as k(url, visit_type, date, status, reason)
 where r.url = k.url and r.visit_type = k.visit_type
   and r.status in ('scheduled', 'running') and r.scheduled_at <= k.date
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
@@ -82,3 +87,9 @@ returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):
 -- usually few, so a journal batch only joins its statuses of those.
 select distinct url, visit_type from visit_requests where status in ('scheduled', 'running')
+
+-- name: open_requests_by_visit_type
+-- Requests not yet done, per visit type and status (the live view).
+select visit_type, status::text, count(*) as n from visit_requests
+where status in ('pending', 'scheduled', 'running')
+group by visit_type, status

@@ -110,6 +110,12 @@ def test_client_refuses_a_bad_field_before_sending(settings: Settings) -> None:
     client = RevisitClient.from_settings(settings)
     with pytest.raises(InvalidPayload, match="RequestVisit: priority"):
         client.request_visit(url="https://r.example/x", visit_type="git", priority="urgent")
+    with pytest.raises(InvalidPayload, match="RequestVisit: url: Value error, URL holds"):
+        client.request_visit(url="https://r.example/\x00", visit_type="git")
+    long = "x" * 2000
+    origins = [{"url": f"https://r.example/{long}{i}", "visit_type": "git"} for i in range(20_000)]
+    with pytest.raises(InvalidPayload, match=r"RecordListing: payload of \d+ bytes, more than"):
+        client.record_listing(lister_name="l", instance_name="i", origins=origins)
     assert redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{API_QUEUE}.msgs") == 0
 
 

@@ -75,3 +75,52 @@ def test_worker_metrics_env_empties_the_multiprocess_directory(tmp_path: Path) -
 
 def test_no_worker_metrics_port_means_no_exporter() -> None:
     assert worker_metrics_env(Settings(worker_metrics_port=0)) == {}
+
+
+def test_every_metric_belongs_to_exactly_one_process() -> None:
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from monitoring import metrics
+
+    defined = {id(v) for v in vars(metrics).values() if isinstance(v, MetricWrapperBase)}
+    owners = [metrics.JOURNAL_OWNED, metrics.SCHEDULER_OWNED, metrics.WORKER_OWNED]
+    owned = [id(m) for group in owners for m in group]
+    assert len(owned) == len(set(owned)), "a metric is owned by two processes"
+    assert set(owned) == defined, "add a new metric to the *_OWNED tuple of its process"
+
+
+def test_the_scheduler_serves_none_of_the_journal_metrics() -> None:
+    from prometheus_client import generate_latest
+
+    from monitoring.metrics import SCHEDULER_OWNED, owned_registry
+
+    served = generate_latest(owned_registry(SCHEDULER_OWNED)).decode()
+    assert "revisit_coverage_refresh_seconds" in served
+    assert "process_cpu_seconds_total" in served
+    assert "revisit_journal_" not in served
+    assert "revisit_worker_" not in served
+
+
+def test_delayed_messages_gauge_never_goes_below_zero() -> None:
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from monitoring.dramatiq_metrics import WorkerMetrics
+
+    middleware = WorkerMetrics()
+    middleware.enabled = True
+    registry = CollectorRegistry()
+    gauge = Gauge("delayed", "test", ["queue_name", "actor_name"], registry=registry)
+    middleware.inprogress_delayed_messages = gauge
+    middleware.inprogress_messages = Gauge("inprogress", "test", ["q", "a"], registry=registry)
+    middleware.message_start_times = {}
+
+    def message(message_id: str) -> SimpleNamespace:
+        return SimpleNamespace(queue_name="q", actor_name="visit", message_id=message_id)
+
+    middleware.before_delay_message(None, message("a"))
+    middleware.before_delay_message(None, message("a"))  # delayed again (a retry)
+    middleware.before_process_message(None, message("a"))
+    middleware.before_process_message(None, message("b"))  # never delayed here
+    assert registry.get_sample_value("delayed", {"queue_name": "q", "actor_name": "visit"}) == 0

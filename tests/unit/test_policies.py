@@ -1,3 +1,5 @@
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +33,12 @@ def test_mixing_lets_the_pop_script_size_the_pools() -> None:
     ("policies", "message"),
     [
         ({"fastest_first": 1.0}, "unknown policy 'fastest_first'"),
-        ({"stop_after_success": -1.0}, "negative weight"),
+        ({"stop_after_success": -1.0}, "stop_after_success=-1.0 is not a number between 0"),
+        ({"stop_after_success": math.inf}, "stop_after_success=inf is not a number"),
+        ({"stop_after_success": math.nan}, "stop_after_success=nan is not a number"),
+        ({"stop_after_success": 1e308}, "between 0 and 1e\\+06"),
+        ({"stop_after_success": 0.0, "oldest_scheduled_first": 0.0}, "every weight is 0"),
+        ({}, "at least one POLICY=WEIGHT"),
         ({MIXING: 1.0, "stop_after_success": 1.0}, "cannot be combined"),
     ],
 )
@@ -64,7 +71,7 @@ def test_query_policies_get_their_share_by_largest_remainder() -> None:
         ),
         st.floats(0, 100),
         min_size=1,
-    ),
+    ).filter(lambda weights: any(weights.values())),
     st.integers(0, 5000),
 )
 def test_query_shares_never_exceed_the_slots(policies: dict[str, float], slots: int) -> None:

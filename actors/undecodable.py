@@ -1,0 +1,71 @@
+"""Dramatiq middleware: dead-letter the messages Dramatiq's consumer cannot run.
+
+A value pushed into a queue by hand, or by a client of another version, is
+not a Dramatiq message: the consumer logs a decoding error and leaves it in
+its acknowledgement set, where no one sees it. Each worker process sweeps
+the queues it consumes at boot and every ``interval_s``, and moves such
+messages to the queue's dead letters with their reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+from dramatiq import Middleware
+
+from queues.dramatiq_queues import dead_letter_undecodable
+from queues.keys import dead_letter_reason
+
+log = logging.getLogger("revisit.undecodable")
+REASON = "not a Dramatiq message: Dramatiq cannot decode it"
+
+
+class SweepUndecodable(Middleware):
+    """Moves undecodable messages of this worker's queues to their dead letters."""
+
+    def __init__(
+        self, client: redis.Redis, dramatiq_namespace: str, namespace: str, interval_s: float
+    ) -> None:
+        self.client = client
+        self.dramatiq_namespace = dramatiq_namespace
+        self.namespace = namespace
+        self.interval_s = interval_s
+        self.ttl_s = 7 * 86400
+        self._stop = threading.Event()
+
+    def sweep(self, queues: list[str]) -> int:
+        """One pass over ``queues``; returns how many messages were dead-lettered."""
+        moved = 0
+        for queue in queues:
+            now_ms = int(time.time() * 1000)
+            for message_id in dead_letter_undecodable(
+                self.client, self.dramatiq_namespace, queue, now_ms
+            ):
+                key = dead_letter_reason(self.namespace, message_id)
+                self.client.set(key, REASON, ex=self.ttl_s)
+                log.warning("dead-lettered undecodable message %s of %s", message_id, queue)
+                moved += 1
+        return moved
+
+    def after_worker_boot(self, broker: Any, worker: Any) -> None:
+        """Start sweeping the queues this worker consumes."""
+        queues = sorted(worker.consumer_whitelist or broker.get_declared_queues())
+
+        def loop() -> None:
+            while True:
+                try:
+                    self.sweep(queues)
+                except redis.RedisError as exc:
+                    log.warning("sweeping undecodable messages failed: %s", exc)
+                if self._stop.wait(self.interval_s):
+                    return
+
+        threading.Thread(target=loop, daemon=True, name="revisit-undecodable").start()
+
+    def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
+        """Stop sweeping."""
+        self._stop.set()

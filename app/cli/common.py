@@ -1,0 +1,86 @@
+"""What every command group shares: consoles, errors that name the field, the clock."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from app.db.connection import DictConnection
+from app.db.listings import known_visit_types
+from app.settings import Settings
+
+# Piped output (scripts, tests) gets wide tables rather than truncated cells.
+console = Console() if sys.stdout.isatty() else Console(width=240)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def now() -> datetime:
+    """The wall clock, in UTC (commands are the one place that reads it)."""
+    return datetime.now(tz=UTC)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` on stderr; return the Exit to raise (2: bad input)."""
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    return typer.Exit(code)
+
+
+def visit_types_of(settings: Settings, visit_type: str | None) -> list[str]:
+    """The configured visit types, or just ``visit_type`` if it is one of them."""
+    if visit_type is None:
+        return list(settings.visit_types)
+    if visit_type not in settings.visit_types:
+        raise fail(
+            f"VISIT_TYPE: unknown visit type {visit_type!r} "
+            f"(configured: {', '.join(settings.visit_types)})"
+        )
+    return [visit_type]
+
+
+def require_visit_type(conn: DictConnection, visit_type: str, field: str) -> None:
+    """Refuse, naming ``field``, a visit type the database does not know."""
+    known = known_visit_types(conn)
+    if visit_type not in known:
+        names = ", ".join(sorted(known))
+        raise fail(f"{field}: unknown visit type {visit_type!r} (known: {names})")
+
+
+def split_lister(lister: str) -> tuple[str, str]:
+    """NAME/INSTANCE, or a refusal naming --lister."""
+    name, sep, instance = lister.partition("/")
+    if not sep or not name or not instance:
+        raise fail(f"--lister: expected NAME/INSTANCE, got {lister!r}")
+    return name, instance
+
+
+@contextlib.contextmanager
+def progress(description: str, total: float | None) -> Iterator[Callable[[float], None]]:
+    """A progress bar with the time left on stderr (a terminal only: piped output
+    stays clean); yields the function that advances it."""
+    if not err.is_terminal:
+        yield lambda _: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda amount: bar.advance(task, amount)

@@ -1,0 +1,154 @@
+"""``revisit dead-letters``: messages Dramatiq gave up on, and the journal's."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from app.cli.common import console, fail
+from app.context import redis_client
+from app.settings import get_settings
+from queues import dramatiq_queues as dq
+from queues.keys import dead_letter_reason
+
+dead_letters_app = typer.Typer(
+    help="Dead letters: list, show, requeue or drop; the journal's dead-letter topic.",
+    no_args_is_help=True,
+)
+
+
+def _reasons(ids: list[str]) -> list[str]:
+    settings = get_settings()
+    if not ids:
+        return []
+    keys = [dead_letter_reason(settings.redis_namespace, i) for i in ids]
+    values: list[bytes | None] = redis_client(settings).mget(keys)  # type: ignore[assignment]
+    return [v.decode() if v else "(not recorded)" for v in values]
+
+
+def _queues(queue: str | None) -> list[str]:
+    settings = get_settings()
+    found = dq.dead_letter_queues(redis_client(settings), settings.dramatiq_namespace)
+    if queue is None:
+        return found
+    if queue not in found:
+        raise fail(f"QUEUE: no dead letters in {queue!r} (queues with some: {', '.join(found)})")
+    return [queue]
+
+
+@dead_letters_app.command("list")
+def dead_letters_list(
+    queue: Annotated[str | None, typer.Argument(help="only this Dramatiq queue")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="per queue, oldest first")] = 20,
+) -> None:
+    """Dead letters of every Dramatiq queue (or one), with why each died."""
+    settings = get_settings()
+    client = redis_client(settings)
+    table = Table("queue", "message id", "died", "actor", "what", "reason")
+    total = 0
+    for name in _queues(queue):
+        letters = dq.dead_letters(client, settings.dramatiq_namespace, name, limit)
+        total += len(letters)
+        for letter, reason in zip(letters, _reasons([x.message_id for x in letters]), strict=True):
+            what = letter.kwargs.get("url") or str(letter.kwargs.get("payload", ""))[:60]
+            died = datetime.fromtimestamp(letter.dead_at_ms / 1000, tz=UTC)
+            table.add_row(
+                name,
+                letter.message_id,
+                died.isoformat(timespec="seconds"),
+                letter.actor,
+                str(what),
+                reason,
+            )
+    console.print(table)
+    console.print(f"{total} dead letter(s) shown")
+
+
+@dead_letters_app.command("show")
+def dead_letters_show(queue: str, message_id: str) -> None:
+    """One dead letter: the message as sent, and why it died."""
+    settings = get_settings()
+    letters = dq.dead_letters(redis_client(settings), settings.dramatiq_namespace, queue, 10_000)
+    letter = next((x for x in letters if x.message_id == message_id), None)
+    if letter is None:
+        raise fail(f"MESSAGE_ID: no dead letter {message_id!r} in {queue!r}", code=1)
+    console.print(f"reason: {_reasons([message_id])[0]}", markup=False)
+    console.print(letter.raw.decode(errors="replace"), markup=False)
+
+
+def _act(queue: str, message_ids: list[str], everything: bool, *, requeue: bool) -> None:
+    settings = get_settings()
+    client = redis_client(settings)
+    ns = settings.dramatiq_namespace
+    if everything:
+        message_ids = [x.message_id for x in dq.dead_letters(client, ns, queue, 1_000_000)]
+    elif not message_ids:
+        raise fail("MESSAGE_IDS: give message ids, or --all")
+    action = dq.requeue if requeue else dq.drop
+    done = sum(action(client, ns, queue, message_id) for message_id in message_ids)
+    missing = len(message_ids) - done
+    console.print(f"{'requeued' if requeue else 'dropped'} {done} message(s) of {queue}")
+    if missing:
+        raise fail(f"MESSAGE_IDS: {missing} of them were not dead letters of {queue!r}", code=1)
+
+
+MessageIds = Annotated[list[str] | None, typer.Argument(help="message ids (see list)")]
+Everything = Annotated[bool, typer.Option("--all", help="every dead letter of QUEUE")]
+
+
+@dead_letters_app.command("requeue")
+def dead_letters_requeue(
+    queue: str, message_ids: MessageIds = None, all_: Everything = False
+) -> None:
+    """Send dead letters back to the end of their queue (after fixing their cause)."""
+    _act(queue, message_ids or [], all_, requeue=True)
+
+
+@dead_letters_app.command("drop")
+def dead_letters_drop(queue: str, message_ids: MessageIds = None, all_: Everything = False) -> None:
+    """Delete dead letters for good."""
+    _act(queue, message_ids or [], all_, requeue=False)
+
+
+@dead_letters_app.command("journal")
+def dead_letters_journal(
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="oldest first")] = 50,
+    idle: Annotated[float, typer.Option(min=0.5, help="stop after this long without one")] = 3.0,
+    replay_them: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="publish them to the journal topic again (once their cause is fixed; "
+            "applying a status twice counts once)",
+        ),
+    ] = False,
+) -> None:
+    """Messages of the journal's dead-letter topic, with why each was refused."""
+    from app.journal_codec import decode
+    from app.kafka import read_dead_letters, replay
+
+    settings = get_settings()
+    letters = read_dead_letters(settings, limit, idle)
+    table = Table("partition", "offset", "source", "origin", "status", "reason")
+    for letter in letters:
+        try:
+            value = decode(letter.value)
+        except Exception:  # a dead letter is whatever could not be applied
+            value = None
+        fields = value if isinstance(value, dict) else {}
+        table.add_row(
+            str(letter.partition),
+            str(letter.offset),
+            letter.source,
+            str(fields.get("origin", "(undecodable)")),
+            str(fields.get("status", "")),
+            letter.reason,
+        )
+    console.print(table)
+    console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
+    if replay_them and letters:
+        replay(settings, letters)
+        console.print(f"replayed {len(letters)} to {settings.journal_topic}")

@@ -1,0 +1,74 @@
+"""One line, naming the setting to fix, when a service cannot be reached or a
+setting is wrong.
+
+A command that cannot reach PostgreSQL, Redis or the broker says which and
+where (host and port only: a password in a URL is never echoed), instead of
+a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import psycopg
+import redis
+from confluent_kafka import KafkaException
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from app.settings import CONFIG_VARIABLE, ConfigFileError, get_settings
+
+
+def _postgres_address() -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(get_settings().database_dsn())
+    except psycopg.ProgrammingError:
+        return "(unparsable)"
+    return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def _redis_address() -> str:
+    parts = urlsplit(get_settings().redis_dsn())
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """The one-line message for ``exc`` if it says a service is unreachable or
+    the settings are wrong."""
+    if isinstance(exc, ConfigFileError):
+        return str(exc)
+    if isinstance(exc, SettingsError):
+        match = re.search(r'field "([a-z_]+)"', str(exc))
+        name = match[1] if match else "?"
+        cause = f": {_first_line(exc.__cause__)}" if exc.__cause__ else ""
+        return f"settings: {name}: cannot parse REVISIT_{name.upper()}{cause}"
+    if isinstance(exc, ValidationError) and exc.title == "Settings":
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"])
+        return (
+            f"settings: {name}: {first['msg']} "
+            f"(REVISIT_{name.upper()}, or the {CONFIG_VARIABLE} file)"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return (
+            f"cannot reach PostgreSQL at {_postgres_address()} "
+            f"(set REVISIT_DATABASE_URL): {_first_line(exc)}"
+        )
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return (
+            f"cannot reach Redis at {_redis_address()} (set REVISIT_REDIS_URL): {_first_line(exc)}"
+        )
+    if isinstance(exc, KafkaException):
+        return (
+            f"cannot reach Kafka at {get_settings().kafka_brokers} "
+            f"(set REVISIT_KAFKA_BROKERS): {_first_line(exc)}"
+        )
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        return f"the database has no revisit schema: run `revisit db migrate` ({_first_line(exc)})"
+    return None

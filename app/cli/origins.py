@@ -1,0 +1,245 @@
+"""``revisit lister``, ``revisit origins`` and ``revisit origin``: listers and their origins."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Annotated, TextIO
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from app.api_models import MAX_PRIORITY, MIN_PRIORITY, first_error
+from app.cli.common import (
+    console,
+    err,
+    fail,
+    now,
+    progress,
+    require_visit_type,
+    split_lister,
+)
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.db.listings import UnknownLister, find_lister, register_lister
+from app.listing import ImportReport
+from app.listing_input import ListingInputError
+from app.settings import get_settings
+
+lister_app = typer.Typer(help="Lister instances.", no_args_is_help=True)
+origins_app = typer.Typer(help="Listed origins.", no_args_is_help=True)
+origin_app = typer.Typer(help="One origin.", no_args_is_help=True)
+
+
+@lister_app.command("register")
+def lister_register(
+    name: str,
+    instance: str,
+    first_visits_queue_prefix: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Register a lister instance (NAME INSTANCE); print its id."""
+    with connect(get_settings()) as conn:
+        lister_id = register_lister(conn, name, instance, first_visits_queue_prefix)
+    console.print(str(lister_id))
+
+
+@origins_app.command("import")
+def origins_import(
+    file: Annotated[str, typer.Argument(help="listing file, or - for standard input")],
+    lister: Annotated[str, typer.Option(help="NAME/INSTANCE of a registered lister")],
+    csv_format: Annotated[
+        bool, typer.Option("--csv", help="CSV with a header line instead of JSON lines")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="a full listing: disable the lister's unseen origins")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 50_000,
+    writers: Annotated[
+        int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
+    ] = 2,
+    allow_mass_disable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mass-disable",
+            help="with --full, disable unseen origins even beyond "
+            "REVISIT_FULL_LISTING_MAX_DISABLE_SHARE of the lister's",
+        ),
+    ] = False,
+) -> None:
+    """Record listed origins in batches; a bad line refuses its whole batch.
+
+    With --full, the lister's origins missing from the file are disabled,
+    unless some batch was refused (the listing is then incomplete).
+    """
+    from app.listing import MassDisable, finish_listing, start_listing
+
+    name, instance = split_lister(lister)
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    handle = _open(file)
+    with connect(settings) as conn, handle:
+        try:
+            lister_id = find_lister(conn, name, instance)["id"]
+        except UnknownLister as exc:
+            raise fail(f"--lister: {exc}") from exc
+        started = start_listing(conn, lister_id, now())
+        with progress(f"importing {file}", _size(file)) as advance:
+            lines = _counted(handle, advance)
+            report = _import(conn, ctx, lister_id, lines, batch_size, csv_format, writers)
+        for refused_batch in report.refused:
+            _report(refused_batch, file)
+        recorded, refused = report.recorded, len(report.refused)
+        console.print(f"imported {recorded} origins for {lister}")
+        share = 1.0 if allow_mass_disable else settings.full_listing_max_disable_share
+        if not refused:
+            try:
+                disabled = finish_listing(
+                    conn, ctx, lister_id, started, now(), full=full, max_disable_share=share
+                )
+            except MassDisable as exc:
+                raise fail(f"--{exc} (pass --allow-mass-disable if it is right)") from exc
+            if full:
+                console.print(f"disabled {disabled} origins the listing did not report")
+    if refused:
+        raise fail(
+            f"{refused} batch(es) refused, nothing of them written"
+            + ("; unseen origins were not disabled" if full else "")
+        )
+
+
+def _import(
+    conn: DictConnection,
+    ctx: Context,
+    lister_id: uuid.UUID,
+    lines: Iterable[str],
+    batch_size: int,
+    csv_format: bool,
+    writers: int,
+) -> ImportReport:
+    """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
+    from app.listing import import_listing
+    from app.listing_input import batches
+
+    extra = [connect(ctx.settings) for _ in range(writers - 1)]
+    try:
+        parsed = batches(lines, batch_size, csv_format=csv_format)
+        return import_listing(conn, ctx, lister_id, parsed, now, extra)
+    finally:
+        for connection in extra:
+            connection.close()
+
+
+def _size(file: str) -> float | None:
+    try:
+        return None if file == "-" else float(Path(file).stat().st_size)
+    except OSError:
+        return None
+
+
+def _counted(lines: Iterable[str], advance: Callable[[float], None]) -> Iterator[str]:
+    """The lines, advancing the progress bar by their size (about their bytes)."""
+    for line in lines:
+        advance(len(line))
+        yield line
+
+
+def _open(file: str) -> TextIO:
+    # Undecodable bytes become surrogates, refused line by line by the parser.
+    if file == "-":
+        sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")  # type: ignore[union-attr]
+        return sys.stdin
+    try:
+        return Path(file).open(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
+
+
+def _report(exc: ListingInputError, file: str) -> None:
+    for error in exc.errors:
+        err.print(f"{file}: {error}", markup=False, highlight=False)
+
+
+@origin_app.command("show")
+def origin_show(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Where an origin stands: listing, visit stats, place and rank in the mirror."""
+    from app.introspection import describe_origin
+
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
+        reports = describe_origin(conn, ctx, url, visit_type)
+    if not reports:
+        raise fail(f"URL: no origin {url!r} is known", code=1)
+    for report in reports:
+        table = Table("field", "value", title=f"{url} ({report['visit_type']})")
+        for key, value in report.items():
+            table.add_row(key, "" if value is None else str(value))
+        console.print(table)
+
+
+def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
+    from app.origins import set_disabled
+
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
+        changed = set_disabled(conn, ctx, url, visit_type, now(), disabled=disabled)
+    if not changed:
+        raise fail(f"URL: no origin {url!r} is known", code=1)
+    state = "disabled: no visits until enabled" if disabled else "enabled"
+    console.print(f"{url} ({', '.join(changed)}): {state}")
+
+
+@origin_app.command("disable")
+def origin_disable(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Stop visiting an origin (listings do not undo it; in-flight visits finish)."""
+    _set_disabled(url, visit_type, disabled=True)
+
+
+@origin_app.command("enable")
+def origin_enable(
+    url: str,
+    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
+) -> None:
+    """Visit a disabled origin again (if some lister still reports it)."""
+    _set_disabled(url, visit_type, disabled=False)
+
+
+@origins_app.command("send")
+def origins_send(
+    urls: Annotated[list[str], typer.Argument(help="origin URLs")],
+    visit_type: Annotated[
+        str | None, typer.Option(help="visit type (default: every one the origin has)")
+    ] = None,
+    priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
+) -> None:
+    """Visit these origins now: one-shot requests, served before recurrent visits."""
+    from app.origins import send_visits
+    from app.requests import RequestError
+
+    with connect(get_settings()) as conn:
+        if visit_type is not None:
+            require_visit_type(conn, visit_type, "--visit-type")
+        try:
+            sent = send_visits(conn, urls, visit_type, priority)
+        except ValidationError as exc:
+            raise fail(first_error(exc, "URL")) from exc
+        except RequestError as exc:
+            raise fail(str(exc)) from exc
+    table = Table("request", "url", "visit type")
+    for url, vt, request_id in sent:
+        table.add_row(str(request_id), url, vt)
+    console.print(table)

@@ -1,0 +1,105 @@
+"""``revisit policy`` and ``revisit schedule``: how each visit type's batches are picked."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from app.cli.common import console, fail, now, require_visit_type, visit_types_of
+from app.context import Context
+from app.db.connection import connect
+from app.scheduling import VisitOrder
+from app.settings import get_settings
+
+policy_app = typer.Typer(help="Scheduling policies per visit type.", no_args_is_help=True)
+
+
+def schedule(
+    visit_type: str,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="only show what would be picked")
+    ] = False,
+    n: Annotated[int, typer.Option("-n", min=1, help="how many visits")] = 10,
+) -> None:
+    """Show (--dry-run) or send now the next N visits of VISIT_TYPE, with the
+    policy that picks each.
+
+    Without --dry-run the visits go to the visit type's express and slow
+    queues, as the scheduler would send them (beyond max_queue_length).
+    """
+    from app.db.policies import policies_of
+    from app.scheduling import schedule_step
+
+    settings = get_settings()
+    visit_types_of(settings, visit_type)
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        policies = policies_of(conn, visit_type)
+        result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
+    table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
+    lanes = {} if dry_run else _send(visit_type, result.orders)
+    for rank, order in enumerate(result.orders):
+        table.add_row(str(rank), order.url, order.policy, *lanes.get(order.origin_id, ()))
+    console.print(table)
+    if not dry_run:
+        console.print(f"sent {len(result.orders)} visits of {visit_type} to its workers")
+
+
+def _send(visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
+    """Send ``orders`` to the express and slow lanes as the scheduler does; the
+    lane of each origin."""
+    from actors.broker import enqueue_many, make_broker
+    from actors.scheduler import visit_message
+    from app.domain.lanes import assign_lanes
+    from app.queue_names import slow_queue, visit_queue
+
+    settings = get_settings()
+    limits = settings.express_time_limit_s, settings.slow_time_limit_s
+    express, slow = assign_lanes(orders, lambda o: o.predicted_duration_s, len(orders), limits[0])
+    messages = [visit_message(visit_queue(visit_type), o, "express", limits[0]) for o in express]
+    messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1]) for o in slow]
+    enqueue_many(make_broker(settings), messages)
+    return {o.origin_id: ("express",) for o in express} | {o.origin_id: ("slow",) for o in slow}
+
+
+@policy_app.command("show")
+def policy_show() -> None:
+    """The policies and weights of every visit type."""
+    from app.db.policies import policies_of
+    from app.db.scheduling import visit_type_configs
+
+    table = Table("visit type", "policy", "weight")
+    with connect(get_settings()) as conn:
+        for vt in visit_type_configs(conn):
+            for policy, weight in policies_of(conn, vt).items():
+                table.add_row(vt, policy, f"{weight:g}")
+    console.print(table)
+
+
+@policy_app.command("set")
+def policy_set(
+    visit_type: str,
+    weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
+) -> None:
+    """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
+    from app.db.policies import set_policies
+    from app.domain.policies import UnknownPolicy
+
+    parsed: dict[str, float] = {}
+    for item in weights:
+        name, sep, value = item.partition("=")
+        try:
+            parsed[name] = float(value) if sep else float("nan")
+        except ValueError:
+            parsed[name] = float("nan")
+        if parsed[name] != parsed[name]:
+            raise fail(f"WEIGHTS: expected POLICY=WEIGHT with a number, got {item!r}")
+    with connect(get_settings()) as conn:
+        require_visit_type(conn, visit_type, "VISIT_TYPE")
+        try:
+            set_policies(conn, visit_type, parsed)
+        except UnknownPolicy as exc:
+            raise fail(str(exc)) from exc
+    console.print(f"{visit_type}: {', '.join(f'{k}={v:g}' for k, v in parsed.items())}")

@@ -1,0 +1,200 @@
+"""The long-running processes: scheduler, journal, worker, api, demo, simulate."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import console, err, fail
+from app.settings import Settings, get_settings
+
+
+def _warn_missing_loaders(settings: Settings, visit_types: list[str]) -> None:
+    """Say at start which visit types have no loader: their visits fail."""
+    from app.loaders.base import installed_loaders
+
+    missing = [vt for vt in visit_types if vt not in installed_loaders()]
+    if missing:
+        err.print(
+            f"warning: no loader installed for visit type(s) {', '.join(missing)}: their "
+            "visits are recorded as failed; install a loader, or leave them out of "
+            "REVISIT_VISIT_TYPES (or REVISIT_WORKER_VISIT_TYPES_DENY for this pool)",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _run_until_signal(target: object) -> None:
+    stop = threading.Event()
+
+    def handle(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    target.run(stop)  # type: ignore[attr-defined]
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("REVISIT_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+
+
+def _port_free(port: int, address: str, setting: str) -> None:
+    """Refuse to start when the metrics port is taken (by another revisit, say)."""
+    if not port:
+        return
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((address, port))
+        except OSError as exc:
+            raise fail(
+                f"{setting}: cannot serve metrics on {address}:{port} ({exc.strerror}); "
+                "choose a free port, or 0 for no metrics"
+            ) from exc
+
+
+def scheduler() -> None:
+    """Run the scheduler: keep every visit queue fed from the Redis pools."""
+    from actors.scheduler import SchedulerLoop
+    from monitoring.process import serve_scheduler
+
+    _setup_logging()
+    settings = get_settings()
+    _warn_missing_loaders(settings, settings.visit_types)
+    port = settings.scheduler_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
+    serve_scheduler(settings)
+    _run_until_signal(SchedulerLoop(settings))
+
+
+def journal() -> None:
+    """Run the journal client: apply origin_visit_status messages to the visit stats."""
+    from actors.journal import JournalClient
+    from monitoring.process import serve_journal
+
+    _setup_logging()
+    settings = get_settings()
+    port = settings.journal_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
+    serve_journal(settings)
+    _run_until_signal(JournalClient(settings))
+
+
+class Lane(StrEnum):
+    """Which visit queues a worker pool serves."""
+
+    express = "express"
+    slow = "slow"
+    priority = "priority"
+    recurrent = "recurrent"  # express and slow
+    all = "all"
+
+
+LANES_SERVED = {
+    Lane.express: ("express",),
+    Lane.slow: ("slow",),
+    Lane.priority: ("priority",),
+    Lane.recurrent: ("express", "slow"),
+    Lane.all: ("express", "slow", "priority"),
+}
+
+
+def worker(
+    processes: Annotated[int, typer.Option(min=1)] = 1,
+    threads: Annotated[int, typer.Option(min=1)] = 4,
+    lane: Annotated[Lane, typer.Option(help="the lanes this worker pool serves")] = Lane.recurrent,
+    first_visits_prefix: Annotated[
+        list[str] | None,
+        typer.Option(help="also serve the first-visits queues of listers with this prefix"),
+    ] = None,
+) -> None:
+    """Run Dramatiq workers for the lanes of the visit types this pool serves
+    (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY)."""
+    from app.queue_names import first_visits_queue, lane_queue
+
+    prefixes = first_visits_prefix or []
+    if prefixes:
+        # The worker module declares the first-visits queues of these prefixes.
+        known = get_settings().first_visits_prefixes
+        os.environ["REVISIT_FIRST_VISITS_PREFIXES"] = json.dumps(sorted({*known, *prefixes}))
+    queues = []
+    for vt in get_settings().served_visit_types():
+        queues += [first_visits_queue(prefix, vt) for prefix in prefixes]
+        queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
+    if not queues:
+        raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
+    _warn_missing_loaders(get_settings(), get_settings().served_visit_types())
+    _exec_dramatiq("actors.worker", processes, threads, queues)
+
+
+def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
+    from monitoring.dramatiq_metrics import worker_metrics_env
+
+    settings = get_settings()
+    port = settings.worker_metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
+    os.environ.update(worker_metrics_env(settings))
+    args = [sys.executable, "-m", "dramatiq", module, "--processes", str(processes)]
+    args += ["--threads", str(threads), "--queues", *queues]
+    os.execv(sys.executable, args)
+
+
+def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
+    """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
+    from app.queue_names import API_QUEUE
+
+    _exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
+
+
+def demo(
+    repos: Annotated[
+        int, typer.Option(min=2, max=200, help="git repositories in the demo forge")
+    ] = 12,
+    duration: Annotated[
+        float | None, typer.Option(min=1, help="stop after this many seconds")
+    ] = None,
+) -> None:
+    """Run everything on local throwaway services with a demo forge of git repositories."""
+    from app.demo import run_demo
+
+    raise typer.Exit(run_demo(repos, duration, console))
+
+
+def simulate(
+    config: Annotated[Path, typer.Argument(help="world file (.toml or .json)")],
+    days: Annotated[float, typer.Option(min=0.1, help="simulated days")] = 30.0,
+    out: Annotated[Path, typer.Option(help="folder for report.json and metrics.png")] = Path(
+        "simulation"
+    ),
+    seed: Annotated[int | None, typer.Option(help="replace the world's seed")] = None,
+) -> None:
+    """Run the scheduler on a simulated world (throwaway PostgreSQL and Redis) and
+    write a report of its scheduling quality beside the optimum."""
+    from app.simulator.command import simulate as run
+    from app.simulator.config import ConfigError
+    from app.simulator.engine import SimulationError
+
+    try:
+        run(config, days, out, seed, console)
+    except (ConfigError, SimulationError) as exc:
+        raise fail(str(exc)) from exc
+
+
+def register(app: typer.Typer) -> None:
+    """Add the process commands to the root command."""
+    for command in (scheduler, journal, worker, demo, api, simulate):
+        app.command(command.__name__)(command)

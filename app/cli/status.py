@@ -1,0 +1,142 @@
+"""``revisit status``: the live view of every visit type (the Flower view of revisit)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from actors.registry import queue_capacity
+from app.cli.common import console, now, visit_types_of
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.db.queries import query
+from app.queue_names import lane_queue
+from app.settings import get_settings
+from app.status import LANES, LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
+from queues import dramatiq_queues as dq
+from queues.keys import visit_outcomes
+
+
+def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: datetime) -> Snapshot:
+    """Read the state of ``visit_types`` now (``at`` stamps it)."""
+    settings = ctx.settings
+    queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
+    depths = dq.depths(ctx.redis, settings.dramatiq_namespace, queues)
+    requests: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in conn.execute(query("open_requests_by_visit_type")):
+        requests[r["visit_type"]][r["status"]] = int(r["n"])
+    drift = {
+        str(r["visit_type"]): float(r["drift_s"])
+        for r in conn.execute(query("schedule_drift"), {"now": at})
+    }
+    found = []
+    for vt in visit_types:
+        lanes = {}
+        for lane in LANES:
+            queue = lane_queue(vt, lane)
+            threads, _ = queue_capacity(ctx.redis, settings.redis_namespace, queue)
+            lanes[lane] = LaneStatus(depths[queue], threads)
+        raw: dict[bytes, bytes] = ctx.redis.hgetall(visit_outcomes(settings.redis_namespace, vt))  # type: ignore[assignment]
+        outcomes = {k.decode(): int(v) for k, v in raw.items()}
+        places = ctx.mirror.sizes(vt)
+        found.append(VisitTypeStatus(vt, places, lanes, outcomes, requests[vt], drift.get(vt)))
+    return Snapshot(at, found)
+
+
+def _lane(lane: LaneStatus) -> str:
+    d = lane.depth
+    return (
+        f"{d.waiting}+{d.running}"
+        + (f"+{d.delayed}d" if d.delayed else "")
+        + (f" /{lane.worker_threads}t")
+    )
+
+
+def _drift(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{sign}{seconds / size:.1f}{unit}"
+    return f"{sign}{seconds:.0f}s"
+
+
+def render(current: Snapshot, previous: Snapshot | None) -> Group:
+    """The view of ``current``, with rates since ``previous``."""
+    table = Table(
+        "visit type",
+        "never visited",
+        "lagging",
+        "no last update",
+        "up to date",
+        "in flight",
+        "cooling",
+        *(f"{lane} q" for lane in LANES),
+        "visits/s",
+        "failed",
+        "requests",
+        "drift",
+        "dead",
+        title=f"revisit status at {current.at.isoformat(timespec='seconds')}",
+        caption="queues: waiting+running(+delayed) /worker threads; requests: "
+        "pending/scheduled/running; drift: how far the clock is ahead of the next visit target",
+    )
+    before = {s.visit_type: s for s in previous.visit_types} if previous else {}
+    seconds = (current.at - previous.at).total_seconds() if previous else 0.0
+    for s in current.visit_types:
+        rate = rates(before[s.visit_type], s, seconds) if s.visit_type in before else None
+        table.add_row(
+            s.visit_type,
+            *(str(s.places.get(p, 0)) for p in POOL_COLUMNS),
+            str(s.places.get("inflight", 0)),
+            str(s.places.get("cooling", 0)),
+            *(_lane(s.lanes[lane]) for lane in LANES),
+            f"{rate.visits_per_s:.2f}" if rate else "-",
+            f"{rate.failed_share:.0%}" if rate else "-",
+            "/".join(str(s.requests.get(k, 0)) for k in ("pending", "scheduled", "running")),
+            _drift(s.drift_s),
+            Text(str(s.dead), style="red" if s.dead else ""),
+        )
+    waiting = sum(pool_total(s) for s in current.visit_types)
+    return Group(table, Text(f"{waiting} origins waiting in pools", style="dim"))
+
+
+POOL_COLUMNS = ("never_visited", "lagging", "no_last_update", "up_to_date")
+
+
+def status(
+    visit_type: Annotated[str | None, typer.Argument(help="only this visit type")] = None,
+    interval: Annotated[float, typer.Option(min=0.2, help="seconds between refreshes")] = 2.0,
+    once: Annotated[
+        bool, typer.Option("--once", help="print one snapshot and exit (rates need two)")
+    ] = False,
+) -> None:
+    """Live view: per visit type the pools, in flight, cooling, lane queues and
+    workers, visits/s, failure rate, open requests, schedule drift, dead letters."""
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    types = visit_types_of(settings, visit_type)
+    with connect(settings) as conn:
+        previous = snapshot(conn, ctx, types, now())
+        if once:
+            console.print(render(previous, None))
+            return
+        with Live(render(previous, None), console=console, auto_refresh=False) as live:
+            try:
+                while True:
+                    time.sleep(interval)
+                    current = snapshot(conn, ctx, types, now())
+                    live.update(render(current, previous), refresh=True)
+                    previous = current
+            except KeyboardInterrupt:
+                pass

@@ -1,0 +1,145 @@
+"""``revisit visit-type``: add, list and change visit types."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from app.api_models import first_error
+from app.cli.common import console, fail
+from app.db.connection import DictConnection, connect
+from app.loaders.base import installed_loaders
+from app.settings import get_settings
+from app.visit_types import (
+    VisitTypeChange,
+    VisitTypeError,
+    add_visit_type,
+    list_visit_types,
+    set_visit_type,
+)
+
+visit_type_app = typer.Typer(
+    help="Visit types: loaders, queues and visit intervals.", no_args_is_help=True
+)
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_HELP = "a duration: seconds, or a number with s, m, h or d (12h, 64d)"
+
+
+def parse_duration(text: str | None, field: str) -> float | None:
+    """Seconds of ``12h``-style text (None stays None); a refusal names ``field``."""
+    if text is None:
+        return None
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise fail(f"{field}: expected {DURATION_HELP}, got {text!r}")
+    return float(match[1]) * _UNIT_S[match[2]]
+
+
+def _apply(
+    write: Callable[[DictConnection, VisitTypeChange], None],
+    name: str,
+    description: str | None,
+    min_interval: str | None,
+    max_interval: str | None,
+    max_queue_length: int | None,
+) -> None:
+    """Validate the options as a VisitTypeChange, then ``write`` it."""
+    try:
+        change = VisitTypeChange(
+            name=name,
+            description=description,
+            min_interval_s=parse_duration(min_interval, "--min-interval"),
+            max_interval_s=parse_duration(max_interval, "--max-interval"),
+            max_queue_length=max_queue_length,
+        )
+    except ValidationError as exc:
+        raise fail(first_error(exc, "visit type")) from exc
+    with connect(get_settings()) as conn:
+        try:
+            write(conn, change)
+        except VisitTypeError as exc:
+            raise fail(str(exc)) from exc
+
+
+Description = Annotated[str | None, typer.Option(help="what these visits do")]
+MinInterval = Annotated[str | None, typer.Option(help=f"shortest interval, {DURATION_HELP}")]
+MaxInterval = Annotated[str | None, typer.Option(help=f"longest interval, {DURATION_HELP}")]
+QueueLength = Annotated[
+    int | None, typer.Option(help="messages each lane's queue may hold (1..1000000)")
+]
+
+
+@visit_type_app.command("add")
+def visit_type_add(
+    name: Annotated[str, typer.Argument(help="lower case letters, digits and _")],
+    description: Description = None,
+    min_interval: MinInterval = None,
+    max_interval: MaxInterval = None,
+    max_queue_length: QueueLength = None,
+) -> None:
+    """Add a visit type (with the reference's default policies)."""
+    _apply(add_visit_type, name, description, min_interval, max_interval, max_queue_length)
+    console.print(f"added visit type {name}")
+    if name not in get_settings().visit_types:
+        console.print(
+            f"note: add {name} to REVISIT_VISIT_TYPES so the scheduler and workers serve it"
+        )
+    if name not in installed_loaders():
+        console.print(f"note: no loader is installed for {name}: its visits would fail")
+
+
+@visit_type_app.command("set")
+def visit_type_set(
+    name: str,
+    description: Description = None,
+    min_interval: MinInterval = None,
+    max_interval: MaxInterval = None,
+    max_queue_length: QueueLength = None,
+) -> None:
+    """Change settings of a visit type (those given; the scheduler reads them within 30 s)."""
+    _apply(set_visit_type, name, description, min_interval, max_interval, max_queue_length)
+    console.print(f"updated visit type {name}")
+
+
+@visit_type_app.command("list")
+def visit_type_list() -> None:
+    """Every visit type: settings, origins, whether it is served and has a loader."""
+    settings = get_settings()
+    loaders = installed_loaders()
+    table = Table(
+        "name",
+        "min interval",
+        "max interval",
+        "queue length",
+        "origins",
+        "served",
+        "loader",
+        "description",
+    )
+    with connect(settings) as conn:
+        for r in list_visit_types(conn):
+            table.add_row(
+                r["name"],
+                _duration(float(r["min_interval_s"])),
+                _duration(float(r["max_interval_s"])),
+                str(r["max_queue_length"]),
+                str(r["origins"]),
+                "yes" if r["name"] in settings.visit_types else "no",
+                "yes" if r["name"] in loaders else "no",
+                r["description"],
+            )
+    console.print(table)
+
+
+def _duration(seconds: float) -> str:
+    for unit in ("d", "h", "m"):
+        if seconds >= _UNIT_S[unit] and seconds % _UNIT_S[unit] == 0:
+            return f"{seconds / _UNIT_S[unit]:g}{unit}"
+    return f"{seconds:g}s"

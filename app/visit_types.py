@@ -1,0 +1,83 @@
+"""Visit types as operators manage them: add, list, change (``revisit visit-type``).
+
+A visit type names a loader, the Dramatiq queues ``visit.<name>.*`` and a
+Redis hash tag, so its name is restricted to what all three accept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.db.connection import DictConnection
+from app.db.queries import query
+from app.domain.policies import default_policies
+from app.input_rules import StoredText
+
+#: Longest interval accepted between two visits of one origin (10 years).
+MAX_INTERVAL_S = 10 * 365 * 86400.0
+
+
+class VisitTypeError(ValueError):
+    """A visit type operation that cannot be done; the text names the field."""
+
+
+class VisitTypeChange(BaseModel):
+    """Settings of a visit type; None leaves a setting as it is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    description: StoredText | None = Field(default=None, max_length=200)
+    min_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    max_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    max_queue_length: int | None = Field(default=None, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> VisitTypeChange:
+        low, high = self.min_interval_s, self.max_interval_s
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_interval_s {low:g} is above max_interval_s {high:g}")
+        return self
+
+
+def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
+    """Create a visit type with the reference's default policies; refuse a known name."""
+    low = change.min_interval_s or 12 * 3600.0
+    high = change.max_interval_s or 64 * 86400.0
+    if low > high:
+        raise VisitTypeError(f"min_interval_s: {low:g} is above max_interval_s {high:g}")
+    params = {
+        "name": change.name,
+        "description": change.description or "",
+        "min_interval_s": low,
+        "max_interval_s": high,
+        "max_queue_length": change.max_queue_length or 1000,
+    }
+    with conn.transaction():
+        if conn.execute(query("insert_visit_type"), params).fetchone() is None:
+            raise VisitTypeError(f"name: visit type {change.name!r} already exists")
+        for policy, weight in default_policies(change.name).items():
+            conn.execute(
+                query("insert_policy"),
+                {"visit_type": change.name, "policy": policy, "weight": weight},
+            )
+
+
+def set_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
+    """Change the given settings of a visit type, keeping min <= max interval."""
+    with conn.transaction():
+        row = conn.execute(query("update_visit_type"), change.model_dump()).fetchone()
+        if row is None:
+            raise VisitTypeError(f"name: no visit type {change.name!r}")
+        if row["min_interval_s"] > row["max_interval_s"]:
+            raise VisitTypeError(
+                f"min_interval_s: {float(row['min_interval_s']):g} would be above "
+                f"max_interval_s {float(row['max_interval_s']):g}"
+            )
+
+
+def list_visit_types(conn: DictConnection) -> list[dict[str, Any]]:
+    """Every visit type, its settings and how many enabled origins it has."""
+    return conn.execute(query("list_visit_types")).fetchall()

@@ -1,0 +1,167 @@
+"""Dramatiq's queues in Redis, read and repaired: the one wrapper over its layout.
+
+Dramatiq's Redis broker keeps, per queue ``<q>`` under its namespace ``<ns>``:
+
+| key                  | type | holds                                               |
+|----------------------|------|-----------------------------------------------------|
+| ``<ns>:<q>``         | list | ids of messages waiting                             |
+| ``<ns>:<q>.msgs``    | hash | id -> encoded message, waiting or running (unacked) |
+| ``<ns>:<q>.DQ.msgs`` | hash | messages delayed (retries with backoff)             |
+| ``<ns>:<q>.XQ``      | zset | ids of dead letters, scored by when (unix ms)       |
+| ``<ns>:<q>.XQ.msgs`` | hash | id -> encoded dead message                          |
+| ``<ns>:__acks__.<worker>.<q>`` | set | ids a worker process holds unacknowledged |
+
+Nothing else in revisit spells these names; ``tests/integration/
+test_dead_letters.py`` checks them against a real Dramatiq broker.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from dramatiq import Message
+from dramatiq.errors import DecodeError
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """How many messages a queue holds, by state."""
+
+    waiting: int
+    running: int
+    delayed: int
+    dead: int
+
+    @property
+    def total(self) -> int:
+        """Messages that still count against the queue's max length."""
+        return self.waiting + self.running + self.delayed
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One dead-lettered message."""
+
+    queue: str
+    message_id: str
+    dead_at_ms: int
+    actor: str
+    kwargs: dict[str, Any]
+    raw: bytes
+
+
+def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, QueueDepth]:
+    """Depth of each queue, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for q in queues:
+        pipe.llen(f"{namespace}:{q}")
+        pipe.hlen(f"{namespace}:{q}.msgs")
+        pipe.hlen(f"{namespace}:{q}.DQ.msgs")
+        pipe.zcard(f"{namespace}:{q}.XQ")
+    values = [int(v) for v in pipe.execute()]
+    found = {}
+    for i, q in enumerate(queues):
+        waiting, held, delayed, dead = values[4 * i : 4 * i + 4]
+        found[q] = QueueDepth(waiting, max(0, held - waiting), delayed, dead)
+    return found
+
+
+def dead_letter_queues(client: redis.Redis, namespace: str) -> list[str]:
+    """Every queue holding dead letters."""
+    suffix = ".XQ"
+    names = {
+        key.decode()[len(namespace) + 1 : -len(suffix)]
+        for key in client.scan_iter(match=f"{namespace}:*{suffix}", count=1000)
+    }
+    return sorted(names)
+
+
+def dead_letters(client: redis.Redis, namespace: str, queue: str, limit: int) -> list[DeadLetter]:
+    """The oldest ``limit`` dead letters of a queue."""
+    entries: list[tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
+        f"{namespace}:{queue}.XQ", 0, limit - 1, withscores=True
+    )
+    if not entries:
+        return []
+    raws: list[bytes | None] = client.hmget(  # type: ignore[assignment]
+        f"{namespace}:{queue}.XQ.msgs", [m for m, _ in entries]
+    )
+    letters = []
+    for (message_id, score), raw in zip(entries, raws, strict=True):
+        actor, kwargs = _decode(raw or b"")
+        letters.append(
+            DeadLetter(queue, message_id.decode(), int(score), actor, kwargs, raw or b"")
+        )
+    return letters
+
+
+def _decode(raw: bytes) -> tuple[str, dict[str, Any]]:
+    try:
+        fields = json.loads(raw)
+        return str(fields["actor_name"]), dict(fields.get("kwargs") or {})
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "(undecodable)", {}
+
+
+def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
+    text = (resources.files("queues") / "lua" / f"{name}.lua").read_text()
+    return client.register_script(text)
+
+
+def requeue(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
+    """Put a dead letter back at the end of its queue; False if it is not there."""
+    keys = [f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs", *_live(namespace, queue)]
+    return bool(_script(client)(keys=keys, args=["requeue", message_id]))
+
+
+def drop(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
+    """Delete a dead letter for good; False if it is not there."""
+    keys = [f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs", *_live(namespace, queue)]
+    return bool(_script(client)(keys=keys, args=["drop", message_id]))
+
+
+def _live(namespace: str, queue: str) -> list[str]:
+    return [f"{namespace}:{queue}", f"{namespace}:{queue}.msgs"]
+
+
+#: Stored as the body of a dead-lettered id that had none.
+NO_BODY = b"(no message body)"
+
+
+def _decodable(raw: bytes) -> bool:
+    try:
+        Message.decode(raw)
+    except DecodeError:
+        return False
+    return True
+
+
+def dead_letter_undecodable(
+    client: redis.Redis, namespace: str, queue: str, now_ms: int
+) -> list[str]:
+    """Move what Dramatiq's consumer cannot run (a body that is not a Dramatiq
+    message, an id without a body) to the queue's dead letters; return their ids.
+
+    Dramatiq fails on them and leaves them unacknowledged for ever.
+    """
+    msgs = f"{namespace}:{queue}.msgs"
+    acks = [k.decode() for k in client.scan_iter(match=f"{namespace}:__acks__.*.{queue}")]
+    held: set[bytes] = set(client.lrange(f"{namespace}:{queue}", 0, -1))  # type: ignore[arg-type]
+    for ack in acks:
+        held |= client.smembers(ack)  # type: ignore[arg-type]
+    candidates: list[tuple[str, bytes]] = [
+        ("undecodable", key) for key, raw in client.hscan_iter(msgs) if not _decodable(raw)
+    ]
+    bodies: list[bytes | None] = client.hmget(msgs, list(held)) if held else []  # type: ignore[assignment]
+    candidates += [("bodiless", i) for i, body in zip(held, bodies, strict=True) if body is None]
+    keys = [msgs, f"{namespace}:{queue}", f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs"]
+    script = _script(client, "dead_letter_undecodable")
+    return [
+        message_id.decode()
+        for mode, message_id in candidates
+        if script(keys=[*keys, *acks], args=[mode, message_id, now_ms, NO_BODY])
+    ]

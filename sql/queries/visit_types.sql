@@ -1,0 +1,27 @@
+-- Visit types, as operators add, list and change them.
+
+-- name: insert_visit_type
+insert into visit_types (name, description, min_interval, max_interval, max_queue_length)
+values (%(name)s, %(description)s, make_interval(secs => %(min_interval_s)s),
+        make_interval(secs => %(max_interval_s)s), %(max_queue_length)s)
+on conflict (name) do nothing
+returning name
+
+-- name: update_visit_type
+-- Only the settings given (not null) change; the intervals stay ordered.
+update visit_types set
+  description = coalesce(%(description)s, description),
+  min_interval = coalesce(make_interval(secs => %(min_interval_s)s), min_interval),
+  max_interval = coalesce(make_interval(secs => %(max_interval_s)s), max_interval),
+  max_queue_length = coalesce(%(max_queue_length)s, max_queue_length)
+where name = %(name)s
+returning name, extract(epoch from min_interval) as min_interval_s,
+          extract(epoch from max_interval) as max_interval_s
+
+-- name: list_visit_types
+-- Every visit type with its settings and how many origins it schedules.
+select vt.name, vt.description, extract(epoch from vt.min_interval) as min_interval_s,
+       extract(epoch from vt.max_interval) as max_interval_s, vt.max_queue_length,
+       (select count(*) from origin_visit_stats st
+        where st.visit_type = vt.name and st.listed and not st.disabled_for_failures) as origins
+from visit_types vt order by vt.name

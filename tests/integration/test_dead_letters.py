@@ -1,0 +1,145 @@
+"""Dead letters: the wrapper over Dramatiq's Redis layout checked against a real
+Dramatiq broker and worker, and the ``revisit dead-letters`` commands."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dramatiq
+import pytest
+import redis
+from dramatiq import Worker
+
+from actors.broker import make_broker
+from app.db.connection import DictConnection
+from app.kafka import read_dead_letters
+from app.queue_names import API_QUEUE
+from app.settings import Settings
+from queues import dramatiq_queues as dq
+from tests.integration.helpers import cli
+from tests.processes import running, wait_for
+
+QUEUE = "test.dead"
+
+
+@pytest.fixture
+def worker(settings: Settings) -> Iterator[tuple[dramatiq.Broker, list[str]]]:
+    """A real Dramatiq worker on QUEUE whose actor fails until told otherwise."""
+    broker = make_broker(settings)
+    seen: list[str] = []
+
+    def flaky(word: str) -> None:
+        seen.append(word)
+        if "fixed" not in seen:
+            raise ValueError(f"cannot handle {word}")
+
+    dramatiq.actor(flaky, actor_name="flaky", queue_name=QUEUE, max_retries=0, broker=broker)
+    running = Worker(broker, worker_timeout=100, worker_threads=1)
+    running.start()
+    yield broker, seen
+    running.stop()
+
+
+def test_a_failed_message_is_listed_with_its_reason_then_requeued_and_done(
+    settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
+) -> None:
+    broker, seen = worker
+    ns = settings.dramatiq_namespace
+    broker.get_actor("flaky").send("apple")
+    client = broker.client  # type: ignore[attr-defined]
+    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 1, 20, "a dead letter")
+    assert dq.dead_letter_queues(client, ns) == [QUEUE]
+    [letter] = dq.dead_letters(client, ns, QUEUE, 10)
+    assert (letter.actor, letter.queue) == ("flaky", QUEUE)
+    listed = cli("dead-letters", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert letter.message_id in listed.stdout
+    assert "ValueError: cannot handle apple" in listed.stdout
+    shown = cli("dead-letters", "show", QUEUE, letter.message_id)
+    assert '"actor_name":"flaky"' in shown.stdout.replace(" ", "")
+    seen.append("fixed")
+    requeued = cli("dead-letters", "requeue", QUEUE, letter.message_id)
+    assert requeued.returncode == 0, requeued.stderr
+    wait_for(lambda: seen.count("apple") == 2, 20, "the requeued message to run")
+    time.sleep(0.5)  # let the worker ack it
+    depth = dq.depths(client, ns, [QUEUE])[QUEUE]
+    assert (depth.waiting, depth.running, depth.dead) == (0, 0, 0)
+
+
+def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
+    settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
+) -> None:
+    broker, _ = worker
+    ns = settings.dramatiq_namespace
+    for word in ("a", "b"):
+        broker.get_actor("flaky").send(word)
+    client = broker.client  # type: ignore[attr-defined]
+    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 2, 20, "two dead letters")
+    unknown = cli("dead-letters", "drop", QUEUE, "no-such-id")
+    assert unknown.returncode == 1 and "were not dead letters" in unknown.stderr
+    assert cli("dead-letters", "drop", QUEUE).returncode == 2
+    dropped = cli("dead-letters", "drop", QUEUE, "--all")
+    assert dropped.returncode == 0 and "dropped 2 message(s)" in dropped.stdout
+    assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 0
+    assert client.hlen(f"{ns}:{QUEUE}.XQ.msgs") == 0
+
+
+def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
+    settings: Settings, tmp_path: Path
+) -> None:
+    client = redis.Redis.from_url(settings.redis_dsn())
+    ns, queue = settings.dramatiq_namespace, API_QUEUE
+    for i in range(5):
+        client.hset(f"{ns}:{queue}.msgs", f"junk-{i}", b"\xff not json")
+        client.rpush(f"{ns}:{queue}", f"junk-{i}")
+    client.rpush(f"{ns}:{queue}", "bodiless")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def unacked() -> int:
+        return sum(client.scard(k) for k in client.scan_iter(match=f"{ns}:__acks__.*"))
+
+    env = {"REVISIT_UNDECODABLE_SWEEP_INTERVAL_S": "0.5"}
+    with running({"api": ["revisit", "api"]}, env, logs):
+        wait_for(lambda: client.zcard(f"{ns}:{queue}.XQ") == 6, 30, "six dead letters", logs)
+        wait_for(lambda: unacked() == 0, 30, "nothing left unacknowledged", logs)
+    assert client.hlen(f"{ns}:{queue}.msgs") == 0 and client.llen(f"{ns}:{queue}") == 0
+    listed = cli("dead-letters", "list", queue)
+    assert listed.stdout.count("not a Dramatiq message") == 6
+    assert "(undecodable)" in listed.stdout
+
+
+def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fixed(
+    settings: Settings, conn: DictConnection
+) -> None:
+    from actors.journal import JournalClient
+    from app.kafka import StatusPublisher
+
+    client = JournalClient(settings)
+    url = "https://j.example/new-type"
+    StatusPublisher(settings).publish(url, "zzz", 1, "full", b"s" * 20)
+
+    def apply_until(done: Callable[[], bool]) -> None:
+        def step() -> bool:
+            messages = client.poll_batch()
+            if messages:
+                client.process(messages, datetime.now(tz=UTC))
+            return done()
+
+        wait_for(step, 30, "the journal client")
+
+    def dead() -> bool:
+        return len(read_dead_letters(settings, 10, 0.5)) == 1
+
+    apply_until(dead)
+    listed = cli("dead-letters", "journal")
+    assert listed.returncode == 0, listed.stderr
+    assert url in listed.stdout and "type: unknown visit type 'zzz'" in listed.stdout
+    assert cli("visit-type", "add", "zzz").returncode == 0
+    replayed = cli("dead-letters", "journal", "--replay")
+    assert "replayed 1" in replayed.stdout
+    stats = "select last_visit_status::text as s from origin_visit_stats where url = %s"
+    apply_until(lambda: conn.execute(stats, (url,)).fetchone() == {"s": "full"})
