@@ -43,6 +43,14 @@ class Settings(BaseSettings):
         description="final visits kept per origin to refold when a status arrives late",
     )
     kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
+    kafka_publish_attempt_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="wait for the broker's acknowledgement before replacing the producer",
+    )
+    kafka_publish_timeout_s: float = Field(
+        default=120.0, gt=0, description="give up publishing after this long (broker away)"
+    )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
     dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")

@@ -43,6 +43,12 @@ JOURNAL_DATABASE_RETRIES = Counter(
     "deadlock or serialization failure",
     ["reason"],
 )
+JOURNAL_BATCH_RETRIES = Counter(
+    "revisit_journal_batch_retries_total",
+    "Journal batches retried after a failure, by cause: 'redis', 'kafka' or 'database' "
+    "unavailable, 'error' for anything else (logged with its traceback)",
+    ["cause"],
+)
 JOURNAL_CONSUMER_LAG = Gauge(
     "revisit_journal_consumer_lag",
     "Messages between the journal client's position and the high watermark, per assigned "
