@@ -124,40 +124,16 @@ class JournalClient:
         self._exit_after = int(os.environ.get(EXIT_AFTER_TRANSACTIONS_ENV, "0") or 0)
         self._topics_ensured_at = -ENSURE_TOPICS_EVERY_S
         self._ensure_topics()
-        self._broker_lost = False
         self.consumer: Consumer = self._subscribe()
         self.dead_letters = ResilientProducer(settings)
 
     def _subscribe(self) -> Consumer:
-        consumer = make_consumer(self.settings, error_cb=self._on_kafka_error)
+        consumer = make_consumer(self.settings)
         consumer.subscribe([self.settings.journal_topic], on_revoke=self._on_revoke)
         return consumer
 
-    def _on_kafka_error(self, error: KafkaError) -> None:
-        if error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._broker_lost = True
-
-    def _rejoin_after_broker_loss(self) -> None:
-        """Replace the consumer once the broker is back after being lost: a broker
-        that restarted has forgotten the group, and librdkafka's consumer does not
-        always rejoin it. Uncommitted messages are simply read again."""
-        if not self._broker_lost:
-            return
-        self._topics_ensured_at = -ENSURE_TOPICS_EVERY_S
-        try:
-            ensure_topics(self.settings, timeout_s=5.0)
-        except Exception as exc:
-            log.info("broker still away (%s)", exc)
-            return
-        self._broker_lost = False
-        log.warning("Kafka broker back after a loss: rejoining the consumer group")
-        with contextlib.suppress(KafkaException, RuntimeError):
-            self.consumer.close()
-        self.consumer = self._subscribe()
-
     def poll_batch(self) -> list[Message]:
         """The next batch of messages (possibly empty)."""
-        self._rejoin_after_broker_loss()
         messages = self.consumer.consume(
             self.settings.journal_batch_size, timeout=self.settings.journal_batch_timeout_s
         )

@@ -47,15 +47,9 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_consumer(
-    settings: Settings, error_cb: Callable[[KafkaError], None] | None = None
-) -> Consumer:
-    """A consumer subscribed to nothing yet; ``error_cb`` hears of client-wide errors
-    (e.g. every broker down)."""
-    config = consumer_config(settings)
-    if error_cb is not None:
-        config["error_cb"] = error_cb
-    return Consumer(config)
+def make_consumer(settings: Settings) -> Consumer:
+    """A consumer subscribed to nothing yet."""
+    return Consumer(consumer_config(settings))
 
 
 def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
