@@ -17,3 +17,7 @@ insert into visit_scheduler_queue_position (visit_type, position)
 values (%(visit_type)s, %(position)s)
 on conflict (visit_type) do update
   set position = greatest(visit_scheduler_queue_position.position, excluded.position)
+
+-- name: urls_of_stats_ids
+-- The URL of each origin_visit_stats id (mirror members are ids).
+select id, url from origin_visit_stats where id = any(%(ids)s)
