@@ -11,7 +11,7 @@ from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
-from app.domain.placement import Placement, place
+from app.domain.placement import Placement, epoch_s, place
 from queues.mirror import returns_to
 
 
@@ -26,17 +26,59 @@ def expected_placements(
             yield place(mirror_row(row), now, ctx.cooldowns)
 
 
-def rebuild(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> int:
-    """Rebuild the mirror of ``visit_type`` from Postgres; return how many origins it holds."""
+def rebuild(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    now: datetime,
+    *,
+    redis_lost: bool = False,
+) -> int:
+    """Rebuild the mirror of ``visit_type`` from Postgres; return how many origins it holds.
+
+    With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
+    the same Redis), visits sent but not started are sent again after
+    ``lost_visit_grace_s`` instead of the scheduled cooldown (see
+    ``requeue_unstarted``).
+    """
     with conn.transaction():
-        return ctx.mirror.rebuild(visit_type, expected_placements(conn, ctx, visit_type, now))
+        placements = expected_placements(conn, ctx, visit_type, now)
+        if redis_lost:
+            placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
+        return ctx.mirror.rebuild(visit_type, placements)
+
+
+def requeue_unstarted(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    placements: Iterator[Placement],
+    now: datetime,
+) -> Iterator[Placement]:
+    """Placements where the in-flight origins whose visit never started (no
+    ``created`` status since they were sent) return after ``lost_visit_grace_s``.
+
+    Their messages were lost with Redis, so waiting the scheduled cooldown
+    (7 days by default) would leave them unvisited that long. A visit that
+    started will report its result. The grace covers a visit that started
+    but whose ``created`` status the journal has not applied yet: set it
+    above the journal's lag, or that origin may be visited twice at once.
+    """
+    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
+    unstarted = {int(r["id"]) for r in rows}
+    cooldown_s = ctx.settings.scheduled_cooldown_s
+    back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
+    for p in placements:
+        if p.where == "inflight" and p.id in unstarted and p.score > back_s:
+            p = replace(p, score=back_s)
+        yield p
 
 
 def ensure_built(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> bool:
     """Rebuild the mirror if it is missing (e.g. Redis restarted empty); True if it was."""
     if ctx.mirror.is_built(visit_type):
         return False
-    rebuild(conn, ctx, visit_type, now)
+    rebuild(conn, ctx, visit_type, now, redis_lost=True)
     return True
 
 
@@ -55,9 +97,16 @@ class Difference:
 
 
 def _compare(
-    p: Placement, found: list[tuple[str, float]], parked: dict[int, tuple[str, float] | None]
+    p: Placement,
+    found: list[tuple[str, float]],
+    parked: dict[int, tuple[str, float] | None],
+    early_return_s: float,
 ) -> Difference | None:
-    """How the mirror's place of one origin differs from where Postgres puts it."""
+    """How the mirror's place of one origin differs from where Postgres puts it.
+
+    An in-flight score up to ``early_return_s`` earlier than Postgres says is
+    right: ``requeue_unstarted`` returns lost visits early after a Redis wipe.
+    """
     expected = p.pool if p.where == "pool" else p.where
     if not found:
         return Difference(p.id, expected, "nothing")
@@ -71,7 +120,9 @@ def _compare(
         return None
     if place != expected:
         return Difference(p.id, expected, place)
-    if abs(score - p.score) > 1e-3:
+    if abs(score - p.score) > 1e-3 and not (
+        place == "inflight" and 0 < p.score - score <= early_return_s + 1e-3
+    ):
         return Difference(p.id, f"{expected}@{p.score}", f"{place}@{score}")
     if p.where == "cooling" and parked.get(p.id) != returns_to(p):
         return Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
@@ -89,6 +140,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     is one difference naming both.
     """
     actual, parked = ctx.mirror.snapshot(visit_type)
+    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - ctx.settings.lost_visit_grace_s)
     resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():
@@ -98,7 +150,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
                 if found:
                     differences.append(Difference(p.id, "absent", _names(found)))
                 continue
-            difference = _compare(p, found, parked)
+            difference = _compare(p, found, parked, early_return_s)
             if difference is not None:
                 differences.append(difference)
         differences.extend(Difference(i, "absent", _names(f)) for i, f in actual.items())

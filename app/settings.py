@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     failed_cooldown_s: float = Field(default=14 * 86400.0, ge=0)
     not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
     max_failures_in_a_row: int = Field(default=3, ge=1)
+    lost_visit_grace_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="after a Redis wipe, a visit sent but not started (no 'created' status) "
+        "is sent again after this long instead of the scheduled cooldown",
+    )
 
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"

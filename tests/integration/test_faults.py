@@ -28,7 +28,12 @@ from actors.scheduler import SchedulerLoop
 from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.journal import apply_events_batch
 from app.kafka import StatusPublisher, producer_config
+from app.mirror_sync import check
+from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import wait_for
@@ -260,3 +265,25 @@ def test_a_value_postgresql_refuses_is_dead_lettered_and_the_batch_goes_on(
         assert running.alive()
     finally:
         running.close()
+
+
+def test_after_a_redis_wipe_a_visit_sent_but_not_started_is_sent_again_after_the_grace(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:2], now=T0)
+    assert len(schedule_step(conn, ctx, "git", 10, T0).orders) == 2
+    started = T0 + timedelta(minutes=1)  # the worker of URLS[0] published 'created'
+    created = VisitStatusEvent(URLS[0], "git", 1, started, "created", None)
+    apply_events_batch(conn, ctx, [created], visit_type_configs(conn), started)
+    ctx.redis.flushdb()  # the mirror and every Dramatiq message are gone
+
+    wiped = T0 + timedelta(hours=1)
+    grace = timedelta(seconds=ctx.settings.lost_visit_grace_s)
+    first = schedule_step(conn, ctx, "git", 10, wiped)
+    assert first.rebuilt
+    assert first.orders == []
+    assert check(conn, ctx, "git", wiped) == []
+    assert schedule_step(conn, ctx, "git", 10, wiped + grace - timedelta(seconds=1)).orders == []
+    again = schedule_step(conn, ctx, "git", 10, wiped + grace)
+    # The started visit will report; only the lost one is sent again.
+    assert [o.url for o in again.orders] == [URLS[1]]
