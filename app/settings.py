@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     )
     visit_max_retries: int = Field(default=3, ge=0, le=20)
     visit_retry_backoff_s: float = Field(default=30.0, gt=0)
+    git_allowed_schemes: list[str] = Field(
+        default=["https", "http", "git"],
+        description="URL schemes the git loader visits ('ssh' also covers host:path; 'file' "
+        "covers local paths, which lets a visit read the worker's filesystem: demo only)",
+    )
     hoster_limits: dict[str, int] = Field(
         default={}, description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4}'
     )
