@@ -23,20 +23,23 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+import redis
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from app.context import Context
 from app.db.connection import DictConnection, connect
+from app.db.errors import is_refused_value, is_unavailable
 from app.db.scheduling import visit_type_configs
+from app.domain.backoff import Backoff
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.journal import BatchOutcome, Rejected, decode_batch, place_rows, write_batch
-from app.kafka import make_consumer, producer_config
+from app.kafka import PublishError, Record, ResilientProducer, ensure_topics, make_consumer
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_BATCH_MESSAGES,
+    JOURNAL_BATCH_RETRIES,
     JOURNAL_BATCH_SECONDS,
     JOURNAL_BEYOND_HISTORY,
     JOURNAL_CONSUMER_LAG,
@@ -55,26 +58,15 @@ T = TypeVar("T")
 EXIT_AFTER_TRANSACTIONS_ENV = "REVISIT_JOURNAL_TEST_EXIT_AFTER_TRANSACTIONS"
 EXIT_AFTER_TRANSACTIONS_CODE = 75
 MAX_RECONNECT_DELAY_S = 30.0
-
-
-def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
-    """Create the journal and dead-letter topics if the broker lacks them."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka_brokers, "log_level": 3})
-    existing = admin.list_topics(timeout=timeout_s).topics
-    missing = [
-        NewTopic(name, num_partitions=partitions, replication_factor=1)
-        for name in (settings.journal_topic, settings.dead_letter_topic)
-        if name not in existing
-    ]
-    if not missing:
-        return
-    for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-        except Exception as exc:  # already created by a concurrent process
-            if "exist" not in str(exc).lower():
-                raise
-            log.debug("topic %s already exists", name)
+#: Least time between two attempts to re-create a missing topic.
+ENSURE_TOPICS_EVERY_S = 10.0
+#: What a batch is retried after, as the label of JOURNAL_BATCH_RETRIES.
+RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
+    (redis.RedisError, "redis"),
+    (PublishError, "kafka"),
+    (KafkaException, "kafka"),
+    (psycopg.Error, "database"),
+)
 
 
 def next_offsets(messages: list[Message]) -> list[TopicPartition]:
@@ -130,10 +122,15 @@ class JournalClient:
         self._pool = ThreadPoolExecutor(max_workers=max(1, settings.journal_writers - 1))
         self._transactions = 0
         self._exit_after = int(os.environ.get(EXIT_AFTER_TRANSACTIONS_ENV, "0") or 0)
-        ensure_topics(settings)
-        self.consumer: Consumer = make_consumer(settings)
-        self.dead_letters = Producer(producer_config(settings))
-        self.consumer.subscribe([settings.journal_topic], on_revoke=self._on_revoke)
+        self._topics_ensured_at = -ENSURE_TOPICS_EVERY_S
+        self._ensure_topics()
+        self.consumer: Consumer = self._subscribe()
+        self.dead_letters = ResilientProducer(settings)
+
+    def _subscribe(self) -> Consumer:
+        consumer = make_consumer(self.settings)
+        consumer.subscribe([self.settings.journal_topic], on_revoke=self._on_revoke)
+        return consumer
 
     def poll_batch(self) -> list[Message]:
         """The next batch of messages (possibly empty)."""
@@ -145,26 +142,39 @@ class JournalClient:
             error = message.error()
             if error is None:
                 good.append(message)
+            elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                log.warning("kafka: %s; creating the missing topics", error)
+                self._ensure_topics()
             elif error.code() != KafkaError._PARTITION_EOF:
                 log.warning("kafka: %s", error)
         return good
+
+    def _ensure_topics(self) -> None:
+        """Create missing topics, at most every ENSURE_TOPICS_EVERY_S; a broker that
+        is away is only logged (the next missing-topic error tries again)."""
+        if time.monotonic() - self._topics_ensured_at < ENSURE_TOPICS_EVERY_S:
+            return
+        self._topics_ensured_at = time.monotonic()
+        try:
+            ensure_topics(self.settings, timeout_s=5.0)
+        except Exception as exc:
+            log.warning("could not ensure the Kafka topics (%s); will try again", exc)
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
         """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
         payloads = [m.value() for m in messages]
         try:
             outcome, rows = self._with_database(self._transaction(payloads, now))
-        except psycopg.DataError as exc:
+        except psycopg.Error as exc:
+            if not is_refused_value(exc):
+                raise
             # A value PostgreSQL refuses got past validation: find it, alone.
             log.warning("batch refused by PostgreSQL (%s); applying it message by message", exc)
             outcome, rows = self._one_by_one(payloads, now)
         self._transactions += 1
         if self._exit_after and self._transactions >= self._exit_after:
             os._exit(EXIT_AFTER_TRANSACTIONS_CODE)
-        for bad in outcome.rejected:
-            self._dead_letter(messages[bad.index], bad.reason)
-        if outcome.rejected and self.dead_letters.flush(30):
-            raise RuntimeError("dead letters not acknowledged; the batch will be replayed")
+        self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
         outcome.placed = place_rows(self.ctx, rows, now)
         self._commit(messages)
         self._count(outcome, len(messages))
@@ -215,7 +225,9 @@ class JournalClient:
         for index, payload in enumerate(payloads):
             try:
                 outcome, written = self._with_database(self._transaction([payload], now))
-            except psycopg.DataError as exc:
+            except psycopg.Error as exc:
+                if not is_refused_value(exc):
+                    raise
                 total.rejected.append(Rejected(index, f"database: {exc}"))
                 continue
             total.applied += outcome.applied
@@ -242,6 +254,8 @@ class JournalClient:
                 JOURNAL_DATABASE_RETRIES.labels("conflict").inc()
                 log.info("retrying the batch after a conflict: %s", exc)
             except psycopg.OperationalError as exc:
+                if not is_unavailable(exc):
+                    raise  # a refused value: the caller dead-letters it
                 JOURNAL_DATABASE_RETRIES.labels("reconnect").inc()
                 log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc, delay_s)
                 self._drop_connection(index)
@@ -289,47 +303,81 @@ class JournalClient:
         for visit_type, count in outcome.beyond_history.items():
             JOURNAL_BEYOND_HISTORY.labels(visit_type).inc(count)
 
-    def _dead_letter(self, message: Message, reason: str) -> None:
-        headers: list[tuple[str, Any]] = [
-            ("reason", reason.encode()),
-            ("source_topic", str(message.topic()).encode()),
-            ("source_partition", str(message.partition()).encode()),
-            ("source_offset", str(message.offset()).encode()),
+    def _dead_letter(self, rejected: list[tuple[Message, str]]) -> None:
+        """Send rejected messages to the dead-letter topic with their reason, and wait
+        for the broker's acknowledgement (PublishError: the batch is retried)."""
+        if not rejected:
+            return
+        records = [
+            Record(
+                self.settings.dead_letter_topic,
+                message.value(),
+                message.key(),
+                [
+                    ("reason", reason.encode()),
+                    ("source_topic", str(message.topic()).encode()),
+                    ("source_partition", str(message.partition()).encode()),
+                    ("source_offset", str(message.offset()).encode()),
+                ],
+            )
+            for message, reason in rejected
         ]
-        self.dead_letters.produce(
-            self.settings.dead_letter_topic,
-            value=message.value(),
-            key=message.key(),
-            headers=headers,
-        )
-        JOURNAL_DEAD_LETTERS.labels(reason_label(reason)).inc()
-        log.warning(
-            "dead-lettered message at %s[%s]@%s: %s",
-            message.topic(),
-            message.partition(),
-            message.offset(),
-            reason,
-        )
+        self.dead_letters.send(records)
+        for message, reason in rejected:
+            JOURNAL_DEAD_LETTERS.labels(reason_label(reason)).inc()
+            log.warning(
+                "dead-lettered message at %s[%s]@%s: %s",
+                message.topic(),
+                message.partition(),
+                message.offset(),
+                reason[:500],
+            )
 
     def run(self, stop: threading.Event) -> None:
-        """Consume until ``stop`` is set, then leave the group cleanly."""
+        """Consume until ``stop`` is set, then leave the group cleanly.
+
+        A batch that fails because PostgreSQL, Redis or the broker is away is
+        retried, the same messages, with bounded backoff: its offsets are not
+        committed, and no later batch is taken before it is applied.
+        """
         self.stop = stop
+        backoff = Backoff(0.5, MAX_RECONNECT_DELAY_S)
+        pending: list[Message] = []
         try:
             while not stop.is_set():
-                messages = self.poll_batch()
-                if not messages:
+                pending = pending or self.poll_batch()
+                if not pending:
                     continue
-                started = time.monotonic()
-                outcome = self.process(messages, datetime.now(tz=UTC))
-                JOURNAL_BATCH_SECONDS.observe(time.monotonic() - started)
-                log.info(
-                    "applied %d statuses (%d origins written, %d dead-lettered)",
-                    len(outcome.applied),
-                    len(outcome.written),
-                    len(outcome.rejected),
-                )
+                try:
+                    self._apply(pending)
+                except Exception as exc:
+                    delay = backoff.next_delay_s()
+                    self._log_retry(exc, delay)
+                    stop.wait(delay)
+                    continue
+                backoff.reset()
+                pending = []
         finally:
             self.close()
+
+    def _apply(self, messages: list[Message]) -> None:
+        started = time.monotonic()
+        outcome = self.process(messages, datetime.now(tz=UTC))
+        JOURNAL_BATCH_SECONDS.observe(time.monotonic() - started)
+        log.info(
+            "applied %d statuses (%d origins written, %d dead-lettered)",
+            len(outcome.applied),
+            len(outcome.written),
+            len(outcome.rejected),
+        )
+
+    def _log_retry(self, exc: Exception, delay_s: float) -> None:
+        cause = next((label for kind, label in RETRIED_FAULTS if isinstance(exc, kind)), None)
+        JOURNAL_BATCH_RETRIES.labels(cause or "error").inc()
+        if cause is None:
+            log.exception("batch failed; retrying it in %.1fs", delay_s)
+        else:
+            log.warning("batch failed, %s unavailable (%s); retrying in %.1fs", cause, exc, delay_s)
 
     def close(self) -> None:
         """Leave the consumer group and release the connections."""

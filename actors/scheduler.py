@@ -11,14 +11,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dramatiq
+import psycopg
+import redis
 
 from actors.broker import enqueue_many, make_broker, queue_depth
 from actors.lanes import return_dead_workers_messages
 from actors.registry import queue_capacity
 from app.context import Context
-from app.db.connection import connect
+from app.db.connection import DictConnection
+from app.db.live import LiveConnection
 from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
+from app.domain.backoff import Backoff
 from app.domain.lanes import LANES
 from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS
@@ -46,6 +50,10 @@ log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
 RATE_SMOOTHING = 0.1
+#: Longest wait between two attempts while PostgreSQL or Redis is away.
+MAX_RETRY_DELAY_S = 30.0
+#: Errors that say a server is away, not that a visit type's step is wrong.
+UNAVAILABLE = (psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError)
 
 
 def visit_message(
@@ -68,7 +76,9 @@ class SchedulerLoop:
         self.settings = settings
         self.ctx = Context.from_settings(settings)
         self.broker = make_broker(settings)
-        self.conn = connect(settings)
+        # Opened on first use and again after a loss: the scheduler starts
+        # before PostgreSQL is up and survives its restarts.
+        self.db = LiveConnection(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._policies: dict[str, dict[str, float]] = {}
         self._rates: dict[str, dict[str, float]] = {}
@@ -128,6 +138,8 @@ class SchedulerLoop:
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
             try:
                 results.append(self.visit_type_step(config, now))
+            except UNAVAILABLE:
+                raise  # the run loop reconnects and retries the whole step
             except Exception:
                 SCHEDULER_STEP_FAILURES.labels(visit_type).inc()
                 log.exception("%s: scheduling step failed; the other visit types go on", visit_type)
@@ -195,13 +207,35 @@ class SchedulerLoop:
             rates[pool] = RATE_SMOOTHING * current + (1 - RATE_SMOOTHING) * rates[pool]
         self.ctx.mirror.record_pick_rates(vt, rates)
 
+    @property
+    def conn(self) -> DictConnection:
+        """The PostgreSQL connection, re-opened if it was lost."""
+        return self.db.get()
+
     def run(self, stop: threading.Event) -> None:
-        """Step until ``stop`` is set, pausing between steps."""
+        """Step until ``stop`` is set, pausing between steps.
+
+        A step that fails because PostgreSQL or Redis is unavailable is retried
+        with bounded exponential backoff (up to MAX_RETRY_DELAY_S) on a new
+        connection; the process never exits for it.
+        """
+        backoff = Backoff(self.settings.scheduler_poll_interval_s, MAX_RETRY_DELAY_S)
         while not stop.is_set():
             started = time.monotonic()
             try:
                 self.step(datetime.now(tz=UTC))
+            except UNAVAILABLE as exc:
+                self.db.drop()
+                delay = backoff.next_delay_s()
+                log.warning("scheduler step failed (%s); retrying in %.1fs", exc, delay)
+                stop.wait(delay)
+                continue
             except Exception:
-                log.exception("scheduler step failed; retrying")
+                self.db.drop()
+                delay = backoff.next_delay_s()
+                log.exception("scheduler step failed; retrying in %.1fs", delay)
+                stop.wait(delay)
+                continue
+            backoff.reset()
             elapsed = time.monotonic() - started
             stop.wait(max(0.0, self.settings.scheduler_poll_interval_s - elapsed))

@@ -39,6 +39,7 @@ PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
     "REVISIT_VISIT_TYPES": '["git"]',
+    "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
     "REVISIT_ABSOLUTE_COOLDOWN_S": "4",
     "REVISIT_FAILED_COOLDOWN_S": "20",

@@ -83,12 +83,16 @@ def postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A Redis server without persistence; yields its URL."""
+def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """A Redis server without persistence (on ``port``, or a free one); yields its URL.
+
+    Given the same port again, it comes back at the same address, empty: what a
+    process sees when Redis restarts (the fault tests and the soak do this).
+    """
     binary = shutil.which("redis-server")
     if binary is None:
         raise ServiceError("embedded Redis needs 'redis-server' (apt-get install redis-server)")
-    port = free_port()
+    port = port or free_port()
     folder = workdir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
@@ -133,9 +137,10 @@ def tansu_binary() -> str:
 
 
 @contextlib.contextmanager
-def kafka_broker(workdir: Path) -> Iterator[str]:
-    """A memory-only Kafka-protocol broker (tansu); yields its bootstrap address."""
-    port = free_port()
+def kafka_broker(workdir: Path, port: int | None = None) -> Iterator[str]:
+    """A memory-only Kafka-protocol broker (tansu, on ``port`` or a free one); yields
+    its bootstrap address. Restarted on the same port, it has lost every topic."""
+    port = port or free_port()
     address = f"127.0.0.1:{port}"
     log_path = workdir / "tansu.log"
     with log_path.open("wb") as log_file:
@@ -173,6 +178,42 @@ def _kafka_ready(address: str) -> bool:
     admin = AdminClient({"bootstrap.servers": address, "log_level": 0})
     admin.list_topics(timeout=2)
     return True
+
+
+class Restartable:
+    """A local service (``redis_server`` or ``kafka_broker``) that can be stopped and
+    started again at the same address, to inject its loss into running processes."""
+
+    def __init__(
+        self,
+        factory: Callable[[Path, int], contextlib.AbstractContextManager[str]],
+        workdir: Path,
+    ) -> None:
+        self._factory = factory
+        self._workdir = workdir
+        self.port = free_port()
+        self._stack: contextlib.ExitStack | None = None
+        self.address = ""
+
+    def start(self) -> str:
+        """Start the service (again); its address."""
+        if self._stack is None:
+            self._stack = contextlib.ExitStack()
+            self.address = self._stack.enter_context(self._factory(self._workdir, self.port))
+        return self.address
+
+    def stop(self) -> None:
+        """Stop the service; its clients lose their connections."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> Restartable:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @contextlib.contextmanager

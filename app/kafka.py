@@ -1,17 +1,33 @@
-"""Kafka adapter: producer and consumer settings, publishing visit statuses, and
-reading the journal's dead-letter topic."""
+"""Kafka adapter: producer and consumer settings, topics, publishing visit statuses,
+and reading the journal's dead-letter topic."""
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
+
+log = logging.getLogger("revisit.kafka")
+#: Pause between two publish attempts that failed at once (not by a timeout).
+RETRY_PAUSE_S = 1.0
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:
@@ -35,6 +51,8 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "session.timeout.ms": session,
         "heartbeat.interval.ms": max(100, session // 10),
+        # A topic re-created after a broker restart is seen within seconds.
+        "topic.metadata.refresh.interval.ms": 5000,
         "log_level": 3,
     }
 
@@ -44,12 +62,133 @@ def make_consumer(settings: Settings) -> Consumer:
     return Consumer(consumer_config(settings))
 
 
+def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
+    """Create the journal and dead-letter topics if the broker lacks them.
+
+    Called at start and whenever a topic is found missing (a memory-only
+    broker that restarted has none), so no process waits for a person to
+    create them.
+    """
+    admin = AdminClient({"bootstrap.servers": settings.kafka_brokers, "log_level": 3})
+    existing = admin.list_topics(timeout=timeout_s).topics
+    missing = [
+        NewTopic(name, num_partitions=partitions, replication_factor=1)
+        for name in (settings.journal_topic, settings.dead_letter_topic)
+        if name not in existing
+    ]
+    if not missing:
+        return
+    for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+        except Exception as exc:  # already created by a concurrent process
+            if "exist" not in str(exc).lower():
+                raise
+            log.debug("topic %s already exists", name)
+
+
+class PublishError(RuntimeError):
+    """The broker did not acknowledge records within ``kafka_publish_timeout_s``."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record to produce."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: list[tuple[str, str | bytes | None]] | None = None
+
+
+class ResilientProducer:
+    """A producer that waits for acknowledgements and replaces itself when stuck.
+
+    librdkafka's idempotent producer turns fatal, or retries forever, once a
+    restarted broker no longer knows its producer id (UNKNOWN_PRODUCER_ID);
+    it never recovers by itself. A fresh producer gets a new id. Records are
+    re-sent after a replacement: the journal's consumers absorb duplicates.
+    """
+
+    def __init__(self, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._config = producer_config(settings)
+        self.attempt_s = settings.kafka_publish_attempt_s
+        self.timeout_s = settings.kafka_publish_timeout_s
+        self._sleep = sleep
+        self._fatal: KafkaError | None = None
+        #: Producers replaced so far, because they turned fatal or stalled.
+        self.replaced = 0
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        self._fatal = None
+        return Producer({**self._config, "error_cb": self._on_error})
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal = error
+
+    def send(self, records: list[Record]) -> None:
+        """Produce ``records`` and wait until the broker has them all.
+
+        Raises PublishError after ``kafka_publish_timeout_s`` without success.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            failure = self._attempt(records)
+            if failure is None:
+                return
+            if time.monotonic() >= deadline:
+                raise PublishError(f"not acknowledged in {self.timeout_s:g}s: {failure}")
+            self._replace(failure)
+
+    def _attempt(self, records: list[Record]) -> str | None:
+        """Produce and flush once; the reason it failed, or None."""
+        errors: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                errors.append(error)
+
+        started = time.monotonic()
+        try:
+            for r in records:
+                self.producer.produce(
+                    r.topic, value=r.value, key=r.key, headers=r.headers, on_delivery=delivered
+                )
+            remaining = self.producer.flush(self.attempt_s)
+        except (KafkaException, BufferError) as exc:
+            failure: str | None = f"produce failed: {exc}"
+        else:
+            failure = None
+            if self._fatal is not None:
+                failure = f"fatal: {self._fatal.str()}"
+            elif remaining:
+                failure = f"{remaining} record(s) unacknowledged after {self.attempt_s:g}s"
+            elif errors:
+                failure = f"delivery failed: {errors[0].str()}"
+        if failure is not None and time.monotonic() - started < RETRY_PAUSE_S:
+            self._sleep(RETRY_PAUSE_S)
+        return failure
+
+    def _replace(self, reason: str) -> None:
+        log.warning("Kafka producer replaced (%s)", reason)
+        old, self.producer = self.producer, self._new_producer()
+        old.purge()
+        old.flush(0)
+        self.replaced += 1
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait for outstanding records (at close); how many remain."""
+        return int(self.producer.flush(timeout_s))
+
+
 class StatusPublisher:
     """Publishes origin_visit_status records as the archive's loaders do."""
 
     def __init__(self, settings: Settings) -> None:
         self.topic = settings.journal_topic
-        self.producer = Producer(producer_config(settings))
+        self.producer = ResilientProducer(settings)
 
     def publish(
         self,
@@ -60,19 +199,12 @@ class StatusPublisher:
         snapshot: bytes | None,
         metadata: dict[str, Any] | None = None,
         date: datetime | None = None,
-        flush_timeout_s: float = 30.0,
     ) -> None:
-        """Publish one status and wait until the broker has it."""
+        """Publish one status and wait until the broker has it (PublishError if it never does)."""
         date = date or datetime.now(tz=UTC)
         value = visit_status_value(origin, visit, date, status, snapshot, visit_type, metadata)
-        self.producer.produce(
-            self.topic, value=encode(value), key=visit_status_key(origin, visit, date)
-        )
-        remaining = self.producer.flush(flush_timeout_s)
-        if remaining:
-            raise RuntimeError(
-                f"journal publish of {origin} not acknowledged in {flush_timeout_s}s"
-            )
+        key = visit_status_key(origin, visit, date)
+        self.producer.send([Record(self.topic, encode(value), key)])
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
-from app.domain.placement import Placement, place
+from app.domain.placement import Placement, epoch_s, place
 from queues.mirror import returns_to
 
 
@@ -25,68 +26,192 @@ def expected_placements(
             yield place(mirror_row(row), now, ctx.cooldowns)
 
 
-def rebuild(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> int:
-    """Rebuild the mirror of ``visit_type`` from Postgres; return how many origins it holds."""
+def rebuild(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    now: datetime,
+    *,
+    redis_lost: bool = False,
+) -> int:
+    """Rebuild the mirror of ``visit_type`` from Postgres; return how many origins it holds.
+
+    With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
+    the same Redis), visits sent but not started are sent again after
+    ``lost_visit_grace_s`` instead of the scheduled cooldown (see
+    ``requeue_unstarted``).
+    """
     with conn.transaction():
-        return ctx.mirror.rebuild(visit_type, expected_placements(conn, ctx, visit_type, now))
+        placements = expected_placements(conn, ctx, visit_type, now)
+        if redis_lost:
+            placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
+        return ctx.mirror.rebuild(visit_type, placements)
+
+
+def requeue_unstarted(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    placements: Iterator[Placement],
+    now: datetime,
+) -> Iterator[Placement]:
+    """Placements where the in-flight origins whose visit never started (no
+    ``created`` status since they were sent) return after ``lost_visit_grace_s``.
+
+    Their messages were lost with Redis, so waiting the scheduled cooldown
+    (7 days by default) would leave them unvisited that long. A visit that
+    started will report its result. The grace covers a visit that started
+    but whose ``created`` status the journal has not applied yet: set it
+    above the journal's lag, or that origin may be visited twice at once.
+    """
+    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
+    unstarted = {int(r["id"]) for r in rows}
+    cooldown_s = ctx.settings.scheduled_cooldown_s
+    back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
+    for p in placements:
+        if p.where == "inflight" and p.id in unstarted and p.score > back_s:
+            p = replace(p, score=back_s)
+        yield p
 
 
 def ensure_built(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> bool:
     """Rebuild the mirror if it is missing (e.g. Redis restarted empty); True if it was."""
     if ctx.mirror.is_built(visit_type):
         return False
-    rebuild(conn, ctx, visit_type, now)
+    rebuild(conn, ctx, visit_type, now, redis_lost=True)
     return True
 
 
 @dataclass(frozen=True)
 class Difference:
-    """One origin that Redis holds elsewhere than Postgres says."""
+    """One origin that Redis holds elsewhere than Postgres says (``url`` once resolved)."""
 
     origin_id: int
     expected: str
     actual: str
+    url: str = ""
 
     def __str__(self) -> str:
-        return f"origin {self.origin_id}: expected {self.expected}, mirror has {self.actual}"
+        who = self.url or f"origin {self.origin_id}"
+        return f"{who} (id {self.origin_id}): expected {self.expected}, mirror has {self.actual}"
+
+
+def _compare(
+    p: Placement,
+    found: list[tuple[str, float]],
+    parked: dict[int, tuple[str, float] | None],
+    early_return_s: float,
+) -> Difference | None:
+    """How the mirror's place of one origin differs from where Postgres puts it.
+
+    An in-flight score up to ``early_return_s`` earlier than Postgres says is
+    right: ``requeue_unstarted`` returns lost visits early after a Redis wipe.
+    """
+    expected = p.pool if p.where == "pool" else p.where
+    if not found:
+        return Difference(p.id, expected, "nothing")
+    if len(found) > 1:
+        return Difference(p.id, expected, " and ".join(place for place, _ in found))
+    [(place, score)] = found
+    if place in ("cooling", "inflight") and p.where == "pool":
+        # Its cooldown ended in Postgres: not a difference if it returns right.
+        if parked.get(p.id) != returns_to(p):
+            return Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
+        return None
+    if place != expected:
+        return Difference(p.id, expected, place)
+    if abs(score - p.score) > 1e-3 and not (
+        place == "inflight" and 0 < p.score - score <= early_return_s + 1e-3
+    ):
+        return Difference(p.id, f"{expected}@{p.score}", f"{place}@{score}")
+    if p.where == "cooling" and parked.get(p.id) != returns_to(p):
+        return Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
+    return None
 
 
 def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> list[Difference]:
-    """Compare the mirror of ``visit_type`` with Postgres; return the differences.
+    """Compare the mirror of ``visit_type`` with Postgres; return the differences by URL.
 
-    Places and scores are compared exactly, and for resting origins where they
-    return to. An origin still cooling or in flight in Redis whose cooldown
-    has ended is not a difference if it will return to the right pool: the
-    next pop moves it there.
+    The mirror is read atomically (one MULTI/EXEC), Postgres in one
+    transaction. Places and scores are compared exactly, and for resting
+    origins where they return to. An origin still cooling or in flight in
+    Redis whose cooldown has ended is not a difference if it will return to
+    the right pool: the next pop moves it there. An origin found in two places
+    is one difference naming both.
     """
-    actual = ctx.mirror.contents(visit_type)
-    resting = {i for i, (place, _) in actual.items() if place in ("inflight", "cooling")}
-    parked = ctx.mirror.parked(visit_type)
+    actual, parked = ctx.mirror.snapshot(visit_type)
+    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - ctx.settings.lost_visit_grace_s)
+    resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():
         for p in expected_placements(conn, ctx, visit_type, now):
+            found = actual.pop(p.id, [])
             if p.where == "absent":
+                if found:
+                    differences.append(Difference(p.id, "absent", _names(found)))
                 continue
-            expected = p.pool if p.where == "pool" else p.where
-            found = actual.pop(p.id, None)
-            if found is None:
-                differences.append(Difference(p.id, expected, "nothing"))
-                continue
-            place, score = found
-            if place in ("cooling", "inflight") and p.where == "pool":
-                expected_back = returns_to(p)
-                if parked.get(p.id) != expected_back:
-                    differences.append(
-                        Difference(p.id, f"back to {expected_back}", f"back to {parked.get(p.id)}")
-                    )
-            elif place != expected:
-                differences.append(Difference(p.id, expected, place))
-            elif abs(score - p.score) > 1e-3:
-                differences.append(Difference(p.id, f"{expected}@{p.score}", f"{place}@{score}"))
-            elif p.where == "cooling" and parked.get(p.id) != returns_to(p):
-                differences.append(
-                    Difference(p.id, f"back to {returns_to(p)}", f"back to {parked.get(p.id)}")
-                )
-    differences.extend(Difference(i, "absent", place) for i, (place, _) in actual.items())
-    differences.extend(Difference(i, "not parked", "parked") for i in parked if i not in resting)
-    return differences
+            difference = _compare(p, found, parked, early_return_s)
+            if difference is not None:
+                differences.append(difference)
+        differences.extend(Difference(i, "absent", _names(f)) for i, f in actual.items())
+        differences.extend(
+            Difference(i, "not parked", "parked") for i in parked if i not in resting
+        )
+        return _with_urls(conn, differences)
+
+
+RESTING = ("inflight", "cooling")
+
+
+def _names(found: list[tuple[str, float]]) -> str:
+    return " and ".join(place for place, _ in found)
+
+
+def _with_urls(conn: DictConnection, differences: list[Difference]) -> list[Difference]:
+    ids = sorted({d.origin_id for d in differences})
+    if not ids:
+        return differences
+    rows = conn.execute(query("urls_of_stats_ids"), {"ids": ids}).fetchall()
+    urls = {int(r["id"]): str(r["url"]) for r in rows}
+    return [replace(d, url=urls.get(d.origin_id, "")) for d in differences]
+
+
+def check_settled(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    clock: Callable[[], datetime],
+    settle_s: float = 1.0,
+) -> list[Difference]:
+    """The differences that persist: checked twice, ``settle_s`` apart, keeping only
+    origins different both times. A running system moves origins between the
+    two reads (Redis, then Postgres) of one check; a real difference stays."""
+    first = check(conn, ctx, visit_type, clock())
+    if not first:
+        return []
+    time.sleep(settle_s)
+    suspects = {d.origin_id for d in first}
+    return [d for d in check(conn, ctx, visit_type, clock()) if d.origin_id in suspects]
+
+
+def repair(
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    differences: list[Difference],
+    now: datetime,
+) -> int:
+    """Put the origins of ``differences`` where Postgres says; return how many moved.
+
+    Only those origins move (the rest of the mirror and the Dramatiq queues
+    are left alone, unlike a rebuild). Give it ``check_settled``'s findings,
+    so no origin that a running process is moving gets moved back.
+    """
+    ids = {d.origin_id for d in differences}
+    if not ids:
+        return 0
+    with conn.transaction():
+        placements = [p for p in expected_placements(conn, ctx, visit_type, now) if p.id in ids]
+    unknown = ids - {p.id for p in placements}
+    placements += [Placement(i, "absent", 0.0, "never_visited", 0.0) for i in sorted(unknown)]
+    return ctx.mirror.place(visit_type, placements)

@@ -61,6 +61,14 @@ class Settings(BaseSettings):
         description="final visits kept per origin to refold when a status arrives late",
     )
     kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
+    kafka_publish_attempt_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="wait for the broker's acknowledgement before replacing the producer",
+    )
+    kafka_publish_timeout_s: float = Field(
+        default=120.0, gt=0, description="give up publishing after this long (broker away)"
+    )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
     dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
@@ -110,6 +118,12 @@ class Settings(BaseSettings):
         gt=0,
         description="how often the scheduler re-solves the age-optimal allocation",
     )
+    lost_visit_grace_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="after a Redis wipe, a visit sent but not started (no 'created' status) "
+        "is sent again after this long instead of the scheduled cooldown",
+    )
 
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
@@ -119,6 +133,11 @@ class Settings(BaseSettings):
     )
     visit_max_retries: int = Field(default=3, ge=0, le=20)
     visit_retry_backoff_s: float = Field(default=30.0, gt=0)
+    git_allowed_schemes: list[str] = Field(
+        default=["https", "http", "git"],
+        description="URL schemes the git loader visits ('ssh' also covers host:path; 'file' "
+        "covers local paths, which lets a visit read the worker's filesystem: demo only)",
+    )
     hoster_limits: dict[str, int] = Field(
         default={}, description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4}'
     )

@@ -27,13 +27,14 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.journal import JournalClient, ensure_topics
+from actors.journal import JournalClient
 from app import embedded
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
 from app.journal_codec import encode, visit_status_key
+from app.kafka import ensure_topics
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings

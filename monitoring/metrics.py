@@ -53,6 +53,12 @@ JOURNAL_DATABASE_RETRIES = Counter(
     "deadlock or serialization failure",
     ["reason"],
 )
+JOURNAL_BATCH_RETRIES = Counter(
+    "revisit_journal_batch_retries_total",
+    "Journal batches retried after a failure, by cause: 'redis', 'kafka' or 'database' "
+    "unavailable, 'error' for anything else (logged with its traceback)",
+    ["cause"],
+)
 JOURNAL_CONSUMER_LAG = Gauge(
     "revisit_journal_consumer_lag",
     "Messages between the journal client's position and the high watermark, per assigned "
@@ -222,6 +228,7 @@ JOURNAL_OWNED: tuple[Collector, ...] = (
     JOURNAL_BATCH_MESSAGES,
     JOURNAL_BEYOND_HISTORY,
     JOURNAL_DATABASE_RETRIES,
+    JOURNAL_BATCH_RETRIES,
     JOURNAL_CONSUMER_LAG,
     REQUEST_LATENCY,
 )

@@ -253,6 +253,26 @@ class Mirror:
                 found[origin] = (place, float(score))
         return found
 
+    def snapshot(
+        self, visit_type: str
+    ) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[str, float] | None]]:
+        """Every place of every origin, and the parked hash, read in one MULTI/EXEC so
+        no move by another process falls between two keys. An origin may show up in
+        several places (a fault): each is listed, for ``mirror check`` to report."""
+        keys = self.keys(visit_type)
+        places = _places(keys)
+        pipe = self.client.pipeline(transaction=True)
+        for _, key in places:
+            pipe.zrange(key, 0, -1, withscores=True)
+        pipe.hgetall(keys.parked)
+        *members, raw_parked = pipe.execute()
+        found: dict[int, list[tuple[str, float]]] = {}
+        for (place, _), pairs in zip(places, members, strict=True):
+            for member, score in pairs:
+                found.setdefault(int(member), []).append((place, float(score)))
+        parked = {int(k): parse_parked(v.decode()) for k, v in raw_parked.items()}
+        return found, parked
+
     def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
         """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
         raw = self.client.hgetall(self.keys(visit_type).parked)

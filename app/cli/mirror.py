@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -30,18 +31,41 @@ def mirror_rebuild(visit_type: Annotated[str | None, typer.Argument()] = None) -
 
 @mirror_app.command("check")
 def mirror_check(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
-    """Report every difference between the Redis mirror and PostgreSQL (exit 1 if any)."""
-    from app.mirror_sync import check
+    """Report every difference between the Redis mirror and PostgreSQL, by URL (exit 1 if any).
 
+    Differences are confirmed by a second look a second later, so origins that
+    a running system was moving during the first are not reported.
+    """
+    from app.mirror_sync import check_settled
+
+    _mirror_command(check_settled, visit_type, "difference(s)")
+
+
+@mirror_app.command("repair")
+def mirror_repair(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
+    """Move every origin that persistently differs to where PostgreSQL says (exit 0)."""
+    from app.mirror_sync import check_settled, repair
+
+    def check_and_repair(conn: Any, ctx: Context, vt: str, clock: Any) -> list[Any]:
+        differences = check_settled(conn, ctx, vt, clock)
+        repair(conn, ctx, vt, differences, clock())
+        return differences
+
+    _mirror_command(check_and_repair, visit_type, "origin(s) repaired", failing=False)
+
+
+def _mirror_command(
+    action: Callable[..., list[Any]], visit_type: str | None, what: str, failing: bool = True
+) -> None:
     settings = get_settings()
     ctx = Context.from_settings(settings)
     found = 0
     with connect(settings) as conn:
         for vt in visit_types_of(settings, visit_type):
-            differences = check(conn, ctx, vt, now())
+            differences = action(conn, ctx, vt, now)
             found += len(differences)
             for d in differences[:50]:
-                console.print(f"{vt}: {d}")
-            console.print(f"{vt}: {len(differences)} difference(s)")
-    if found:
+                console.print(f"{vt}: {d}", markup=False, highlight=False)
+            console.print(f"{vt}: {len(differences)} {what}")
+    if found and failing:
         raise typer.Exit(1)

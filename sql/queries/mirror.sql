@@ -17,3 +17,15 @@ insert into visit_scheduler_queue_position (visit_type, position)
 values (%(visit_type)s, %(position)s)
 on conflict (visit_type) do update
   set position = greatest(visit_scheduler_queue_position.position, excluded.position)
+
+-- name: urls_of_stats_ids
+-- The URL of each origin_visit_stats id (mirror members are ids).
+select id, url from origin_visit_stats where id = any(%(ids)s)
+
+-- name: unstarted_visits
+-- Origins sent to a worker whose visit has reported nothing since (no 'created'
+-- status): after a Redis wipe their Dramatiq messages are gone with it.
+select id from origin_visit_stats
+where visit_type = %(visit_type)s and listed and last_scheduled is not null
+  and (last_visit is null or last_visit < last_scheduled)
+  and (last_final_date is null or last_final_date < last_scheduled)

@@ -4,7 +4,9 @@ from pathlib import Path
 import pytest
 
 from app.demo import commit, make_repo
-from app.loaders.git import GitLoader, snapshot_id
+from app.loaders.git import GitLoader, snapshot_id, url_scheme
+
+LOCAL = {"file"}  # the test repositories are on local disk
 
 
 def test_snapshot_id_ignores_ref_order_and_sees_any_change() -> None:
@@ -17,7 +19,7 @@ def test_snapshot_id_ignores_ref_order_and_sees_any_change() -> None:
 
 def test_git_loader_reports_new_snapshot_after_a_commit(tmp_path: Path) -> None:
     url = make_repo(tmp_path / "repo")
-    loader = GitLoader()
+    loader = GitLoader(LOCAL)
     first = loader.load(url, {}, 10)
     same = loader.load(url, {}, 10)
     commit(tmp_path / "repo", "more")
@@ -27,7 +29,7 @@ def test_git_loader_reports_new_snapshot_after_a_commit(tmp_path: Path) -> None:
 
 
 def test_git_loader_reports_missing_repository_as_not_found(tmp_path: Path) -> None:
-    result = GitLoader().load((tmp_path / "nothing").as_uri(), {}, 10)
+    result = GitLoader(LOCAL).load((tmp_path / "nothing").as_uri(), {}, 10)
     assert result.status == "not_found"
     assert result.error
 
@@ -37,5 +39,42 @@ def test_git_loader_reports_a_timeout_as_failed(monkeypatch: pytest.MonkeyPatch)
         raise subprocess.TimeoutExpired(cmd="git", timeout=0.01)
 
     monkeypatch.setattr(subprocess, "run", slow)
-    result = GitLoader().load("file:///x", {}, 0.01)
+    result = GitLoader(LOCAL).load("file:///x", {}, 0.01)
     assert (result.status, result.error, result.timed_out) == ("failed", "timeout", True)
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"),
+    [
+        ("https://example.org/a.git", "https"),
+        ("FILE:///etc", "file"),
+        ("/srv/git/a.git", "file"),
+        ("../a.git", "file"),
+        ("git@example.org:a/b.git", "ssh"),
+        ("example.org:a.git", "ssh"),
+        ("ext::sh -c touch% /tmp/pwned", "ext"),
+    ],
+)
+def test_url_scheme_is_the_transport_git_would_use(url: str, scheme: str) -> None:
+    assert url_scheme(url) == scheme
+
+
+@pytest.mark.parametrize("url", ["file:///etc", "/etc", "git@example.org:a.git", "ext::sh"])
+def test_git_loader_refuses_schemes_not_allowed_without_running_git(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_git(*args: object, **kwargs: object) -> None:
+        raise AssertionError("git must not run")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    result = GitLoader(["https", "http", "git"]).load(url, {}, 10)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.startswith("url: scheme")
+    assert not result.transient
+
+
+def test_local_paths_are_refused_by_default(tmp_path: Path) -> None:
+    url = make_repo(tmp_path / "repo")
+    assert GitLoader().load(url, {}, 10).status == "failed"
+    assert GitLoader(LOCAL).load(url, {}, 10).status == "full"
