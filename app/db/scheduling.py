@@ -42,8 +42,13 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
 
 
 def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[dict[str, Any]]:
-    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments."""
-    return list(conn.execute(query("mark_scheduled"), {"ids": ids, "now": now}))
+    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments.
+
+    Rows come back in id order (ids are sent sorted too, so the index is read
+    in order), whatever the order of ``ids``: the caller's orders, and a test's
+    expectations, do not depend on how PostgreSQL ran the update.
+    """
+    return list(conn.execute(query("mark_scheduled"), {"ids": sorted(ids), "now": now}))
 
 
 def advance_queue_position(conn: DictConnection, visit_type: str, target_s: float) -> None:
