@@ -86,3 +86,13 @@ def queue_workers(namespace: str, queue: str) -> str:
 def queue_durations(namespace: str, queue: str) -> str:
     """List of the durations (s) of the latest visits done from a Dramatiq queue, newest first."""
     return f"{namespace}:durations:{queue}"
+
+
+def dramatiq_queue(namespace: str, queue: str) -> str:
+    """Dramatiq's list of the ids of a queue's waiting messages (its dispatch.lua layout)."""
+    return f"{namespace}:{queue}"
+
+
+def dramatiq_messages(namespace: str, queue: str) -> str:
+    """Dramatiq's hash of a queue's messages: id -> encoded message (its dispatch.lua layout)."""
+    return f"{namespace}:{queue}.msgs"
