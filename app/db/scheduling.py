@@ -42,7 +42,8 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
 
 
 def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[dict[str, Any]]:
-    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments.
+    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments
+    (None for an origin none of whose listings has any).
 
     Rows come back in id order (ids are sent sorted too, so the index is read
     in order), whatever the order of ``ids``: the caller's orders, and a test's

@@ -188,4 +188,4 @@ def test_marked_origins_come_back_in_id_order_with_the_newest_listings_arguments
     assert [int(r["id"]) for r in rows] == sorted(ids.values())
     arguments = {str(r["url"]): r["extra_loader_arguments"] for r in rows}
     # The most recently seen listing wins, even when it carries no arguments.
-    assert arguments == {urls[0]: {}, urls[1]: {"v": 2}, urls[2]: {}}
+    assert arguments == {urls[0]: None, urls[1]: {"v": 2}, urls[2]: {}}
