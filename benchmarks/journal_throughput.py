@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,6 +55,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--kafka-brokers")
     parser.add_argument("--reference", metavar="PYTHON", help="python of a swh-scheduler venv")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the consuming phase")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     return parser.parse_args()
 
 
@@ -84,7 +87,9 @@ def list_origins(settings: Settings, origins: int) -> None:
         )
 
 
-def prefill(settings: Settings, messages: int, origins: int) -> None:
+def prefill(
+    settings: Settings, messages: int, origins: int, url_of: Callable[[int], str] = origin_url
+) -> None:
     producer = Producer(
         {
             "bootstrap.servers": settings.kafka_brokers,
@@ -94,7 +99,7 @@ def prefill(settings: Settings, messages: int, origins: int) -> None:
             "log_level": 3,
         }
     )
-    for value in visit_statuses(messages, origins):
+    for value in visit_statuses(messages, origins, url_of=url_of):
         key = visit_status_key(value["origin"], value["visit"], value["date"])
         while True:
             try:
@@ -174,11 +179,14 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             " from origin_visit_stats where last_visit is not null"
         ).fetchone()
     print(f"stats rows visited: {row[0]}, eventful/uneventful/failed: {row[1]}/{row[2]}/{row[3]}")
+    figures = {"journal_rate": rate}
     if args.reference:
-        reference(args, env["REVISIT_DATABASE_URL"], rate)
+        figures["reference_journal_rate"] = reference(args, env["REVISIT_DATABASE_URL"], rate)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures))
 
 
-def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
+def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> float:
     script = Path(__file__).with_name("reference_journal.py")
     command = [args.reference, str(script), "--database-url", admin_dsn]
     command += ["--messages", str(args.messages), "--origins", str(args.origins)]
@@ -188,6 +196,7 @@ def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
     print(out, end="")
     theirs = float(out.rsplit("=", 1)[1].split()[0].replace(",", ""))
     print(f"ratio revisit / reference: {ours / theirs:.1f}x")
+    return theirs
 
 
 def main() -> None:
