@@ -39,6 +39,7 @@ from app.journal_codec import encode, visit_status_key
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
+from benchmarks.journal_clients import consume_with_processes
 from benchmarks.journal_messages import START, origin_url, visit_statuses
 
 LISTING_CHUNK = 10000
@@ -50,6 +51,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--origins", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=None, help="default: settings")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=1, help="journal client processes")
     parser.add_argument("--database-url", help="admin DSN of a PostgreSQL (default: embedded)")
     parser.add_argument("--redis-url")
     parser.add_argument("--kafka-brokers")
@@ -166,12 +168,16 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     t2 = time.perf_counter()
     print(f"listed {args.origins} origins in {t1 - t0:.1f}s", end="; ")
     print(f"prefilled {args.messages} messages in {t2 - t1:.1f}s")
-    elapsed, batches = consume_all(settings, args.messages, args.profile)
+    if args.clients > 1:
+        elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
+        batches = -1
+    else:
+        elapsed, batches = consume_all(settings, args.messages, args.profile)
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
         f"({batches} batches of up to {settings.journal_batch_size}, "
-        f"{args.partitions} partitions)"
+        f"{args.partitions} partitions, {args.clients} client processes)"
     )
     with psycopg.connect(settings.database_dsn()) as conn:
         row = conn.execute(
