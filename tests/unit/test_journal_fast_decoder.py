@@ -25,7 +25,7 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     | ODD,
     "type": st.sampled_from(["git", "hg", "svn"]) | ODD,
     "snapshot": st.none() | st.binary(min_size=19, max_size=21) | st.text(max_size=20),
-    "metadata": st.none() | METADATA | st.lists(st.integers(), max_size=2) | st.text(max_size=3),
+    "metadata": st.none() | METADATA | st.lists(SCALARS, max_size=2) | st.text(max_size=3),
 }
 
 
