@@ -86,12 +86,22 @@ def journal_rate(settings: Settings, count: int, messages: int) -> float:
     return messages / elapsed
 
 
+class Figures(dict[str, float]):
+    """The figures measured so far, each printed as soon as it is known (a 10M run
+    takes long enough that a partial result is worth having)."""
+
+    def __setitem__(self, name: str, value: float) -> None:
+        print(f"{name}: {value:,.1f}", flush=True)
+        super().__setitem__(name, value)
+
+
 def measure(settings: Settings, count: int, journal_messages: int) -> dict[str, float]:
     """Every figure of the growth table at ``count`` origins."""
     ctx = Context.from_settings(settings)
     ctx.redis.flushdb()
     base_memory = int(ctx.redis.info("memory")["used_memory"])
-    figures: dict[str, float] = {"origins": count}
+    figures = Figures()
+    figures["origins"] = count
     with connect(settings) as conn:
         figures["import_rate"] = count / timed_import(conn, ctx, settings, count)
         write_history(conn, count)
@@ -107,7 +117,7 @@ def measure(settings: Settings, count: int, journal_messages: int) -> dict[str, 
         figures["pop_ms"] = statistics.median(pops) * 1000
         figures["scheduling_rate"] = steps_breakdown(conn, ctx, settings, 1000, 10)
     figures["journal_rate"] = journal_rate(settings, count, journal_messages)
-    return figures
+    return dict(figures)
 
 
 def main() -> None:
@@ -118,8 +128,6 @@ def main() -> None:
     args = parser.parse_args()
     with bench_settings(visit_types=[VISIT_TYPE]) as settings:
         figures = measure(settings, args.origins, args.journal_messages)
-    for name, value in figures.items():
-        print(f"{name}: {value:,.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures))
 
