@@ -13,7 +13,7 @@ from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positio
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent, event_from_dict
 from app.domain.placement import MirrorRow, Placement, place
 from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
-from app.journal_codec import UndecodableMessage, decode
+from app.journal_codec import UndecodableMessage, decode, fast_event
 from app.requests import FinishedRequest, follow_visits
 
 
@@ -45,6 +45,10 @@ def decode_batch(
     events: list[VisitStatusEvent] = []
     rejected: list[Rejected] = []
     for index, payload in enumerate(payloads):
+        event = fast_event(payload, known_visit_types)
+        if event is not None:
+            events.append(event)
+            continue
         try:
             events.append(event_from_dict(decode(payload), known_visit_types))
         except (UndecodableMessage, InvalidEvent) as exc:

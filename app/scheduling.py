@@ -177,7 +177,7 @@ def _record(
             origin_id=int(r["id"]),
             url=str(r["url"]),
             visit_type=visit_type,
-            arguments=dict(r["extra_loader_arguments"]),
+            arguments=dict(r["extra_loader_arguments"] or {}),
             visit=visit_number(now_s),
             scheduled_at=now_s,
             policy=policy_of[int(r["id"])],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,8 +55,11 @@ def _statuses_of(index: int, count: int, rng: random.Random) -> Iterator[tuple[A
         count -= 1
 
 
-def visit_statuses(messages: int, origins: int, seed: int = 5) -> list[dict[str, Any]]:
-    """``messages`` origin_visit_status records over ``origins`` origins, in date order."""
+def visit_statuses(
+    messages: int, origins: int, seed: int = 5, url_of: Callable[[int], str] = origin_url
+) -> list[dict[str, Any]]:
+    """``messages`` origin_visit_status records over ``origins`` origins, in date order;
+    ``url_of`` names origin ``index`` (the growth benchmark maps them onto its listing)."""
     rng = random.Random(seed)
     per_origin, extra = divmod(messages, origins)
     rows: list[tuple[Any, ...]] = []
@@ -65,7 +68,7 @@ def visit_statuses(messages: int, origins: int, seed: int = 5) -> list[dict[str,
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return [
         {
-            "origin": origin_url(index),
+            "origin": url_of(index),
             "visit": visit,
             "date": date,
             "status": status,

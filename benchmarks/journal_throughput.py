@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from app.kafka import ensure_topics
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
+from benchmarks.journal_clients import consume_with_processes
 from benchmarks.journal_messages import START, origin_url, visit_statuses
 
 LISTING_CHUNK = 10000
@@ -49,11 +52,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--origins", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=None, help="default: settings")
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=1, help="journal client processes")
     parser.add_argument("--database-url", help="admin DSN of a PostgreSQL (default: embedded)")
     parser.add_argument("--redis-url")
     parser.add_argument("--kafka-brokers")
     parser.add_argument("--reference", metavar="PYTHON", help="python of a swh-scheduler venv")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the consuming phase")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     return parser.parse_args()
 
 
@@ -85,7 +90,9 @@ def list_origins(settings: Settings, origins: int) -> None:
         )
 
 
-def prefill(settings: Settings, messages: int, origins: int) -> None:
+def prefill(
+    settings: Settings, messages: int, origins: int, url_of: Callable[[int], str] = origin_url
+) -> None:
     producer = Producer(
         {
             "bootstrap.servers": settings.kafka_brokers,
@@ -95,7 +102,7 @@ def prefill(settings: Settings, messages: int, origins: int) -> None:
             "log_level": 3,
         }
     )
-    for value in visit_statuses(messages, origins):
+    for value in visit_statuses(messages, origins, url_of=url_of):
         key = visit_status_key(value["origin"], value["visit"], value["date"])
         while True:
             try:
@@ -162,12 +169,16 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     t2 = time.perf_counter()
     print(f"listed {args.origins} origins in {t1 - t0:.1f}s", end="; ")
     print(f"prefilled {args.messages} messages in {t2 - t1:.1f}s")
-    elapsed, batches = consume_all(settings, args.messages, args.profile)
+    if args.clients > 1:
+        elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
+        batches = -1
+    else:
+        elapsed, batches = consume_all(settings, args.messages, args.profile)
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
         f"({batches} batches of up to {settings.journal_batch_size}, "
-        f"{args.partitions} partitions)"
+        f"{args.partitions} partitions, {args.clients} client processes)"
     )
     with psycopg.connect(settings.database_dsn()) as conn:
         row = conn.execute(
@@ -175,11 +186,14 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             " from origin_visit_stats where last_visit is not null"
         ).fetchone()
     print(f"stats rows visited: {row[0]}, eventful/uneventful/failed: {row[1]}/{row[2]}/{row[3]}")
+    figures = {"journal_rate": rate}
     if args.reference:
-        reference(args, env["REVISIT_DATABASE_URL"], rate)
+        figures["reference_journal_rate"] = reference(args, env["REVISIT_DATABASE_URL"], rate)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures))
 
 
-def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
+def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> float:
     script = Path(__file__).with_name("reference_journal.py")
     command = [args.reference, str(script), "--database-url", admin_dsn]
     command += ["--messages", str(args.messages), "--origins", str(args.origins)]
@@ -189,6 +203,7 @@ def reference(args: argparse.Namespace, admin_dsn: str, ours: float) -> None:
     print(out, end="")
     theirs = float(out.rsplit("=", 1)[1].split()[0].replace(",", ""))
     print(f"ratio revisit / reference: {ours / theirs:.1f}x")
+    return theirs
 
 
 def main() -> None:

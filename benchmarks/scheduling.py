@@ -97,33 +97,42 @@ from history h where st.url = h.url and st.visit_type = %(visit_type)s
 """
 
 
+def history_rows(count: int) -> Iterator[tuple[Any, ...]]:
+    """Rows of the history table: the last visit of each visited origin."""
+    for o in origins(count):
+        if o.last_visit is not None:
+            status = "failed" if o.failed else "full"
+            yield (
+                o.url,
+                o.last_successful,
+                o.last_visit,
+                status,
+                o.snapshot,
+                o.next_visit_queue_position,
+                o.last_scheduled,
+            )
+
+
 def load(conn: DictConnection, ctx: Context, count: int) -> None:
     """List the origins, write their visit history, rebuild the mirror."""
     lister = register_lister(conn, "bench", "forge", None)
     parsed = batches(listing(count), 100_000, csv_format=False)
     report = import_listing(conn, ctx, lister, parsed, now)
     assert report.recorded == count and not report.refused
+    write_history(conn, count)
+    rebuild(conn, ctx, VISIT_TYPE, now())
+
+
+def write_history(conn: DictConnection, count: int) -> None:
+    """Give the origins their visit history (COPY + one UPDATE), then analyze."""
     with conn.transaction():
         conn.execute(HISTORY_TABLE)
         with conn.cursor().copy("copy history from stdin") as copy:
-            for o in origins(count):
-                if o.last_visit is not None:
-                    status = "failed" if o.failed else "full"
-                    copy.write_row(
-                        (
-                            o.url,
-                            o.last_successful,
-                            o.last_visit,
-                            status,
-                            o.snapshot,
-                            o.next_visit_queue_position,
-                            o.last_scheduled,
-                        )
-                    )
+            for row in history_rows(count):
+                copy.write_row(row)
         conn.execute(APPLY_HISTORY, {"visit_type": VISIT_TYPE})
         conn.execute("drop table history")
     conn.execute("vacuum analyze origin_visit_stats")
-    rebuild(conn, ctx, VISIT_TYPE, now())
 
 
 # -- measurements ------------------------------------------------------------

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -28,12 +29,16 @@ import dramatiq
 import redis
 
 from actors.broker import enqueue_many, make_broker
+from actors.journal import ensure_topics
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
+from app.journal_codec import encode, visit_status_value
+from app.kafka import StatusPublisher
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.scheduling import VisitOrder
+from app.settings import Settings
 from benchmarks.common import bench_settings
 
 BIN = Path(sys.executable).parent
@@ -57,12 +62,124 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def publish_costs(settings: Settings, count: int) -> tuple[float, float]:
+    """Milliseconds per ``created`` status: published as a worker does (waiting for
+    the broker's acknowledgement) and produced without waiting (one flush at the end)."""
+    ensure_topics(settings)
+    publisher = StatusPublisher(settings)
+    publisher.publish("sim://warm/up", "simulated", 1, "created", None)
+    started = time.perf_counter()
+    for i in range(count):
+        publisher.publish(f"sim://ack/{i}", "simulated", 1, "created", None, {"lane": "express"})
+    acked = (time.perf_counter() - started) / count
+    started = time.perf_counter()
+    for i in range(count):
+        value = visit_status_value(
+            f"sim://noack/{i}", 1, datetime.now(tz=UTC), "created", None, "simulated", None
+        )
+        publisher.producer.produce(publisher.topic, value=encode(value))
+        publisher.producer.poll(0)
+    publisher.producer.flush(30)
+    unacked = (time.perf_counter() - started) / count
+    print(
+        f"publishing created: {acked * 1000:.2f} ms waiting for the acknowledgement,"
+        f" {unacked * 1000:.3f} ms without waiting ({count} statuses)"
+    )
+    return acked * 1000, unacked * 1000
+
+
+def noop_rate(
+    settings: Settings, env: dict[str, str], logs: Path, visits: int, threads: int
+) -> float:
+    """Visits/s of one worker process draining ``visits`` no-op simulated visits."""
+    broker = make_broker(settings)
+    now = time.time()
+    orders = [VisitOrder(0, f"sim://noop/{i}", "simulated", {}, i + 1, now) for i in range(visits)]
+    messages: list[dramatiq.Message[object]] = [
+        dramatiq.Message(
+            queue_name="visit.simulated.express",
+            actor_name="visit",
+            args=(),
+            kwargs={**o.as_kwargs(), "lane": "express"},
+            options={},
+        )
+        for o in orders
+    ]
+    enqueue_many(broker, messages)
+    client = redis.Redis.from_url(settings.redis_dsn())
+    worker = start(["worker", "--lane", "express", "--threads", str(threads)], env, logs / "w.log")
+    while client.hlen("dramatiq:visit.simulated.express.msgs") == visits:
+        time.sleep(0.01)
+    started = time.perf_counter()
+    while client.hlen("dramatiq:visit.simulated.express.msgs") > 0:
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    stop(worker)
+    print(
+        f"no-op visits: {visits} in {elapsed:.1f} s = {visits / elapsed:,.0f} "
+        f"visits/s for one worker process of {threads} threads"
+    )
+    return visits / elapsed
+
+
+def steady_load(
+    settings: Settings, env: dict[str, str], logs: Path, args: argparse.Namespace
+) -> None:
+    """Scheduler, worker and journal client on simulated origins; print the latencies."""
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        conn.execute(
+            "insert into visit_types (name, max_queue_length) values ('simulated', 200)"
+            " on conflict do nothing"
+        )
+        lister = register_lister(conn, "bench", "workers", None)
+        rows = [
+            (i + 1, ListedOriginIn(url=f"sim://steady/{i}", visit_type="simulated"))
+            for i in range(args.origins)
+        ]
+        record_listed_origins(conn, ctx, lister, rows, datetime.now(tz=UTC))
+        procs = [
+            start(["scheduler"], env, logs / "scheduler.log"),
+            start(
+                ["worker", "--lane", "recurrent", "--threads", str(args.threads)],
+                env,
+                logs / "worker2.log",
+            ),
+            start(["journal"], env, logs / "journal.log"),
+        ]
+        time.sleep(10)  # warm up: group join, first visits
+        since = datetime.now(tz=UTC)
+        time.sleep(args.seconds)
+        rows2 = conn.execute(
+            "select extract(epoch from last_final_date - last_scheduled) as s "
+            "from origin_visit_stats where last_final_date > %s "
+            "and last_final_date >= last_scheduled",
+            (since,),
+        ).fetchall()
+        visits = conn.execute(
+            "select coalesce(sum(eventful_visits + uneventful_visits + failed_visits), 0) as n"
+            " from origin_visit_stats"
+        ).fetchone()
+        for proc in procs:
+            stop(proc)
+    latencies = sorted(float(r["s"]) for r in rows2)
+    if latencies:
+        p95 = latencies[int(0.95 * (len(latencies) - 1))]
+        print(
+            f"steady load: {len(latencies)} origins sampled, schedule-to-result "
+            f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, "
+            f"max {latencies[-1]:.2f} s ({visits['n'] if visits else 0} visits in all)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--visits", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--origins", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=40)
+    parser.add_argument("--publishes", type=int, default=2000)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
     with (
         bench_settings(visit_types=["simulated"]) as settings,
@@ -80,86 +197,15 @@ def main() -> None:
             "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.1",
             "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
         }
-        logs = Path(tmp)
-        broker = make_broker(settings)
-        now = time.time()
-        orders = [
-            VisitOrder(0, f"sim://noop/{i}", "simulated", {}, i + 1, now)
-            for i in range(args.visits)
-        ]
-        messages: list[dramatiq.Message[object]] = [
-            dramatiq.Message(
-                queue_name="visit.simulated.express",
-                actor_name="visit",
-                args=(),
-                kwargs={**o.as_kwargs(), "lane": "express"},
-                options={},
-            )
-            for o in orders
-        ]
-        enqueue_many(broker, messages)
-        client = redis.Redis.from_url(settings.redis_dsn())
-        worker = start(
-            ["worker", "--lane", "express", "--threads", str(args.threads)],
-            env,
-            logs / "worker.log",
-        )
-        while client.hlen("dramatiq:visit.simulated.express.msgs") == args.visits:
-            time.sleep(0.01)
-        started = time.perf_counter()
-        while client.hlen("dramatiq:visit.simulated.express.msgs") > 0:
-            time.sleep(0.01)
-        elapsed = time.perf_counter() - started
-        stop(worker)
-        print(
-            f"no-op visits: {args.visits} in {elapsed:.1f} s = {args.visits / elapsed:,.0f} "
-            f"visits/s for one worker process of {args.threads} threads"
-        )
-
-        ctx = Context.from_settings(settings)
-        with connect(settings) as conn:
-            conn.execute(
-                "insert into visit_types (name, max_queue_length) values ('simulated', 200)"
-                " on conflict do nothing"
-            )
-            lister = register_lister(conn, "bench", "workers", None)
-            rows = [
-                (i + 1, ListedOriginIn(url=f"sim://steady/{i}", visit_type="simulated"))
-                for i in range(args.origins)
-            ]
-            record_listed_origins(conn, ctx, lister, rows, datetime.now(tz=UTC))
-            procs = [
-                start(["scheduler"], env, logs / "scheduler.log"),
-                start(
-                    ["worker", "--lane", "recurrent", "--threads", str(args.threads)],
-                    env,
-                    logs / "worker2.log",
-                ),
-                start(["journal"], env, logs / "journal.log"),
-            ]
-            time.sleep(10)  # warm up: group join, first visits
-            since = datetime.now(tz=UTC)
-            time.sleep(args.seconds)
-            rows2 = conn.execute(
-                "select extract(epoch from last_final_date - last_scheduled) as s "
-                "from origin_visit_stats where last_final_date > %s "
-                "and last_final_date >= last_scheduled",
-                (since,),
-            ).fetchall()
-            visits = conn.execute(
-                "select coalesce(sum(eventful_visits + uneventful_visits + failed_visits), 0) as n"
-                " from origin_visit_stats"
-            ).fetchone()
-            for proc in procs:
-                stop(proc)
-        latencies = sorted(float(r["s"]) for r in rows2)
-        if latencies:
-            p95 = latencies[int(0.95 * (len(latencies) - 1))]
-            print(
-                f"steady load: {len(latencies)} origins sampled, schedule-to-result "
-                f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, "
-                f"max {latencies[-1]:.2f} s ({visits['n'] if visits else 0} visits in all)"
-            )
+        figures = {
+            "noop_visits_per_s": noop_rate(settings, env, Path(tmp), args.visits, args.threads)
+        }
+        ack, noack = publish_costs(settings, args.publishes)
+        figures |= {"created_ack_ms": ack, "created_noack_ms": noack}
+        if args.seconds > 0:
+            steady_load(settings, env, Path(tmp), args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures))
 
 
 if __name__ == "__main__":

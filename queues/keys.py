@@ -101,3 +101,13 @@ def visit_outcomes(namespace: str, visit_type: str) -> str:
 def dead_letter_reason(namespace: str, message_id: str) -> str:
     """String: why a Dramatiq message was dead-lettered (expires with the dead letter)."""
     return f"{namespace}:dead_letter_reason:{message_id}"
+
+
+def dramatiq_queue(namespace: str, queue: str) -> str:
+    """Dramatiq's list of the ids of a queue's waiting messages (its dispatch.lua layout)."""
+    return f"{namespace}:{queue}"
+
+
+def dramatiq_messages(namespace: str, queue: str) -> str:
+    """Dramatiq's hash of a queue's messages: id -> encoded message (its dispatch.lua layout)."""
+    return f"{namespace}:{queue}.msgs"

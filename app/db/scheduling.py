@@ -53,14 +53,14 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
 
 
 def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[dict[str, Any]]:
-    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments.
+    """Stamp ``last_scheduled`` on a batch; return url, visit type and loader arguments
+    (None for an origin none of whose listings has any).
 
-    The rows come back in the order of ``ids`` (the order the policies picked
-    them): ``UPDATE ... RETURNING`` yields them in the table's physical order,
-    which autovacuum changes, so the visits would be sent in an order that no
-    run reproduces.
+    The ids are sent sorted (the index is read in order), and the rows come
+    back in the order of ``ids`` (the order the policies picked them):
+    ``UPDATE ... RETURNING`` yields them in an order that no run reproduces.
     """
-    rows = conn.execute(query("mark_scheduled"), {"ids": ids, "now": now})
+    rows = conn.execute(query("mark_scheduled"), {"ids": sorted(ids), "now": now})
     rank = {origin: k for k, origin in enumerate(ids)}
     return sorted(rows, key=lambda r: rank[int(r["id"])])
 

@@ -8,11 +8,14 @@ from datetime import UTC, datetime, timedelta
 from actors.scheduler import SchedulerLoop
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.listings import register_lister
 from app.db.policies import set_policies
-from app.db.scheduling import visit_type_configs
+from app.db.scheduling import mark_scheduled, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.introspection import describe_origin
 from app.journal import apply_events_batch
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
 from app.mirror_sync import check
 from app.scheduling import schedule_step
 from app.settings import Settings
@@ -158,3 +161,31 @@ def test_origins_are_counted_per_pool_policy_and_lister(
         ("test/forge", "git", "no_last_update", "origins_without_last_update"): 4,
         ("test/forge", "git", "inflight", ""): 2,
     }
+
+
+def test_marked_origins_come_back_in_id_order_with_the_newest_listings_arguments(
+    conn: DictConnection, ctx: Context
+) -> None:
+    old = register_lister(conn, "old", "forge", None)
+    new = register_lister(conn, "new", "forge", None)
+    urls = ["https://a.example/plain", "https://a.example/args", "https://a.example/stale"]
+    record_listed_origins(
+        conn,
+        ctx,
+        old,
+        [
+            (i + 1, ListedOriginIn(url=u, visit_type="git", extra_loader_arguments={"v": 1}))
+            for i, u in enumerate(urls[1:])
+        ],
+        NOW,
+    )
+    later = [ListedOriginIn(url=urls[0], visit_type="git")]
+    later += [ListedOriginIn(url=urls[1], visit_type="git", extra_loader_arguments={"v": 2})]
+    later += [ListedOriginIn(url=urls[2], visit_type="git")]
+    record_listed_origins(conn, ctx, new, list(enumerate(later, start=1)), NOW + timedelta(hours=1))
+    ids = {str(r["url"]): int(r["id"]) for r in stats_by_url(conn).values()}
+    rows = mark_scheduled(conn, [ids[u] for u in reversed(urls)], NOW)
+    assert [int(r["id"]) for r in rows] == sorted(ids.values())
+    arguments = {str(r["url"]): r["extra_loader_arguments"] for r in rows}
+    # The most recently seen listing wins, even when it carries no arguments.
+    assert arguments == {urls[0]: None, urls[1]: {"v": 2}, urls[2]: {}}
