@@ -45,6 +45,7 @@ from app.domain.visit_history import (
     compact,
     merge,
     refold,
+    tally_of,
 )
 
 FUDGE_LOW = 0.9
@@ -191,7 +192,11 @@ def apply_events(
             finals.append(FinalVisit.from_event(event))
     merged, beyond = merge(stats.history, finals)
     if merged == stats.history:
-        return StatsUpdate(replace(stats, last_visit=last_visit), False, (), beyond)
+        # Nothing new: the row is rewritten as it was (its learned rate included).
+        tally = tally_of(stats.history, policy.top_index)[0]
+        rate = change_rate_per_day(tally, policy) if tally.last_visit_number is not None else None
+        kept = replace(stats, last_visit=last_visit, change_rate_per_day=rate)
+        return StatsUpdate(kept, False, (), beyond)
     top = policy.top_index
     before, tally, outcomes = refold(stats.history, merged, top)
     known = {v.visit for v in stats.history.recent}

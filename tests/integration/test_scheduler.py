@@ -163,7 +163,7 @@ def test_origins_are_counted_per_pool_policy_and_lister(
     }
 
 
-def test_marked_origins_come_back_in_id_order_with_the_newest_listings_arguments(
+def test_marked_origins_come_back_in_the_order_picked_with_the_newest_listings_arguments(
     conn: DictConnection, ctx: Context
 ) -> None:
     old = register_lister(conn, "old", "forge", None)
@@ -184,8 +184,9 @@ def test_marked_origins_come_back_in_id_order_with_the_newest_listings_arguments
     later += [ListedOriginIn(url=urls[2], visit_type="git")]
     record_listed_origins(conn, ctx, new, list(enumerate(later, start=1)), NOW + timedelta(hours=1))
     ids = {str(r["url"]): int(r["id"]) for r in stats_by_url(conn).values()}
-    rows = mark_scheduled(conn, [ids[u] for u in reversed(urls)], NOW)
-    assert [int(r["id"]) for r in rows] == sorted(ids.values())
+    picked = [ids[u] for u in (urls[1], urls[0], urls[2])]
+    rows = mark_scheduled(conn, picked, NOW)
+    assert [int(r["id"]) for r in rows] == picked
     arguments = {str(r["url"]): r["extra_loader_arguments"] for r in rows}
     # The most recently seen listing wins, even when it carries no arguments.
     assert arguments == {urls[0]: None, urls[1]: {"v": 2}, urls[2]: {}}
