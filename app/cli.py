@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.cli_listers import register as register_lister_commands
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import UnknownLister, find_lister, register_lister
@@ -551,6 +552,9 @@ def simulate(
         run(config, days, out, seed, console)
     except (ConfigError, SimulationError) as exc:
         raise _fail(str(exc)) from exc
+
+
+register_lister_commands(app, lister_app)
 
 
 def main() -> None:

@@ -197,6 +197,8 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
             configured["REVISIT_KAFKA_BROKERS"],
         ) as service_env:
             os.environ.update({**DEMO_ENV, **service_env})
+            # The RPC server must bind: a port taken by another demo would stop it.
+            os.environ.setdefault("REVISIT_RPC_PORT", str(embedded.free_port()))
             env = dict(os.environ)
             env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
             settings = Settings()
