@@ -98,3 +98,7 @@ def record_listing(payload: Any) -> int:
             )
             finish_listing(conn, ctx, lister, started, now, full=listing.full)
     return count
+
+
+# The lister interface's writes (issue 15) share this queue and process.
+from actors import lister_api  # noqa: E402, F401
