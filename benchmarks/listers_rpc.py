@@ -14,11 +14,14 @@ origins, each on emptied tables and Redis:
 - actor: ``record_listed_origins`` messages of ``--batch`` origins sent to
   the ``revisit api`` process (2 threads); timed from the first send until
   PostgreSQL holds every origin;
-- cli (the baseline): ``revisit origins import`` of the same origins as JSON
-  lines (its default batches of 50,000), process start included.
+- reference (the baseline): the same client against the reference's own RPC
+  server and PostgreSQL backend (benchmarks/reference_rpc_server.py, a fresh
+  database of its own on the same server each run);
+- cli: ``revisit origins import`` of the same origins as JSON lines (its
+  default batches of 50,000), process start included.
 
 Prints each run, then the median of 3 per path, with the load average and the
-ratio to the CLI's median.
+ratio to the reference's median.
 """
 
 from __future__ import annotations
@@ -100,6 +103,37 @@ def run_rpc(settings: Settings, reference: Path, count: int, batch: int) -> floa
     return count / float(result["elapsed_s"])
 
 
+def run_reference(settings: Settings, reference: Path, count: int, batch: int) -> float:
+    """The same client against the reference's own RPC server and PostgreSQL backend."""
+    server = subprocess.Popen(
+        [
+            str(reference),
+            str(ROOT / "benchmarks" / "reference_rpc_server.py"),
+            "--database-url",
+            settings.database_dsn(),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT / "benchmarks",
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        done = subprocess.run(
+            [str(reference), str(CLIENT), url, "record", str(count), str(batch), "reference"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        server.terminate()
+        server.wait(30)
+    result = json.loads(done.stdout)
+    assert result["recorded"] == count, result
+    return count / float(result["elapsed_s"])
+
+
 def _recorded(settings: Settings) -> int:
     with psycopg.connect(settings.database_dsn()) as conn:
         row = conn.execute("select count(*) from listed_origins").fetchone()
@@ -162,13 +196,15 @@ def main() -> None:
     args = parser.parse_args()
     workdir = ROOT / ".revisit" / "bench-listers"
     workdir.mkdir(parents=True, exist_ok=True)
-    rates: dict[str, list[float]] = {"rpc": [], "actor": [], "cli": []}
+    rates: dict[str, list[float]] = {"rpc": [], "reference": [], "actor": [], "cli": []}
     with bench_settings(visit_types=["git"]) as settings:
         for run in range(1, 4):
             for path in rates:
                 reset(settings)
                 if path == "rpc":
                     rate = run_rpc(settings, args.reference, args.origins, args.batch)
+                elif path == "reference":
+                    rate = run_reference(settings, args.reference, args.origins, args.batch)
                 elif path == "actor":
                     rate = run_actor(settings, args.origins, args.batch, workdir)
                 else:
@@ -176,7 +212,7 @@ def main() -> None:
                 rates[path].append(rate)
                 load = os.getloadavg()[0]
                 print(f"run {run} {path}: {rate:,.0f} origins/s (load average {load:.2f})")
-    baseline = statistics.median(rates["cli"])
+    baseline = statistics.median(rates["reference"])
     load = os.getloadavg()
     print(
         f"\n{args.origins} origins, batches of {args.batch} (rpc, actor); load average "
@@ -184,7 +220,7 @@ def main() -> None:
     )
     for path, values in rates.items():
         median = statistics.median(values)
-        print(f"{path:>5}: median {median:,.0f} origins/s, {median / baseline:.2f}x the cli")
+        print(f"{path:>5}: median {median:,.0f} origins/s, {median / baseline:.2f}x the reference")
 
 
 if __name__ == "__main__":
