@@ -161,9 +161,12 @@ def lister_list() -> None:
 def lister_scheduler() -> None:
     """Run the lister scheduler: send each scheduled lister's due runs to the lister queue."""
     from actors.lister_scheduler import ListerScheduler
+    from monitoring.metrics import serve
 
     _setup_logging()
-    ListerScheduler(get_settings(), get_lister_settings()).run(_stop_on_signal())
+    settings, lister_settings = get_settings(), get_lister_settings()
+    serve(lister_settings.lister_scheduler_metrics_port, settings.metrics_address)
+    ListerScheduler(settings, lister_settings).run(_stop_on_signal())
 
 
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:

@@ -8,11 +8,19 @@ naming the field, before anything is written.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
 
 from app.api_models import first_error
 
@@ -24,6 +32,19 @@ class ListerInputError(ValueError):
 class StaleData(Exception):
     """The lister's ``updated`` stamp is not the stored one: someone wrote it since
     the caller read it (the reference's ``swh.scheduler.exc.StaleData``)."""
+
+
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    """Refuse what PostgreSQL's jsonb cannot hold (bytes, NaN...), naming no field:
+    pydantic adds the field's name."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not representable as JSON: {exc}") from None
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_object)]
 
 
 class _Model(BaseModel):
@@ -38,7 +59,7 @@ class Lister(_Model):
     name: str = Field(min_length=1)
     instance_name: str = ""
     id: UUID | None = None
-    current_state: dict[str, Any] = Field(default_factory=dict)
+    current_state: JsonObject = Field(default_factory=dict)
     created: AwareDatetime | None = None
     updated: AwareDatetime | None = None
     last_listing_finished_at: AwareDatetime | None = None
@@ -52,7 +73,7 @@ class ListedOrigin(_Model):
     lister_id: UUID
     url: str = Field(min_length=1, max_length=4096)
     visit_type: str = Field(min_length=1)
-    extra_loader_arguments: dict[str, Any] = Field(default_factory=dict)
+    extra_loader_arguments: JsonObject = Field(default_factory=dict)
     last_update: AwareDatetime | None = None
     is_fork: bool | None = None
     forked_from_url: str | None = None

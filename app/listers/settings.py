@@ -25,6 +25,7 @@ class ListerSettings(BaseSettings):
         default=4, ge=1, le=64, description="PostgreSQL connections the RPC server keeps"
     )
     rpc_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+    lister_scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
     lister_poll_interval_s: float = Field(
         default=5.0, gt=0, description="how often the lister scheduler looks for due runs"
     )

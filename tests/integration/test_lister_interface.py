@@ -47,6 +47,8 @@ def test_update_lister_writes_the_state_and_refuses_a_stale_stamp(api: ListerInt
     assert updated.updated > lister.updated
     with pytest.raises(StaleData):
         api.update_lister(lister.model_copy(update={"current_state": {"page": 1}}))
+    with pytest.raises(ListerInputError, match=r"lister\.current_state: .*not representable"):
+        api.update_lister({**updated.model_dump(), "current_state": {"raw": b"\x01"}})
     assert api.get_lister("gitlab", "framagit") == updated
 
 
@@ -85,6 +87,10 @@ def test_a_bad_origin_is_refused_naming_it_and_nothing_is_written(
         api.record_listed_origins([good, origin(lister.id, "https://f.example/b", "bzr")])
     with pytest.raises(ListerInputError, match=r"listed_origins\[1\]\.last_update"):
         api.record_listed_origins([good, origin(lister.id, "u", last_update="yesterday")])
+    with pytest.raises(ListerInputError, match=r"listed_origins\[0\]\.extra_loader_arguments"):
+        api.record_listed_origins([origin(lister.id, "u", extra_loader_arguments={"b": b"\x00"})])
+    with pytest.raises(ListerInputError, match=r"listed_origins: refused by the database"):
+        api.record_listed_origins([origin(lister.id, "https://f.example/nul\x00")])
     with pytest.raises(ListerInputError, match=r"listed_origins\[0\]\.lister_id: no lister"):
         api.record_listed_origins([origin("00000000-0000-0000-0000-000000000001", "u")])
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
