@@ -22,7 +22,6 @@ and a bad one raises ListerInputError naming it, before anything is written.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -304,7 +303,3 @@ def _stats(row: dict[str, Any]) -> OriginVisitStats:
     }
     return OriginVisitStats.model_validate(fields)
 
-
-def lister_state_json(lister: Lister) -> str:
-    """The lister's state as JSON text (for display)."""
-    return json.dumps(lister.current_state, sort_keys=True)

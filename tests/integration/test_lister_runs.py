@@ -105,3 +105,15 @@ def test_a_run_no_worker_finished_is_declared_lost_and_sent_again(
     outcome = execute_run(conn, ctx, second.run_id, lambda: start, RUNS, random.Random())
     assert outcome is not None and outcome.succeeded and outcome.origins_listed == 1
     assert [r["status"] for r in runs(conn)] == ["lost", "succeeded"]
+
+
+def test_lister_schedule_command_refuses_bad_input_naming_it(conn: DictConnection) -> None:
+    unknown = cli("lister", "schedule", "nope", "x")
+    assert unknown.returncode == 2 and "NAME: no lister named 'nope'" in unknown.stderr
+    bad = cli("lister", "schedule", "gitdir", "x", "--every", "soon")
+    assert bad.returncode == 2 and "--every: expected a positive duration" in bad.stderr
+    assert conn.execute("select count(*) as n from lister_schedules").fetchone() == {"n": 0}
+    good = cli("lister", "schedule", "gitdir", "x", "--every", "6h", "--arg", "path=/srv/git")
+    assert good.returncode == 0, good.stderr
+    row = conn.execute("select arguments, full_interval from lister_schedules").fetchone()
+    assert row == {"arguments": {"path": "/srv/git"}, "full_interval": 6 * HOUR}

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,27 +99,40 @@ def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
     assert seen["positions"] == {"git": int(now.timestamp())}
 
 
+def post(url: str, body: bytes) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url, data=body, headers={"content-type": "application/x-msgpack"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, decode(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, decode(exc.read())
+
+
 def test_unknown_endpoints_and_bad_bodies_get_errors_not_crashes(rpc_url: str) -> None:
-    import urllib.error
-    import urllib.request
-
-    def post(path: str, body: bytes) -> tuple[int, object]:
-        request = urllib.request.Request(
-            rpc_url + path, data=body, headers={"content-type": "application/x-msgpack"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                return answer.status, decode(answer.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, decode(exc.read())
-
-    status, error = post("task/create", encode({"tasks": []}))
+    status, error = post(rpc_url + "task/create", encode({"tasks": []}))
     assert status == 501 and "not served by revisit" in error["message"]  # type: ignore[index]
-    status, error = post("no/such", b"")
+    status, error = post(rpc_url + "no/such", b"")
     assert status == 404
-    status, error = post("lister/get", b"\xc1 not msgpack")
+    status, error = post(rpc_url + "lister/get", b"\xc1 not msgpack")
     assert status == 400 and error["type"] == "SchedulerException"  # type: ignore[index]
-    status, error = post("lister/get", encode({"name": "x", "colour": "red"}))
+    status, error = post(rpc_url + "lister/get", encode({"name": "x", "colour": "red"}))
     assert status == 400 and "colour" in error["message"]  # type: ignore[index]
-    status, answer = post("lister/get", encode({"name": "x"}))
+    status, answer = post(rpc_url + "lister/get", encode({"name": "x"}))
     assert status == 200 and answer is None
+
+
+def test_the_server_outlives_its_database_connections_being_cut(
+    rpc_url: str, conn: DictConnection
+) -> None:
+    body = encode({"name": "x"})
+    assert post(rpc_url + "lister/get_or_create", body)[0] == 200
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity"
+        " where datname = current_database() and pid <> pg_backend_pid()"
+    )
+    statuses = [post(rpc_url + "lister/get", body)[0] for _ in range(5)]
+    # a request on a cut connection gets 503 (the reference's client retries it),
+    # then the pool reconnects
+    assert set(statuses[:1]) <= {200, 503} and statuses[-1] == 200
