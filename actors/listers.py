@@ -3,7 +3,8 @@
 Declares the lister queue and the ``run_lister`` actor, which runs one
 scheduled lister run (``app.listers.runs.execute_run``). Its outcome,
 failure included, is recorded by the run itself and moves the schedule
-(backoff after failures), so Dramatiq never retries a run.
+(backoff after failures), so Dramatiq retries a run only when PostgreSQL
+could not be reached (with backoff, up to 10 times).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 import dramatiq
+import psycopg
 
 from actors.broker import make_broker
 from app.context import Context
@@ -38,9 +40,20 @@ def _now() -> datetime:
     return datetime.now(tz=UTC)
 
 
+def _database_away(retries: int, exc: BaseException) -> bool:
+    """Retry a run that could not reach PostgreSQL (a lister's own failure is its
+    run's outcome and never raised here)."""
+    return retries < DATABASE_RETRIES and isinstance(exc, psycopg.OperationalError)
+
+
+DATABASE_RETRIES = 10
+
+
 @dramatiq.actor(
     queue_name=LISTER_QUEUE,
-    max_retries=0,
+    retry_when=_database_away,
+    min_backoff=1000,
+    max_backoff=60_000,
     time_limit=int(get_lister_settings().lister_run_timeout_s * 1000),
 )
 def run_lister(run_id: int) -> None:

@@ -302,4 +302,3 @@ def _stats(row: dict[str, Any]) -> OriginVisitStats:
         "last_snapshot": bytes(row["last_snapshot"]) if row["last_snapshot"] else None,
     }
     return OriginVisitStats.model_validate(fields)
-
