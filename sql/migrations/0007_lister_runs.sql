@@ -1,8 +1,11 @@
 -- revisit schema: recurrent lister runs (issue 15), and the index that pages a
 -- lister's origins in the order the reference's get_listed_origins returns them.
 
+-- No foreign keys to listers, as for listed_origins and scheduler_metrics:
+-- listers are never deleted, and the schedule is written only for a lister
+-- registered in the same call (app.listers.runs.schedule_lister).
 create table lister_schedules (
-  lister_id             uuid primary key references listers (id) on delete cascade,
+  lister_id             uuid primary key,
   arguments             jsonb not null default '{}'::jsonb,
   full_interval         interval not null check (full_interval > interval '0'),
   incremental_interval  interval check (incremental_interval > interval '0'),
@@ -30,7 +33,7 @@ comment on type lister_run_status is 'Life of one lister run: scheduled -> runni
 
 create table lister_runs (
   id              bigint generated always as identity primary key,
-  lister_id       uuid not null references listers (id) on delete cascade,
+  lister_id       uuid not null,
   full_listing    boolean not null,
   status          lister_run_status not null default 'scheduled',
   scheduled_at    timestamptz not null,
