@@ -37,6 +37,8 @@ class StaleData(Exception):
 def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     """Refuse what PostgreSQL's jsonb cannot hold (bytes, NaN...), naming no field:
     pydantic adds the field's name."""
+    if not value:  # the common case, and always representable
+        return value
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
