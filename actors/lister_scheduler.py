@@ -2,8 +2,10 @@
 
 One step claims the due runs in PostgreSQL (one statement; several
 schedulers never claim the same schedule), then sends a ``run_lister``
-message per run. A run claimed but never sent (the process died in
-between) is declared lost and sent again after ``REVISIT_LISTER_RUN_TIMEOUT_S``.
+message per run. A run that cannot be sent (Redis away) is given back at
+once and claimed again by a later step; one claimed but never sent because
+the process died in between is declared lost and sent again after
+``REVISIT_LISTER_RUN_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dramatiq.brokers.redis import RedisBroker
 
 from actors.loop import run_every
 from app.db.connection import DictConnection, connect
-from app.listers.runs import ScheduledRun, claim_due_runs
+from app.listers.runs import ScheduledRun, claim_due_runs, release_run
 from app.listers.settings import ListerSettings
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
@@ -53,9 +55,15 @@ class ListerScheduler:
     def step(self, now: datetime) -> list[ScheduledRun]:
         """Claim the runs due at ``now`` and send them; returns them."""
         timeout = timedelta(seconds=self.lister_settings.lister_run_timeout_s)
-        runs = claim_due_runs(self._connection(), now, timeout)
-        for run in runs:
-            self.broker.enqueue(run_message(run.run_id))
+        conn = self._connection()
+        runs = claim_due_runs(conn, now, timeout)
+        for index, run in enumerate(runs):
+            try:
+                self.broker.enqueue(run_message(run.run_id))
+            except Exception as exc:  # Redis away: give back what was not sent
+                for unsent in runs[index:]:
+                    release_run(conn, unsent.run_id, now, f"not sent: {exc}"[:2000])
+                raise
             LISTER_RUNS_SENT.labels("full" if run.full else "incremental").inc()
             log.info("sent run %d of lister %s", run.run_id, run.lister_id)
         return runs

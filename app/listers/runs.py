@@ -96,6 +96,11 @@ def claim_due_runs(
     return [ScheduledRun(r["id"], r["lister_id"], r["full_listing"]) for r in rows]
 
 
+def release_run(conn: DictConnection, run_id: int, now: datetime, error: str) -> None:
+    """Give back a claimed run that could not be sent, so the next step sends it."""
+    conn.execute(query("lister_run_release"), {"run_id": run_id, "now": now, "error": error})
+
+
 def execute_run(
     conn: DictConnection,
     ctx: Context,

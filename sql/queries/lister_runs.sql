@@ -99,3 +99,14 @@ order by l.name, l.instance_name
 select id, full_listing, status::text as status, scheduled_at, started_at, finished_at,
        origins_listed, error
 from lister_runs where lister_id = %(lister_id)s order by id desc limit %(limit)s
+
+-- name: lister_run_release
+-- A claimed run that could not be sent (Redis away): lost at once, and its
+-- schedule free for the next step to claim again.
+with run as (
+  update lister_runs set status = 'lost', finished_at = %(now)s, error = %(error)s
+  where id = %(run_id)s and status = 'scheduled'
+  returning id
+)
+update lister_schedules set running_run_id = null, running_since = null
+where running_run_id = (select id from run)

@@ -6,12 +6,18 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+import redis
+from pydantic import SecretStr
+
 from actors.lister_scheduler import ListerScheduler
 from app.context import Context
 from app.db.connection import DictConnection
 from app.demo import make_repo
+from app.embedded import free_port
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
 from app.listers.settings import ListerSettings
+from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from tests.integration.helpers import cli, stats_by_url
 from tests.processes import running, wait_for
@@ -117,3 +123,19 @@ def test_lister_schedule_command_refuses_bad_input_naming_it(conn: DictConnectio
     assert good.returncode == 0, good.stderr
     row = conn.execute("select arguments, full_interval from lister_schedules").fetchone()
     assert row == {"arguments": {"path": "/srv/git"}, "full_interval": 6 * HOUR}
+
+
+def test_a_run_that_cannot_be_sent_is_given_back_and_sent_by_a_later_step(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    schedule(conn, tmp_path, datetime.now(tz=UTC) - HOUR)
+    away = settings.model_copy(
+        update={"redis_url": SecretStr(f"redis://127.0.0.1:{free_port()}/0")}
+    )
+    with pytest.raises(redis.exceptions.ConnectionError):
+        ListerScheduler(away, RUNS).step(datetime.now(tz=UTC))
+    assert [r["status"] for r in runs(conn)] == ["lost"]
+    assert str(runs(conn)[0]["error"]).startswith("not sent:")
+    (sent,) = ListerScheduler(settings, RUNS).step(datetime.now(tz=UTC))
+    queued = redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{LISTER_QUEUE}.msgs")
+    assert sent.run_id == runs(conn)[1]["id"] and queued == 1
