@@ -129,3 +129,7 @@ def _bad_input(model: str) -> Iterator[None]:
         raise InvalidPayload(f"{model}: {exc}") from None
     except psycopg.DataError as exc:
         raise InvalidPayload(f"{model}: PostgreSQL refused a value: {exc}") from None
+
+
+# The lister interface's writes (issue 15) share this queue and process.
+from actors import lister_api  # noqa: E402, F401

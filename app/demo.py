@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +30,7 @@ from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
+from app.listers.runs import schedule_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
@@ -48,7 +49,10 @@ DEMO_ENV = {
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
     "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
     "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
+    "REVISIT_LISTER_POLL_INTERVAL_S": "1",
 }
+#: How often the demo's incremental listing reports the repositories that changed.
+DEMO_INCREMENTAL_S = 4
 
 
 def git(repo: Path, *args: str) -> str:
@@ -87,16 +91,24 @@ def make_forge(root: Path, count: int) -> list[str]:
     return [make_repo(root / f"project-{i:03d}") for i in range(count)]
 
 
-def list_forge(settings: Settings, urls: list[str], gone_url: str) -> None:
-    """Register the demo lister and record its origins (one of which does not exist)."""
+def list_forge(settings: Settings, forge: Path, gone_url: str) -> None:
+    """Schedule the directory lister on the demo forge (the lister processes run it:
+    a full listing every minute, an incremental one every few seconds), and record
+    one deleted project, which no listing can find, by hand."""
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
-        lister_id = register_lister(conn, "demo", "local-forge", None)
-        rows = [
-            (i + 1, ListedOriginIn(url=u, visit_type="git"))
-            for i, u in enumerate([*urls, gone_url])
-        ]
-        record_listed_origins(conn, ctx, lister_id, rows, datetime.now(tz=UTC))
+        schedule_lister(
+            conn,
+            "gitdir",
+            "demo-forge",
+            {"path": str(forge)},
+            timedelta(minutes=1),
+            timedelta(seconds=DEMO_INCREMENTAL_S),
+            datetime.now(tz=UTC),
+        )
+        lister_id = register_lister(conn, "demo", "deleted-projects", None)
+        gone = [(1, ListedOriginIn(url=gone_url, visit_type="git"))]
+        record_listed_origins(conn, ctx, lister_id, gone, datetime.now(tz=UTC))
 
 
 class Developer(threading.Thread):
@@ -126,17 +138,23 @@ from origin_visit_stats
 """
 
 
+LISTER_RUNS_SQL = """
+select count(*) filter (where status = 'succeeded') as lister_runs,
+       coalesce(sum(origins_listed), 0) as origins_reported
+from lister_runs
+"""
+
+
 def summary(settings: Settings, developer: Developer, started: float) -> Table:
     """A table of what happened so far."""
     with connect(settings) as conn:
         row = conn.execute(SUMMARY_SQL).fetchone() or {}
+        row = {**row, **(conn.execute(LISTER_RUNS_SQL).fetchone() or {})}
     table = Table(title=f"revisit demo, {time.monotonic() - started:.0f}s")
-    for column in ("listed", "visited", "eventful", "uneventful", "failed", "commits made"):
-        table.add_column(column, justify="right")
-    table.add_row(
-        *(str(row.get(k, 0)) for k in ("listed", "visited", "eventful", "uneventful", "failed")),
-        str(developer.commits),
-    )
+    counted = ("lister_runs", "listed", "visited", "eventful", "uneventful", "failed")
+    for column in (*counted, "commits made"):
+        table.add_column(column.replace("_", " "), justify="right")
+    table.add_row(*(str(row.get(k, 0)) for k in counted), str(developer.commits))
     return table
 
 
@@ -215,16 +233,18 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
             configured["REVISIT_KAFKA_BROKERS"],
         ) as service_env:
             os.environ.update({**DEMO_ENV, **service_env, **_metrics_ports(os.environ)})
+            # The RPC server must bind: a port taken by another demo would stop it.
+            os.environ.setdefault("REVISIT_RPC_PORT", str(embedded.free_port()))
             env = dict(os.environ)
             env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
             settings = Settings()
             for m in migrate(settings.database_dsn()):
                 console.print(f"schema: applied {m.version:04d} {m.name}")
             urls = make_forge(root / "forge", repo_count)
-            list_forge(settings, urls, (root / "forge" / "deleted-project").as_uri())
+            list_forge(settings, root / "forge", (root / "forge" / "deleted-project").as_uri())
             console.print(
-                f"listed {repo_count} repositories and one deleted project; "
-                f"processes log to {root / 'processes.log'}"
+                f"{repo_count} repositories to be listed by the gitdir lister, and one deleted "
+                f"project; processes log to {root / 'processes.log'}"
             )
             developer = Developer(
                 [Path(u[len("file://") :]) for u in urls[: max(2, repo_count // 3)]],

@@ -55,6 +55,12 @@ def _write_redis(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datet
         ctx.mirror.place(visit_type, placements, keep_inflight=True)
 
 
+def place_recorded(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:
+    """Place in the Redis mirror the origins a committed listing batch added or moved
+    (what ``app.db.listings.upsert_listed_origins`` returned)."""
+    _write_redis(ctx, changed, now)
+
+
 @dataclass
 class ImportReport:
     """What a bulk import did."""

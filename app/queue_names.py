@@ -30,3 +30,6 @@ def first_visits_queue(prefix: str, visit_type: str) -> str:
 
 #: The queue of revisit's own API actors (request_visit, record_listing, ...).
 API_QUEUE = "revisit.api"
+
+#: The queue of recurrent lister runs (``revisit lister worker``).
+LISTER_QUEUE = "revisit.listers"

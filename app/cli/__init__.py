@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import processes
+from app.cli import listers, processes
 from app.cli.common import console, err
 from app.cli.db import db_app
 from app.cli.dead_letters import dead_letters_app
@@ -71,6 +71,7 @@ app.add_typer(dead_letters_app, name="dead-letters")
 app.command("schedule")(schedule)
 app.command("status")(status)
 processes.register(app)
+listers.register(app, lister_app)
 
 
 def main() -> None:

@@ -94,7 +94,6 @@ def upsert_listed_origins(
         cursor.execute(query("upsert_stats_for_listing"), params)
         # Tuples, not dicts: this returns a row per new origin of a bulk listing.
         changed = [(MirrorRow(*r[:-1]), bool(r[-1])) for r in cursor]
-    conn.execute(query("touch_lister"), {"lister_id": lister_id, "finished": None})
     return changed
 
 

@@ -5,8 +5,7 @@ insert into listers (name, instance_name, first_visits_queue_prefix)
 values (%(name)s, %(instance_name)s, %(first_visits_queue_prefix)s)
 on conflict (name, instance_name) do update
   set first_visits_queue_prefix = coalesce(excluded.first_visits_queue_prefix,
-                                           listers.first_visits_queue_prefix),
-      updated = now()
+                                           listers.first_visits_queue_prefix)
 returning id, name, instance_name, first_visits_queue_prefix
 
 -- name: find_lister
@@ -80,7 +79,7 @@ returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_stat
           (st.xmax = 0) as inserted
 
 -- name: start_listing
-update listers set listing_started_at = %(started)s, updated = now() where id = %(lister_id)s
+update listers set listing_started_at = %(started)s where id = %(lister_id)s
 
 -- name: count_unseen
 -- Before a full listing ends: how many of the lister's enabled origins it
@@ -112,11 +111,5 @@ returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_stat
 
 -- name: finish_listing
 update listers set previous_listing_finished_at = last_listing_finished_at,
-                   last_listing_finished_at = %(finished)s, listing_started_at = null,
-                   updated = now()
-where id = %(lister_id)s
-
--- name: touch_lister
-update listers set updated = now(), last_listing_finished_at = coalesce(%(finished)s,
-       last_listing_finished_at)
+                   last_listing_finished_at = %(finished)s, listing_started_at = null
 where id = %(lister_id)s

@@ -1,0 +1,1 @@
+"""The lister interface (the reference scheduler's), lister plugins and their recurrent runs."""

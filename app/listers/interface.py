@@ -1,0 +1,304 @@
+"""The lister interface: what listers written for the reference scheduler call.
+
+``ListerInterface`` has the reference's method names, arguments and
+semantics (``swh.scheduler.interface.SchedulerInterface``, lister part), so
+the RPC server (``app.rpc``) and the actor API serve it unchanged:
+
+- ``get_or_create_lister`` / ``get_lister`` / ``get_listers`` /
+  ``get_listers_by_id``: lister instances (an absent instance name is "");
+- ``update_lister``: writes the state (``current_state``,
+  ``last_listing_finished_at``...), refused with StaleData when ``updated``
+  is not the stored stamp, which moves only when the state is written;
+- ``record_listed_origins``: upsert on (lister, URL, visit type), moving
+  ``last_seen``; revisit also places new and changed origins in the Redis
+  mirror, so they are scheduled at once;
+- ``get_listed_origins``: filtered by lister, URLs and enabled, paged;
+- ``get_visit_types_for_listed_origins``, ``origin_visit_stats_get``,
+  ``visit_scheduler_queue_position_get``: the read side.
+
+Arguments arrive as plain values (dicts, lists, strings): each is validated
+and a bad one raises ListerInputError naming it, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from app.context import Context
+from app.db import listings as db
+from app.db.connection import DictConnection
+from app.db.queries import query
+from app.listers.models import (
+    ListedOrigin,
+    ListedOriginPage,
+    Lister,
+    ListerInputError,
+    OriginVisitStats,
+    StaleData,
+    parse,
+)
+from app.listing import place_recorded
+from app.listing_input import ListedOriginIn, ListingInputError, check_visit_types
+
+#: The reference's page size, and the largest page served.
+DEFAULT_PAGE_SIZE = 1000
+MAX_PAGE_SIZE = 10_000
+#: The last_visit_status of the reference's OriginVisitStats, from revisit's statuses.
+REFERENCE_STATUS = {
+    "full": "successful",
+    "partial": "successful",
+    "failed": "failed",
+    "not_found": "not_found",
+}
+
+
+class ListerInterface:
+    """The reference's lister methods on one connection (autocommit) and the
+    process's Redis mirror; ``clock`` stamps recorded origins."""
+
+    def __init__(self, conn: DictConnection, ctx: Context, clock: Callable[[], datetime]) -> None:
+        self.conn, self.ctx, self.clock = conn, ctx, clock
+
+    def get_listers(self, with_first_visits_to_schedule: bool = False) -> list[Lister]:
+        """Every lister instance (or those whose first visits are still to schedule)."""
+        rows = self.conn.execute(
+            query("listers_all"),
+            {"only_first_visits_to_schedule": bool(with_first_visits_to_schedule)},
+        )
+        return [Lister.model_validate(r) for r in rows]
+
+    def get_listers_by_id(self, lister_ids: list[Any]) -> list[Lister]:
+        """The lister instances of these ids (unknown ones are left out)."""
+        ids = [_uuid(value, f"lister_ids[{i}]") for i, value in enumerate(lister_ids or [])]
+        rows = self.conn.execute(query("listers_by_id"), {"ids": ids})
+        return [Lister.model_validate(r) for r in rows]
+
+    def get_lister(self, name: str, instance_name: str | None = None) -> Lister | None:
+        """The lister instance, or None if it is not registered."""
+        row = self.conn.execute(
+            query("lister_by_name"),
+            {"name": _text(name, "name"), "instance_name": instance_name or ""},
+        ).fetchone()
+        return Lister.model_validate(row) if row else None
+
+    def get_or_create_lister(
+        self,
+        name: str,
+        instance_name: str | None = None,
+        first_visits_queue_prefix: str | None = None,
+    ) -> Lister:
+        """The lister instance, registered first if new (an existing one is unchanged)."""
+        params = {
+            "name": _text(name, "name"),
+            "instance_name": instance_name or "",
+            "first_visits_queue_prefix": first_visits_queue_prefix,
+        }
+        row = self.conn.execute(query("lister_get_or_create"), params).fetchone()
+        assert row is not None  # the insert or the select returns the row
+        return Lister.model_validate(row)
+
+    def update_lister(self, lister: Any) -> Lister:
+        """Write the lister's state; StaleData if ``updated`` is not the stored one."""
+        given = parse(Lister, lister, "lister")
+        if given.id is None or given.updated is None:
+            raise ListerInputError("lister.id and lister.updated: required to update a lister")
+        params = given.model_dump()
+        params["current_state"] = Jsonb(given.current_state)
+        row = _refusing_bad_values(
+            lambda: self.conn.execute(query("lister_update"), params).fetchone(), "lister"
+        )
+        if row is None:
+            raise StaleData("Stale data; Lister state not updated")
+        return Lister.model_validate(row)
+
+    def record_listed_origins(
+        self, listed_origins: Iterable[Any], update_last_seen: bool = True
+    ) -> list[ListedOrigin]:
+        """Upsert the origins (one transaction per lister); return them as stored."""
+        if not update_last_seen:
+            raise ListerInputError(
+                "update_last_seen: revisit always moves last_seen (it decides what a full "
+                "listing disables); False is not supported"
+            )
+        origins = [
+            parse(ListedOrigin, o, f"listed_origins[{i}]") for i, o in enumerate(listed_origins)
+        ]
+        by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]] = defaultdict(list)
+        for index, origin in enumerate(origins):
+            by_lister[origin.lister_id].append((index, _as_listing_row(origin)))
+        self._check_listers(by_lister)
+        known = db.known_visit_types(self.conn)
+        for rows in by_lister.values():
+            try:
+                check_visit_types(rows, known)
+            except ListingInputError as exc:
+                first = exc.errors[0]
+                raise ListerInputError(
+                    f"listed_origins[{first.line}].{first.field}: {first.message}"
+                ) from None
+        recorded: list[ListedOrigin] = []
+        for lister_id, rows in by_lister.items():
+            recorded += self._record(lister_id, rows)
+        return recorded
+
+    def _check_listers(self, by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]]) -> None:
+        found = {
+            r["id"] for r in self.conn.execute(query("listers_known"), {"ids": list(by_lister)})
+        }
+        for lister_id, rows in by_lister.items():
+            if lister_id not in found:
+                raise ListerInputError(
+                    f"listed_origins[{rows[0][0]}].lister_id: no lister {lister_id} is registered"
+                )
+
+    def _record(
+        self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]]
+    ) -> list[ListedOrigin]:
+        now = self.clock()
+
+        def write() -> tuple[list[Any], list[dict[str, Any]]]:
+            with self.conn.transaction():
+                changed = db.upsert_listed_origins(self.conn, lister_id, [r for _, r in rows], now)
+                stored = self.conn.execute(
+                    query("listed_origins_recorded"), {"lister_id": lister_id}
+                ).fetchall()
+            return changed, stored
+
+        changed, stored = _refusing_bad_values(write, "listed_origins")
+        place_recorded(self.ctx, changed, now)
+        return [ListedOrigin.model_validate(r) for r in stored]
+
+    def get_listed_origins(
+        self,
+        lister_id: Any = None,
+        url: str | None = None,
+        urls: list[str] | None = None,
+        enabled: bool | None = True,
+        limit: int = DEFAULT_PAGE_SIZE,
+        page_token: Any = None,
+    ) -> ListedOriginPage:
+        """One page of listed origins in (lister_id, url, visit_type) order."""
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ListerInputError(f"limit: expected an integer from 1 to {MAX_PAGE_SIZE}")
+        wanted = [url] if url is not None else (list(urls) if urls else None)
+        after = _page_token(page_token)
+        if after and after[2] is None:
+            after = after[0], after[1], self._last_visit_type(after[0], after[1])
+        params = {
+            "lister_id": _uuid(lister_id, "lister_id") if lister_id is not None else None,
+            "urls": wanted,
+            "enabled": enabled,
+            "after_lister_id": after[0] if after else None,
+            "after_url": after[1] if after else None,
+            "after_visit_type": after[2] if after else None,
+            "limit": limit,
+        }
+        rows = self.conn.execute(query("listed_origins_page"), params).fetchall()
+        results = [ListedOrigin.model_validate(r) for r in rows]
+        token = None
+        if len(results) == limit:
+            last = results[-1]
+            token = (str(last.lister_id), last.url, last.visit_type)
+        return ListedOriginPage(results=results, next_page_token=token)
+
+    def _last_visit_type(self, lister_id: UUID, url: str) -> str:
+        row = self.conn.execute(
+            query("listed_origin_last_visit_type"), {"lister_id": lister_id, "url": url}
+        ).fetchone()
+        return str(row["visit_type"]) if row and row["visit_type"] is not None else ""
+
+    def get_visit_types_for_listed_origins(self, lister: Any) -> list[str]:
+        """The visit types of the origins a lister has listed."""
+        given = parse(Lister, lister, "lister")
+        if given.id is None:
+            raise ListerInputError("lister.id: required")
+        rows = self.conn.execute(query("lister_visit_types"), {"lister_id": given.id})
+        return [str(r["visit_type"]) for r in rows]
+
+    def origin_visit_stats_get(self, ids: Iterable[Any]) -> list[OriginVisitStats]:
+        """The visit stats of these (url, visit_type) pairs; unknown pairs are left out."""
+        pairs = [_pair(value, f"ids[{i}]") for i, value in enumerate(ids or [])]
+        if not pairs:
+            return []
+        params = {"urls": [p[0] for p in pairs], "visit_types": [p[1] for p in pairs]}
+        return [_stats(r) for r in self.conn.execute(query("visit_stats_get"), params)]
+
+    def visit_scheduler_queue_position_get(self) -> dict[str, int]:
+        """The recurrent scheduler's queue position per visit type, in Unix seconds."""
+        rows = self.conn.execute(query("lister_api_queue_positions"))
+        return {str(r["visit_type"]): int(r["position"].timestamp()) for r in rows}
+
+
+def _as_listing_row(origin: ListedOrigin) -> ListedOriginIn:
+    return ListedOriginIn(
+        url=origin.url,
+        visit_type=origin.visit_type,
+        extra_loader_arguments=origin.extra_loader_arguments,
+        last_update=origin.last_update,
+        is_fork=origin.is_fork,
+        forked_from_url=origin.forked_from_url,
+    )
+
+
+def _refusing_bad_values(write: Callable[[], Any], field: str) -> Any:
+    """Run ``write``; a value PostgreSQL refuses is bad input naming ``field``."""
+    try:
+        return write()
+    except (psycopg.errors.DataError, psycopg.errors.IntegrityError) as exc:
+        detail = (exc.diag.message_primary or str(exc)).strip()
+        raise ListerInputError(f"{field}: refused by the database: {detail}") from None
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ListerInputError(f"{field}: expected a non-empty string")
+    return value
+
+
+def _uuid(value: Any, field: str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise ListerInputError(f"{field}: not a UUID: {value!r}") from None
+
+
+def _pair(value: Any, field: str) -> tuple[str, str]:
+    if (
+        not isinstance(value, list | tuple)
+        or len(value) != 2
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise ListerInputError(f"{field}: expected a pair (url, visit_type)")
+    return str(value[0]), str(value[1])
+
+
+def _page_token(token: Any) -> tuple[UUID, str, str | None] | None:
+    """The token returned with the previous page: (lister_id, url, visit_type), or
+    the reference's (lister_id, url), which resumes after every visit type of the URL."""
+    if token is None:
+        return None
+    if isinstance(token, list | tuple) and len(token) in (2, 3):
+        parts = [str(p) for p in token]
+        visit_type = parts[2] if len(parts) == 3 else None
+        return _uuid(parts[0], "page_token[0]"), parts[1], visit_type
+    raise ListerInputError(f"page_token: expected the token of the previous page, got {token!r}")
+
+
+def _stats(row: dict[str, Any]) -> OriginVisitStats:
+    position = row["next_visit_queue_position"]
+    fields = {
+        **row,
+        "last_visit_status": REFERENCE_STATUS.get(row["last_visit_status"] or ""),
+        "next_visit_queue_position": int(position.timestamp()) if position else None,
+        "last_snapshot": bytes(row["last_snapshot"]) if row["last_snapshot"] else None,
+    }
+    return OriginVisitStats.model_validate(fields)

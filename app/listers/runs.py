@@ -1,0 +1,204 @@
+"""Recurrent lister runs: schedules, sending due runs, running one, recording its outcome.
+
+``revisit lister schedule`` gives a lister instance its intervals and
+arguments; the lister scheduler (``actors.lister_scheduler``) claims due runs
+(``claim_due_runs``) and sends each to the lister queue; a lister worker runs
+it (``execute_run``): the lister's pages are recorded as a listing (a full
+one disables what it no longer reports), its state saved after each page,
+and the outcome sets the next run (``app.domain.lister_schedule``: intervals,
+backoff after failures).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.listings import register_lister
+from app.db.queries import query
+from app.domain.lister_schedule import Backoff, ListerSchedule, after_run
+from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
+from app.listers.settings import ListerSettings
+from app.listing import finish_listing, record_listed_origins, start_listing
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """A run sent to the lister queue."""
+
+    run_id: int
+    lister_id: UUID
+    full: bool
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended."""
+
+    run_id: int
+    lister: str
+    full: bool
+    succeeded: bool
+    origins_listed: int
+    error: str | None
+    next_schedule: ListerSchedule | None
+
+
+def schedule_lister(
+    conn: DictConnection,
+    name: str,
+    instance_name: str,
+    arguments: dict[str, Any],
+    full_interval: timedelta,
+    incremental_interval: timedelta | None,
+    first_run: datetime,
+) -> UUID:
+    """Register the lister instance if new and (re)set its schedule; the first full
+    run is due at ``first_run``. The lister must be installed (``revisit.listers``)."""
+    get_lister_plugin(name)  # refuses an unknown lister, naming the installed ones
+    lister_id = register_lister(conn, name, instance_name, None)
+    conn.execute(
+        query("lister_schedule_upsert"),
+        {
+            "lister_id": lister_id,
+            "arguments": Jsonb(arguments),
+            "full_interval": full_interval,
+            "incremental_interval": incremental_interval,
+            "first_run": first_run,
+        },
+    )
+    return lister_id
+
+
+def unschedule_lister(conn: DictConnection, lister_id: UUID) -> None:
+    """Stop sending runs of this lister instance (its history is kept)."""
+    conn.execute(query("lister_schedule_disable"), {"lister_id": lister_id})
+
+
+def claim_due_runs(
+    conn: DictConnection, now: datetime, run_timeout: timedelta, limit: int = 100
+) -> list[ScheduledRun]:
+    """Create a run for each due schedule with none out (a run out longer than
+    ``run_timeout`` is marked lost); the caller sends them to the lister queue."""
+    rows = conn.execute(
+        query("lister_runs_claim_due"),
+        {"now": now, "lost_before": now - run_timeout, "limit": limit},
+    ).fetchall()
+    return [ScheduledRun(r["id"], r["lister_id"], r["full_listing"]) for r in rows]
+
+
+def release_run(conn: DictConnection, run_id: int, now: datetime, error: str) -> None:
+    """Give back a claimed run that could not be sent, so the next step sends it."""
+    conn.execute(query("lister_run_release"), {"run_id": run_id, "now": now, "error": error})
+
+
+def execute_run(
+    conn: DictConnection,
+    ctx: Context,
+    run_id: int,
+    clock: Callable[[], datetime],
+    settings: ListerSettings,
+    rng: random.Random,
+    load: Callable[[str], Lister] = get_lister_plugin,
+) -> RunOutcome | None:
+    """Run one lister run and record its outcome; None if the run is not startable
+    (lost and re-sent, or already started by another worker)."""
+    run = conn.execute(query("lister_run_start"), {"run_id": run_id, "now": clock()}).fetchone()
+    if run is None:
+        return None
+    lister_id, full = run["lister_id"], bool(run["full_listing"])
+    listed, error = 0, None
+    try:
+        listed = _list(conn, ctx, run, load(run["name"]), clock, settings.lister_batch_size)
+    except Exception as exc:  # a lister's failure is its run's outcome, not the worker's
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
+    backoff = Backoff(
+        timedelta(seconds=settings.lister_retry_base_s),
+        timedelta(seconds=settings.lister_retry_max_s),
+    )
+    schedule = _finish(conn, run_id, lister_id, full, error, clock(), backoff, rng)
+    name = f"{run['name']}/{run['instance_name']}"
+    return RunOutcome(run_id, name, full, error is None, listed, error, schedule)
+
+
+def _list(
+    conn: DictConnection,
+    ctx: Context,
+    run: dict[str, Any],
+    lister: Lister,
+    clock: Callable[[], datetime],
+    batch_size: int,
+) -> int:
+    lister_id, full = run["lister_id"], bool(run["full_listing"])
+    started = start_listing(conn, lister_id, clock())
+    request = ListerRequest(run["arguments"], run["current_state"], full, started)
+    listed = 0
+    for page in lister.pages(request):
+        origins = iter(page.origins)
+        while batch := list(islice(origins, batch_size)):
+            rows = list(enumerate(batch, start=listed + 1))
+            listed += record_listed_origins(conn, ctx, lister_id, rows, clock())
+        params = {"run_id": run["id"], "count": len(page.origins), "state": Jsonb(page.state)}
+        conn.execute(query("lister_run_progress"), params)
+    finish_listing(conn, ctx, lister_id, started, clock(), full=full)
+    return listed
+
+
+def _finish(
+    conn: DictConnection,
+    run_id: int,
+    lister_id: UUID,
+    full: bool,
+    error: str | None,
+    now: datetime,
+    backoff: Backoff,
+    rng: random.Random,
+) -> ListerSchedule | None:
+    with conn.transaction():
+        row = conn.execute(
+            query("lister_schedule_lock"), {"lister_id": lister_id, "run_id": run_id}
+        ).fetchone()
+        if row is None:  # the run was declared lost meanwhile: its successor decides
+            return None
+        schedule = after_run(
+            ListerSchedule(**row),
+            full=full,
+            succeeded=error is None,
+            now=now,
+            backoff=backoff,
+            rng=rng,
+        )
+        conn.execute(
+            query("lister_run_finish"),
+            {
+                "run_id": run_id,
+                "status": "failed" if error else "succeeded",
+                "now": now,
+                "error": error,
+                "next_full_run": schedule.next_full_run,
+                "next_incremental_run": schedule.next_incremental_run,
+                "failures_in_a_row": schedule.failures_in_a_row,
+            },
+        )
+    return schedule
+
+
+def lister_overview(conn: DictConnection) -> list[dict[str, Any]]:
+    """Every lister instance with its schedule and latest run (``revisit lister list``)."""
+    return conn.execute(query("lister_overview")).fetchall()
+
+
+def lister_runs(conn: DictConnection, lister_id: UUID, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest runs of one lister instance, newest first."""
+    return conn.execute(
+        query("lister_runs_of"), {"lister_id": lister_id, "limit": limit}
+    ).fetchall()

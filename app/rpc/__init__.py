@@ -1,0 +1,1 @@
+"""A server for the reference scheduler's RPC protocol (``swh.core.api``)."""

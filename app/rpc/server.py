@@ -1,0 +1,148 @@
+"""``revisit rpc``: an HTTP server speaking the reference scheduler's RPC protocol.
+
+Listers written for the reference (``swh.scheduler.get_scheduler("remote",
+url=...)``) talk to it unchanged: POST ``/<endpoint>`` with a msgpack body of
+keyword arguments, a msgpack answer (``app.rpc.codec``). It binds 127.0.0.1
+by default (``REVISIT_RPC_HOST``, ``REVISIT_RPC_PORT``): it has no
+authentication, like the reference's, so expose it through a proxy that has.
+
+Each request thread borrows one of ``REVISIT_RPC_DATABASE_CONNECTIONS``
+PostgreSQL connections; a connection that failed is dropped and replaced on
+the next request, so the server outlives a PostgreSQL restart (callers get
+503 meanwhile, which the reference's client retries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psycopg
+
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.listers.interface import ListerInterface
+from app.listers.settings import ListerSettings
+from app.rpc.codec import encode_error
+from app.rpc.endpoints import SERVED, UNSERVED, call
+from app.settings import Settings
+from monitoring.listers import RPC_REQUESTS, RPC_SECONDS
+
+log = logging.getLogger("revisit.rpc")
+
+MSGPACK = "application/x-msgpack"
+MAX_BODY_BYTES = 256 * 1024 * 1024
+
+
+class ConnectionPool:
+    """At most ``size`` connections, opened on demand; a broken one is dropped."""
+
+    def __init__(self, settings: Settings, size: int) -> None:
+        self.settings = settings
+        self.slots: queue.LifoQueue[DictConnection | None] = queue.LifoQueue()
+        for _ in range(size):
+            self.slots.put(None)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[DictConnection]:
+        """Borrow a connection for one request."""
+        conn = self.slots.get()
+        try:
+            if conn is None or conn.closed or conn.broken:
+                conn = connect(self.settings)
+            yield conn
+        finally:
+            self.slots.put(conn if conn is not None and not conn.broken else None)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        while not self.slots.empty():
+            conn = self.slots.get_nowait()
+            if conn is not None:
+                conn.close()
+
+
+def index_page() -> bytes:
+    """What a browser sees at ``/``: the endpoints served and not served."""
+    served = "\n".join(f"  POST /{path}" for path in SERVED)
+    unserved = "\n".join(f"  /{path}: {why}" for path, why in UNSERVED.items())
+    return (
+        "revisit: the reference scheduler's RPC protocol (msgpack), lister interface\n\n"
+        f"served:\n{served}\n\nnot served (HTTP 501):\n{unserved}\n"
+    ).encode()
+
+
+def make_server(settings: Settings, lister_settings: ListerSettings) -> ThreadingHTTPServer:
+    """The RPC server bound to ``REVISIT_RPC_HOST:REVISIT_RPC_PORT`` (port 0: any free)."""
+    ctx = Context.from_settings(settings)
+    pool = ConnectionPool(settings, lister_settings.rpc_database_connections)
+
+    def clock() -> datetime:
+        return datetime.now(tz=UTC)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the reference's client expects
+
+        def do_GET(self) -> None:
+            self._answer(200, index_page(), "text/plain; charset=utf-8")
+
+        def do_POST(self) -> None:
+            started = time.perf_counter()
+            length = int(self.headers.get("content-length") or 0)
+            endpoint = self.path.strip("/")
+            label = endpoint if endpoint in SERVED or endpoint in UNSERVED else "unknown"
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True
+                self._answer(413, b"body too large", "text/plain")
+                return
+            body = self.rfile.read(length)
+            content_type = (self.headers.get("content-type") or MSGPACK).split(";")[0].strip()
+            if body and content_type != MSGPACK:
+                status, answer = 415, f"content-type: only {MSGPACK} is served".encode()
+                self._answer(status, answer, "text/plain")
+            else:
+                status, answer = self._call(body)
+                self._answer(status, answer, MSGPACK)
+            RPC_REQUESTS.labels(label, str(status)).inc()
+            RPC_SECONDS.labels(label).observe(time.perf_counter() - started)
+
+        def _call(self, body: bytes) -> tuple[int, bytes]:
+            try:
+                with pool.connection() as conn:
+                    return call(self.path, body, lambda: ListerInterface(conn, ctx, clock))
+            except psycopg.OperationalError as exc:  # could not even connect
+                log.warning("database unavailable: %s", exc)
+                return 503, encode_error(
+                    "OperationalError", "psycopg", f"database unavailable: {exc}"
+                )
+
+        def _answer(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug(format, *args)
+
+    server = ThreadingHTTPServer((lister_settings.rpc_host, lister_settings.rpc_port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve_until(server: ThreadingHTTPServer, stop: threading.Event) -> None:
+    """Serve requests until ``stop`` is set."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name="revisit-rpc")
+    thread.start()
+    host, port = server.server_address[:2]
+    log.info("RPC server on http://%s:%s/", host, port)
+    stop.wait()
+    server.shutdown()
+    server.server_close()

@@ -1,0 +1,138 @@
+"""The reference scheduler's own client (swh-scheduler 3.6.0) against revisit's RPC
+server: a lister's life, then the visit stats after visits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.journal import apply_events_batch
+from app.listers.settings import ListerSettings
+from app.rpc.codec import decode, encode
+from app.rpc.server import make_server, serve_until
+from app.settings import Settings
+from tests.conftest import IN_CI
+from tests.reference.venv import reference_python
+
+CLIENT = Path(__file__).resolve().parents[1] / "reference" / "lister_client.py"
+
+
+@pytest.fixture(scope="session")
+def reference() -> Path:
+    """The reference's interpreter; under CI a failed install fails the test."""
+    try:
+        return reference_python()
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"reference client unavailable: {exc}")
+        pytest.skip(f"reference client unavailable: {exc}")
+
+
+@pytest.fixture
+def rpc_url(settings: Settings) -> Iterator[str]:
+    """revisit's RPC server on a free loopback port, for one test."""
+    server = make_server(settings, ListerSettings(rpc_port=0))
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    stop.set()
+    thread.join(10)
+
+
+def run_client(python: Path, url: str, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [str(python), str(CLIENT), url, *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
+    reference: Path, rpc_url: str, conn: DictConnection, ctx: Context
+) -> None:
+    life = run_client(reference, rpc_url, "lifecycle", "10000", "1000")
+    assert life["same_lister"] is True
+    assert life["recorded"] == 10000
+    assert life["state"] == {"last_page": 10}
+    assert life["finished_round_trip"] is True
+    assert str(life["stale"]).startswith("StaleData")
+    assert life["listed"] == life["distinct_listed"] == 10000
+    assert life["visit_types"] == ["git"]
+    assert str(life["unserved"]).startswith("501 origins/grab_next: not served by revisit")
+    assert "listed_origins[0].visit_type: unknown visit type 'bzr'" in str(life["refused"])
+    assert life["listers"] == ["reference"]
+    first = life["first_listed"]
+    assert isinstance(first, dict) and first["lister_id"] == life["lister_id"]
+    assert sum(ctx.mirror.sizes("git").values()) == 10000  # scheduled at once
+
+    urls = [f"https://forge.example/group-0/project-{i}.git" for i in range(3)]
+    now = datetime.now(tz=UTC)
+    conn.execute("insert into visit_scheduler_queue_position values ('git', %s)", (now,))
+    snapshot = bytes(range(20))
+    events = [
+        VisitStatusEvent(urls[0], "git", 1, now - timedelta(minutes=1), "full", snapshot),
+        VisitStatusEvent(urls[1], "git", 1, now - timedelta(minutes=1), "not_found", None),
+    ]
+    apply_events_batch(conn, ctx, events, visit_type_configs(conn), now)
+    seen = run_client(reference, rpc_url, "stats", *urls, "https://forge.example/never-listed")
+    by_url = {s["url"]: s for s in seen["stats"]}  # type: ignore[attr-defined]
+    assert by_url[urls[0]]["last_visit_status"] == "successful"
+    assert by_url[urls[0]]["last_snapshot"] == snapshot.hex()
+    assert by_url[urls[1]]["last_visit_status"] == "not_found"
+    assert by_url[urls[2]]["last_visit_status"] is None
+    assert len(by_url) == 3 and all(s["has_next_position"] for s in by_url.values())
+    assert seen["positions"] == {"git": int(now.timestamp())}
+
+
+def post(url: str, body: bytes) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        url, data=body, headers={"content-type": "application/x-msgpack"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, decode(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, decode(exc.read())
+
+
+def test_unknown_endpoints_and_bad_bodies_get_errors_not_crashes(rpc_url: str) -> None:
+    status, error = post(rpc_url + "task/create", encode({"tasks": []}))
+    assert status == 501 and "not served by revisit" in error["message"]  # type: ignore[index]
+    status, error = post(rpc_url + "no/such", b"")
+    assert status == 404
+    status, error = post(rpc_url + "lister/get", b"\xc1 not msgpack")
+    assert status == 400 and error["type"] == "SchedulerException"  # type: ignore[index]
+    status, error = post(rpc_url + "lister/get", encode({"name": "x", "colour": "red"}))
+    assert status == 400 and "colour" in error["message"]  # type: ignore[index]
+    status, answer = post(rpc_url + "lister/get", encode({"name": "x"}))
+    assert status == 200 and answer is None
+
+
+def test_the_server_outlives_its_database_connections_being_cut(
+    rpc_url: str, conn: DictConnection
+) -> None:
+    body = encode({"name": "x"})
+    assert post(rpc_url + "lister/get_or_create", body)[0] == 200
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity"
+        " where datname = current_database() and pid <> pg_backend_pid()"
+    )
+    statuses = [post(rpc_url + "lister/get", body)[0] for _ in range(5)]
+    # a request on a cut connection gets 503 (the reference's client retries it),
+    # then the pool reconnects
+    assert set(statuses[:1]) <= {200, 503} and statuses[-1] == 200
