@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 
 #: Pools whose picks pay for the visits planned by rate (and by the floor).
 PLANNED_POOLS = ("no_last_update", "up_to_date")
-#: Weight of the newest measurement in the capacity estimate.
-CAPACITY_SMOOTHING = 0.5
 
 
 def refresh_allocation(
@@ -55,7 +53,16 @@ def refresh_allocation(
     capacity = picks / (now_s - since) * DAY_S
     previous = config.measured_capacity_per_day
     if previous is not None and math.isfinite(previous):
-        capacity = CAPACITY_SMOOTHING * capacity + (1 - CAPACITY_SMOOTHING) * previous
+        # Picks come in bursts (a listing's reported changes go first for a
+        # while): average them over about a day, or μ swings with every burst
+        # and the targets planned in a trough sit at the floor for weeks.
+        # Until a time constant has passed, a plain running mean.
+        first = ctx.mirror.first_pick_count(config.name) or since
+        weight = max(
+            -math.expm1(-(now_s - since) / ctx.settings.allocation_smoothing_s),
+            (now_s - since) / max(now_s - first, now_s - since),
+        )
+        capacity = previous + weight * (capacity - previous)
     floor_s = config.max_interval_s * FLOOR_MARGIN
     prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
     classes = change_rate_classes(conn, config.name, math.log(2) / prior_s * DAY_S)

@@ -118,6 +118,11 @@ class Settings(BaseSettings):
         gt=0,
         description="how often the scheduler re-solves the age-optimal allocation",
     )
+    allocation_smoothing_s: float = Field(
+        default=2 * 86400.0,
+        gt=0,
+        description="time constant (s) of the capacity average behind the allocation",
+    )
     lost_visit_grace_s: float = Field(
         default=600.0,
         ge=0,

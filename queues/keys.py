@@ -13,7 +13,7 @@ move origins between them stay atomic.
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
-is owed by past batches (pop.lua); ``picks:<pool>`` and ``picks_since``: the
+is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
 picks counted for the age-optimal allocation's capacity (app.allocation).
 """
 

@@ -196,10 +196,16 @@ class Mirror:
         pipe.hmget(meta, [*fields, "picks_since"])
         pipe.hdel(meta, *fields)
         pipe.hset(meta, "picks_since", repr(now_s))
+        pipe.hsetnx(meta, "picks_first", repr(now_s))
         values = pipe.execute()[0]
         counts: dict[str, int] = {pool: int(v or 0) for pool, v in zip(POOLS, values, strict=False)}
         since = values[-1]
         return counts, (float(since) if since is not None else None)
+
+    def first_pick_count(self, visit_type: str) -> float | None:
+        """When the allocation's pick counts first started (None: never)."""
+        value = self.client.hget(self.keys(visit_type).meta, "picks_first")
+        return float(value) if value is not None else None
 
     def picks_since(self, visit_type: str) -> float | None:
         """When the allocation's pick counts last restarted (None: never)."""

@@ -26,6 +26,8 @@ KNOBS = frozenset(
         "failed_cooldown_s",
         "not_found_cooldown_s",
         "max_failures_in_a_row",
+        "change_rate_prior_units",
+        "allocation_interval_s",
     }
 )
 
