@@ -216,18 +216,18 @@ def _fmt(value: float | None) -> str:
 
 
 def world_table(world: str, rows: dict[str, dict[str, Any]], baseline: str) -> Table:
-    """The medians of one world; "age vs" is the mean age over the baseline's."""
-    table = Table(
-        "configuration / visit type", "runs", *(label for label, _ in FIGURES), title=world
-    )
-    table.add_column(f"age vs {baseline}")
+    """The medians of one world, a column per configuration and visit type; "age vs"
+    is the mean age over the baseline configuration's."""
+    table = Table("median over the seeds", *rows, title=world)
+    versus = []
     for key, figures in rows.items():
-        vt = key.partition(" / ")[2]
-        base = rows.get(f"{baseline} / {vt}", {}).get("mean age (d)")
+        base = rows.get(f"{baseline} / {key.partition(' / ')[2]}", {}).get("mean age (d)")
         own = figures["mean age (d)"]
-        versus = own / base if own is not None and base else None
-        cells = [_fmt(figures[label]) for label, _ in FIGURES]
-        table.add_row(key, str(figures["runs"]), *cells, _fmt(versus))
+        versus.append(_fmt(own / base if own is not None and base else None))
+    table.add_row("runs", *(str(figures["runs"]) for figures in rows.values()))
+    for label, _ in FIGURES:
+        table.add_row(label, *(_fmt(figures[label]) for figures in rows.values()))
+    table.add_row(f"age vs {baseline}", *versus)
     return table
 
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tables-only", action="store_true", help="print the tables of --json, run nothing"
     )
     args = parser.parse_args(argv)
-    console = Console(width=250)
+    console = Console(width=160)
     if args.tables_only:
         results = json.loads(args.json.read_text())
         print_tables(results, results[0]["name"] if results else "", console)
