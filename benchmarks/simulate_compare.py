@@ -160,9 +160,10 @@ def plan(worlds: list[str], seeds: int, configs: list[tuple[str, Any]]) -> Itera
                 yield Run(path, days, base + k, name, spec)
 
 
-def run_all(runs: list[Run], jobs: int, console: Console) -> list[dict[str, Any]]:
-    """Run everything, ``jobs`` at a time, reporting each run as it ends; the
-    results in the order of ``runs``."""
+def run_all(runs: list[Run], jobs: int, console: Console, out: Path) -> list[dict[str, Any]]:
+    """Run everything, ``jobs`` at a time, reporting each run as it ends and
+    rewriting ``out`` with the runs done so far; the results in the order of
+    ``runs``."""
     results: list[dict[str, Any] | None] = [None] * len(runs)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(run_one, run): k for k, run in enumerate(runs)}
@@ -175,7 +176,13 @@ def run_all(runs: list[Run], jobs: int, console: Console) -> list[dict[str, Any]
                 f"[{done}/{len(runs)}] {Path(run.world).stem} seed {run.seed} "
                 f"{run.name}: {wall:.0f} s (load {load:.1f})"
             )
+            write_results(out, [r for r in results if r is not None])
     return [r for r in results if r is not None]
+
+
+def write_results(path: Path, results: list[dict[str, Any]]) -> None:
+    """Every run's configuration and report, as JSON."""
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
 def median(values: list[Any]) -> float | None:
@@ -209,18 +216,18 @@ def _fmt(value: float | None) -> str:
 
 
 def world_table(world: str, rows: dict[str, dict[str, Any]], baseline: str) -> Table:
-    """The medians of one world; "age vs" is the mean age over the baseline's."""
-    table = Table(
-        "configuration / visit type", "runs", *(label for label, _ in FIGURES), title=world
-    )
-    table.add_column(f"age vs {baseline}")
+    """The medians of one world, a column per configuration and visit type; "age vs"
+    is the mean age over the baseline configuration's."""
+    table = Table("median over the seeds", *rows, title=world)
+    versus = []
     for key, figures in rows.items():
-        vt = key.partition(" / ")[2]
-        base = rows.get(f"{baseline} / {vt}", {}).get("mean age (d)")
+        base = rows.get(f"{baseline} / {key.partition(' / ')[2]}", {}).get("mean age (d)")
         own = figures["mean age (d)"]
-        versus = own / base if own is not None and base else None
-        cells = [_fmt(figures[label]) for label, _ in FIGURES]
-        table.add_row(key, str(figures["runs"]), *cells, _fmt(versus))
+        versus.append(_fmt(own / base if own is not None and base else None))
+    table.add_row("runs", *(str(figures["runs"]) for figures in rows.values()))
+    for label, _ in FIGURES:
+        table.add_row(label, *(_fmt(figures[label]) for figures in rows.values()))
+    table.add_row(f"age vs {baseline}", *versus)
     return table
 
 
@@ -239,26 +246,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--json", type=Path, default=Path("simulate-compare.json"))
+    parser.add_argument(
+        "--tables-only", action="store_true", help="print the tables of --json, run nothing"
+    )
     args = parser.parse_args(argv)
+    console = Console(width=160)
+    if args.tables_only:
+        results = json.loads(args.json.read_text())
+        print_tables(results, results[0]["name"] if results else "", console)
+        return 0
     worlds = args.worlds or [str(WORLDS / w) for w in DEFAULT_WORLDS]
     configs = args.policies or [("world", "world")]
-    console = Console(width=250)
     runs = list(plan(worlds, args.seeds, configs))
     console.print(f"{len(runs)} runs, {args.jobs} at a time, load {os.getloadavg()[0]:.1f}")
     started = time.monotonic()
-    results = run_all(runs, args.jobs, console)
+    results = run_all(runs, args.jobs, console, args.json)
+    print_tables(results, configs[0][0], console)
+    console.print(f"all runs {time.monotonic() - started:.0f} s; wrote {args.json}")
+    return 0
+
+
+def print_tables(results: list[dict[str, Any]], baseline: str, console: Console) -> None:
+    """One table per world, then the wall clock of a run and the load beside it."""
+    for world, rows in summarise(results).items():
+        console.print(world_table(world, rows, baseline))
     walls = [r["report"]["run"]["wall_clock_s"] for r in results]
     loads = [r["report"]["run"]["load_average"][1] for r in results]
-    for world, rows in summarise(results).items():
-        console.print(world_table(world, rows, configs[0][0]))
-    console.print(
-        f"wall clock per run: median {statistics.median(walls):.0f} s "
-        f"(load average median {statistics.median(loads):.1f}); "
-        f"all runs {time.monotonic() - started:.0f} s"
-    )
-    args.json.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    console.print(f"wrote {args.json}")
-    return 0
+    if walls:
+        console.print(
+            f"wall clock per run: median {statistics.median(walls):.0f} s, "
+            f"max {max(walls):.0f} s (load average median {statistics.median(loads):.1f})"
+        )
 
 
 if __name__ == "__main__":

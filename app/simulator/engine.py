@@ -5,13 +5,15 @@ Each step of ``step_minutes`` at simulated time t:
 
 1. the journal events of visits that started or ended by t are applied in one
    batch (``app.journal.apply_events_batch``, as the journal client does);
-2. listers due at t record a full listing (``app.listing``);
+2. listers due at t record a full listing (``app.listing``), unless their
+   forge is down;
 3. save-code-now requests that arrived are created (``app.requests``);
 4. for each visit type, the scheduler fills the free slots of the request
    queue (``take_pending``) and of the recurrent queue (``schedule_step``:
    the policies, the Lua pops and the Postgres stamps of production);
 5. the simulated workers run the queued visits until t + step, each visit's
-   outcome and duration drawn from the hidden world;
+   outcome and duration drawn from the hidden world (a visit during its
+   forge's outage fails; a large origin's visits take longer);
 6. the archive is measured against the forges.
 
 The only clock is the ``now`` passed to those functions. No policy is

@@ -14,9 +14,11 @@ from benchmarks.simulate_compare import (
     REFERENCE,
     WORLDS,
     configure,
+    main,
     parse_policies,
     parse_world,
     summarise,
+    write_results,
 )
 
 WORLD = WorldConfig(
@@ -91,7 +93,10 @@ def _result(name: str, seed: int, age: float | None) -> dict[str, Any]:
         "days": 90.0,
         "seed": seed,
         "name": name,
-        "report": {"visit_types": {"git": figures}},
+        "report": {
+            "visit_types": {"git": figures},
+            "run": {"wall_clock_s": 60.0, "load_average": [1.0, 2.0]},
+        },
     }
 
 
@@ -103,3 +108,16 @@ def test_tables_hold_the_median_over_seeds_of_each_configuration() -> None:
     assert rows["ref / git"]["> max_interval"] == 1.0
     assert rows["ref / git"]["runs"] == 3
     assert rows["new / git"]["mean age (d)"] is None
+
+
+def test_saved_runs_can_be_tabled_again_without_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.json"
+    write_results(path, [_result("ref", 0, 1.0), _result("new", 0, 0.5)])
+    assert main(["--tables-only", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "default (90 days)" in out
+    assert "new / git" in out
+    assert "0.5" in out  # the mean age over the baseline's
+    assert "median 60 s" in out
