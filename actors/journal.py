@@ -33,7 +33,7 @@ from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.journal import BatchOutcome, Rejected, decode_batch, place_rows, write_batch
-from app.kafka import make_consumer, producer_config
+from app.kafka import kafka_logger, make_consumer, producer_config
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_BATCH_MESSAGES,
@@ -59,7 +59,8 @@ MAX_RECONNECT_DELAY_S = 30.0
 
 def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
     """Create the journal and dead-letter topics if the broker lacks them."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka_brokers, "log_level": 3})
+    config: dict[str, Any] = {"bootstrap.servers": settings.kafka_brokers, "log_level": 3}
+    admin = AdminClient({**config, "logger": kafka_logger(settings)})  # type: ignore[dict-item]
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [
         NewTopic(name, num_partitions=partitions, replication_factor=1)

@@ -3,6 +3,9 @@ reading the journal's dead-letter topic."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +16,41 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
 
+#: How long a repeated librdkafka message (same facility) stays silent.
+KAFKA_LOG_REPEAT_S = 60.0
+
+
+class OncePer(logging.Filter):
+    """Lets one librdkafka message per facility through every ``interval_s``: an
+    unreachable broker is one line a minute naming the setting, not ~18 a second."""
+
+    def __init__(self, interval_s: float, hint: str) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self.hint = hint
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether to log ``record`` (adding the hint to what it says)."""
+        facility = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(facility, -self.interval_s) < self.interval_s:
+                return False
+            self._last[facility] = now
+        record.msg = f"{record.msg} ({self.hint}; repeats silenced for {self.interval_s:g}s)"
+        return True
+
+
+def kafka_logger(settings: Settings) -> logging.Logger:
+    """The logger librdkafka clients report to (config key ``logger``), quietened."""
+    logger = logging.getLogger("revisit.kafka")
+    if not logger.filters:
+        hint = f"REVISIT_KAFKA_BROKERS is {settings.kafka_brokers}"
+        logger.addFilter(OncePer(KAFKA_LOG_REPEAT_S, hint))
+    return logger
+
 
 def producer_config(settings: Settings) -> dict[str, Any]:
     """A producer that waits for the broker's acknowledgement and does not duplicate."""
@@ -22,6 +60,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "enable.idempotence": True,
         "linger.ms": 5,
         "log_level": 3,
+        "logger": kafka_logger(settings),
     }
 
 
@@ -36,6 +75,7 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
         "session.timeout.ms": session,
         "heartbeat.interval.ms": max(100, session // 10),
         "log_level": 3,
+        "logger": kafka_logger(settings),
     }
 
 
