@@ -4,6 +4,7 @@ and reading the journal's dead-letter topic."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -25,9 +26,43 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
 
-log = logging.getLogger("revisit.kafka")
+log = logging.getLogger("revisit.kafka.client")
 #: Pause between two publish attempts that failed at once (not by a timeout).
 RETRY_PAUSE_S = 1.0
+#: How long a repeated librdkafka message (same facility) stays silent.
+KAFKA_LOG_REPEAT_S = 60.0
+
+
+class OncePer(logging.Filter):
+    """Lets one librdkafka message per facility through every ``interval_s``: an
+    unreachable broker is one line a minute naming the setting, not ~18 a second."""
+
+    def __init__(self, interval_s: float, hint: str) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self.hint = hint
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether to log ``record`` (adding the hint to what it says)."""
+        facility = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(facility, -self.interval_s) < self.interval_s:
+                return False
+            self._last[facility] = now
+        record.msg = f"{record.msg} ({self.hint}; repeats silenced for {self.interval_s:g}s)"
+        return True
+
+
+def kafka_logger(settings: Settings) -> logging.Logger:
+    """The logger librdkafka clients report to (config key ``logger``), quietened."""
+    logger = logging.getLogger("revisit.kafka")
+    if not logger.filters:
+        hint = f"REVISIT_KAFKA_BROKERS is {settings.kafka_brokers}"
+        logger.addFilter(OncePer(KAFKA_LOG_REPEAT_S, hint))
+    return logger
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:
@@ -38,6 +73,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "enable.idempotence": True,
         "linger.ms": 5,
         "log_level": 3,
+        "logger": kafka_logger(settings),
     }
 
 
@@ -54,6 +90,7 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
         # A topic re-created after a broker restart is seen within seconds.
         "topic.metadata.refresh.interval.ms": 5000,
         "log_level": 3,
+        "logger": kafka_logger(settings),
     }
 
 
@@ -69,7 +106,8 @@ def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30
     broker that restarted has none), so no process waits for a person to
     create them.
     """
-    admin = AdminClient({"bootstrap.servers": settings.kafka_brokers, "log_level": 3})
+    config: dict[str, Any] = {"bootstrap.servers": settings.kafka_brokers, "log_level": 3}
+    admin = AdminClient({**config, "logger": kafka_logger(settings)})  # type: ignore[dict-item]
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [
         NewTopic(name, num_partitions=partitions, replication_factor=1)

@@ -23,7 +23,9 @@ from app.cli.visit_types import visit_type_app
 from app.settings import CONFIG_VARIABLE, get_settings
 
 app = typer.Typer(
-    help="revisit: decides which software origin each loader visits next.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="revisit: decides which software origin each loader visits next.",
+    no_args_is_help=True,
 )
 
 

@@ -10,7 +10,7 @@ from app.cli.common import console
 from app.db.migrate import migrate
 from app.settings import get_settings
 
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+db_app = typer.Typer(rich_markup_mode=None, help="Database schema.", no_args_is_help=True)
 
 
 @db_app.command("init")

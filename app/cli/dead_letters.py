@@ -15,6 +15,7 @@ from queues import dramatiq_queues as dq
 from queues.keys import dead_letter_reason
 
 dead_letters_app = typer.Typer(
+    rich_markup_mode=None,
     help="Dead letters: list, show, requeue or drop; the journal's dead-letter topic.",
     no_args_is_help=True,
 )

@@ -12,7 +12,9 @@ from app.context import Context
 from app.db.connection import connect
 from app.settings import get_settings
 
-mirror_app = typer.Typer(help="The Redis mirror of the scheduling pools.", no_args_is_help=True)
+mirror_app = typer.Typer(
+    rich_markup_mode=None, help="The Redis mirror of the scheduling pools.", no_args_is_help=True
+)
 
 
 @mirror_app.command("rebuild")

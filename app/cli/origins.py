@@ -29,9 +29,9 @@ from app.listing import ImportReport
 from app.listing_input import ListingInputError
 from app.settings import get_settings
 
-lister_app = typer.Typer(help="Lister instances.", no_args_is_help=True)
-origins_app = typer.Typer(help="Listed origins.", no_args_is_help=True)
-origin_app = typer.Typer(help="One origin.", no_args_is_help=True)
+lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
+origins_app = typer.Typer(rich_markup_mode=None, help="Listed origins.", no_args_is_help=True)
+origin_app = typer.Typer(rich_markup_mode=None, help="One origin.", no_args_is_help=True)
 
 
 @lister_app.command("register")

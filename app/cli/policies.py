@@ -13,7 +13,9 @@ from app.db.connection import connect
 from app.scheduling import VisitOrder
 from app.settings import get_settings
 
-policy_app = typer.Typer(help="Scheduling policies per visit type.", no_args_is_help=True)
+policy_app = typer.Typer(
+    rich_markup_mode=None, help="Scheduling policies per visit type.", no_args_is_help=True
+)
 
 
 def schedule(

@@ -14,7 +14,9 @@ from app.db.connection import connect
 from app.settings import get_settings
 
 STATUSES = ("pending", "scheduled", "running", "succeeded", "failed", "aborted")
-request_app = typer.Typer(help="One-shot visit requests (save code now).", no_args_is_help=True)
+request_app = typer.Typer(
+    rich_markup_mode=None, help="One-shot visit requests (save code now).", no_args_is_help=True
+)
 
 
 @request_app.command("add")

@@ -24,7 +24,9 @@ from app.visit_types import (
 )
 
 visit_type_app = typer.Typer(
-    help="Visit types: loaders, queues and visit intervals.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Visit types: loaders, queues and visit intervals.",
+    no_args_is_help=True,
 )
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
