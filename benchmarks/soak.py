@@ -120,10 +120,12 @@ class Supervisor:
             self.start(name)
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
+        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
+        procs, self.procs = list(self.procs.values()), {}
+        for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
+        for proc in procs:
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -295,6 +297,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def drive(soak: Soak, kinds: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Start the processes, inject faults until ``settle_s`` before the end, then measure."""
     watch = JournalWatch(soak.settings)
+    try:
+        return _drive(soak, watch, kinds, args)
+    finally:
+        soak.supervisor.stop_all()
+        watch.close()
+
+
+def _drive(
+    soak: Soak, watch: JournalWatch, kinds: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
     for name in PROCESSES:
         soak.supervisor.start(name)
     started = time.monotonic()
@@ -318,10 +330,9 @@ def drive(soak: Soak, kinds: list[str], args: argparse.Namespace) -> dict[str, A
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
         time.sleep(0.5)
     last_fault_at = datetime.now(tz=UTC).timestamp() - (time.monotonic() - last_fault)
-    report = measure(soak, watch, started, last_fault_at)
+    # Measured at rest: what is left in flight stays in flight on both sides.
     soak.supervisor.stop_all()
-    watch.close()
-    return report
+    return measure(soak, watch, started, last_fault_at)
 
 
 def measure(
@@ -353,6 +364,7 @@ def measure(
         },
         "restarted_by_hand": sum(soak.supervisor.by_hand.values()),
         "mirror_differences": len(differences),
+        "mirror_difference_examples": [str(d) for d in differences[:5]],
         **places,
         "overlapping_visits": watch.overlaps(),
         "poison_sent": soak.poison_sent,
