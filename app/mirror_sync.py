@@ -101,13 +101,18 @@ def _compare(
     found: list[tuple[str, float]],
     parked: dict[int, tuple[str, float] | None],
     early_return_s: float,
+    lost_before_s: float,
 ) -> Difference | None:
     """How the mirror's place of one origin differs from where Postgres puts it.
 
-    An in-flight score up to ``early_return_s`` earlier than Postgres says is
-    right: ``requeue_unstarted`` returns lost visits early after a Redis wipe.
+    After a Redis wipe, ``requeue_unstarted`` returns lost visits early: an
+    in-flight score up to ``early_return_s`` earlier than Postgres says is
+    right, and so is the origin's pool if it was sent before ``lost_before_s``
+    (now minus the grace).
     """
     expected = p.pool if p.where == "pool" else p.where
+    if p.where == "inflight" and p.score <= lost_before_s and found == [(p.pool, p.pool_score)]:
+        return None
     if not found:
         return Difference(p.id, expected, "nothing")
     if len(found) > 1:
@@ -141,6 +146,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     """
     actual, parked = ctx.mirror.snapshot(visit_type)
     early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - ctx.settings.lost_visit_grace_s)
+    lost_before_s = epoch_s(now) - ctx.settings.lost_visit_grace_s
     resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():
@@ -150,7 +156,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
                 if found:
                     differences.append(Difference(p.id, "absent", _names(found)))
                 continue
-            difference = _compare(p, found, parked, early_return_s)
+            difference = _compare(p, found, parked, early_return_s, lost_before_s)
             if difference is not None:
                 differences.append(difference)
         differences.extend(Difference(i, "absent", _names(f)) for i, f in actual.items())

@@ -108,6 +108,8 @@ def settings(
         "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
         "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
         "REVISIT_VISIT_TYPES": '["git"]',
+        # The test forges are git repositories on local disk (file:// URLs).
+        "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)

@@ -10,7 +10,6 @@ from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for
 
 FAST = {
-    "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the test forge is on local disk
     "REVISIT_LADDER_UNIT_S": "1",
     "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",

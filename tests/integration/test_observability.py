@@ -156,7 +156,6 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     repos = [tmp_path / "forge" / f"r{i}" for i in range(6)]
     urls = [make_repo(path) for path in repos]
     env = {
-        "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the test forge is on local disk
         "REVISIT_LADDER_UNIT_S": "1",
         "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
         "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",

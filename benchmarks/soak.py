@@ -1,0 +1,399 @@
+"""Soak: the Procfile's processes on real servers under random faults (issue 12).
+
+    python -m benchmarks.soak --origins 10000 --seconds 1800 --seed 1
+
+Starts its own PostgreSQL, Redis and Kafka-protocol broker, lists
+``--origins`` ``simulated`` origins, runs the Procfile's processes with short
+cooldowns, and injects one fault every few seconds, each kind in turn: kill -9
+of every process kind, Redis FLUSHALL and restart, broker restart, PostgreSQL
+unavailable for a few seconds, poison journal messages and malformed API
+payloads. The soak is the processes' supervisor (as systemd or Kubernetes
+would be): it starts a killed process again, and counts as "restarted by
+hand" any process that exited without being killed. Faults stop
+``--settle-s`` before the end; then it prints the figures of issue 12 and,
+with ``--json``, writes them to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import psycopg
+import redis
+from confluent_kafka import Producer
+
+from actors.broker import make_broker
+from app import embedded
+from app.context import Context
+from app.db.connection import connect
+from app.db.listings import register_lister
+from app.db.migrate import migrate
+from app.kafka import producer_config
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+from app.mirror_sync import check_settled
+from app.settings import Settings
+from benchmarks.soak_checks import JournalWatch, places_report
+
+BIN = Path(sys.executable).parent
+VISIT_TYPE = "simulated"
+PROCESSES = {
+    "scheduler": ["scheduler"],
+    "express_worker": ["worker", "--lane", "express", "--processes", "1", "--threads", "4"],
+    "slow_worker": ["worker", "--lane", "slow", "--processes", "1", "--threads", "2"],
+    "priority_worker": ["worker", "--lane", "priority", "--processes", "1", "--threads", "2"],
+    "journal": ["journal"],
+    "api": ["api"],
+}
+SERVICE_FAULTS = ("redis_flushall", "redis_restart", "broker_restart", "postgres_outage")
+INPUT_FAULTS = ("poison", "bad_api")
+ALL_FAULTS = tuple(f"kill_{p}" for p in PROCESSES) + SERVICE_FAULTS + INPUT_FAULTS
+#: Short cooldowns, so origins come round again within the run.
+SOAK_ENV = {
+    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
+    "REVISIT_LADDER_UNIT_S": "1",
+    "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
+    "REVISIT_FAILED_COOLDOWN_S": "5",
+    "REVISIT_NOT_FOUND_COOLDOWN_S": "10",
+    "REVISIT_SCHEDULED_COOLDOWN_S": "25",
+    "REVISIT_LOST_VISIT_GRACE_S": "10",
+    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
+    "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
+    "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "3000",
+    "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
+    "REVISIT_LOG_LEVEL": "WARNING",
+}
+OUTAGE_S = 3.0
+
+
+class Supervisor:
+    """Runs the processes; starts again those that die, telling kills from crashes."""
+
+    def __init__(self, env: dict[str, str], logdir: Path) -> None:
+        self.env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        self.logdir = logdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.killed: set[str] = set()
+        self.by_hand: Counter[str] = Counter()
+
+    def start(self, name: str) -> None:
+        log = (self.logdir / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen(
+            [str(BIN / "revisit"), *PROCESSES[name]],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, name: str) -> None:
+        self.killed.add(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.procs[name].pid, signal.SIGKILL)
+
+    def tend(self) -> None:
+        """Start again every process that is gone (a supervisor's job, not a person's)."""
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is None:
+                continue
+            if name in self.killed:
+                self.killed.discard(name)
+            else:
+                self.by_hand[name] += 1
+            self.start(name)
+
+    def stop_all(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
+        procs, self.procs = list(self.procs.values()), {}
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+
+@dataclass
+class Soak:
+    """The run's services, processes and what it observed."""
+
+    settings: Settings
+    admin_dsn: str
+    redis_service: embedded.Restartable
+    broker_service: embedded.Restartable
+    supervisor: Supervisor
+    rng: random.Random
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    faults: list[tuple[str, float]] = field(default_factory=list)
+    poison_sent: int = 0
+    bad_api_sent: int = 0
+
+    def visits(self) -> int | None:
+        """Visits applied so far (None while PostgreSQL is away)."""
+        try:
+            with connect(self.settings) as conn:
+                row = conn.execute(
+                    "select coalesce(sum(eventful_visits + uneventful_visits + failed_visits),"
+                    " 0)::bigint as n from origin_visit_stats"
+                ).fetchone()
+        except psycopg.Error:
+            return None
+        return int(row["n"]) if row else 0
+
+    def inject(self, kind: str) -> None:
+        """One fault; returns when the faulty service is back."""
+        if kind.startswith("kill_"):
+            self.supervisor.kill(kind[len("kill_") :])
+        elif kind == "redis_flushall":
+            redis.Redis.from_url(self.settings.redis_dsn()).flushall()
+        elif kind == "redis_restart":
+            self.redis_service.stop()
+            time.sleep(OUTAGE_S)
+            self.redis_service.start()
+        elif kind == "broker_restart":
+            self.broker_service.stop()
+            self.broker_service.start()
+        elif kind == "postgres_outage":
+            self._database_available(False)
+            time.sleep(OUTAGE_S)
+            self._database_available(True)
+        elif kind == "poison":
+            self._poison(5)
+        elif kind == "bad_api":
+            self._bad_api(3)
+
+    def _database_available(self, available: bool) -> None:
+        with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
+            flag = "true" if available else "false"
+            admin.execute(f"alter database soak with allow_connections {flag}")
+            if not available:
+                admin.execute(
+                    "select pg_terminate_backend(pid) from pg_stat_activity where datname = 'soak'"
+                )
+
+    def _poison(self, count: int) -> None:
+        producer = Producer(producer_config(self.settings))
+        for _ in range(count):
+            self.poison_sent += 1
+            value = b"\xc1" + f"soak-poison-{self.poison_sent}".encode()
+            producer.produce(self.settings.journal_topic, value=value)
+        producer.flush(30)
+
+    def _bad_api(self, count: int) -> None:
+        broker = make_broker(self.settings)
+        for i in range(count):
+            payload: dict[str, Any] = {"url": i, "visit_type": VISIT_TYPE, "priority": "high"}
+            broker.enqueue(
+                dramatiq.Message(
+                    queue_name="revisit.api",
+                    actor_name="request_visit",
+                    args=(),
+                    kwargs={"payload": payload},
+                    options={},
+                )
+            )
+            self.bad_api_sent += 1
+
+    def resume_times(self) -> dict[str, list[float | None]]:
+        """Per fault kind, seconds from the end of each fault to the next applied visit."""
+        times: dict[str, list[float | None]] = {}
+        for kind, at in self.faults:
+            before = max((n for t, n in self.samples if t <= at), default=0)
+            resumed = next((t - at for t, n in self.samples if t > at and n > before), None)
+            times.setdefault(kind, []).append(resumed)
+        return times
+
+
+def list_origins(settings: Settings, count: int, rng: random.Random) -> None:
+    """``count`` simulated origins, most succeeding, some failing or gone."""
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        conn.execute(
+            "insert into visit_types (name, max_queue_length) values (%s, 200)"
+            " on conflict do nothing",
+            (VISIT_TYPE,),
+        )
+        lister = register_lister(conn, "soak", "forge", None)
+        rows = []
+        for i in range(count):
+            status = rng.choices(["full", "failed", "not_found"], [90, 8, 2])[0]
+            arguments = {"duration_s": rng.choice([0.01, 0.05, 0.2]), "status": status}
+            origin = ListedOriginIn(
+                url=f"sim://soak/{i}", visit_type=VISIT_TYPE, extra_loader_arguments=arguments
+            )
+            rows.append((i + 1, origin))
+        for start in range(0, count, 5000):
+            chunk = rows[start : start + 5000]
+            record_listed_origins(conn, ctx, lister, chunk, datetime.now(tz=UTC))
+
+
+@contextlib.contextmanager
+def services(workdir: Path) -> Iterator[tuple[str, embedded.Restartable, embedded.Restartable]]:
+    """PostgreSQL (admin DSN), and a Redis and a broker that the soak may restart."""
+    with (
+        embedded.postgres(workdir) as admin_dsn,
+        embedded.Restartable(embedded.redis_server, workdir) as redis_service,
+        embedded.Restartable(embedded.kafka_broker, workdir) as broker_service,
+    ):
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute("drop database if exists soak")
+            admin.execute("create database soak")
+        yield admin_dsn, redis_service, broker_service
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the soak; return its figures."""
+    rng = random.Random(args.seed)
+    kinds = [k for k in ALL_FAULTS if any(k.startswith(p) for p in args.faults.split(","))]
+    with tempfile.TemporaryDirectory(prefix="revisit-soak-") as tmp:
+        workdir = Path(tmp)
+        logdir = Path(args.logs) if args.logs else workdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        with services(workdir) as (admin_dsn, redis_service, broker_service):
+            info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
+            info["dbname"] = "soak"
+            dsn = psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+            migrate(dsn)
+            env = {
+                **SOAK_ENV,
+                "REVISIT_DATABASE_URL": dsn,
+                "REVISIT_REDIS_URL": redis_service.address,
+                "REVISIT_KAFKA_BROKERS": broker_service.address,
+            }
+            os.environ.update(env)  # this process reads the same settings as the others
+            settings = Settings()
+            list_origins(settings, args.origins, rng)
+            soak = Soak(
+                settings,
+                admin_dsn,
+                redis_service,
+                broker_service,
+                Supervisor(env, logdir),
+                rng,
+            )
+            return drive(soak, kinds, args)
+
+
+def drive(soak: Soak, kinds: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Start the processes, inject faults until ``settle_s`` before the end, then measure."""
+    watch = JournalWatch(soak.settings)
+    try:
+        return _drive(soak, watch, kinds, args)
+    finally:
+        soak.supervisor.stop_all()
+        watch.close()
+
+
+def _drive(
+    soak: Soak, watch: JournalWatch, kinds: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    for name in PROCESSES:
+        soak.supervisor.start(name)
+    started = time.monotonic()
+    end = started + args.seconds
+    faults_end = end - args.settle_s
+    next_fault = started + args.warmup_s
+    order: list[str] = []
+    last_fault = started
+    while (now := time.monotonic()) < end:
+        soak.supervisor.tend()
+        watch.poll()
+        visits = soak.visits()
+        if visits is not None:
+            soak.samples.append((time.monotonic(), visits))
+        if kinds and now >= next_fault and now < faults_end:
+            order = order or soak.rng.sample(kinds, len(kinds))
+            kind = order.pop()
+            soak.inject(kind)
+            last_fault = time.monotonic()
+            soak.faults.append((kind, last_fault))
+            next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
+        time.sleep(0.5)
+    last_fault_at = datetime.now(tz=UTC).timestamp() - (time.monotonic() - last_fault)
+    # Measured at rest: what is left in flight stays in flight on both sides.
+    soak.supervisor.stop_all()
+    return measure(soak, watch, started, last_fault_at)
+
+
+def measure(
+    soak: Soak, watch: JournalWatch, started: float, last_fault_at: float
+) -> dict[str, Any]:
+    """The figures of issue 12, at the end of the run."""
+    ctx = Context.from_settings(soak.settings)
+    with connect(soak.settings) as conn:
+        differences = check_settled(conn, ctx, VISIT_TYPE, lambda: datetime.now(tz=UTC))
+        places = places_report(conn, ctx, VISIT_TYPE, last_fault_at)
+    watch.poll(5.0)
+    resume = soak.resume_times()
+    visits = soak.samples[-1][1] if soak.samples else 0
+    warm = next((t for t, n in soak.samples if n > 0), started)
+    return {
+        "visits": visits,
+        "visits_per_s": round(visits / max(1e-9, soak.samples[-1][0] - warm), 2)
+        if soak.samples
+        else 0.0,
+        "faults": dict(Counter(kind for kind, _ in soak.faults)),
+        "resume_s": {
+            kind: {
+                "p50": round(statistics.median(done), 2) if done else None,
+                "max": round(max(done), 2) if done else None,
+                "never": sum(1 for t in times if t is None),
+            }
+            for kind, times in resume.items()
+            for done in [[t for t in times if t is not None]]
+        },
+        "restarted_by_hand": sum(soak.supervisor.by_hand.values()),
+        "mirror_differences": len(differences),
+        "mirror_difference_examples": [str(d) for d in differences[:5]],
+        **places,
+        "overlapping_visits": watch.overlaps(),
+        "poison_sent": soak.poison_sent,
+        "poison_dead_lettered": watch.poison_dead_lettered,
+        "bad_api_payloads_sent": soak.bad_api_sent,
+        "final_statuses_published": watch.finals,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--origins", type=int, default=10000)
+    parser.add_argument("--seconds", type=float, default=1800)
+    parser.add_argument("--settle-s", type=float, default=60, help="quiet time at the end")
+    parser.add_argument("--warmup-s", type=float, default=10)
+    parser.add_argument("--fault-every-s", type=float, default=8)
+    parser.add_argument("--faults", default="kill,redis,broker,postgres,poison,bad_api")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--logs", default="", help="keep the process logs in this folder")
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    args = parser.parse_args()
+    report = run(args)
+    load = os.getloadavg()[0]
+    for key, value in report.items():
+        print(f"{key}: {value}")
+    print(f"load average (1 min) at the end: {load:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({**report, "load_1min": load}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

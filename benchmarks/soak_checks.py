@@ -1,0 +1,119 @@
+"""What the soak checks: the journal as published, and where every origin is."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from confluent_kafka import Consumer
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.journal_codec import UndecodableMessage, decode
+from app.settings import Settings
+
+POISON_PREFIX = b"\xc1soak-poison-"
+FINAL = ("full", "partial", "failed", "not_found")
+
+
+class JournalWatch:
+    """Reads the journal and dead-letter topics as a group of its own: final statuses
+    published, poison dead-lettered, and visits of one origin that overlapped."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": settings.kafka_brokers,
+                "group.id": f"soak-watch-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 2000,
+                "log_level": 0,
+            }
+        )
+        self.consumer.subscribe([settings.journal_topic, settings.dead_letter_topic])
+        #: origin -> visit -> [created at, final at] (Unix seconds)
+        self.spans: dict[str, dict[int, list[float | None]]] = defaultdict(dict)
+        self._finals: set[tuple[str, int]] = set()
+        self._poison: set[bytes] = set()
+
+    @property
+    def finals(self) -> int:
+        """Distinct visits whose final status was published."""
+        return len(self._finals)
+
+    @property
+    def poison_dead_lettered(self) -> int:
+        """Distinct poison messages found on the dead-letter topic."""
+        return len(self._poison)
+
+    def poll(self, for_s: float = 0.0) -> None:
+        """Read what is there (for at least ``for_s`` seconds)."""
+        deadline = time.monotonic() + for_s
+        while True:
+            messages = self.consumer.consume(2000, timeout=0.1)
+            for m in messages:
+                if m.error() is None:
+                    self._read(str(m.topic()), m.value() or b"")
+            if not messages and time.monotonic() >= deadline:
+                return
+
+    def _read(self, topic: str, value: bytes) -> None:
+        if topic == self.settings.dead_letter_topic:
+            if value.startswith(POISON_PREFIX):
+                self._poison.add(value)
+            return
+        try:
+            status = decode(value)
+        except UndecodableMessage:
+            return
+        if not isinstance(status, dict):
+            return
+        origin, visit, date = status.get("origin"), status.get("visit"), status.get("date")
+        if not isinstance(origin, str) or not isinstance(visit, int):
+            return
+        at = date.timestamp() if isinstance(date, datetime) else None
+        span = self.spans[origin].setdefault(visit, [None, None])
+        if status.get("status") == "created":
+            span[0] = at
+        elif status.get("status") in FINAL:
+            span[1] = at
+            self._finals.add((origin, visit))
+
+    def overlaps(self) -> int:
+        """Visits that started before the previous visit of the same origin ended."""
+        count = 0
+        for visits in self.spans.values():
+            spans = sorted((s, e) for s, e in visits.values() if s is not None and e is not None)
+            for (_, end), (start, _) in itertools.pairwise(spans):
+                if start < end:
+                    count += 1
+        return count
+
+    def close(self) -> None:
+        """Leave the group."""
+        self.consumer.close()
+
+
+def places_report(
+    conn: DictConnection, ctx: Context, visit_type: str, last_fault_at: float
+) -> dict[str, int]:
+    """Enabled origins not in exactly one place of the mirror, and enabled origins
+    not visited since the last fault."""
+    actual, _parked = ctx.mirror.snapshot(visit_type)
+    rows = conn.execute(
+        "select id, last_visit from origin_visit_stats"
+        " where visit_type = %s and listed and not disabled_for_failures",
+        (visit_type,),
+    ).fetchall()
+    since = datetime.fromtimestamp(last_fault_at, tz=UTC)
+    return {
+        "enabled_origins": len(rows),
+        "not_in_exactly_one_place": sum(1 for r in rows if len(actual.get(r["id"], [])) != 1),
+        "not_visited_since_last_fault": sum(
+            1 for r in rows if r["last_visit"] is None or r["last_visit"] < since
+        ),
+    }
