@@ -30,7 +30,9 @@ from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
+from pydantic import ValidationError
 
+from app.api_models import first_error
 from app.context import Context
 from app.db import listings as db
 from app.db.connection import DictConnection
@@ -132,7 +134,13 @@ class ListerInterface:
         ]
         by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]] = defaultdict(list)
         for index, origin in enumerate(origins):
-            by_lister[origin.lister_id].append((index, _as_listing_row(origin)))
+            try:
+                row = _as_listing_row(origin)
+            except ValidationError as exc:  # the listing rules shared with import and API
+                raise ListerInputError(
+                    f"listed_origins[{index}].{first_error(exc, 'origin')}"
+                ) from None
+            by_lister[origin.lister_id].append((index, row))
         self._check_listers(by_lister)
         known = db.known_visit_types(self.conn)
         for rows in by_lister.values():

@@ -86,13 +86,19 @@ def test_a_bad_origin_is_refused_naming_it_and_nothing_is_written(
     with pytest.raises(ListerInputError, match=r"listed_origins\[1\]\.visit_type: unknown"):
         api.record_listed_origins([good, origin(lister.id, "https://f.example/b", "bzr")])
     with pytest.raises(ListerInputError, match=r"listed_origins\[1\]\.last_update"):
-        api.record_listed_origins([good, origin(lister.id, "u", last_update="yesterday")])
+        api.record_listed_origins(
+            [good, origin(lister.id, "https://f.example/u", last_update="yesterday")]
+        )
     with pytest.raises(ListerInputError, match=r"listed_origins\[0\]\.extra_loader_arguments"):
-        api.record_listed_origins([origin(lister.id, "u", extra_loader_arguments={"b": b"\x00"})])
-    with pytest.raises(ListerInputError, match=r"listed_origins: refused by the database"):
+        api.record_listed_origins(
+            [origin(lister.id, "https://f.example/u", extra_loader_arguments={"b": b"\x00"})]
+        )
+    with pytest.raises(ListerInputError, match=r"listed_origins\[0\]\.url: .*forbidden character"):
         api.record_listed_origins([origin(lister.id, "https://f.example/nul\x00")])
     with pytest.raises(ListerInputError, match=r"listed_origins\[0\]\.lister_id: no lister"):
-        api.record_listed_origins([origin("00000000-0000-0000-0000-000000000001", "u")])
+        api.record_listed_origins(
+            [origin("00000000-0000-0000-0000-000000000001", "https://f.example/u")]
+        )
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
 
 
