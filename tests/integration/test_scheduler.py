@@ -190,3 +190,23 @@ def test_marked_origins_come_back_in_the_order_picked_with_the_newest_listings_a
     arguments = {str(r["url"]): r["extra_loader_arguments"] for r in rows}
     # The most recently seen listing wins, even when it carries no arguments.
     assert arguments == {urls[0]: None, urls[1]: {"v": 2}, urls[2]: {}}
+
+
+def test_a_failing_visit_type_does_not_stop_the_scheduling_of_the_others(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from monitoring.metrics import SCHEDULER_STEP_FAILURES
+
+    list_origins(conn, ctx, URLS[:3], "git", now=NOW)
+    list_origins(conn, ctx, URLS[3:6], "hg", now=NOW)
+    # A policy row no scheduler knows (written behind the CLI's back): git's step fails.
+    conn.execute(
+        "insert into scheduling_policies (visit_type, policy, weight) values ('git', 'bogus', 1)"
+    )
+    failures = SCHEDULER_STEP_FAILURES.labels("git")._value.get()
+    loop = SchedulerLoop(settings.model_copy(update={"visit_types": ["git", "hg"]}))
+    results = loop.step(NOW + timedelta(seconds=1))
+    assert [r.visit_type for r in results] == ["hg"]
+    assert loop.broker.client.hlen("dramatiq:visit.hg.express.msgs") == 3
+    assert loop.broker.client.hlen("dramatiq:visit.git.express.msgs") == 0
+    assert SCHEDULER_STEP_FAILURES.labels("git")._value.get() == failures + 1
