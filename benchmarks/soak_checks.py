@@ -17,6 +17,7 @@ from app.settings import Settings
 
 POISON_PREFIX = b"\xc1soak-poison-"
 FINAL = ("full", "partial", "failed", "not_found")
+RESTED = ("failed", "not_found")
 
 
 class JournalWatch:
@@ -102,10 +103,11 @@ def places_report(
     conn: DictConnection, ctx: Context, visit_type: str, last_fault_at: float
 ) -> dict[str, int]:
     """Enabled origins not in exactly one place of the mirror, and enabled origins
-    not visited since the last fault."""
+    not visited since the last fault, leaving out those whose last visit failed
+    or found nothing: the policy rests them ``min_interval`` (12 h by default)."""
     actual, _parked = ctx.mirror.snapshot(visit_type)
     rows = conn.execute(
-        "select id, last_visit from origin_visit_stats"
+        "select id, last_visit, last_visit_status::text as status from origin_visit_stats"
         " where visit_type = %s and listed and not disabled_for_failures",
         (visit_type,),
     ).fetchall()
@@ -114,6 +116,8 @@ def places_report(
         "enabled_origins": len(rows),
         "not_in_exactly_one_place": sum(1 for r in rows if len(actual.get(r["id"], [])) != 1),
         "not_visited_since_last_fault": sum(
-            1 for r in rows if r["last_visit"] is None or r["last_visit"] < since
+            1
+            for r in rows
+            if r["status"] not in RESTED and (r["last_visit"] is None or r["last_visit"] < since)
         ),
     }
