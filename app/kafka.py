@@ -29,6 +29,8 @@ from app.settings import Settings
 log = logging.getLogger("revisit.kafka.client")
 #: Pause between two publish attempts that failed at once (not by a timeout).
 RETRY_PAUSE_S = 1.0
+#: Longest wait for the first dead letter of a fresh reader.
+FIRST_FETCH_S = 5.0
 #: How long a repeated librdkafka message (same facility) stays silent.
 KAFKA_LOG_REPEAT_S = 60.0
 
@@ -272,7 +274,9 @@ def read_dead_letters(settings: Settings, limit: int, idle_s: float) -> list[Jou
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         found: list[JournalDeadLetter] = []
         while partitions and len(found) < limit:
-            message = consumer.poll(idle_s)
+            # A fresh consumer's first fetch takes a moment (connections,
+            # metadata): only a silence after that counts as the end.
+            message = consumer.poll(idle_s if found else max(idle_s, FIRST_FETCH_S))
             if message is None:
                 break
             if message.error():
