@@ -57,7 +57,7 @@ def refresh_allocation(
         # while): average them over about a day, or μ swings with every burst
         # and the targets planned in a trough sit at the floor for weeks.
         # Until a time constant has passed, a plain running mean.
-        first = ctx.mirror.first_pick_count(config.name) or since
+        first = ctx.mirror.picks_first(config.name) or since
         weight = max(
             -math.expm1(-(now_s - since) / ctx.settings.allocation_smoothing_s),
             (now_s - since) / max(now_s - first, now_s - since),

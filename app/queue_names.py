@@ -23,6 +23,10 @@ def priority_queue(visit_type: str) -> str:
     return lane_queue(visit_type, "priority")
 
 
+#: The lane of first visits after a listing (a lister's own queue).
+FIRST_VISITS = "first_visits"
+
+
 def first_visits_queue(prefix: str, visit_type: str) -> str:
     """The queue of a lister's first visits after a listing (its first_visits_queue_prefix)."""
     return f"{prefix}.visit.{visit_type}"

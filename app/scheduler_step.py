@@ -32,13 +32,16 @@ from app.db.policies import first_visit_candidates, first_visits_done, listers_w
 from app.db.scheduling import VisitTypeConfig
 from app.domain.lanes import assign_lanes
 from app.domain.placement import epoch_s
-from app.queue_names import first_visits_queue, priority_queue, slow_queue, visit_queue
+from app.queue_names import (
+    FIRST_VISITS,
+    first_visits_queue,
+    priority_queue,
+    slow_queue,
+    visit_queue,
+)
 from app.requests import take_pending
 from app.scheduling import StepResult, VisitOrder, first_visits_step, free_slots, schedule_step
 from app.scheduling import visit_number as visit_number_of
-
-#: The lane of first visits after a listing (a lister's own queue).
-FIRST_VISITS = "first_visits"
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from app.queue_names import FIRST_VISITS
+
+__all__ = ["FIRST_VISITS", "RECURRENT", "lane_of"]
+
 #: The lane of the plain visit queue of a visit type (``visit.<vt>``).
 RECURRENT = "recurrent"
-#: The lane of the first-visits queues of listers (``<prefix>.visit.<vt>``).
-FIRST_VISITS = "first_visits"
 
 
 def lane_of(queue_name: str, visit_type: str) -> str:

@@ -202,7 +202,7 @@ class Mirror:
         since = values[-1]
         return counts, (float(since) if since is not None else None)
 
-    def first_pick_count(self, visit_type: str) -> float | None:
+    def picks_first(self, visit_type: str) -> float | None:
         """When the allocation's pick counts first started (None: never)."""
         value = self.client.hget(self.keys(visit_type).meta, "picks_first")
         return float(value) if value is not None else None

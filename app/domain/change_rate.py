@@ -57,7 +57,8 @@ EXPLORE_QUANTILE = 0.75
 _Z = NormalDist().inv_cdf(EXPLORE_QUANTILE)
 #: The most a thin history may shorten the planned interval's rate by.
 MAX_OPTIMISM = 3.0
-_BISECTIONS = 80
+_MAX_STEPS = 100
+_TOLERANCE = 1e-10  # in log λ
 _LO_PER_S = 1e-14  # once in three million years
 _HI_PER_S = 1e2
 
@@ -88,35 +89,62 @@ def observe(obs: ChangeObservations, interval_s: float, changed: bool) -> Change
     )
 
 
-def _excess(rate: float, obs: ChangeObservations, prior_interval_s: float) -> float:
-    """Left side minus right side of the likelihood equation (falls with ``rate``)."""
-
-    def changed_term(count: float, length: float) -> float:
-        if count <= 0 or length <= 0:
-            return 0.0
-        x = rate * length
-        return 0.0 if x > 700 else count * length / math.expm1(x)
-
-    mean = obs.changed_s / obs.changed if obs.changed > 0 else 0.0
+def _terms(
+    obs: ChangeObservations, prior_interval_s: float
+) -> tuple[list[tuple[float, float]], float]:
+    """The likelihood equation Σ c·L / (e^{λL} - 1) = U as its (c, L) terms and U,
+    the prior's pseudo-observations included."""
     seen = obs.changed + obs.unchanged
     typical = (obs.changed_s + obs.unchanged_s) / seen if seen > 0 else prior_interval_s
-    left = changed_term(obs.changed, mean) + changed_term(PRIOR_WEIGHT, typical)
-    return left - obs.unchanged_s - PRIOR_WEIGHT * typical
+    terms = [(PRIOR_WEIGHT, typical)]
+    if obs.changed > 0 and obs.changed_s > 0:
+        terms.append((obs.changed, obs.changed_s / obs.changed))
+    return terms, obs.unchanged_s + PRIOR_WEIGHT * typical
+
+
+def _excess(
+    log_rate: float, terms: list[tuple[float, float]], unchanged_s: float
+) -> tuple[float, float]:
+    """Left minus right side of the likelihood equation at λ = e^{log_rate}, and its
+    derivative in log_rate (negative: the excess falls as the rate grows)."""
+    rate = math.exp(log_rate)
+    value, slope = -unchanged_s, 0.0
+    for count, length in terms:
+        x = rate * length
+        if x > 700:
+            continue
+        e = math.expm1(x)
+        value += count * length / e
+        slope -= count * length * x * (e + 1) / (e * e)
+    return value, slope
 
 
 def estimate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
-    """The estimated change rate (per second): the root of the likelihood
-    equation with the prior's pseudo-observations, by geometric bisection."""
+    """The estimated change rate (per second): the root of the likelihood equation
+    with the prior's pseudo-observations, by Newton's method on log λ kept inside
+    a bracket (a few steps, where a plain bisection took 80: this runs once per
+    refolded origin in every journal batch)."""
     if prior_interval_s <= 0:
         raise ValueError(f"prior_interval_s: must be positive, got {prior_interval_s}")
-    lo, hi = _LO_PER_S, _HI_PER_S
-    for _ in range(_BISECTIONS):
-        mid = math.sqrt(lo * hi)
-        if _excess(mid, obs, prior_interval_s) > 0:
-            lo = mid
+    terms, unchanged_s = _terms(obs, prior_interval_s)
+    lo, hi = math.log(_LO_PER_S), math.log(_HI_PER_S)
+    # Start from the root of the equation with every term merged into one.
+    count = sum(c for c, _ in terms)
+    length = sum(c * length for c, length in terms) / count
+    u = math.log(max(_LO_PER_S, min(_HI_PER_S, math.log1p(count * length / unchanged_s) / length)))
+    for _ in range(_MAX_STEPS):
+        value, slope = _excess(u, terms, unchanged_s)
+        if value > 0:
+            lo = u
         else:
-            hi = mid
-    return math.sqrt(lo * hi)
+            hi = u
+        step = value / slope if slope < 0 else math.inf
+        if abs(step) < _TOLERANCE:
+            return math.exp(u - step)
+        u = u - step
+        if not lo < u < hi:
+            u = (lo + hi) / 2  # Newton left the bracket: bisect instead
+    return math.exp(u)
 
 
 def optimism(obs: ChangeObservations) -> float:
@@ -124,9 +152,3 @@ def optimism(obs: ChangeObservations) -> float:
     evidence is thin: 1 + z/√k, k = changes seen + the prior's."""
     k = obs.changed + PRIOR_WEIGHT
     return min(MAX_OPTIMISM, 1.0 + _Z / math.sqrt(k))
-
-
-def scheduling_rate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
-    """The rate the allocation plans with: the estimate, made optimistic by the
-    uncertainty so that little-known origins are explored."""
-    return estimate_per_s(obs, prior_interval_s) * optimism(obs)

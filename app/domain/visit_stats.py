@@ -35,7 +35,7 @@ from typing import Literal
 
 from app.domain import ladder
 from app.domain.allocation import optimal_interval_s
-from app.domain.change_rate import estimate_per_s, scheduling_rate_per_s
+from app.domain.change_rate import estimate_per_s, optimism
 from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
@@ -132,16 +132,23 @@ class StatsUpdate:
 
 
 def next_target(
-    stats: OriginStats, tally: Tally, anchor: datetime, policy: StatsPolicy, fudge: Fudge
+    stats: OriginStats,
+    tally: Tally,
+    anchor: datetime,
+    policy: StatsPolicy,
+    fudge: Fudge,
+    rate_per_s: float,
 ) -> datetime:
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
-    failure (a transient problem should be retried soon, seed 000)."""
+    failure (a transient problem should be retried soon, seed 000). With the
+    age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate."""
     if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     if policy.spacing == "age_optimal" and policy.age_multiplier_s2 is not None:
         assert tally.last_final_date is not None
-        interval = min(_age_optimal_interval(stats, tally, policy) * factor, _floor(policy))
+        planned = _age_optimal_interval(stats, tally, policy, rate_per_s)
+        interval = min(planned * factor, _floor(policy))
         return tally.last_final_date + interval
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
     return anchor + interval * factor
@@ -153,22 +160,26 @@ def _floor(policy: StatsPolicy) -> timedelta:
     return policy.max_interval * FLOOR_MARGIN
 
 
-def _age_optimal_interval(stats: OriginStats, tally: Tally, policy: StatsPolicy) -> timedelta:
-    """The age-optimal interval of the learned rate (the floor alone for an origin
-    whose lister reports its changes: the lagging pool brings it back)."""
+def _age_optimal_interval(
+    stats: OriginStats, tally: Tally, policy: StatsPolicy, rate_per_s: float
+) -> timedelta:
+    """The age-optimal interval of the learned rate, made optimistic while the
+    history is thin (the floor alone for an origin whose lister reports its
+    changes: the lagging pool brings it back)."""
     assert policy.age_multiplier_s2 is not None
     if stats.reports_last_update:
         return policy.max_interval
-    rate = scheduling_rate_per_s(tally.change_observations, policy.prior_interval.total_seconds())
+    rate = rate_per_s * optimism(tally.change_observations)
     interval_s = optimal_interval_s(
         rate, policy.age_multiplier_s2, policy.max_interval.total_seconds()
     )
     return timedelta(seconds=max(interval_s, 0.0))
 
 
-def change_rate_per_day(tally: Tally, policy: StatsPolicy) -> float:
-    """The learned change rate of an origin, per day (the estimate, not the optimistic rate)."""
-    return estimate_per_s(tally.change_observations, policy.prior_interval.total_seconds()) * DAY_S
+def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:
+    """The learned change rate of an origin, per second (the estimate, not the
+    optimistic rate planned with)."""
+    return estimate_per_s(tally.change_observations, policy.prior_interval.total_seconds())
 
 
 def apply_events(
@@ -194,7 +205,8 @@ def apply_events(
     if merged == stats.history:
         # Nothing new: the row is rewritten as it was (its learned rate included).
         tally = tally_of(stats.history, policy.top_index)[0]
-        rate = change_rate_per_day(tally, policy) if tally.last_visit_number is not None else None
+        visited = tally.last_visit_number is not None
+        rate = learned_rate_per_s(tally, policy) * DAY_S if visited else None
         kept = replace(stats, last_visit=last_visit, change_rate_per_day=rate)
         return StatsUpdate(kept, False, (), beyond)
     top = policy.top_index
@@ -211,16 +223,17 @@ def apply_events(
         # Only a change of the failure streak decides: a listing that re-enabled
         # the origin is not overruled by a replay of the same failures.
         disabled = tally.failures_in_a_row >= policy.max_failures_in_a_row
+    rate_per_s = learned_rate_per_s(tally, policy)
     after = OriginStats(
         stats.url,
         stats.visit_type,
         tally,
         compact(merged, policy.history_length, top),
         last_visit,
-        next_target(stats, tally, anchor, policy, fudge),
+        next_target(stats, tally, anchor, policy, fudge, rate_per_s),
         anchor,
         disabled,
         stats.reports_last_update,
-        change_rate_per_day(tally, policy),
+        rate_per_s * DAY_S,
     )
     return StatsUpdate(after, True, new_outcomes, beyond)

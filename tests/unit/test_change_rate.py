@@ -15,7 +15,6 @@ from app.domain.change_rate import (
     estimate_per_s,
     observe,
     optimism,
-    scheduling_rate_per_s,
 )
 
 DAY_S = 86400.0
@@ -64,7 +63,6 @@ def test_exploration_is_strongest_for_origins_with_little_history() -> None:
     fresh = ChangeObservations()
     known = ChangeObservations(8.0, 8 * DAY_S, 20.0, 20 * DAY_S)
     assert optimism(fresh) > optimism(known) > 1.0
-    assert scheduling_rate_per_s(fresh, PRIOR_S) > estimate_per_s(fresh, PRIOR_S)
 
 
 @given(
