@@ -14,7 +14,10 @@ move origins between them stay atomic.
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.allocation).
+picks counted for the age-optimal allocation's capacity (app.allocation);
+``late_s`` and ``late_picks``: how late planned picks were served, which
+corrects the multiplier (app.allocation); ``replan_after``: the stats id where
+the re-planning sweep goes on (app.replan).
 """
 
 from __future__ import annotations

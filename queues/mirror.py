@@ -131,13 +131,17 @@ class Mirror:
         weights: Weights = "auto",
         *,
         peek: bool = False,
+        head_start_s: float = 0.0,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
-        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
+        ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
+        ``head_start_s`` of known work), to in flight.
         With ``peek``, only say which origins that would be; nothing moves."""
         keys = self.keys(visit_type)
         weight_args = (
-            [weights, 0, 0, 0] if isinstance(weights, str) else [repr(float(w)) for w in weights]
+            [weights, repr(float(head_start_s)), 0, 0]
+            if isinstance(weights, str)
+            else [repr(float(w)) for w in weights]
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
@@ -216,6 +220,42 @@ class Mirror:
         """The recent pick rate (origins/s) of a pool, 0 if unknown."""
         value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
         return float(value) if value is not None else 0.0
+
+    def count_lateness(self, visit_type: str, total_s: float, picks: int) -> None:
+        """Add a step's planned picks and their summed lateness (s, clamped by the
+        caller) to what the allocation corrects μ by (only while the mirror exists)."""
+        meta = self.keys(visit_type).meta
+        if picks <= 0 or not self.client.exists(meta):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrbyfloat(meta, "late_s", total_s)
+        pipe.hincrby(meta, "late_picks", picks)
+        pipe.execute()
+
+    def take_lateness(self, visit_type: str) -> tuple[float, int]:
+        """The summed lateness and planned picks counted since the last call; restarts."""
+        meta = self.keys(visit_type).meta
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(meta, ["late_s", "late_picks"])
+        pipe.hdel(meta, "late_s", "late_picks")
+        total, picks = pipe.execute()[0]
+        return float(total or 0.0), int(picks or 0)
+
+    def head_score(self, visit_type: str, pool: PoolName) -> float | None:
+        """The score of the first origin of a pool (None: empty)."""
+        head = self.client.zrange(self.keys(visit_type).pool(pool), 0, 0, withscores=True)
+        return float(head[0][1]) if head else None
+
+    def replan_cursor(self, visit_type: str) -> int:
+        """The stats id the re-planning sweep of a visit type stopped after (0: start)."""
+        value = self.client.hget(self.keys(visit_type).meta, "replan_after")
+        return int(value) if value is not None else 0
+
+    def set_replan_cursor(self, visit_type: str, after_id: int) -> None:
+        """Where the next re-planning slice starts (only while the mirror exists)."""
+        meta = self.keys(visit_type).meta
+        if self.client.exists(meta):
+            self.client.hset(meta, "replan_after", after_id)
 
     def is_built(self, visit_type: str) -> bool:
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""

@@ -32,12 +32,12 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
         for row in cur.execute(query("lock_stats"), params, binary=True):
-            stats = _stats_from_row(row)
+            stats = stats_from_row(row)
             found[(stats.url, stats.visit_type)] = stats
     return found
 
 
-def _stats_from_row(row: tuple[Any, ...]) -> OriginStats:
+def stats_from_row(row: tuple[Any, ...]) -> OriginStats:
     url, visit_type, last_visit, target, anchor, disabled, history, reports = row[:8]
     tally = Tally(*row[8:])
     # A row written before visit histories existed (or never visited): what it

@@ -60,6 +60,10 @@ class Sample:
     age_max_days: float
     pending_over_30_days: int
     live: int
+    age_days_last_update: float = 0.0
+    """Mean age of the live origins whose lister reports last_update."""
+    age_days_no_last_update: float = 0.0
+    """Mean age of the other live origins."""
 
 
 @dataclass
@@ -170,6 +174,7 @@ class Truth:
             waited = np.where(live & np.isfinite(seen), t - seen, 0.0)
             self.starved |= waited > self.starvation_bound_s
             self.beyond_max_interval |= waited > self.max_interval_s
+        reported = self.with_last_update[live]
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -178,6 +183,8 @@ class Truth:
             float(np.max(age)) / DAY_S if age.size else 0.0,
             int(np.sum(age > PENDING_LIMIT_S)),
             int(live.sum()),
+            float(np.mean(age[reported])) / DAY_S if reported.any() else 0.0,
+            float(np.mean(age[~reported])) / DAY_S if (~reported).any() else 0.0,
         )
         self.samples.append(sample)
         return sample
@@ -194,6 +201,10 @@ class Truth:
         return {
             "freshness": mean("freshness"),
             "age_days": mean("mean_age_days"),
+            "age_days_by_lister": {
+                "last_update": mean("age_days_last_update"),
+                "no_last_update": mean("age_days_no_last_update"),
+            },
             "lag_days": {
                 **percentiles(self.lags_s, DAY_S, 95, 99),
                 "changes_archived": len(self.lags_s),
