@@ -29,7 +29,7 @@ from dramatiq.rate_limits.backends import RedisBackend
 
 from actors.broker import make_broker
 from actors.lanes import enqueue_first, slow_lane_message
-from actors.registry import WorkerRegistry, record_duration
+from actors.registry import WorkerRegistry
 from app.context import redis_client
 from app.domain.hosts import hoster_limit, hoster_of
 from app.kafka import StatusPublisher
@@ -38,6 +38,7 @@ from app.queue_names import first_visits_queue, lane_queue, slow_queue
 from app.settings import get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
+from queues.workers import record_duration
 
 log = logging.getLogger("revisit.worker")
 

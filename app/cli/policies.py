@@ -52,17 +52,16 @@ def schedule(
 def _send(visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
     """Send ``orders`` to the express and slow lanes as the scheduler does; the
     lane of each origin."""
-    from actors.broker import enqueue_many, make_broker
-    from actors.scheduler import visit_message
     from app.domain.lanes import assign_lanes
     from app.queue_names import slow_queue, visit_queue
+    from queues.dramatiq_broker import enqueue_many, redis_broker, visit_message
 
     settings = get_settings()
     limits = settings.express_time_limit_s, settings.slow_time_limit_s
     express, slow = assign_lanes(orders, lambda o: o.predicted_duration_s, len(orders), limits[0])
     messages = [visit_message(visit_queue(visit_type), o, "express", limits[0]) for o in express]
     messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1]) for o in slow]
-    enqueue_many(make_broker(settings), messages)
+    enqueue_many(redis_broker(settings), messages)
     return {o.origin_id: ("express",) for o in express} | {o.origin_id: ("slow",) for o in slow}
 
 

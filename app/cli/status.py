@@ -13,7 +13,6 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from actors.registry import queue_capacity
 from app.cli.common import console, now, visit_types_of
 from app.context import Context
 from app.db.connection import DictConnection, connect
@@ -23,6 +22,7 @@ from app.settings import get_settings
 from app.status import LANES, LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
 from queues.keys import visit_outcomes
+from queues.workers import queue_capacity
 
 
 def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: datetime) -> Snapshot:

@@ -3,8 +3,9 @@
 import dramatiq
 from dramatiq.brokers.redis import MAINTENANCE_SCALE
 
-from actors.broker import enqueue_many, make_broker, queue_depth
+from actors.broker import make_broker
 from app.settings import Settings
+from queues.dramatiq_broker import enqueue_many, queue_depth
 
 
 def message(queue: str, n: int) -> dramatiq.Message[object]:

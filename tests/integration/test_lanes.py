@@ -7,10 +7,10 @@ import signal
 import time
 from pathlib import Path
 
-from actors.registry import queue_capacity
 from app.context import Context
 from app.db.connection import DictConnection
 from app.settings import Settings
+from queues.workers import queue_capacity
 from tests.integration.helpers import stats_by_url
 from tests.processes import running, wait_for
 
