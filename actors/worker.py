@@ -32,6 +32,7 @@ from actors.lanes import enqueue_first, slow_lane_message
 from actors.registry import WorkerRegistry
 from app.context import redis_client
 from app.domain.hosts import hoster_limit, hoster_of
+from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.queue_names import first_visits_queue, lane_queue, slow_queue
@@ -114,7 +115,7 @@ def visit(
     visit: int,
     scheduled_at: float,
     request_id: int | None = None,
-    lane: str = "express",
+    lane: Lane = "express",
 ) -> None:
     """Visit one origin and publish its statuses (created, then final) to the journal."""
     if request_id is not None and _aborted(request_id):

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from app.cli.common import console, err, fail
+from app.domain.lanes import LANES, Lane
 from app.settings import Settings, get_settings
 
 
@@ -68,8 +69,8 @@ def journal() -> None:
     become("journal")
 
 
-class Lane(StrEnum):
-    """Which visit queues a worker pool serves."""
+class ServedLanes(StrEnum):
+    """Which lanes (``app.domain.lanes.Lane``) a worker pool serves."""
 
     express = "express"
     slow = "slow"
@@ -78,19 +79,21 @@ class Lane(StrEnum):
     all = "all"
 
 
-LANES_SERVED = {
-    Lane.express: ("express",),
-    Lane.slow: ("slow",),
-    Lane.priority: ("priority",),
-    Lane.recurrent: ("express", "slow"),
-    Lane.all: ("express", "slow", "priority"),
+LANES_SERVED: dict[ServedLanes, tuple[Lane, ...]] = {
+    ServedLanes.express: ("express",),
+    ServedLanes.slow: ("slow",),
+    ServedLanes.priority: ("priority",),
+    ServedLanes.recurrent: ("express", "slow"),
+    ServedLanes.all: LANES,
 }
 
 
 def worker(
     processes: Annotated[int, typer.Option(min=1)] = 1,
     threads: Annotated[int, typer.Option(min=1)] = 4,
-    lane: Annotated[Lane, typer.Option(help="the lanes this worker pool serves")] = Lane.recurrent,
+    lane: Annotated[
+        ServedLanes, typer.Option(help="the lanes this worker pool serves")
+    ] = ServedLanes.recurrent,
     first_visits_prefix: Annotated[
         list[str] | None,
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),

@@ -36,7 +36,7 @@ from typing import Literal
 from app.domain import ladder
 from app.domain.allocation import optimal_interval_s
 from app.domain.change_rate import estimate_per_s, optimism
-from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
     Outcome,
@@ -47,6 +47,7 @@ from app.domain.visit_history import (
     refold,
     tally_of,
 )
+from app.domain.visit_status import FINAL_STATUSES, is_success
 
 FUDGE_LOW = 0.9
 FUDGE_HIGH = 1.1
@@ -142,7 +143,7 @@ def next_target(
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
     age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate."""
-    if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
+    if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     if policy.spacing == "age_optimal" and policy.age_multiplier_s2 is not None:
