@@ -15,6 +15,7 @@ from typing import Any
 import redis
 from dramatiq import Middleware
 
+from queues.dramatiq_broker import served_queues, worker_threads
 from queues.keys import queue_workers
 from queues.workers import REFRESH_S
 
@@ -28,8 +29,8 @@ class WorkerRegistry(Middleware):
         self._stop = threading.Event()
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
-        queues = sorted(worker.consumer_whitelist or broker.get_declared_queues())
-        threads = int(worker.worker_threads)
+        queues = served_queues(broker, worker)
+        threads = worker_threads(worker)
 
         def refresh() -> None:
             while True:

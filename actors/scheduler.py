@@ -13,7 +13,6 @@ import psycopg
 import redis
 
 from actors.broker import make_broker
-from actors.lanes import return_dead_workers_messages
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.live import LiveConnection
@@ -42,7 +41,12 @@ from monitoring.metrics import (
     SCHEDULER_STEP_FAILURES,
 )
 from monitoring.queue_wait import QueueWatch
-from queues.dramatiq_broker import enqueue_many, queue_depth, visit_message
+from queues.dramatiq_broker import (
+    enqueue_many,
+    queue_depth,
+    return_dead_workers_messages,
+    visit_message,
+)
 from queues.workers import queue_capacity
 
 log = logging.getLogger("revisit.scheduler")

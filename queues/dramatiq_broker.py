@@ -7,12 +7,21 @@ test against the pinned version).
 - ``enqueue_many``: a pipelined batch enqueue (Dramatiq has none), which calls
   the broker's dispatch script and its maintenance chance directly;
 - ``visit_message``: the message of one visit, as the scheduler and
-  ``revisit schedule`` send it and ``actors.worker.visit`` receives it.
+  ``revisit schedule`` send it and ``actors.worker.visit`` receives it;
+- ``enqueue_first``: a message at the head of its queue
+  (``queues/lua/enqueue_first.lua``);
+- ``return_dead_workers_messages``: Dramatiq's queue maintenance, run now;
+- ``served_queues`` and ``worker_threads``: what a worker process consumes.
+
+Private names used: ``RedisBroker._should_do_maintenance``,
+``RedisBroker._max_unpack_size``, ``RedisBroker.scripts["dispatch"]`` and
+its arguments, ``Worker.consumer_whitelist`` and ``Worker.worker_threads``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -118,3 +127,50 @@ def _dispatch_enqueue(
             mapping={i: m.encode() for i, m in zip(ids, rest, strict=True)},
         )
         pipe.rpush(keys.dramatiq_queue(ns, first.queue_name), *ids)
+
+
+def enqueue_first(broker: RedisBroker, message: dramatiq.Message[Any]) -> None:
+    """Enqueue ``message`` at the head of its queue (served before the others)."""
+    message = message.copy(options={"redis_message_id": str(uuid4())})
+    broker.declare_queue(message.queue_name)
+    broker.emit_before("enqueue", message, None)
+    ns = broker.namespace
+    script = (resources.files("queues") / "lua" / "enqueue_first.lua").read_text()
+    broker.client.eval(
+        script,
+        2,
+        keys.dramatiq_messages(ns, message.queue_name),
+        keys.dramatiq_queue(ns, message.queue_name),
+        message.options["redis_message_id"],
+        message.encode(),
+    )
+    broker.emit_after("enqueue", message, None)
+
+
+def return_dead_workers_messages(broker: RedisBroker, queue_name: str) -> None:
+    """Run Dramatiq's queue maintenance now: the unacknowledged messages of
+    workers silent for longer than the heartbeat timeout go back to their
+    queues. Dramatiq itself runs it on a random share of commands, which can
+    take minutes when workers are few; the scheduler calls this every step, so
+    a killed worker's visits return within heartbeat timeout + one step."""
+    args = [
+        "qsize",
+        current_millis(),
+        queue_name,
+        broker.broker_id,
+        broker.heartbeat_timeout,
+        broker.dead_message_ttl,
+        1,
+        broker._max_unpack_size(),  # type: ignore[no-untyped-call]
+    ]
+    broker.scripts["dispatch"](args=args, keys=[broker.namespace])
+
+
+def served_queues(broker: RedisBroker, worker: Any) -> list[str]:
+    """The queues a worker process consumes (its --queues, else every declared one)."""
+    return sorted(worker.consumer_whitelist or broker.get_declared_queues())
+
+
+def worker_threads(worker: Any) -> int:
+    """How many worker threads a worker process runs."""
+    return int(worker.worker_threads)
