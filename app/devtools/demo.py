@@ -35,7 +35,7 @@ from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
 
-PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
