@@ -19,7 +19,7 @@ import dramatiq
 from dramatiq import Middleware
 
 from app.queue_names import slow_queue
-from queues.dramatiq_broker import enqueue_first
+from queues.dramatiq_broker import TUNING_OPTIONS, enqueue_first
 
 log = logging.getLogger("revisit.worker")
 
@@ -35,15 +35,18 @@ def mark_outlasted_express(message: Any, duration_s: float) -> None:
 
 
 def slow_lane_message(
-    kwargs: dict[str, Any], slow_queue_name: str, time_limit_ms: int
+    express: Any, slow_queue_name: str, default_time_limit_ms: int
 ) -> dramatiq.Message[Any]:
-    """The slow-lane visit of an express visit that ran out of time, marked as such."""
+    """The slow-lane visit of an express visit that ran out of time, marked as such:
+    the same order and tuning, with the visit type's time limit."""
+    tuning = {k: express.options[k] for k in TUNING_OPTIONS if k in express.options}
+    limit_ms = tuning.get("visit_time_limit", default_time_limit_ms)
     return dramatiq.Message(
         queue_name=slow_queue_name,
         actor_name="visit",
         args=(),
-        kwargs={**kwargs, "lane": "slow"},
-        options={"time_limit": time_limit_ms, "timed_out_express": True},
+        kwargs={**express.kwargs, "lane": "slow"},
+        options={**tuning, "time_limit": limit_ms, "timed_out_express": True},
     )
 
 
@@ -65,7 +68,7 @@ class ExpressEscalation(Middleware):
             return
         visit_type = str(message.kwargs["visit_type"])
         queue = slow_queue(visit_type)
-        enqueue_first(broker, slow_lane_message(message.kwargs, queue, self.slow_time_limit_ms))
+        enqueue_first(broker, slow_lane_message(message, queue, self.slow_time_limit_ms))
         self.on_escalate(visit_type)
         log.info(
             "%s outlasted the express lane (%.1fs): re-sent to the slow lane",

@@ -142,7 +142,9 @@ class SchedulerLoop:
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
             plan = plan_step(self.conn, self.ctx, config, self._depth, now, policies)
-        messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s) for s in plan.sends]
+        messages = [
+            visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
+        ]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
             enqueue_many(self.broker, messages)
         at = time.monotonic()

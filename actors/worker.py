@@ -151,7 +151,8 @@ def visit(
         result = VisitResult(
             "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
         )
-    if result.transient and options.get("retries", 0) < settings.visit_max_retries:
+    max_retries = options.get("max_retries", settings.visit_max_retries)
+    if result.transient and options.get("retries", 0) < max_retries:
         log.info("%s: transient failure (%s), retrying", url, result.error)
         raise TransientVisitError(result.error or "transient failure")
     metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}

@@ -34,6 +34,17 @@ from app.settings import Settings
 from queues import keys
 
 
+class Tuning(Protocol):
+    """How a visit runs (``app.scheduler_step.Tuning``)."""
+
+    @property
+    def visit_time_limit_s(self) -> float: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def retry_delay_s(self) -> float: ...
+
+
 class VisitOrder(Protocol):
     """What a visit message carries (``app.scheduling.VisitOrder``): the actor's kwargs."""
 
@@ -51,16 +62,37 @@ def redis_broker(settings: Settings) -> RedisBroker:
 
 
 def visit_message(
-    queue: str, order: VisitOrder, lane: str, time_limit_s: float
+    queue: str, order: VisitOrder, lane: str, time_limit_s: float, tuning: Tuning | None = None
 ) -> dramatiq.Message[Any]:
-    """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time limit."""
+    """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time
+    limit and, when given, its visit type's tuning (else the worker's settings)."""
+    options: dict[str, Any] = {"time_limit": int(time_limit_s * 1000)}
+    if tuning is not None:
+        options.update(tuning_options(tuning))
     return dramatiq.Message(
         queue_name=queue,
         actor_name="visit",
         args=(),
         kwargs={**order.as_kwargs(), "lane": lane},
-        options={"time_limit": int(time_limit_s * 1000)},
+        options=options,
     )
+
+
+#: The message options that carry a visit type's tuning: Dramatiq's Retries
+#: reads min_backoff and max_backoff (ms); the visit actor reads max_retries,
+#: and the express escalation visit_time_limit (ms).
+TUNING_OPTIONS = ("visit_time_limit", "max_retries", "min_backoff", "max_backoff")
+
+
+def tuning_options(tuning: Tuning) -> dict[str, int]:
+    """The message options of ``tuning`` (``TUNING_OPTIONS``)."""
+    delay_ms = int(tuning.retry_delay_s * 1000)
+    return {
+        "visit_time_limit": int(tuning.visit_time_limit_s * 1000),
+        "max_retries": tuning.max_retries,
+        "min_backoff": delay_ms,
+        "max_backoff": delay_ms * 2**tuning.max_retries,
+    }
 
 
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
