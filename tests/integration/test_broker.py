@@ -1,10 +1,13 @@
 """The contract of queues/dramatiq_broker.py, the one module that uses Dramatiq's private
 API, against the installed (pinned) Dramatiq: its consumer, its dispatch script, its worker."""
 
+import inspect
+
 import dramatiq
 from dramatiq.brokers.redis import MAINTENANCE_SCALE
 
 from actors.broker import make_broker
+from app.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import (
     enqueue_first,
@@ -12,6 +15,7 @@ from queues.dramatiq_broker import (
     queue_depth,
     return_dead_workers_messages,
     served_queues,
+    visit_message,
     worker_threads,
 )
 
@@ -86,3 +90,11 @@ def test_a_workers_queues_and_threads_are_read_from_dramatiqs_worker(settings: S
     worker = dramatiq.Worker(broker, queues={"contract.w"}, worker_threads=3)
     assert served_queues(broker, worker) == ["contract.w"]
     assert worker_threads(worker) == 3
+
+
+def test_the_visit_message_carries_exactly_what_the_visit_actor_takes() -> None:
+    import actors.worker
+
+    order = VisitOrder(1, "https://x.example/a", "git", {}, 3, 0.0, request_id=None)
+    sent = visit_message("visit.git.express", order, "express", 300.0)
+    assert list(sent.kwargs) == list(inspect.signature(actors.worker.visit.fn).parameters)

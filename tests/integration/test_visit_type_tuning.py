@@ -60,3 +60,16 @@ def test_the_worker_retries_as_often_and_as_soon_as_the_visit_type_says(
     stats = stats_by_url(conn)
     assert stats["sim://flaky.example/once"]["last_visit_status"] == "full"
     assert stats["sim://flaky.example/twice"]["last_visit_status"] == "failed"
+
+
+def test_schedule_now_sends_with_the_visit_types_tuning_too(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    assert cli("visit-type", "set", "git", "--time-limit", "3h", "--retries", "0").returncode == 0
+    list_origins(conn, ctx, [f"https://now.example/{i}" for i in range(2)])
+    sent = cli("schedule", "git", "-n", "2")
+    assert sent.returncode == 0, sent.stderr
+    loop = SchedulerLoop(settings)
+    options = sent_options(loop, "visit.git.express") + sent_options(loop, "visit.git.slow")
+    assert len(options) == 2
+    assert all(o["visit_time_limit"] == 10_800_000 and o["max_retries"] == 0 for o in options)
