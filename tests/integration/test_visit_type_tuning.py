@@ -16,6 +16,12 @@ from queues.keys import dramatiq_messages
 from tests.integration.helpers import cli, list_origins, run_visits, stats_by_url
 from tests.integration.test_lanes import SIMULATED, finished, list_simulated
 
+#: Simulated origins whose first visits fail transiently, once and twice.
+FLAKY: dict[str, dict[str, object]] = {
+    "sim://flaky.example/once": {"transient_failures": 1},
+    "sim://flaky.example/twice": {"transient_failures": 2},
+}
+
 
 def sent_options(loop: SchedulerLoop, queue: str) -> list[dict[str, object]]:
     key = dramatiq_messages(loop.broker.namespace, queue)
@@ -48,15 +54,11 @@ def test_the_scheduler_sends_the_visit_types_time_limit_and_retries(
 def test_the_worker_retries_as_often_and_as_soon_as_the_visit_type_says(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    jobs = {
-        "sim://flaky.example/once": {"transient_failures": 1},
-        "sim://flaky.example/twice": {"transient_failures": 2},
-    }
-    list_simulated(conn, ctx, jobs)
+    list_simulated(conn, ctx, FLAKY)
     # The settings would retry 3 times after 30 s: the row says once, after 0.2 s.
     tuned = cli("visit-type", "set", "simulated", "--retries", "1", "--retry-delay", "0.2s")
     assert tuned.returncode == 0, tuned.stderr
-    run_visits(tmp_path, SIMULATED, lambda: finished(conn, list(jobs)), "both visits", 25)
+    run_visits(tmp_path, SIMULATED, lambda: finished(conn, list(FLAKY)), "both visits", 25)
     stats = stats_by_url(conn)
     assert stats["sim://flaky.example/once"]["last_visit_status"] == "full"
     assert stats["sim://flaky.example/twice"]["last_visit_status"] == "failed"
