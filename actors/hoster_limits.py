@@ -59,11 +59,11 @@ class HosterLimits(Middleware):
         self._held: dict[str, contextlib.ExitStack] = {}
         self._lock = threading.Lock()
 
-    @cache  # noqa: B019 - one limiter per hoster for the worker process's life
-    def _limiter(self, host: str, limit: int) -> ConcurrentRateLimiter:
+    @cache  # noqa: B019 - one limiter per hoster and TTL for the worker process's life
+    def _limiter(self, host: str, limit: int, ttl_ms: int) -> ConcurrentRateLimiter:
         backend = RedisBackend(client=self.client)
         key = hoster_slots(self.namespace, host)
-        return ConcurrentRateLimiter(backend, key, limit=limit, ttl=self.slot_ttl_ms)  # type: ignore[no-untyped-call]
+        return ConcurrentRateLimiter(backend, key, limit=limit, ttl=ttl_ms)  # type: ignore[no-untyped-call]
 
     def before_process_message(self, broker: Any, message: Any) -> None:
         """Take a slot of the visit's hoster, or raise HosterBusy."""
@@ -74,8 +74,12 @@ class HosterLimits(Middleware):
         limit = hoster_limit(host, self.limits, self.default_limit)
         if limit is None:
             return
+        # A slot outlives its visit's own limit (its visit type's, when it has one)
+        # by a margin, so that a crashed worker's slot is freed in the end.
+        ttl_ms = max(self.slot_ttl_ms, int(message.options.get("visit_time_limit", 0)) + 60_000)
         held = contextlib.ExitStack()
-        if not held.enter_context(self._limiter(host, limit).acquire(raise_on_failure=False)):
+        limiter = self._limiter(host, limit, ttl_ms)
+        if not held.enter_context(limiter.acquire(raise_on_failure=False)):
             held.close()
             self.on_busy(str(message.kwargs["visit_type"]))
             log.info("%s: %s has %d visits running, retrying later", url, host, limit)
