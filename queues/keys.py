@@ -101,6 +101,12 @@ def visit_outcomes(namespace: str, visit_type: str) -> str:
     return f"{namespace}:{{{visit_type}}}:outcomes"
 
 
+def hoster_slots(namespace: str, host: str) -> str:
+    """Key prefix of a hoster's concurrent-visit slots (Dramatiq's ConcurrentRateLimiter
+    keeps its counter under it)."""
+    return f"{namespace}:hoster:{host}"
+
+
 def dead_letter_reason(namespace: str, message_id: str) -> str:
     """String: why a Dramatiq message was dead-lettered (expires with the dead letter)."""
     return f"{namespace}:dead_letter_reason:{message_id}"

@@ -9,6 +9,7 @@ from psycopg.rows import tuple_row
 from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
+from app.db.rows import column_index
 from app.db.stats import stats_from_row
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import OriginStats
@@ -20,10 +21,9 @@ def stats_after(
     """Up to ``limit`` rows of ``visit_type`` with an id above ``after_id``, by id."""
     params = {"visit_type": visit_type, "after": after_id, "limit": limit}
     with conn.cursor(row_factory=tuple_row) as cur:
-        return [
-            (int(row[0]), stats_from_row(row[1:]))
-            for row in cur.execute(query("stats_after_id"), params, binary=True)
-        ]
+        cur.execute(query("stats_after_id"), params, binary=True)
+        at = column_index(cur)
+        return [(int(row[at["id"]]), stats_from_row(row, at)) for row in cur]
 
 
 def set_planned_targets(

@@ -36,7 +36,7 @@ from typing import Literal
 from app.domain import ladder
 from app.domain.allocation import optimal_interval_s
 from app.domain.change_rate import estimate_per_s, optimism
-from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
     Outcome,
@@ -47,6 +47,7 @@ from app.domain.visit_history import (
     refold,
     tally_of,
 )
+from app.domain.visit_status import FINAL_STATUSES, is_success
 
 FUDGE_LOW = 0.9
 FUDGE_HIGH = 1.1
@@ -142,7 +143,7 @@ def next_target(
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
     age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate."""
-    if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
+    if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
@@ -191,7 +192,7 @@ def replanned_target(stats: OriginStats, policy: StatsPolicy, fudge: Fudge) -> d
     if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return None
     tally = tally_of(stats.history, policy.top_index)[0]
-    if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_final_date is None:
+    if not is_success(tally.last_visit_status) or tally.last_final_date is None:
         return None
     anchor = stats.next_visit_anchor or tally.last_final_date
     rate = learned_rate_per_s(tally, policy)

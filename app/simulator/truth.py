@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from app.domain.visit_status import SUCCESS_STATUSES, is_success
 from app.simulator.world import DAY_S, Origin
 
 HOUR_S = 3600.0
@@ -129,7 +130,7 @@ class Truth:
     ) -> None:
         """Record a visit of ``index`` (started at ``start``) at its end."""
         self.first_visit_at[index] = min(self.first_visit_at[index], end)
-        success = status in ("full", "partial")
+        success = is_success(status)
         measured = end >= self.measure_from_s
         if measured and policy != "request":
             useless = success and not self.is_news(index, start)
@@ -193,7 +194,7 @@ class Truth:
         """The time-averaged figures of the measured period."""
         measured = [s for s in self.samples if s.t >= self.measure_from_s]
         days = max(1e-9, (end_s - self.measure_from_s) / DAY_S)
-        successes = self.visits["full"] + self.visits["partial"]
+        successes = sum(self.visits[s] for s in SUCCESS_STATUSES)
 
         def mean(name: str) -> float | None:
             return float(np.mean([getattr(s, name) for s in measured])) if measured else None

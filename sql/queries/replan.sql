@@ -2,7 +2,7 @@
 
 -- name: stats_after_id
 -- The next rows of a visit type after a cursor, in id order, with the columns
--- the journal's fold reads (the same as lock_stats, in the same order): a sweep
+-- the journal's fold reads (those of lock_stats, read by name): a sweep
 -- re-plans a bounded slice of the table per scheduler step.
 select s.id, s.url, s.visit_type, s.last_visit, s.next_visit_queue_position,
        s.next_visit_anchor, s.disabled_for_failures, s.visit_history,
@@ -25,7 +25,4 @@ set next_visit_queue_position = u.target
 from unnest(%(ids)s::bigint[], %(targets)s::timestamptz[], %(finals)s::timestamptz[])
   as u(id, target, final)
 where st.id = u.id and st.last_final_date is not distinct from u.final
-returning st.id, st.visit_type, st.next_visit_queue_position,
-          st.last_visit_status::text, st.last_final_date, st.last_scheduled,
-          st.last_successful, st.last_update, (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled
+returning {{mirror_columns}}
