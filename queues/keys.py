@@ -16,8 +16,9 @@ move origins between them stay atomic.
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
 picks counted for the age-optimal allocation's capacity (app.allocation);
 ``late_s`` and ``late_picks``: how late planned picks were served, which
-corrects the multiplier (app.allocation); ``replan_after``: the stats id where
-the re-planning sweep goes on (app.replan).
+corrects the multiplier (app.allocation); ``replan_after`` and
+``replan_multiplier``: the stats id where the re-planning sweep goes on and
+the multiplier it plans with (app.replan).
 """
 
 from __future__ import annotations

@@ -246,16 +246,21 @@ class Mirror:
         head = self.client.zrange(self.keys(visit_type).pool(pool), 0, 0, withscores=True)
         return float(head[0][1]) if head else None
 
-    def replan_cursor(self, visit_type: str) -> int:
-        """The stats id the re-planning sweep of a visit type stopped after (0: start)."""
-        value = self.client.hget(self.keys(visit_type).meta, "replan_after")
-        return int(value) if value is not None else 0
+    def replan_state(self, visit_type: str) -> tuple[int, float | None]:
+        """Where the re-planning sweep of a visit type goes on (the stats id it
+        stopped after, 0: not sweeping) and the multiplier of the last sweep."""
+        after, multiplier = self.client.hmget(
+            self.keys(visit_type).meta, ["replan_after", "replan_multiplier"]
+        )
+        return int(after or 0), (float(multiplier) if multiplier is not None else None)
 
-    def set_replan_cursor(self, visit_type: str, after_id: int) -> None:
-        """Where the next re-planning slice starts (only while the mirror exists)."""
+    def set_replan_state(self, visit_type: str, after_id: int, multiplier_s2: float) -> None:
+        """Record the sweep's progress (only while the mirror exists)."""
         meta = self.keys(visit_type).meta
         if self.client.exists(meta):
-            self.client.hset(meta, "replan_after", after_id)
+            self.client.hset(
+                meta, mapping={"replan_after": after_id, "replan_multiplier": repr(multiplier_s2)}
+            )
 
     def is_built(self, visit_type: str) -> bool:
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""
