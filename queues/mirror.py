@@ -21,6 +21,10 @@ PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
 POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
 
 
+#: Planned picks whose lateness is kept between two allocation refreshes.
+LATENESS_KEPT = 5000
+
+
 def _script(name: str) -> str:
     return (resources.files("queues") / "lua" / f"{name}.lua").read_text()
 
@@ -221,25 +225,24 @@ class Mirror:
         value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
         return float(value) if value is not None else 0.0
 
-    def count_lateness(self, visit_type: str, total_s: float, picks: int) -> None:
-        """Add a step's planned picks and their summed lateness (s, clamped by the
-        caller) to what the allocation corrects μ by (only while the mirror exists)."""
-        meta = self.keys(visit_type).meta
-        if picks <= 0 or not self.client.exists(meta):
+    def record_lateness(self, visit_type: str, lateness_s: Sequence[float]) -> None:
+        """Keep how late planned picks were served (the latest ``LATENESS_KEPT``),
+        which the allocation corrects μ by (only while the mirror exists)."""
+        keys = self.keys(visit_type)
+        if not lateness_s or not self.client.exists(keys.meta):
             return
         pipe = self.client.pipeline(transaction=False)
-        pipe.hincrbyfloat(meta, "late_s", total_s)
-        pipe.hincrby(meta, "late_picks", picks)
+        pipe.rpush(keys.lateness, *[repr(float(v)) for v in lateness_s])
+        pipe.ltrim(keys.lateness, -LATENESS_KEPT, -1)
         pipe.execute()
 
-    def take_lateness(self, visit_type: str) -> tuple[float, int]:
-        """The summed lateness and planned picks counted since the last call; restarts."""
-        meta = self.keys(visit_type).meta
+    def take_lateness(self, visit_type: str) -> list[float]:
+        """The lateness of the planned picks kept since the last call; restarts."""
+        key = self.keys(visit_type).lateness
         pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(meta, ["late_s", "late_picks"])
-        pipe.hdel(meta, "late_s", "late_picks")
-        total, picks = pipe.execute()[0]
-        return float(total or 0.0), int(picks or 0)
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        return [float(v) for v in pipe.execute()[0]]
 
     def head_score(self, visit_type: str, pool: PoolName) -> float | None:
         """The score of the first origin of a pool (None: empty)."""
