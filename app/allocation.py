@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -36,8 +37,6 @@ from queues.mirror import Popped
 
 log = logging.getLogger(__name__)
 
-#: Share of the earliest and of the latest planned picks left out of their mean lateness.
-TRIMMED_SHARE = 0.1
 #: Pools whose picks pay for the visits planned by rate (and by the floor).
 PLANNED_POOLS: tuple[PoolName, ...] = ("no_last_update", "up_to_date")
 
@@ -76,7 +75,11 @@ def refresh_allocation(
     late = ctx.mirror.take_lateness(config.name)
     current = config.age_multiplier_s2
     if current is not None and math.isfinite(current):
-        lateness = trimmed_mean(late) if late else head_lateness_s(ctx, config, now_s)
+        # The median: an origin back from a failure's cooldown is picked weeks
+        # after its target, and a mean would read those as a lack of capacity.
+        # (Simulated on the default world, 90 days: git 1.08 times the age
+        # optimum with the median, 1.24 with a mean trimmed of 10 % each side.)
+        lateness = statistics.median(late) if late else head_lateness_s(ctx, config, now_s)
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:
         prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
@@ -88,28 +91,14 @@ def refresh_allocation(
     set_age_multiplier(conn, config.name, multiplier, capacity, now)
     log.info(
         "%s: age-optimal allocation: %.0f planned visits/day measured, %d planned picks "
-        "late by %.0f s (trimmed mean): mu %.3g s^2",
+        "late by %.0f s (median): mu %.3g s^2",
         config.name,
         capacity,
         len(late),
-        trimmed_mean(late) if late else 0.0,
+        statistics.median(late) if late else 0.0,
         multiplier,
     )
     return multiplier
-
-
-def trimmed_mean(values: list[float], share: float = TRIMMED_SHARE) -> float:
-    """The mean of ``values`` without the ``share`` lowest and highest.
-
-    Planned visits are early between the bursts of reported changes and late
-    during them: their mean lateness says whether the plan fits the capacity
-    (a median would not). But an origin back from a failure's 14-day cooldown
-    is picked weeks after its target: trimmed, such picks do not read as a
-    lack of capacity."""
-    ordered = sorted(values)
-    cut = int(len(ordered) * share)
-    kept = ordered[cut : len(ordered) - cut] or ordered
-    return sum(kept) / len(kept)
 
 
 def head_lateness_s(ctx: Context, config: VisitTypeConfig, now_s: float) -> float:
