@@ -113,8 +113,17 @@ def merge_outcomes(
 class JournalClient:
     """Consumes the journal topic in batches within a consumer group."""
 
-    def __init__(self, settings: Settings, fudge: Fudge | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        fudge: Fudge | None = None,
+        *,
+        before_placing: Callable[[list[MirrorRow]], None] | None = None,
+    ) -> None:
+        """``before_placing`` is called with a batch's rows between its commit and
+        its Redis placement (tests delay a client there)."""
         self.settings = settings
+        self.before_placing = before_placing
         self.ctx = Context.from_settings(settings)
         self.fudge = fudge or keyed_fudge()
         self.stop = threading.Event()
@@ -175,6 +184,8 @@ class JournalClient:
         if self._exit_after and self._transactions >= self._exit_after:
             os._exit(EXIT_AFTER_TRANSACTIONS_CODE)
         self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
+        if self.before_placing is not None:
+            self.before_placing(rows)
         outcome.placed = place_rows(self.ctx, rows, now)
         self._commit(messages)
         self._count(outcome, len(messages))

@@ -11,6 +11,7 @@ move origins between them stay atomic.
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
+| ``<ns>:{<vt>}:version``    | hash | stats id | version of the stats row its place is from |
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
@@ -57,6 +58,12 @@ class VisitTypeKeys:
     def parked(self) -> str:
         """Hash of the next visit target of each origin in flight or cooling."""
         return f"{self.tag}parked"
+
+    @property
+    def versions(self) -> str:
+        """Hash of the stats row version each origin's place was derived from
+        (place.lua refuses an older one)."""
+        return f"{self.tag}version"
 
     @property
     def meta(self) -> str:

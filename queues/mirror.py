@@ -15,6 +15,10 @@ from app.domain.placement import POOLS, Placement, PoolName, Where
 from queues.keys import VisitTypeKeys
 
 PLACE_CHUNK = 2000
+#: Placements per place.lua call of a rebuild (one call blocks Redis ~10 ms).
+REBUILD_CHUNK = 5000
+#: The rebuild-in-progress marker outlives a dead rebuild by at most this (s).
+REBUILD_MARKER_TTL_S = 600
 MAX_MOVES_PER_POP = 10000
 #: Lua place index of each place (pools are 1..4 in POOLS order).
 PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
@@ -107,20 +111,33 @@ class Mirror:
         ``keep_inflight`` leaves origins that Redis has in flight alone (for
         writers that do not know about a pop still being recorded).
         """
-        keys = self.keys(visit_type).data_keys()
         mode = "keep_inflight" if keep_inflight else "force"
+        return self._place_chunks(self.keys(visit_type), mode, placements, PLACE_CHUNK)
+
+    def _place_chunks(
+        self, keys: VisitTypeKeys, mode: str, placements: Iterable[Placement], size: int
+    ) -> int:
+        """Run place.lua over ``placements`` in chunks of ``size`` (KEYS: the eight
+        keys, then those of a rebuild in progress, then its marker)."""
+        staging = keys.staging()
+        script_keys = [*_versioned(keys), *_versioned(staging), staging.meta]
         moved = 0
-        for chunk in _chunks(placements, PLACE_CHUNK):
+        for chunk in _chunks(placements, size):
             args: list[Any] = [mode]
             for p in chunk:
-                args += [p.id, place_index(p), repr(p.score), parked_value(p)]
-            moved += int(self._place(keys=keys, args=args))
+                args += [p.id, p.version, place_index(p), repr(p.score), parked_value(p)]
+            moved += int(self._place(keys=script_keys, args=args))
         return moved
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
         with plain pipelined writes: much faster than ``place`` for bulk listings."""
-        return self._write(self.keys(visit_type), placements)
+        keys = self.keys(visit_type)
+        placements = list(placements)
+        if self.client.exists(keys.staging().meta):
+            # A rebuild may have read Postgres before these origins existed.
+            self._place_chunks(keys.staging(), "stage", placements, REBUILD_CHUNK)
+        return self._write(keys, placements)
 
     def pop(
         self,
@@ -222,17 +239,29 @@ class Mirror:
         return bool(self.client.exists(self.keys(visit_type).meta))
 
     def rebuild(self, visit_type: str, placements: Iterable[Placement]) -> int:
-        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the end."""
+        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the end.
+
+        While the staging keys are written, every ``place`` is applied to them
+        too, and a staged place never overwrites a newer version: so start
+        reading ``placements`` from Postgres only after this is called (a lazy
+        iterator does), and a placement committed meanwhile is not lost.
+        """
         live = self.keys(visit_type)
         staging = live.staging()
-        self.client.delete(*staging.data_keys())
-        count = self._write(staging, placements)
+        self.client.delete(*_versioned(staging), staging.meta)
+        self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
+        count = 0
+        for chunk in _chunks(placements, REBUILD_CHUNK):
+            self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
+            self._place_chunks(staging, "stage", chunk, REBUILD_CHUNK)
+            count += len(chunk)
         pipe = self.client.pipeline(transaction=True)
-        for old in live.data_keys():
+        for old in _versioned(live):
             pipe.delete(old)
-        for old, new in zip(live.data_keys(), staging.data_keys(), strict=True):
+        for old, new in zip(_versioned(live), _versioned(staging), strict=True):
             if self.client.exists(new):
                 pipe.rename(new, old)
+        pipe.delete(staging.meta)
         pipe.hset(live.meta, mapping={"rebuilt_at": repr(time.time()), "origins": count})
         pipe.execute()
         return count
@@ -306,6 +335,11 @@ class Mirror:
         return {place: int(n) for (place, _), n in zip(places, pipe.execute(), strict=True)}
 
 
+def _versioned(keys: VisitTypeKeys) -> list[str]:
+    """The keys place.lua writes: the data keys and the version hash."""
+    return [*keys.data_keys(), keys.versions]
+
+
 def _popped(flat: list[Any]) -> list[Popped]:
     return [
         Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
@@ -326,6 +360,7 @@ def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
     key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
     by_key: dict[str, dict[str, float]] = {}
     parked: dict[str, str] = {}
+    versions = {str(p.id): p.version for p in chunk if p.version}
     for p in chunk:
         if p.where == "absent":
             continue
@@ -342,3 +377,5 @@ def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
         pipe.zadd(key, members)
     if parked:
         pipe.hset(keys.parked, mapping=parked)
+    if versions:
+        pipe.hset(keys.versions, mapping=versions)

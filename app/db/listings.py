@@ -63,6 +63,7 @@ def mirror_row(r: dict[str, Any]) -> MirrorRow:
         last_update=r["last_update"],
         never_succeeded=r["never_succeeded"],
         enabled=r["enabled"],
+        version=r["version"],
     )
 
 

@@ -99,6 +99,6 @@ with new as (
   returning st.id, st.visit_type, st.next_visit_queue_position,
             st.last_visit_status::text, st.last_final_date, st.last_scheduled,
             st.last_successful, st.last_update, (st.last_snapshot is null) as never_succeeded,
-            (st.listed and not st.disabled_for_failures) as enabled
+            (st.listed and not st.disabled_for_failures) as enabled, st.version
 )
 select * from written

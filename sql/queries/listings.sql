@@ -75,7 +75,7 @@ on conflict (url, visit_type) do update
 returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
           st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
           (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled,
+          (st.listed and not st.disabled_for_failures) as enabled, st.version,
           (st.xmax = 0) as inserted
 
 -- name: start_listing
@@ -107,7 +107,7 @@ where st.url = d.url and st.visit_type = d.visit_type
 returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
           st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
           (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled
+          (st.listed and not st.disabled_for_failures) as enabled, st.version
 
 -- name: finish_listing
 update listers set previous_listing_finished_at = last_listing_finished_at,

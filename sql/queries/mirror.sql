@@ -5,7 +5,7 @@
 select st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
        st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
        (st.last_snapshot is null) as never_succeeded,
-       (not st.disabled_for_failures) as enabled
+       (not st.disabled_for_failures) as enabled, st.version
 from origin_visit_stats st
 where st.visit_type = %(visit_type)s and st.listed
 

@@ -12,7 +12,7 @@ where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(vi
 returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
           st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
           (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled
+          (st.listed and not st.disabled_for_failures) as enabled, st.version
 
 -- name: visit_types_of_origin
 select visit_type from origin_visit_stats where url = %(url)s order by visit_type
