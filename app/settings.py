@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     )
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
+    scheduler_lease_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a visit type is fed by one scheduler process at a time, the holder of its "
+        "Redis lease; another takes over within this long after the holder dies",
+    )
 
     full_listing_max_disable_share: float = Field(
         default=0.5,

@@ -84,6 +84,18 @@ class VisitTypeKeys:
         return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:")
 
 
+def scheduler_lease(namespace: str, visit_type: str) -> str:
+    """String ``<token>|<holder>``: the scheduler process feeding a visit type's
+    queues, until it expires (lease.lua); in the visit type's hash slot, so a
+    pop can check it atomically (fence.lua)."""
+    return f"{namespace}:{{{visit_type}}}:lease"
+
+
+def scheduler_lease_tokens(namespace: str, visit_type: str) -> str:
+    """Counter: the last fencing token handed out with a visit type's lease."""
+    return f"{namespace}:{{{visit_type}}}:lease_token"
+
+
 def aborted_requests(namespace: str) -> str:
     """Set of ids of requests cancelled after they were sent to a worker."""
     return f"{namespace}:requests:aborted"

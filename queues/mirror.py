@@ -12,7 +12,8 @@ from typing import Any
 import redis
 
 from app.domain.placement import POOLS, Placement, PoolName, Where
-from queues.keys import VisitTypeKeys
+from queues.keys import VisitTypeKeys, scheduler_lease
+from queues.lease import LeaseLost
 
 PLACE_CHUNK = 2000
 #: Placements per place.lua call of a rebuild (one call blocks Redis ~10 ms).
@@ -98,6 +99,13 @@ class Mirror:
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
+        fence = _script("fence")
+        self._guarded = {
+            "pop": client.register_script(fence + _script("pop")),
+            "claim": client.register_script(fence + _script("claim")),
+        }
+        #: The lease token of each visit type this process pops under (fence.lua).
+        self.fences: dict[str, str] = {}
 
     def keys(self, visit_type: str) -> VisitTypeKeys:
         """Key names of one visit type."""
@@ -158,7 +166,9 @@ class Mirror:
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
-        cooled, lost, flat = self._pop(
+        cooled, lost, flat = self._fenced(
+            "pop",
+            visit_type,
             keys=[*keys.data_keys(), keys.meta],
             args=[
                 repr(now_s),
@@ -181,7 +191,25 @@ class Mirror:
             return []
         keys = self.keys(visit_type)
         limit = -most if peek else most
-        return _popped(self._claim(keys=keys.data_keys(), args=[repr(now_s), limit, *ids]))
+        return _popped(
+            self._fenced(
+                "claim", visit_type, keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
+            )
+        )
+
+    def _fenced(self, name: str, visit_type: str, keys: list[str], args: list[Any]) -> Any:
+        """Run pop or claim; while this process holds a lease token for
+        ``visit_type`` (``fences``), only if that token still holds the lease."""
+        token = self.fences.get(visit_type)
+        if token is None:
+            return (self._pop if name == "pop" else self._claim)(keys=keys, args=args)
+        lease = scheduler_lease(self.namespace, visit_type)
+        try:
+            return self._guarded[name](keys=[*keys, lease], args=[*args, token])
+        except redis.ResponseError as exc:
+            if "LEASE_LOST" in str(exc):
+                raise LeaseLost(f"{visit_type}: {exc}") from exc
+            raise
 
     def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
         """Store the recent pick rate (origins/s) of each pool, for ETAs."""
