@@ -33,7 +33,7 @@ def make_broker(settings: Settings) -> RedisBroker:
     multiprocess directory (``revisit worker`` and ``revisit api``).
     """
     broker = RedisBroker(  # type: ignore[no-untyped-call]
-        url=settings.redis_dsn(),
+        url=settings.broker_redis_dsn(),
         namespace=settings.dramatiq_namespace,
         heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
         maintenance_chance=settings.dramatiq_maintenance_chance,

@@ -89,7 +89,10 @@ class SchedulerLoop:
         self.queues = QueueWatch()
         self._drain_waits: dict[str, float | None] = {}
         self.leases = Leases(
-            self.ctx.redis, settings.redis_namespace, settings.scheduler_lease_s, holder_name()
+            self.ctx.mirror.client,
+            settings.redis_namespace,
+            settings.scheduler_lease_s,
+            holder_name(),
         )
 
     def configs(self) -> dict[str, VisitTypeConfig]:

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,11 @@ def postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
-    """A Redis server without persistence (on ``port``, or a free one); yields its URL.
+def redis_server(
+    workdir: Path, port: int | None = None, extra_args: Sequence[str] = ()
+) -> Iterator[str]:
+    """A Redis server without persistence (on ``port``, or a free one, with
+    ``extra_args`` such as ``--cluster-enabled yes``); yields its URL.
 
     Given the same port again, it comes back at the same address, empty: what a
     process sees when Redis restarts (the fault tests and the soak do this).
@@ -110,6 +113,7 @@ def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
             str(folder),
             "--logfile",
             str(folder / "redis.log"),
+            *extra_args,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

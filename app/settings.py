@@ -42,7 +42,18 @@ class Settings(BaseSettings):
     )
     redis_url: SecretStr = Field(
         default=SecretStr("redis://127.0.0.1:6379/0"),
-        description="Redis holding the scheduling mirror and the Dramatiq queues",
+        description="Redis holding the scheduling mirror (and, unless REVISIT_BROKER_REDIS_URL "
+        "is set, the Dramatiq queues)",
+    )
+    redis_cluster: bool = Field(
+        default=False,
+        description="REVISIT_REDIS_URL names a node of a Redis Cluster: the mirror is spread "
+        "over its masters (one hash tag per visit type, or per shard)",
+    )
+    broker_redis_url: SecretStr | None = Field(
+        default=None,
+        description="Redis of the Dramatiq queues, worker registry, hoster limits and dead-letter "
+        "reasons (a plain Redis, never a cluster); default: REVISIT_REDIS_URL",
     )
     kafka_brokers: str = Field(default="127.0.0.1:9092", description="bootstrap.servers")
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
@@ -224,8 +235,13 @@ class Settings(BaseSettings):
         return self.database_url.get_secret_value()
 
     def redis_dsn(self) -> str:
-        """The Redis URL, unwrapped for the driver."""
+        """The mirror's Redis URL, unwrapped for the driver."""
         return self.redis_url.get_secret_value()
+
+    def broker_redis_dsn(self) -> str:
+        """The Dramatiq broker's Redis URL (the mirror's unless set apart)."""
+        url = self.broker_redis_url or self.redis_url
+        return url.get_secret_value()
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,9 @@ def holder_name() -> str:
 class Leases:
     """The leases one scheduler process holds, one per visit type."""
 
-    def __init__(self, client: redis.Redis, namespace: str, ttl_s: float, holder: str) -> None:
+    def __init__(
+        self, client: redis.Redis | redis.RedisCluster, namespace: str, ttl_s: float, holder: str
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.ttl_ms = max(1, int(ttl_s * 1000))

@@ -88,17 +88,21 @@ def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
 
 
 Weights = Sequence[float] | str
+#: The mirror lives in one Redis or on a Redis Cluster (keys of one visit type,
+#: or of one shard, share a hash slot, which the Lua scripts need).
+MirrorClient = redis.Redis | redis.RedisCluster
 
 
 class Mirror:
     """The mirror of every visit type, in one Redis database."""
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: MirrorClient, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
+        self._swap = client.register_script(_script("swap"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -283,15 +287,10 @@ class Mirror:
             self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
             self._place_chunks(staging, "stage", chunk, REBUILD_CHUNK)
             count += len(chunk)
-        pipe = self.client.pipeline(transaction=True)
-        for old in _versioned(live):
-            pipe.delete(old)
-        for old, new in zip(_versioned(live), _versioned(staging), strict=True):
-            if self.client.exists(new):
-                pipe.rename(new, old)
-        pipe.delete(staging.meta)
-        pipe.hset(live.meta, mapping={"rebuilt_at": repr(time.time()), "origins": count})
-        pipe.execute()
+        self._swap(
+            keys=[*_versioned(live), *_versioned(staging), live.meta, staging.meta],
+            args=[repr(time.time()), count],
+        )
         return count
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:

@@ -23,6 +23,7 @@ from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.settings import Settings
+from tests.redis_cluster import redis_cluster
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -49,6 +50,37 @@ def service_env() -> Iterator[dict[str, str]]:
         except Exception as exc:
             _unavailable("test services", exc)
         yield env
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``every_mirror`` run with the mirror on one Redis and again on
+    a Redis Cluster (the broker then on its own Redis)."""
+    if (
+        metafunc.definition.get_closest_marker("every_mirror")
+        and "mirror_backend" in metafunc.fixturenames
+    ):
+        metafunc.parametrize("mirror_backend", ["redis", "cluster"], indirect=True)
+
+
+@pytest.fixture
+def mirror_backend(request: pytest.FixtureRequest) -> str:
+    """Where the mirror lives: 'redis' (the default) or 'cluster'."""
+    return str(getattr(request, "param", "redis"))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A 3-master Redis Cluster started for the session (or REVISIT_TEST_REDIS_CLUSTER_URL)."""
+    given = os.environ.get("REVISIT_TEST_REDIS_CLUSTER_URL")
+    if given:
+        yield given
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(redis_cluster(tmp_path_factory.mktemp("cluster")))
+        except Exception as exc:
+            _unavailable("Redis Cluster", exc)
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -93,10 +125,17 @@ def redis_url(service_env: dict[str, str]) -> Iterator[str]:
 
 @pytest.fixture
 def settings(
-    service_env: dict[str, str], database_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    service_env: dict[str, str],
+    database_url: str,
+    redis_url: str,
+    mirror_backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Settings:
     """Settings for one test: its own database and Kafka topics; also exported as
-    REVISIT_* so subprocesses started by the test see the same."""
+    REVISIT_* so subprocesses started by the test see the same. With the
+    'cluster' mirror backend, the mirror is on the Redis Cluster (emptied) and
+    the broker on the test Redis."""
     suffix = uuid.uuid4().hex[:8]
     values: dict[str, Any] = {
         "REVISIT_DATABASE_URL": database_url,
@@ -111,6 +150,12 @@ def settings(
         # The test forges are git repositories on local disk (file:// URLs).
         "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }
+    if mirror_backend == "cluster":
+        cluster_url = request.getfixturevalue("redis_cluster_url")
+        redis.RedisCluster.from_url(cluster_url).flushdb()
+        values["REVISIT_REDIS_URL"] = cluster_url
+        values["REVISIT_REDIS_CLUSTER"] = "true"
+        values["REVISIT_BROKER_REDIS_URL"] = redis_url
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     return Settings()

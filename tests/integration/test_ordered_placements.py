@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from confluent_kafka import Message, Producer
 
 from actors.journal import JournalClient
@@ -21,6 +22,8 @@ from app.settings import Settings
 from tests.integration.helpers import list_origins
 from tests.processes import wait_for
 
+pytestmark = pytest.mark.every_mirror
+
 URL = "https://forge.example/ordered.git"
 
 
@@ -30,7 +33,7 @@ def stats_version(conn: DictConnection, origin_id: int) -> int:
 
 
 def mirror_version(ctx: Context, origin_id: int) -> int | None:
-    value = ctx.redis.hget(ctx.mirror.keys("git").versions, origin_id)
+    value = ctx.mirror.client.hget(ctx.mirror.keys("git").versions, origin_id)
     return int(value) if value is not None else None
 
 

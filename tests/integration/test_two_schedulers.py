@@ -24,6 +24,8 @@ from queues.lease import LeaseLost, Leases
 from tests.integration.helpers import list_origins
 from tests.processes import running, wait_for
 
+pytestmark = pytest.mark.every_mirror
+
 BOUND = 6
 FAST = {
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.1",
@@ -55,7 +57,7 @@ def drain(client: redis.Redis, settings: Settings) -> tuple[list[int], int]:
 
 
 def lease_holder_pid(ctx: Context, settings: Settings) -> int | None:
-    holder = Leases(ctx.redis, settings.redis_namespace, 1, "test").holder_of("git")
+    holder = Leases(ctx.mirror.client, settings.redis_namespace, 1, "test").holder_of("git")
     return int(holder.rsplit(":", 1)[1]) if holder else None
 
 
@@ -103,8 +105,8 @@ def test_two_schedulers_never_overfill_nor_send_twice_and_one_survives_the_other
 def test_a_pop_fenced_with_a_token_that_lost_the_lease_moves_nothing(ctx: Context) -> None:
     ns = ctx.settings.redis_namespace
     ctx.mirror.place("git", [Placement(1, "pool", 1.0, "no_last_update", 1.0, 1)])
-    stalled = Leases(ctx.redis, ns, 0.05, "stalled:1")
-    survivor = Leases(ctx.redis, ns, 10, "survivor:2")
+    stalled = Leases(ctx.mirror.client, ns, 0.05, "stalled:1")
+    survivor = Leases(ctx.mirror.client, ns, 10, "survivor:2")
     old_token = stalled.hold("git")
     wait_for(lambda: survivor.hold("git") is not None, 5, "the lease to expire")
     ctx.mirror.fences["git"] = str(old_token)
@@ -119,8 +121,8 @@ def test_a_pop_fenced_with_a_token_that_lost_the_lease_moves_nothing(ctx: Contex
 
 def test_a_lease_given_back_is_taken_at_once_with_a_newer_token(ctx: Context) -> None:
     ns = ctx.settings.redis_namespace
-    first = Leases(ctx.redis, ns, 60, "first:1")
-    second = Leases(ctx.redis, ns, 60, "second:2")
+    first = Leases(ctx.mirror.client, ns, 60, "first:1")
+    second = Leases(ctx.mirror.client, ns, 60, "second:2")
     token = first.hold("git")
     assert second.hold("git") is None
     assert first.hold("git") == token
