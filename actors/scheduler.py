@@ -93,6 +93,7 @@ class SchedulerLoop:
             settings.redis_namespace,
             settings.scheduler_lease_s,
             holder_name(),
+            settings.mirror_shards,
         )
 
     def configs(self) -> dict[str, VisitTypeConfig]:

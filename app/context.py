@@ -48,5 +48,5 @@ class Context:
     @classmethod
     def from_settings(cls, settings: Settings) -> Context:
         """Build the handles described by ``settings``."""
-        mirror = Mirror(mirror_client(settings), settings.redis_namespace)
+        mirror = Mirror(mirror_client(settings), settings.redis_namespace, settings.mirror_shards)
         return cls(settings, redis_client(settings), mirror, cooldowns_from(settings))

@@ -14,6 +14,7 @@ import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr
 from pydantic_settings import (
@@ -49,6 +50,12 @@ class Settings(BaseSettings):
         default=False,
         description="REVISIT_REDIS_URL names a node of a Redis Cluster: the mirror is spread "
         "over its masters (one hash tag per visit type, or per shard)",
+    )
+    mirror_shards: dict[str, Annotated[int, Field(ge=1, le=256)]] = Field(
+        default={},
+        description='shards of a visit type\'s mirror, e.g. {"git": 6} (default 1): one hash '
+        "tag each, so one visit type spreads over a cluster's masters; a change is applied "
+        "by the rebuild it triggers",
     )
     broker_redis_url: SecretStr | None = Field(
         default=None,

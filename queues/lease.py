@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from importlib import resources
 
 import redis
@@ -37,12 +38,18 @@ class Leases:
     """The leases one scheduler process holds, one per visit type."""
 
     def __init__(
-        self, client: redis.Redis | redis.RedisCluster, namespace: str, ttl_s: float, holder: str
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        namespace: str,
+        ttl_s: float,
+        holder: str,
+        shards: Mapping[str, int] | None = None,
     ) -> None:
         self.client = client
         self.namespace = namespace
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self.holder = holder
+        self.shards = dict(shards or {})
         self.tokens: dict[str, str] = {}
         self._take = client.register_script(
             (resources.files("queues") / "lua" / "lease.lua").read_text()
@@ -56,7 +63,24 @@ class Leases:
             self.tokens.pop(visit_type, None)
             return None
         self.tokens[visit_type] = token.decode() if isinstance(token, bytes) else str(token)
+        self._copy_to_shards(visit_type)
         return self.tokens[visit_type]
+
+    def _copy_to_shards(self, visit_type: str) -> None:
+        """Copy the lease into the slot of every other shard, for fence.lua there.
+
+        A copy expires a tenth of the TTL before the lease it copies (it is
+        written after it), so a stalled holder's copy never outlives its lease.
+        """
+        shards = self.shards.get(visit_type, 1)
+        if shards <= 1:
+            return
+        value = f"{self.tokens[visit_type]}|{self.holder}"
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(1, shards):
+            key = scheduler_lease(self.namespace, visit_type, shard)
+            pipe.set(key, value, px=max(1, self.ttl_ms * 9 // 10))
+        pipe.execute()
 
     def release_all(self) -> None:
         """Give back every lease held (on a clean stop), so another process takes

@@ -11,9 +11,13 @@ from typing import Any
 
 import redis
 
-from app.domain.placement import POOLS, Placement, PoolName, Where
+from app.domain.placement import POOLS, Placement, PoolName
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost
+from queues.mirror_meta import PickBookkeeping
+from queues.mirror_read import Location as Location
+from queues.mirror_read import MirrorReads
+from queues.shards import by_shard, claim_across, pop_across
 
 PLACE_CHUNK = 2000
 #: Placements per place.lua call of a rebuild (one call blocks Redis ~10 ms).
@@ -33,14 +37,6 @@ def _script(name: str) -> str:
 def parked_value(p: Placement) -> str:
     """The ``parked`` hash value of an origin in flight or cooling: where it returns."""
     return f"{POOL_INDEX[p.pool]}|{p.pool_score!r}"
-
-
-def parse_parked(value: str | None) -> tuple[str, float] | None:
-    """The (pool name, score) a parked value says an origin returns to."""
-    if value is None:
-        return None
-    index, _, score = value.partition("|")
-    return POOLS[int(index) - 1], float(score)
 
 
 def returns_to(p: Placement) -> tuple[str, float]:
@@ -71,16 +67,6 @@ class PopResult:
     lost: int
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where the mirror has one origin: place, pool, score and rank there (0 = next)."""
-
-    where: Where
-    pool: str | None
-    score: float | None
-    rank: int | None
-
-
 def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
@@ -93,12 +79,16 @@ Weights = Sequence[float] | str
 MirrorClient = redis.Redis | redis.RedisCluster
 
 
-class Mirror:
-    """The mirror of every visit type, in one Redis database."""
+class Mirror(PickBookkeeping, MirrorReads):
+    """The mirror of every visit type, in one Redis database or on a cluster;
+    a visit type's keys may be split into shards (``queues.shards``)."""
 
-    def __init__(self, client: MirrorClient, namespace: str) -> None:
+    def __init__(
+        self, client: MirrorClient, namespace: str, shards: Mapping[str, int] | None = None
+    ) -> None:
         self.client = client
         self.namespace = namespace
+        self._shards = dict(shards or {})
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
@@ -111,9 +101,21 @@ class Mirror:
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
 
-    def keys(self, visit_type: str) -> VisitTypeKeys:
-        """Key names of one visit type."""
-        return VisitTypeKeys(self.namespace, visit_type)
+    def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
+        """Key names of one visit type (of one of its shards)."""
+        return VisitTypeKeys(self.namespace, visit_type, shard=shard)
+
+    def shards(self, visit_type: str) -> int:
+        """How many shards the visit type's mirror is split into (1: not split)."""
+        return max(1, int(self._shards.get(visit_type, 1)))
+
+    def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
+        """Key names of every shard of one visit type."""
+        return [self.keys(visit_type, k) for k in range(self.shards(visit_type))]
+
+    def _split(self, visit_type: str, placements: Iterable[Placement]) -> dict[int, Any]:
+        shards = self.shards(visit_type)
+        return {0: placements} if shards == 1 else by_shard(placements, shards)
 
     def place(
         self, visit_type: str, placements: Iterable[Placement], *, keep_inflight: bool = False
@@ -124,7 +126,10 @@ class Mirror:
         writers that do not know about a pop still being recorded).
         """
         mode = "keep_inflight" if keep_inflight else "force"
-        return self._place_chunks(self.keys(visit_type), mode, placements, PLACE_CHUNK)
+        return sum(
+            self._place_chunks(self.keys(visit_type, shard), mode, part, PLACE_CHUNK)
+            for shard, part in self._split(visit_type, placements).items()
+        )
 
     def _place_chunks(
         self, keys: VisitTypeKeys, mode: str, placements: Iterable[Placement], size: int
@@ -144,12 +149,14 @@ class Mirror:
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
         with plain pipelined writes: much faster than ``place`` for bulk listings."""
-        keys = self.keys(visit_type)
-        placements = list(placements)
-        if self.client.exists(keys.staging().meta):
-            # A rebuild may have read Postgres before these origins existed.
-            self._place_chunks(keys.staging(), "stage", placements, REBUILD_CHUNK)
-        return self._write(keys, placements)
+        added = 0
+        for shard, part in self._split(visit_type, list(placements)).items():
+            keys = self.keys(visit_type, shard)
+            if self.client.exists(keys.staging().meta):
+                # A rebuild may have read Postgres before these origins existed.
+                self._place_chunks(keys.staging(), "stage", part, REBUILD_CHUNK)
+            added += self._write(keys, part)
+        return added
 
     def pop(
         self,
@@ -160,11 +167,17 @@ class Mirror:
         weights: Weights = "auto",
         *,
         peek: bool = False,
+        shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
-        With ``peek``, only say which origins that would be; nothing moves."""
-        keys = self.keys(visit_type)
+        With ``peek``, only say which origins that would be; nothing moves.
+        A sharded visit type is popped shard by shard (``queues.shards``)."""
+        if shard is None and self.shards(visit_type) > 1:
+            return pop_across(
+                self, visit_type, count, now_s, scheduled_cooldown_s, weights, peek=peek
+            )
+        keys = self.keys(visit_type, shard or 0)
         weight_args = (
             [weights, 0, 0, 0] if isinstance(weights, str) else [repr(float(w)) for w in weights]
         )
@@ -172,8 +185,8 @@ class Mirror:
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
         cooled, lost, flat = self._fenced(
             "pop",
-            visit_type,
-            keys=[*keys.data_keys(), keys.meta],
+            keys,
+            script_keys=[*keys.data_keys(), keys.meta],
             args=[
                 repr(now_s),
                 count,
@@ -186,112 +199,89 @@ class Mirror:
         return PopResult(_popped(flat), int(cooled), int(lost))
 
     def claim(
-        self, visit_type: str, ids: Sequence[int], now_s: float, most: int, *, peek: bool = False
+        self,
+        visit_type: str,
+        ids: Sequence[int],
+        now_s: float,
+        most: int,
+        *,
+        peek: bool = False,
+        shard: int | None = None,
     ) -> list[Popped]:
         """Move up to ``most`` of the given origins that wait in a pool to in flight,
         atomically, in the given order; origins resting or in flight are skipped.
         With ``peek``, only say which; nothing moves."""
         if not ids or most <= 0:
             return []
-        keys = self.keys(visit_type)
+        if shard is None and self.shards(visit_type) > 1:
+            return claim_across(self, visit_type, ids, now_s, most, peek=peek)
+        keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
         return _popped(
             self._fenced(
-                "claim", visit_type, keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
+                "claim", keys, script_keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
             )
         )
 
-    def _fenced(self, name: str, visit_type: str, keys: list[str], args: list[Any]) -> Any:
-        """Run pop or claim; while this process holds a lease token for
-        ``visit_type`` (``fences``), only if that token still holds the lease."""
-        token = self.fences.get(visit_type)
+    def _fenced(
+        self, name: str, keys: VisitTypeKeys, script_keys: list[str], args: list[Any]
+    ) -> Any:
+        """Run pop or claim on one shard; while this process holds a lease token
+        for the visit type (``fences``), only if that token still holds the lease."""
+        token = self.fences.get(keys.visit_type)
         if token is None:
-            return (self._pop if name == "pop" else self._claim)(keys=keys, args=args)
-        lease = scheduler_lease(self.namespace, visit_type)
+            return (self._pop if name == "pop" else self._claim)(keys=script_keys, args=args)
+        lease = scheduler_lease(self.namespace, keys.visit_type, keys.shard)
         try:
-            return self._guarded[name](keys=[*keys, lease], args=[*args, token])
+            return self._guarded[name](keys=[*script_keys, lease], args=[*args, token])
         except redis.ResponseError as exc:
             if "LEASE_LOST" in str(exc):
-                raise LeaseLost(f"{visit_type}: {exc}") from exc
+                raise LeaseLost(f"{keys.visit_type}: {exc}") from exc
             raise
 
-    def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
-        """Store the recent pick rate (origins/s) of each pool, for ETAs."""
-        mapping: dict[Any, Any] = {f"rate:{p}": r for p, r in rates.items()}
-        if mapping:
-            self.client.hset(self.keys(visit_type).meta, mapping=mapping)
-
-    def count_picks(self, visit_type: str, picks: Mapping[str, int]) -> None:
-        """Add a step's picks per pool to the counts the allocation measures capacity by
-        (only while the mirror exists: meta's absence means it must be rebuilt)."""
-        meta = self.keys(visit_type).meta
-        if not picks or not self.client.exists(meta):
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for pool, count in picks.items():
-            pipe.hincrby(meta, f"picks:{pool}", count)
-        pipe.execute()
-
-    def take_pick_counts(
-        self, visit_type: str, now_s: float
-    ) -> tuple[dict[str, int], float | None]:
-        """The picks per pool counted since the last call, and when that was
-        (None the first time); the counts restart at ``now_s``."""
-        meta = self.keys(visit_type).meta
-        if not self.client.exists(meta):
-            return {}, None
-        fields = [f"picks:{pool}" for pool in POOLS]
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(meta, [*fields, "picks_since"])
-        pipe.hdel(meta, *fields)
-        pipe.hset(meta, "picks_since", repr(now_s))
-        pipe.hsetnx(meta, "picks_first", repr(now_s))
-        values = pipe.execute()[0]
-        counts: dict[str, int] = {pool: int(v or 0) for pool, v in zip(POOLS, values, strict=False)}
-        since = values[-1]
-        return counts, (float(since) if since is not None else None)
-
-    def picks_first(self, visit_type: str) -> float | None:
-        """When the allocation's pick counts first started (None: never)."""
-        value = self.client.hget(self.keys(visit_type).meta, "picks_first")
-        return float(value) if value is not None else None
-
-    def picks_since(self, visit_type: str) -> float | None:
-        """When the allocation's pick counts last restarted (None: never)."""
-        value = self.client.hget(self.keys(visit_type).meta, "picks_since")
-        return float(value) if value is not None else None
-
-    def pick_rate(self, visit_type: str, pool: str) -> float:
-        """The recent pick rate (origins/s) of a pool, 0 if unknown."""
-        value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
-        return float(value) if value is not None else 0.0
-
     def is_built(self, visit_type: str) -> bool:
-        """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""
-        return bool(self.client.exists(self.keys(visit_type).meta))
+        """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts
+        empty) with as many shards as configured (else it must be rebuilt)."""
+        every = self.shard_keys(visit_type)
+        if not all(self.client.exists(keys.meta) for keys in every):
+            return False
+        built = self.client.hget(every[0].meta, "shards")
+        return int(built or 1) == len(every)
 
     def rebuild(self, visit_type: str, placements: Iterable[Placement]) -> int:
-        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the end.
+        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the
+        end (per shard).
 
         While the staging keys are written, every ``place`` is applied to them
         too, and a staged place never overwrites a newer version: so start
         reading ``placements`` from Postgres only after this is called (a lazy
         iterator does), and a placement committed meanwhile is not lost.
         """
-        live = self.keys(visit_type)
-        staging = live.staging()
-        self.client.delete(*_versioned(staging), staging.meta)
-        self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
-        count = 0
+        every = self.shard_keys(visit_type)
+        built = int(self.client.hget(every[0].meta, "shards") or 1)
+        for live in every:
+            staging = live.staging()
+            for key in [*_versioned(staging), staging.meta]:
+                self.client.delete(key)
+            self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
+        counts = [0] * len(every)
         for chunk in _chunks(placements, REBUILD_CHUNK):
-            self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
-            self._place_chunks(staging, "stage", chunk, REBUILD_CHUNK)
-            count += len(chunk)
-        self._swap(
-            keys=[*_versioned(live), *_versioned(staging), live.meta, staging.meta],
-            args=[repr(time.time()), count],
-        )
-        return count
+            for shard, part in self._split(visit_type, chunk).items():
+                staging = every[shard].staging()
+                self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
+                self._place_chunks(staging, "stage", part, REBUILD_CHUNK)
+                counts[shard] += len(part)
+        for live, count in zip(every, counts, strict=True):
+            staging = live.staging()
+            self._swap(
+                keys=[*_versioned(live), *_versioned(staging), live.meta, staging.meta],
+                args=[repr(time.time()), count],
+            )
+        self.client.hset(every[0].meta, "shards", len(every))
+        for gone in range(len(every), built):  # shards of a larger split, now unused
+            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
+                self.client.delete(key)
+        return sum(counts)
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
@@ -301,65 +291,6 @@ class Mirror:
             pipe.execute()
             count += len(chunk)
         return count
-
-    def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
-        """Every origin of the mirror with its place (a pool name, 'inflight' or
-        'cooling') and score; for checks and tests."""
-        keys = self.keys(visit_type)
-        found: dict[int, tuple[str, float]] = {}
-        for place, key in _places(keys):
-            for member, score in self.client.zscan_iter(key, count=5000):
-                origin = int(member)
-                if origin in found:
-                    raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
-                found[origin] = (place, float(score))
-        return found
-
-    def snapshot(
-        self, visit_type: str
-    ) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[str, float] | None]]:
-        """Every place of every origin, and the parked hash, read in one MULTI/EXEC so
-        no move by another process falls between two keys. An origin may show up in
-        several places (a fault): each is listed, for ``mirror check`` to report."""
-        keys = self.keys(visit_type)
-        places = _places(keys)
-        pipe = self.client.pipeline(transaction=True)
-        for _, key in places:
-            pipe.zrange(key, 0, -1, withscores=True)
-        pipe.hgetall(keys.parked)
-        *members, raw_parked = pipe.execute()
-        found: dict[int, list[tuple[str, float]]] = {}
-        for (place, _), pairs in zip(places, members, strict=True):
-            for member, score in pairs:
-                found.setdefault(int(member), []).append((place, float(score)))
-        parked = {int(k): parse_parked(v.decode()) for k, v in raw_parked.items()}
-        return found, parked
-
-    def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
-        """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
-        raw = self.client.hgetall(self.keys(visit_type).parked)
-        return {int(k): parse_parked(v.decode()) for k, v in raw.items()}  # type: ignore[misc,union-attr]
-
-    def locate(self, visit_type: str, origin_id: int) -> Location:
-        """Where one origin is, with its score and rank."""
-        keys = self.keys(visit_type)
-        for place, key in _places(keys):
-            score = self.client.zscore(key, origin_id)
-            if score is not None:
-                rank = self.client.zrank(key, origin_id)
-                where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
-                pool = place if where == "pool" else None
-                return Location(where, pool, float(score), rank)  # type: ignore[arg-type]
-        return Location("absent", None, None, None)
-
-    def sizes(self, visit_type: str) -> dict[str, int]:
-        """How many origins each place holds (pools by name, inflight, cooling)."""
-        keys = self.keys(visit_type)
-        pipe = self.client.pipeline(transaction=False)
-        places = _places(keys)
-        for _, key in places:
-            pipe.zcard(key)
-        return {place: int(n) for (place, _), n in zip(places, pipe.execute(), strict=True)}
 
 
 def _versioned(keys: VisitTypeKeys) -> list[str]:
@@ -371,14 +302,6 @@ def _popped(flat: list[Any]) -> list[Popped]:
     return [
         Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
         for i in range(0, len(flat), 3)
-    ]
-
-
-def _places(keys: VisitTypeKeys) -> list[tuple[str, str]]:
-    return [
-        *((name, keys.pool(name)) for name in POOLS),
-        ("inflight", keys.inflight),
-        ("cooling", keys.cooling),
     ]
 
 

@@ -22,8 +22,8 @@ from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
+from app.embedded import redis_cluster
 from app.settings import Settings
-from tests.redis_cluster import redis_cluster
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -54,17 +54,19 @@ def service_env() -> Iterator[dict[str, str]]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked ``every_mirror`` run with the mirror on one Redis and again on
-    a Redis Cluster (the broker then on its own Redis)."""
-    if (
-        metafunc.definition.get_closest_marker("every_mirror")
-        and "mirror_backend" in metafunc.fixturenames
-    ):
-        metafunc.parametrize("mirror_backend", ["redis", "cluster"], indirect=True)
+    a Redis Cluster (the broker then on its own Redis); ``every_mirror(sharded=True)``
+    also on the cluster with git's mirror split into 3 shards."""
+    marker = metafunc.definition.get_closest_marker("every_mirror")
+    if marker and "mirror_backend" in metafunc.fixturenames:
+        backends = ["redis", "cluster"]
+        if marker.kwargs.get("sharded"):
+            backends.append("sharded_cluster")
+        metafunc.parametrize("mirror_backend", backends, indirect=True)
 
 
 @pytest.fixture
 def mirror_backend(request: pytest.FixtureRequest) -> str:
-    """Where the mirror lives: 'redis' (the default) or 'cluster'."""
+    """Where the mirror lives: 'redis' (the default), 'cluster' or 'sharded_cluster'."""
     return str(getattr(request, "param", "redis"))
 
 
@@ -150,12 +152,14 @@ def settings(
         # The test forges are git repositories on local disk (file:// URLs).
         "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }
-    if mirror_backend == "cluster":
+    if mirror_backend in ("cluster", "sharded_cluster"):
         cluster_url = request.getfixturevalue("redis_cluster_url")
         redis.RedisCluster.from_url(cluster_url).flushdb()
         values["REVISIT_REDIS_URL"] = cluster_url
         values["REVISIT_REDIS_CLUSTER"] = "true"
         values["REVISIT_BROKER_REDIS_URL"] = redis_url
+    if mirror_backend == "sharded_cluster":
+        values["REVISIT_MIRROR_SHARDS"] = '{"git": 3}'
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     return Settings()

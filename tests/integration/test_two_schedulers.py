@@ -24,8 +24,6 @@ from queues.lease import LeaseLost, Leases
 from tests.integration.helpers import list_origins
 from tests.processes import running, wait_for
 
-pytestmark = pytest.mark.every_mirror
-
 BOUND = 6
 FAST = {
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.1",
@@ -61,6 +59,7 @@ def lease_holder_pid(ctx: Context, settings: Settings) -> int | None:
     return int(holder.rsplit(":", 1)[1]) if holder else None
 
 
+@pytest.mark.every_mirror(sharded=True)
 def test_two_schedulers_never_overfill_nor_send_twice_and_one_survives_the_other(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
@@ -102,6 +101,7 @@ def test_two_schedulers_never_overfill_nor_send_twice_and_one_survives_the_other
     assert set(sent) <= in_flight
 
 
+@pytest.mark.every_mirror
 def test_a_pop_fenced_with_a_token_that_lost_the_lease_moves_nothing(ctx: Context) -> None:
     ns = ctx.settings.redis_namespace
     ctx.mirror.place("git", [Placement(1, "pool", 1.0, "no_last_update", 1.0, 1)])
@@ -119,6 +119,7 @@ def test_a_pop_fenced_with_a_token_that_lost_the_lease_moves_nothing(ctx: Contex
     assert [p.id for p in ctx.mirror.pop("git", 1, 100.0, 3600.0).popped] == [1]
 
 
+@pytest.mark.every_mirror
 def test_a_lease_given_back_is_taken_at_once_with_a_newer_token(ctx: Context) -> None:
     ns = ctx.settings.redis_namespace
     first = Leases(ctx.mirror.client, ns, 60, "first:1")
