@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -95,15 +96,21 @@ class MirrorReads:
         return found
 
     def locate(self, visit_type: str, origin_id: int) -> Location:
-        """Where one origin is, with its score and rank (in its shard)."""
-        keys = self.keys(visit_type, shard_of(origin_id, self.shards(visit_type)))
-        for place, key in places_of(keys):
+        """Where one origin is, with its score and rank (across every shard: the
+        origins of its place with a lower score)."""
+        shards = self.shards(visit_type)
+        keys = self.keys(visit_type, shard_of(origin_id, shards))
+        for index, (place, key) in enumerate(places_of(keys)):
             score = self.client.zscore(key, origin_id)
             if score is not None:
-                rank = self.client.zrank(key, origin_id)
+                rank = cast(int | None, self.client.zrank(key, origin_id))
+                for other in self.shard_keys(visit_type):
+                    if rank is not None and other.shard != keys.shard:
+                        below = places_of(other)[index][1]
+                        rank += int(self.client.zcount(below, "-inf", f"({score!r}"))
                 where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
                 pool = place if where == "pool" else None
-                return Location(where, pool, float(score), rank)  # type: ignore[arg-type]
+                return Location(where, pool, float(score), rank)
         return Location("absent", None, None, None)
 
     def sizes(self, visit_type: str) -> dict[str, int]:

@@ -124,3 +124,14 @@ def test_changing_the_number_of_shards_rebuilds_the_mirror_in_the_new_split(
     assert not two.mirror.client.exists(three.mirror.keys("git", 2).inflight)
     assert three.mirror.client.zcard(three.mirror.keys("git", 2).pool("no_last_update")) == 0
     assert not ensure_built(conn, two, "git", now)
+
+
+def test_an_origins_rank_counts_the_origins_ahead_of_it_in_every_shard(
+    settings: Settings,
+) -> None:
+    ctx = sharded(settings)
+    ctx.mirror.place("git", [in_pool(i) for i in range(1, 31)])
+
+    location = ctx.mirror.locate("git", 10)
+
+    assert (location.pool, location.score, location.rank) == ("no_last_update", 10.0, 9)
