@@ -30,9 +30,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
+from app.devtools import embedded
 from app.domain.placement import Placement
 from app.mirror_sync import rebuild
 from app.scheduling import schedule_step

@@ -18,7 +18,10 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.allocation).
+picks counted for the age-optimal allocation's capacity (app.allocation);
+``late_s`` and ``late_picks``: how late planned picks were served, which
+corrects the multiplier (app.allocation); ``replan_after``: the stats id where
+the re-planning sweep goes on (app.replan).
 """
 
 from __future__ import annotations
@@ -130,6 +133,12 @@ def visit_outcomes(namespace: str, visit_type: str) -> str:
     """Hash of how many visits of a visit type ended in each status since the key
     was created (status -> count): the live view's visits/s and failure rate."""
     return f"{namespace}:{{{visit_type}}}:outcomes"
+
+
+def hoster_slots(namespace: str, host: str) -> str:
+    """Key prefix of a hoster's concurrent-visit slots (Dramatiq's ConcurrentRateLimiter
+    keeps its counter under it)."""
+    return f"{namespace}:hoster:{host}"
 
 
 def dead_letter_reason(namespace: str, message_id: str) -> str:

@@ -167,19 +167,30 @@ class Mirror(PickBookkeeping, MirrorReads):
         weights: Weights = "auto",
         *,
         peek: bool = False,
+        head_start_s: float = 0.0,
         shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
-        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
+        ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
+        ``head_start_s`` of known work), to in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         if shard is None and self.shards(visit_type) > 1:
             return pop_across(
-                self, visit_type, count, now_s, scheduled_cooldown_s, weights, peek=peek
+                self,
+                visit_type,
+                count,
+                now_s,
+                scheduled_cooldown_s,
+                weights,
+                peek=peek,
+                head_start_s=head_start_s,
             )
         keys = self.keys(visit_type, shard or 0)
         weight_args = (
-            [weights, 0, 0, 0] if isinstance(weights, str) else [repr(float(w)) for w in weights]
+            [weights, repr(float(head_start_s)), 0, 0]
+            if isinstance(weights, str)
+            else [repr(float(w)) for w in weights]
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")

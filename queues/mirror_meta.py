@@ -70,3 +70,34 @@ class PickBookkeeping:
         """The recent pick rate (origins/s) of a pool, 0 if unknown."""
         value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
         return float(value) if value is not None else 0.0
+
+    def count_lateness(self, visit_type: str, total_s: float, picks: int) -> None:
+        """Add a step's planned picks and their summed lateness (s, clamped by the
+        caller) to what the allocation corrects μ by (only while the mirror exists)."""
+        meta = self.keys(visit_type).meta
+        if picks <= 0 or not self.client.exists(meta):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrbyfloat(meta, "late_s", total_s)
+        pipe.hincrby(meta, "late_picks", picks)
+        pipe.execute()
+
+    def take_lateness(self, visit_type: str) -> tuple[float, int]:
+        """The summed lateness and planned picks counted since the last call; restarts."""
+        meta = self.keys(visit_type).meta
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(meta, ["late_s", "late_picks"])
+        pipe.hdel(meta, "late_s", "late_picks")
+        total, picks = pipe.execute()[0]
+        return float(total or 0.0), int(picks or 0)
+
+    def replan_cursor(self, visit_type: str) -> int:
+        """The stats id the re-planning sweep of a visit type stopped after (0: start)."""
+        value = self.client.hget(self.keys(visit_type).meta, "replan_after")
+        return int(value) if value is not None else 0
+
+    def set_replan_cursor(self, visit_type: str, after_id: int) -> None:
+        """Where the next re-planning slice starts (only while the mirror exists)."""
+        meta = self.keys(visit_type).meta
+        if self.client.exists(meta):
+            self.client.hset(meta, "replan_after", after_id)

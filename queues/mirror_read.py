@@ -8,7 +8,7 @@ from typing import cast
 
 import redis
 
-from app.domain.placement import POOLS, Where
+from app.domain.placement import POOLS, PoolName, Where
 from queues.keys import VisitTypeKeys, shard_of
 
 
@@ -125,3 +125,12 @@ class MirrorReads:
         for place, n in zip(names, pipe.execute(), strict=True):
             totals[place] = totals.get(place, 0) + int(n)
         return totals
+
+    def head_score(self, visit_type: str, pool: PoolName) -> float | None:
+        """The score of the first origin of a pool, across every shard (None: empty)."""
+        heads = [
+            self.client.zrange(keys.pool(pool), 0, 0, withscores=True)
+            for keys in self.shard_keys(visit_type)
+        ]
+        scores = [float(head[0][1]) for head in heads if head]
+        return min(scores) if scores else None

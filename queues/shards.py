@@ -73,6 +73,7 @@ def pop_across(
     weights: Weights,
     *,
     peek: bool,
+    head_start_s: float = 0.0,
 ) -> PopResult:
     """One pop per shard, counts in proportion to the shards' pools, merged."""
     from queues.mirror import PopResult
@@ -84,7 +85,14 @@ def pop_across(
     for shard, share in enumerate(asked):
         # Every shard is popped, even for 0: its cooled and lost origins return.
         result = mirror.pop(
-            visit_type, share, now_s, scheduled_cooldown_s, weights, peek=peek, shard=shard
+            visit_type,
+            share,
+            now_s,
+            scheduled_cooldown_s,
+            weights,
+            peek=peek,
+            head_start_s=head_start_s,
+            shard=shard,
         )
         popped += result.popped
         cooled, lost = cooled + result.cooled, lost + result.lost
@@ -95,7 +103,14 @@ def pop_across(
         if short <= 0 or peek:
             break
         more = mirror.pop(
-            visit_type, short, now_s, scheduled_cooldown_s, weights, peek=peek, shard=shard
+            visit_type,
+            short,
+            now_s,
+            scheduled_cooldown_s,
+            weights,
+            peek=peek,
+            head_start_s=head_start_s,
+            shard=shard,
         )
         popped += more.popped
     order = {pool: i for i, pool in enumerate(POOLS)}

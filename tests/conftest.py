@@ -2,7 +2,7 @@
 
 Addresses come from REVISIT_TEST_DATABASE_URL / REVISIT_TEST_REDIS_URL /
 REVISIT_TEST_KAFKA_BROKERS when set; otherwise the suite starts throwaway
-servers (app.embedded). Locally a service that cannot be had skips the tests
+servers (app.devtools.embedded). Locally a service that cannot be had skips the tests
 that need it; under CI=true it fails them.
 """
 
@@ -18,11 +18,10 @@ import psycopg
 import pytest
 import redis
 
-from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
-from app.embedded import redis_cluster
+from app.devtools import embedded
 from app.settings import Settings
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -79,7 +78,7 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         return
     with contextlib.ExitStack() as stack:
         try:
-            url = stack.enter_context(redis_cluster(tmp_path_factory.mktemp("cluster")))
+            url = stack.enter_context(embedded.redis_cluster(tmp_path_factory.mktemp("cluster")))
         except Exception as exc:
             _unavailable("Redis Cluster", exc)
         yield url

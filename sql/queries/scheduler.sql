@@ -10,16 +10,11 @@
 -- mirror columns and the new version, for the scheduler to confirm the
 -- origins in flight at that version (app.mirror_sync.confirm_scheduled).
 with marked as (
-  update origin_visit_stats set last_scheduled = %(now)s
-  where id = any(%(ids)s)
-  returning id, url, visit_type, next_visit_queue_position, last_duration_s,
-            last_visit_status::text, last_final_date, last_scheduled, last_successful,
-            last_update, (last_snapshot is null) as never_succeeded,
-            (listed and not disabled_for_failures) as enabled, version
+  update origin_visit_stats st set last_scheduled = %(now)s
+  where st.id = any(%(ids)s)
+  returning st.url, st.last_duration_s, {{mirror_columns}}
 )
-select m.id, m.url, m.visit_type, m.next_visit_queue_position, m.last_duration_s,
-       m.last_visit_status, m.last_final_date, m.last_scheduled, m.last_successful,
-       m.last_update, m.never_succeeded, m.enabled, m.version,
+select m.*,
        case when exists (select from listed_origins a
                          where a.url = m.url and a.visit_type = m.visit_type
                            and a.extra_loader_arguments <> '{}'::jsonb)
@@ -38,7 +33,6 @@ select name, max_queue_length, num_retries, extract(epoch from retry_delay) as r
        extract(epoch from time_limit) as time_limit_s,
        extract(epoch from min_interval) as min_interval_s,
        extract(epoch from max_interval) as max_interval_s,
-       extract(epoch from default_interval) as default_interval_s,
        age_multiplier_s2, measured_capacity_per_day
 from visit_types order by name
 
