@@ -78,15 +78,10 @@ def pop_across(
     """One pop per shard, counts in proportion to the shards' pools, merged."""
     from queues.mirror import PopResult
 
-    asked = split_count(count, pool_sizes(mirror, visit_type))
-    popped: list[Popped] = []
-    cooled = lost = 0
-    full: list[int] = []
-    for shard, share in enumerate(asked):
-        # Every shard is popped, even for 0: its cooled and lost origins return.
-        result = mirror.pop(
+    def pop_from(shard: int, n: int) -> PopResult:
+        return mirror.pop(
             visit_type,
-            share,
+            n,
             now_s,
             scheduled_cooldown_s,
             weights,
@@ -94,6 +89,14 @@ def pop_across(
             head_start_s=head_start_s,
             shard=shard,
         )
+
+    asked = split_count(count, pool_sizes(mirror, visit_type))
+    popped: list[Popped] = []
+    cooled = lost = 0
+    full: list[int] = []
+    for shard, share in enumerate(asked):
+        # Every shard is popped, even for 0: its cooled and lost origins return.
+        result = pop_from(shard, share)
         popped += result.popped
         cooled, lost = cooled + result.cooled, lost + result.lost
         if len(result.popped) == share:
@@ -102,17 +105,7 @@ def pop_across(
         short = count - len(popped)
         if short <= 0 or peek:
             break
-        more = mirror.pop(
-            visit_type,
-            short,
-            now_s,
-            scheduled_cooldown_s,
-            weights,
-            peek=peek,
-            head_start_s=head_start_s,
-            shard=shard,
-        )
-        popped += more.popped
+        popped += pop_from(shard, short).popped
     order = {pool: i for i, pool in enumerate(POOLS)}
     popped.sort(key=lambda p: (order[p.pool], p.score))
     return PopResult(popped, cooled, lost)
