@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -28,7 +29,6 @@ from app.db.scheduling import (
 )
 from app.domain.allocation import (
     corrected_multiplier,
-    lateness_reference_s,
     multiplier_for_capacity,
 )
 from app.domain.placement import PoolName, epoch_s
@@ -72,10 +72,14 @@ def refresh_allocation(
         )
         capacity = previous + weight * (capacity - previous)
     floor_s = config.max_interval_s * FLOOR_MARGIN
-    late_s, late_picks = ctx.mirror.take_lateness(config.name)
+    late = ctx.mirror.take_lateness(config.name)
     current = config.age_multiplier_s2
     if current is not None and math.isfinite(current):
-        lateness = late_s / late_picks if late_picks else head_lateness_s(ctx, config, now_s)
+        # The median: an origin back from a failure's cooldown is picked weeks
+        # after its target, and a mean would read those as a lack of capacity.
+        # (Simulated on the default world, 90 days: git 1.08 times the age
+        # optimum with the median, 1.24 with a mean trimmed of 10 % each side.)
+        lateness = statistics.median(late) if late else head_lateness_s(ctx, config, now_s)
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:
         prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
@@ -87,11 +91,11 @@ def refresh_allocation(
     set_age_multiplier(conn, config.name, multiplier, capacity, now)
     log.info(
         "%s: age-optimal allocation: %.0f planned visits/day measured, %d planned picks "
-        "late by %.0f s on average: mu %.3g s^2",
+        "late by %.0f s (median): mu %.3g s^2",
         config.name,
         capacity,
-        late_picks,
-        late_s / late_picks if late_picks else 0.0,
+        len(late),
+        statistics.median(late) if late else 0.0,
         multiplier,
     )
     return multiplier
@@ -105,14 +109,6 @@ def head_lateness_s(ctx: Context, config: VisitTypeConfig, now_s: float) -> floa
     return max(0.0, now_s - min(due)) if due else 0.0
 
 
-def planned_lateness(
-    popped: Iterable[Popped], now_s: float, multiplier_s2: float, floor_s: float
-) -> tuple[float, int]:
-    """The summed lateness of the planned picks of a pop (each clamped to ± the
-    reference interval, so one origin back from a long cooldown weighs no more
-    than any late pick) and how many there were."""
-    reference = lateness_reference_s(multiplier_s2, floor_s)
-    late = [
-        max(-reference, min(reference, now_s - p.score)) for p in popped if p.pool in PLANNED_POOLS
-    ]
-    return sum(late), len(late)
+def planned_lateness(popped: Iterable[Popped], now_s: float) -> list[float]:
+    """How late (s; negative: early) each planned pick of a pop was served."""
+    return [now_s - p.score for p in popped if p.pool in PLANNED_POOLS]

@@ -7,13 +7,15 @@ ladder: left alone, such a target holds its origin back for weeks (a fast
 changer planned at a month sits stale for a month). Each scheduler step of an
 age_optimal visit type re-plans the next ``replan_batch`` rows after a cursor
 kept in the mirror's meta hash, wrapping round at the end of the table, so
-the whole table is re-planned every rows / replan_batch steps. A row whose
+the whole table is re-planned every rows / replan_batch steps; a new sweep
+starts only once μ has moved since the last one began. A row whose
 visit result is folded meanwhile keeps the journal's plan (the update names
 the last final date it read), and origins in flight stay where they are.
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from app.context import Context
@@ -26,6 +28,9 @@ from app.journal import stats_policy
 
 #: A target that moves less than this is left alone (no write, no Redis move).
 TOLERANCE = timedelta(minutes=1)
+#: A sweep starts only once μ has moved by more than this (in log) since the last
+#: one: in a steady state the journal's own plans are current, and the sweep idles.
+STILL = 0.05
 
 
 def replan_slice(
@@ -41,8 +46,11 @@ def replan_slice(
     policy = stats_policy(config, ctx)
     if limit <= 0 or policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return 0
+    multiplier = policy.age_multiplier_s2
+    after, swept_with = ctx.mirror.replan_state(config.name)
+    if after == 0 and swept_with is not None and abs(math.log(multiplier / swept_with)) < STILL:
+        return 0  # the last sweep planned with about this μ: nothing to correct
     fudge = fudge or keyed_fudge()
-    after = ctx.mirror.replan_cursor(config.name)
     rows = stats_after(conn, config.name, after, limit)
     moves: list[tuple[int, datetime, datetime | None]] = []
     for origin_id, stats in rows:
@@ -55,5 +63,5 @@ def replan_slice(
     if written:
         placements = [place(row, now, ctx.cooldowns) for row in written]
         ctx.mirror.place(config.name, placements, keep_inflight=True)
-    ctx.mirror.set_replan_cursor(config.name, rows[-1][0] if len(rows) == limit else 0)
+    ctx.mirror.set_replan_state(config.name, rows[-1][0] if len(rows) == limit else 0, multiplier)
     return len(written)

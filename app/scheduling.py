@@ -27,7 +27,6 @@ from app.domain.policies import (
     query_shares,
     spacing_of,
 )
-from app.domain.visit_stats import FLOOR_MARGIN
 from app.mirror_sync import confirm_scheduled, ensure_built
 from app.replan import replan_slice
 
@@ -148,12 +147,7 @@ def schedule_step(
     result.picks_by_pool = Counter(pool for _, pool, _ in picked)
     if not dry_run and spacing_of(policies) == "age_optimal":
         ctx.mirror.count_picks(visit_type, result.picks_by_pool)
-        if config is not None and config.age_multiplier_s2 is not None:
-            floor_s = config.max_interval_s * FLOOR_MARGIN
-            late_s, late_picks = planned_lateness(
-                popped.popped, now_s, config.age_multiplier_s2, floor_s
-            )
-            ctx.mirror.count_lateness(visit_type, late_s, late_picks)
+        ctx.mirror.record_lateness(visit_type, planned_lateness(popped.popped, now_s))
         if refresh_allocation(conn, ctx, visit_type, now) is not None:
             config = visit_type_configs(conn).get(visit_type)
         if config is not None:

@@ -148,7 +148,7 @@ class Settings(BaseSettings):
         description="time constant (s) of the capacity average behind the allocation",
     )
     known_change_head_start_share: float = Field(
-        default=0.05,
+        default=0.0,
         ge=0,
         le=1,
         description="age_optimal: a change the forge reported goes before a planned visit "

@@ -86,6 +86,7 @@ FIGURES: tuple[tuple[str, Getter], ...] = (
     ("1st visit max (h)", lambda r: r["first_visit_hours"]["max"]),
     ("1st visit > 7 d", lambda r: r["first_visit_hours"]["not_visited_within_7_days"]),
     ("scn p99 (h)", lambda r: r["save_code_now_hours"]["p99"]),
+    ("scn start p99 (h)", lambda r: r["save_code_now_hours"].get("to_start", {}).get("p99")),
     ("age drift", lambda r: r["drift"]["age_days"]["ratio"]),
     ("fresh drift", lambda r: r["drift"]["freshness"]["ratio"]),
 )

@@ -15,13 +15,14 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
 | ``<ns>:{<vt>}:version``    | hash | stats id | version of the stats row its place is from |
+| ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
 picks counted for the age-optimal allocation's capacity (app.allocation);
-``late_s`` and ``late_picks``: how late planned picks were served, which
-corrects the multiplier (app.allocation); ``replan_after``: the stats id where
-the re-planning sweep goes on (app.replan).
+``replan_after`` and
+``replan_multiplier``: the stats id where the re-planning sweep goes on and
+the multiplier it plans with (app.replan).
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ class VisitTypeKeys:
     def meta(self) -> str:
         """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
         return f"{self.tag}meta"
+
+    @property
+    def lateness(self) -> str:
+        """List of how late (s) the latest planned picks were served (app.allocation)."""
+        return f"{self.tag}lateness"
 
     def pools(self) -> list[str]:
         """The pool keys, in the order of ``POOLS`` (the Lua scripts' pool index)."""

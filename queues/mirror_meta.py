@@ -3,13 +3,16 @@ pick rates behind ETAs and the pick counts of the age-optimal allocation."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
 
 from app.domain.placement import POOLS
 from queues.keys import VisitTypeKeys
+
+#: Planned picks whose lateness is kept between two allocation refreshes.
+LATENESS_KEPT = 5000
 
 
 class PickBookkeeping:
@@ -71,33 +74,37 @@ class PickBookkeeping:
         value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
         return float(value) if value is not None else 0.0
 
-    def count_lateness(self, visit_type: str, total_s: float, picks: int) -> None:
-        """Add a step's planned picks and their summed lateness (s, clamped by the
-        caller) to what the allocation corrects μ by (only while the mirror exists)."""
-        meta = self.keys(visit_type).meta
-        if picks <= 0 or not self.client.exists(meta):
+    def record_lateness(self, visit_type: str, lateness_s: Sequence[float]) -> None:
+        """Keep how late planned picks were served (the latest ``LATENESS_KEPT``),
+        which the allocation corrects μ by (only while the mirror exists)."""
+        keys = self.keys(visit_type)
+        if not lateness_s or not self.client.exists(keys.meta):
             return
         pipe = self.client.pipeline(transaction=False)
-        pipe.hincrbyfloat(meta, "late_s", total_s)
-        pipe.hincrby(meta, "late_picks", picks)
+        pipe.rpush(keys.lateness, *[repr(float(v)) for v in lateness_s])
+        pipe.ltrim(keys.lateness, -LATENESS_KEPT, -1)
         pipe.execute()
 
-    def take_lateness(self, visit_type: str) -> tuple[float, int]:
-        """The summed lateness and planned picks counted since the last call; restarts."""
-        meta = self.keys(visit_type).meta
+    def take_lateness(self, visit_type: str) -> list[float]:
+        """The lateness of the planned picks kept since the last call; restarts."""
+        key = self.keys(visit_type).lateness
         pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(meta, ["late_s", "late_picks"])
-        pipe.hdel(meta, "late_s", "late_picks")
-        total, picks = pipe.execute()[0]
-        return float(total or 0.0), int(picks or 0)
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        return [float(v) for v in pipe.execute()[0]]
 
-    def replan_cursor(self, visit_type: str) -> int:
-        """The stats id the re-planning sweep of a visit type stopped after (0: start)."""
-        value = self.client.hget(self.keys(visit_type).meta, "replan_after")
-        return int(value) if value is not None else 0
+    def replan_state(self, visit_type: str) -> tuple[int, float | None]:
+        """Where the re-planning sweep of a visit type goes on (the stats id it
+        stopped after, 0: not sweeping) and the multiplier of the last sweep."""
+        after, multiplier = self.client.hmget(
+            self.keys(visit_type).meta, ["replan_after", "replan_multiplier"]
+        )
+        return int(after or 0), (float(multiplier) if multiplier is not None else None)
 
-    def set_replan_cursor(self, visit_type: str, after_id: int) -> None:
-        """Where the next re-planning slice starts (only while the mirror exists)."""
+    def set_replan_state(self, visit_type: str, after_id: int, multiplier_s2: float) -> None:
+        """Record the sweep's progress (only while the mirror exists)."""
         meta = self.keys(visit_type).meta
         if self.client.exists(meta):
-            self.client.hset(meta, "replan_after", after_id)
+            self.client.hset(
+                meta, mapping={"replan_after": after_id, "replan_multiplier": repr(multiplier_s2)}
+            )

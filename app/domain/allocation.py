@@ -119,7 +119,7 @@ def corrected_multiplier(
     when planned visits are served after their targets (more were planned than
     the workers can make) and shrinks when they are served early (the workers
     had room), by a factor exp(weight · lateness / reference interval), the
-    lateness being a mean of picks clamped to ± the reference. At equilibrium
+    ratio clamped to ±1. At equilibrium
     planned visits are made when due: the allocation spends the capacity. μ
     stays where it still moves something: √(2 μ) between the minimum interval
     and the floor.

@@ -82,6 +82,9 @@ class Truth:
     samples: list[Sample] = field(default_factory=list)
     lags_s: list[float] = field(default_factory=list)
     request_latencies_s: list[float] = field(default_factory=list)
+    request_waits_s: list[float] = field(default_factory=list)
+    """Request created → its visit started: the scheduler's share of the latency
+    (the rest is the visit, which a first visit of a large origin makes hours)."""
     visits: Counter[str] = field(default_factory=Counter)
     visits_with_last_update: Counter[str] = field(default_factory=Counter)
     policies: Counter[str] = field(default_factory=Counter)
@@ -240,6 +243,7 @@ class Truth:
             "save_code_now_hours": {
                 **percentiles(self.request_latencies_s, HOUR_S, 50, 99),
                 "requests_done": len(self.request_latencies_s),
+                "to_start": percentiles(self.request_waits_s, HOUR_S, 50, 99),
             },
         }
 

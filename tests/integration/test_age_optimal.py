@@ -84,7 +84,6 @@ def test_targets_are_replanned_when_the_multiplier_moves_and_the_mirror_follows(
     before = {u: s["next_visit_queue_position"] for u, s in stats_by_url(conn).items()}
     # The capacity fell: μ is now a hundred times larger (as a refresh would set it).
     conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e12,))
-    ctx.mirror.set_replan_cursor("git", 0)
     schedule_step(conn, ctx, "git", 0, NOW + 4 * DAY, {"age_optimal": 1.0})
     after = stats_by_url(conn)
     moved = [u for u in urls if after[u]["next_visit_queue_position"] != before[u]]
