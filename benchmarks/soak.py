@@ -21,16 +21,13 @@ import contextlib
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +48,9 @@ from app.listing_input import ListedOriginIn
 from app.mirror_sync import check_settled
 from app.settings import Settings
 from benchmarks.soak_checks import JournalWatch, places_report
+from benchmarks.soak_prometheus import METRICS_ENV, Requests, draw, metrics_env, prometheus
+from benchmarks.soak_supervisor import Supervisor
 
-BIN = Path(sys.executable).parent
 VISIT_TYPE = "simulated"
 PROCESSES = {
     "scheduler": ["scheduler"],
@@ -84,56 +82,6 @@ SOAK_ENV = {
 OUTAGE_S = 3.0
 
 
-class Supervisor:
-    """Runs the processes; starts again those that die, telling kills from crashes."""
-
-    def __init__(self, env: dict[str, str], logdir: Path) -> None:
-        self.env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-        self.logdir = logdir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.killed: set[str] = set()
-        self.by_hand: Counter[str] = Counter()
-
-    def start(self, name: str) -> None:
-        log = (self.logdir / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(
-            [str(BIN / "revisit"), *PROCESSES[name]],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self, name: str) -> None:
-        self.killed.add(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.procs[name].pid, signal.SIGKILL)
-
-    def tend(self) -> None:
-        """Start again every process that is gone (a supervisor's job, not a person's)."""
-        for name, proc in list(self.procs.items()):
-            if proc.poll() is None:
-                continue
-            if name in self.killed:
-                self.killed.discard(name)
-            else:
-                self.by_hand[name] += 1
-            self.start(name)
-
-    def stop_all(self) -> None:
-        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
-        procs, self.procs = list(self.procs.values()), {}
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-
-
 @dataclass
 class Soak:
     """The run's services, processes and what it observed."""
@@ -148,6 +96,7 @@ class Soak:
     faults: list[tuple[str, float]] = field(default_factory=list)
     poison_sent: int = 0
     bad_api_sent: int = 0
+    requests: Requests | None = None
 
     def visits(self) -> int | None:
         """Visits applied so far (None while PostgreSQL is away)."""
@@ -236,16 +185,22 @@ def list_origins(settings: Settings, count: int, rng: random.Random) -> None:
         )
         lister = register_lister(conn, "soak", "forge", None)
         rows = []
+        now = datetime.now(tz=UTC)
         for i in range(count):
             status = rng.choices(["full", "failed", "not_found"], [90, 8, 2])[0]
             arguments = {"duration_s": rng.choice([0.01, 0.05, 0.2]), "status": status}
+            # A third with a forge-reported last update, in the last two days.
+            updated = now - timedelta(hours=rng.uniform(0, 48)) if i % 3 == 0 else None
             origin = ListedOriginIn(
-                url=f"sim://soak/{i}", visit_type=VISIT_TYPE, extra_loader_arguments=arguments
+                url=f"sim://soak/{i}",
+                visit_type=VISIT_TYPE,
+                extra_loader_arguments=arguments,
+                last_update=updated,
             )
             rows.append((i + 1, origin))
         for start in range(0, count, 5000):
             chunk = rows[start : start + 5000]
-            record_listed_origins(conn, ctx, lister, chunk, datetime.now(tz=UTC))
+            record_listed_origins(conn, ctx, lister, chunk, now)
 
 
 @contextlib.contextmanager
@@ -284,15 +239,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             os.environ.update(env)  # this process reads the same settings as the others
             settings = Settings()
             list_origins(settings, args.origins, rng)
-            soak = Soak(
-                settings,
-                admin_dsn,
-                redis_service,
-                broker_service,
-                Supervisor(env, logdir),
-                rng,
+            own = metrics_env(list(PROCESSES)) if args.dashboard else {}
+            extra = METRICS_ENV if args.dashboard else {}
+            supervisor = Supervisor(PROCESSES, {**env, **extra}, logdir, own)
+            soak = Soak(settings, admin_dsn, redis_service, broker_service, supervisor, rng)
+            if not args.dashboard:
+                return drive(soak, kinds, args)
+            soak.requests = Requests(
+                settings, [f"sim://soak/{i}" for i in range(args.origins)], rng
             )
-            return drive(soak, kinds, args)
+            with prometheus(own, logdir) as url:
+                started_at = time.time()
+                report = drive(soak, kinds, args)
+                draw(url, Path(args.dashboard), started_at)
+            return {**report, "save_code_now_requests": soak.requests.sent}
 
 
 def drive(soak: Soak, kinds: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -319,6 +279,8 @@ def _drive(
     while (now := time.monotonic()) < end:
         soak.supervisor.tend()
         watch.poll()
+        if soak.requests is not None:
+            soak.requests.tick(VISIT_TYPE)
         visits = soak.visits()
         if visits is not None:
             soak.samples.append((time.monotonic(), visits))
@@ -326,6 +288,8 @@ def _drive(
             order = order or soak.rng.sample(kinds, len(kinds))
             kind = order.pop()
             soak.inject(kind)
+            if kind == "broker_restart":
+                watch.after_broker_restart()
             last_fault = time.monotonic()
             soak.faults.append((kind, last_fault))
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
@@ -386,6 +350,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", default="", help="keep the process logs in this folder")
     parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--dashboard", default="", help="scrape, then draw the dashboard here")
     args = parser.parse_args()
     report = run(args)
     load = os.getloadavg()[0]

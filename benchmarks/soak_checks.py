@@ -13,6 +13,7 @@ from confluent_kafka import Consumer
 from app.context import Context
 from app.db.connection import DictConnection
 from app.journal_codec import UndecodableMessage, decode
+from app.kafka import ensure_topics
 from app.settings import Settings
 
 POISON_PREFIX = b"\xc1soak-poison-"
@@ -26,20 +27,32 @@ class JournalWatch:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.consumer = Consumer(
+        self.consumer = self._subscribe()
+        #: origin -> visit -> [created at, final at] (Unix seconds)
+        self.spans: dict[str, dict[int, list[float | None]]] = defaultdict(dict)
+        self._finals: set[tuple[str, int]] = set()
+        self._poison: set[bytes] = set()
+
+    def _subscribe(self) -> Consumer:
+        consumer = Consumer(
             {
-                "bootstrap.servers": settings.kafka_brokers,
+                "bootstrap.servers": self.settings.kafka_brokers,
                 "group.id": f"soak-watch-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 2000,
                 "log_level": 0,
             }
         )
-        self.consumer.subscribe([settings.journal_topic, settings.dead_letter_topic])
-        #: origin -> visit -> [created at, final at] (Unix seconds)
-        self.spans: dict[str, dict[int, list[float | None]]] = defaultdict(dict)
-        self._finals: set[tuple[str, int]] = set()
-        self._poison: set[bytes] = set()
+        consumer.subscribe([self.settings.journal_topic, self.settings.dead_letter_topic])
+        return consumer
+
+    def after_broker_restart(self) -> None:
+        """Read the new (memory-only) broker's topics from their start, in a new group:
+        the old group's consumer may never be given the topics made again. The
+        topics are made first, so that the new group is not formed without them."""
+        self.consumer.close()
+        ensure_topics(self.settings)
+        self.consumer = self._subscribe()
 
     @property
     def finals(self) -> int:
