@@ -294,10 +294,15 @@ def _drive(
             soak.faults.append((kind, last_fault))
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
         time.sleep(0.5)
-    last_fault_at = datetime.now(tz=UTC).timestamp() - (time.monotonic() - last_fault)
+    last_fault_at = wall(last_fault)
     # Measured at rest: what is left in flight stays in flight on both sides.
     soak.supervisor.stop_all()
     return measure(soak, watch, started, last_fault_at)
+
+
+def wall(monotonic_s: float) -> float:
+    """The Unix time of a time.monotonic() reading."""
+    return time.time() - (time.monotonic() - monotonic_s)
 
 
 def measure(
@@ -331,7 +336,11 @@ def measure(
         "mirror_differences": len(differences),
         "mirror_difference_examples": [str(d) for d in differences[:5]],
         **places,
-        "overlapping_visits": watch.overlaps(),
+        "overlapping_visits": len(watch.overlaps()),
+        "overlap_examples": watch.overlaps()[:5],
+        "fault_log": [
+            f"{kind}@{time.time() - (time.monotonic() - at):.1f}" for kind, at in soak.faults
+        ],
         "poison_sent": soak.poison_sent,
         "poison_dead_lettered": watch.poison_dead_lettered,
         "bad_api_payloads_sent": soak.bad_api_sent,

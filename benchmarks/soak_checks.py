@@ -97,15 +97,18 @@ class JournalWatch:
             span[1] = at
             self._finals.add((origin, visit))
 
-    def overlaps(self) -> int:
-        """Visits that started before the previous visit of the same origin ended."""
-        count = 0
-        for visits in self.spans.values():
-            spans = sorted((s, e) for s, e in visits.values() if s is not None and e is not None)
-            for (_, end), (start, _) in itertools.pairwise(spans):
-                if start < end:
-                    count += 1
-        return count
+    def overlaps(self) -> list[str]:
+        """Visits that started before the previous visit of the same origin ended,
+        each as ``origin: visit [created, final] / visit [created, final]``."""
+        found = []
+        for origin, visits in self.spans.items():
+            spans = sorted(
+                (s, e, visit) for visit, (s, e) in visits.items() if s is not None and e is not None
+            )
+            for (s1, e1, v1), (s2, e2, v2) in itertools.pairwise(spans):
+                if s2 < e1:
+                    found.append(f"{origin}: {v1} [{s1:.3f}, {e1:.3f}] / {v2} [{s2:.3f}, {e2:.3f}]")
+        return found
 
     def close(self) -> None:
         """Leave the group."""

@@ -151,3 +151,16 @@ def test_a_dramatiq_process_serves_none_of_the_schedulers_or_journals_metrics(
     assert "revisit_coverage_refresh_seconds" not in served
     monkeypatch.setenv(MULTIPROC_ENV, str(tmp_path))
     assert WorkerMetrics().forks == [serve_worker_metrics]
+
+
+def test_the_journal_serves_its_dead_letter_series_from_the_start_so_a_rate_sees_the_first() -> (
+    None
+):
+    from prometheus_client import REGISTRY
+
+    from monitoring.process import serve_journal
+
+    serve_journal(Settings(journal_metrics_port=0))
+    for reason in ("value", "database"):
+        sample = REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason})
+        assert sample is not None
