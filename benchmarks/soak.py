@@ -95,6 +95,8 @@ class Soak:
     samples: list[tuple[float, int]] = field(default_factory=list)
     faults: list[tuple[str, float]] = field(default_factory=list)
     poison_sent: int = 0
+    #: Poison value -> when it was sent (Unix seconds).
+    poison_sent_at: dict[bytes, float] = field(default_factory=dict)
     bad_api_sent: int = 0
     requests: Requests | None = None
 
@@ -146,6 +148,7 @@ class Soak:
         for _ in range(count):
             self.poison_sent += 1
             value = b"\xc1" + f"soak-poison-{self.poison_sent}".encode()
+            self.poison_sent_at[value] = time.time()
             producer.produce(self.settings.journal_topic, value=value)
         producer.flush(30)
 
@@ -305,6 +308,15 @@ def wall(monotonic_s: float) -> float:
     return time.time() - (time.monotonic() - monotonic_s)
 
 
+def poison_report(soak: Soak, watch: JournalWatch) -> dict[str, int]:
+    """Poison not dead-lettered: lost with a restart of the memory-only broker
+    (sent before one), or missing (sent after the last one: a fault)."""
+    restarts = [wall(at) for kind, at in soak.faults if kind == "broker_restart"]
+    unseen = [sent for value, sent in soak.poison_sent_at.items() if not watch.saw_poison(value)]
+    lost = sum(1 for sent in unseen if any(r > sent for r in restarts))
+    return {"poison_lost_with_a_broker_restart": lost, "poison_missing": len(unseen) - lost}
+
+
 def measure(
     soak: Soak, watch: JournalWatch, started: float, last_fault_at: float
 ) -> dict[str, Any]:
@@ -343,6 +355,7 @@ def measure(
         ],
         "poison_sent": soak.poison_sent,
         "poison_dead_lettered": watch.poison_dead_lettered,
+        **poison_report(soak, watch),
         "bad_api_payloads_sent": soak.bad_api_sent,
         "final_statuses_published": watch.finals,
     }

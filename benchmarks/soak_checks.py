@@ -59,6 +59,10 @@ class JournalWatch:
         """Distinct visits whose final status was published."""
         return len(self._finals)
 
+    def saw_poison(self, value: bytes) -> bool:
+        """Whether this poison message was found on the dead-letter topic."""
+        return value in self._poison
+
     @property
     def poison_dead_lettered(self) -> int:
         """Distinct poison messages found on the dead-letter topic."""
