@@ -8,15 +8,11 @@ import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
 
-import dramatiq
 import psycopg
 import redis
 
-from actors.broker import enqueue_many, make_broker, queue_depth
-from actors.lanes import return_dead_workers_messages
-from actors.registry import queue_capacity
+from actors.broker import make_broker
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.live import LiveConnection
@@ -28,7 +24,7 @@ from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS
 from app.queue_names import API_QUEUE, first_visits_queue, lane_queue
 from app.scheduler_step import plan_step
-from app.scheduling import StepResult, VisitOrder
+from app.scheduling import StepResult
 from app.settings import Settings
 from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
@@ -45,6 +41,13 @@ from monitoring.metrics import (
     SCHEDULER_STEP_FAILURES,
 )
 from monitoring.queue_wait import QueueWatch
+from queues.dramatiq_broker import (
+    enqueue_many,
+    queue_depth,
+    return_dead_workers_messages,
+    visit_message,
+)
+from queues.workers import queue_capacity
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
@@ -54,19 +57,6 @@ RATE_SMOOTHING = 0.1
 MAX_RETRY_DELAY_S = 30.0
 #: Errors that say a server is away, not that a visit type's step is wrong.
 UNAVAILABLE = (psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError)
-
-
-def visit_message(
-    queue: str, order: VisitOrder, lane: str, time_limit_s: float
-) -> dramatiq.Message[Any]:
-    """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time limit."""
-    return dramatiq.Message(
-        queue_name=queue,
-        actor_name="visit",
-        args=(),
-        kwargs={**order.as_kwargs(), "lane": lane},
-        options={"time_limit": int(time_limit_s * 1000)},
-    )
 
 
 class SchedulerLoop:
@@ -152,7 +142,9 @@ class SchedulerLoop:
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
             plan = plan_step(self.conn, self.ctx, config, self._depth, now, policies)
-        messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s) for s in plan.sends]
+        messages = [
+            visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
+        ]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
             enqueue_many(self.broker, messages)
         at = time.monotonic()

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 from dramatiq import Middleware
 
+from queues.dramatiq_broker import served_queues
 from queues.dramatiq_queues import dead_letter_undecodable
 from queues.keys import dead_letter_reason
 
@@ -53,7 +54,7 @@ class SweepUndecodable(Middleware):
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
         """Start sweeping the queues this worker consumes."""
-        queues = sorted(worker.consumer_whitelist or broker.get_declared_queues())
+        queues = served_queues(broker, worker)
 
         def loop() -> None:
             while True:

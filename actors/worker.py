@@ -8,14 +8,15 @@ schedule: a visit whose status never reaches the journal is returned by the
 scheduler after its cooldown.
 
 Lanes (seed 003): a visit that outlasts the express lane's time limit is
-stopped and re-sent, marked, to the head of the slow lane; one that outlasts
-the slow lane's limit fails for good. A transient failure (network trouble)
-is retried with backoff a bounded number of times, then reported failed.
+stopped and re-sent, marked, to the head of the slow lane (the middleware
+``actors.escalation``); one that outlasts the slow lane's limit fails for
+good. Hoster limits are the middleware ``actors.hoster_limits``. A transient
+failure (network trouble) is retried with backoff a bounded number of times,
+then reported failed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from functools import cache, lru_cache
@@ -24,20 +25,20 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
-from dramatiq.rate_limits import ConcurrentRateLimiter
-from dramatiq.rate_limits.backends import RedisBackend
 
 from actors.broker import make_broker
-from actors.lanes import enqueue_first, slow_lane_message
-from actors.registry import WorkerRegistry, record_duration
+from actors.escalation import ExpressEscalation, mark_outlasted_express
+from actors.hoster_limits import HosterBusy, HosterLimits
+from actors.registry import WorkerRegistry
 from app.context import redis_client
-from app.domain.hosts import hoster_limit, hoster_of
+from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
-from app.queue_names import first_visits_queue, lane_queue, slow_queue
+from app.queue_names import first_visits_queue, lane_queue
 from app.settings import get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
+from queues.workers import record_duration
 
 log = logging.getLogger("revisit.worker")
 
@@ -45,6 +46,22 @@ settings = get_settings()
 broker = make_broker(settings)
 broker.add_middleware(CurrentMessage())
 broker.add_middleware(WorkerRegistry(redis_client(settings), settings.redis_namespace))
+broker.add_middleware(
+    HosterLimits(
+        redis_client(settings),
+        settings.redis_namespace,
+        settings.hoster_limits,
+        settings.default_hoster_limit,
+        slot_ttl_ms=int(settings.slow_time_limit_s * 1000) + 60_000,
+        on_busy=lambda visit_type: HOSTER_BUSY.labels(visit_type).inc(),
+    )
+)
+broker.add_middleware(
+    ExpressEscalation(
+        int(settings.slow_time_limit_s * 1000),
+        on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
+    )
+)
 for _visit_type in settings.served_visit_types():
     for _lane in ("express", "slow", "priority"):
         broker.declare_queue(lane_queue(_visit_type, _lane))
@@ -52,22 +69,11 @@ for _visit_type in settings.served_visit_types():
         broker.declare_queue(first_visits_queue(_prefix, _visit_type))
 
 
-# Both derive from dramatiq.Retry: Dramatiq then logs one INFO line per retry
-# instead of a traceback at ERROR, and Retries backs off as for any exception.
+# Derives from dramatiq.Retry (as HosterBusy does): Dramatiq then logs one INFO
+# line per retry instead of a traceback at ERROR, and Retries backs off as for
+# any exception.
 class TransientVisitError(dramatiq.Retry):
     """A visit failed for a reason worth retrying soon (Dramatiq's Retries does)."""
-
-
-class HosterBusy(dramatiq.Retry):
-    """The hoster has as many visits running as it may; retried later, uncounted."""
-
-
-@cache
-def _hoster_limiter(host: str, limit: int) -> ConcurrentRateLimiter:
-    backend = RedisBackend(client=_redis())
-    ttl_ms = int(settings.slow_time_limit_s * 1000) + 60_000
-    key = f"{settings.redis_namespace}:hoster:{host}"
-    return ConcurrentRateLimiter(backend, key, limit=limit, ttl=ttl_ms)  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +119,7 @@ def visit(
     visit: int,
     scheduled_at: float,
     request_id: int | None = None,
-    lane: str = "express",
+    lane: Lane = "express",
 ) -> None:
     """Visit one origin and publish its statuses (created, then final) to the journal."""
     if request_id is not None and _aborted(request_id):
@@ -125,53 +131,28 @@ def visit(
         settings.express_time_limit_s if lane == "express" else settings.slow_time_limit_s
     )
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
-    host = hoster_of(url)
-    limit = hoster_limit(host, settings.hoster_limits, settings.default_hoster_limit)
-    with contextlib.ExitStack() as held:
-        slot = None if limit is None else _hoster_limiter(host, limit)
-        if slot is not None and not held.enter_context(slot.acquire(raise_on_failure=False)):
-            HOSTER_BUSY.labels(visit_type).inc()
-            log.info("%s: %s has %d visits running, retrying later", url, host, limit)
-            raise HosterBusy(f"{host} has {limit} visits running")
-        publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
-        started = time.monotonic()
-        try:
-            # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
-            # interrupt a blocking call, so the loader must stop by itself.
-            loaded = loader_for(visit_type).load(url, arguments, limit_s)
-            result = checked_result(loaded, time.monotonic() - started)
-        except UnknownLoader as exc:
-            # Recorded as a failed visit: the origin then cools down and its
-            # request ends, instead of a dead letter no one reads.
-            result = VisitResult("failed", None, time.monotonic() - started, str(exc))
-        except TimeLimitExceeded:
-            result = VisitResult(
-                "failed", None, time.monotonic() - started, "timeout", timed_out=True
-            )
+    publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
+    started = time.monotonic()
+    try:
+        # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
+        # interrupt a blocking call, so the loader must stop by itself.
+        loaded = loader_for(visit_type).load(url, arguments, limit_s)
+        result = checked_result(loaded, time.monotonic() - started)
+    except UnknownLoader as exc:
+        # Recorded as a failed visit: the origin then cools down and its
+        # request ends, instead of a dead letter no one reads.
+        result = VisitResult("failed", None, time.monotonic() - started, str(exc))
+    except TimeLimitExceeded:
+        result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
     if result.timed_out:
-        if lane == "express":
-            kwargs = {
-                "origin_id": origin_id,
-                "url": url,
-                "visit_type": visit_type,
-                "arguments": arguments,
-                "visit": visit,
-                "scheduled_at": scheduled_at,
-                "request_id": request_id,
-            }
-            limit_ms = int(settings.slow_time_limit_s * 1000)
-            enqueue_first(broker, slow_lane_message(kwargs, slow_queue(visit_type), limit_ms))
-            EXPRESS_TIMEOUTS.labels(visit_type).inc()
-            log.info(
-                "%s outlasted the express lane (%.1fs): re-sent to the slow lane",
-                url,
-                result.duration_s,
-            )
+        if lane == "express" and message is not None:
+            mark_outlasted_express(message, result.duration_s)  # ExpressEscalation re-sends it
             return
         result = VisitResult(
             "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
         )
-    if result.transient and options.get("retries", 0) < settings.visit_max_retries:
+    max_retries = options.get("max_retries", settings.visit_max_retries)
+    if result.transient and options.get("retries", 0) < max_retries:
         log.info("%s: transient failure (%s), retrying", url, result.error)
         raise TransientVisitError(result.error or "transient failure")
     metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}

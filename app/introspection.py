@@ -8,6 +8,7 @@ from typing import Any
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.queries import query
+from app.domain.latency import wait_s
 from queues.mirror import Location
 
 
@@ -39,5 +40,5 @@ def eta(ctx: Context, visit_type: str, location: Location, now: datetime) -> str
     rate = ctx.mirror.pick_rate(visit_type, location.pool)
     if rate <= 0:
         return "unknown (no recent picks from its pool)"
-    when = now + timedelta(seconds=(location.rank + 1) / rate)
+    when = now + timedelta(seconds=wait_s(location.rank + 1, rate) or 0.0)
     return f"about {when.isoformat(timespec='seconds')} (rank {location.rank}, {rate:.2f}/s)"

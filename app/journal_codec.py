@@ -14,12 +14,8 @@ from typing import Annotated, Any
 import msgpack
 import msgspec
 
-from app.domain.journal_event import (
-    ALL_STATUSES,
-    MAX_VISIT,
-    SNAPSHOT_ID_LENGTH,
-    VisitStatusEvent,
-)
+from app.domain.journal_event import MAX_VISIT, SNAPSHOT_ID_LENGTH, VisitStatusEvent
+from app.domain.visit_status import ALL_STATUSES
 
 
 class UndecodableMessage(ValueError):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from app.domain.lanes import Lane
 
-def lane_queue(visit_type: str, lane: str) -> str:
+
+def lane_queue(visit_type: str, lane: Lane) -> str:
     """The Dramatiq queue of one lane (express, slow, priority) of ``visit_type``."""
     return f"visit.{visit_type}.{lane}"
 

@@ -22,6 +22,7 @@ from app.db.listings import known_visit_types
 from app.db.queries import query
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
+from app.domain.visit_status import SUCCESS_STATUSES
 from queues.keys import aborted_requests
 
 
@@ -196,6 +197,7 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
             "dates": [e.date for e in finished],
             "statuses": [e.status for e in finished],
             "reasons": [_reason(e) for e in finished],
+            "success": sorted(SUCCESS_STATUSES),
         },
     ).fetchall()
     return [

@@ -14,7 +14,9 @@ Given how deep each queue is, a step
    lane shortest first, and the slow lane takes the rest.
 
 ``max_queue_length`` (visit_types) bounds every queue of a visit type: the
-messages it holds, queued or running. Nothing here talks to the broker: the
+messages it holds, queued or running. Its ``time_limit``, ``num_retries`` and
+``retry_delay`` travel with each message (``Tuning``), the settings standing
+in for those left null. Nothing here talks to the broker: the
 caller reads the depths (``depth(queue)``), sends the returned ``Send`` list
 and exports what it likes.
 """
@@ -45,13 +47,37 @@ from app.scheduling import visit_number as visit_number_of
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """How the visits of one visit type run: its visit_types row, else the settings."""
+
+    visit_time_limit_s: float
+    """Longest a visit may run (the slow lane's limit; an express visit that
+    outlasts the express lane is re-sent with it)."""
+    max_retries: int
+    retry_delay_s: float
+
+
+def tuning_of(config: VisitTypeConfig, ctx: Context) -> Tuning:
+    """The tuning of ``config``'s visit type: each column, or its setting when null."""
+    settings = ctx.settings
+    return Tuning(
+        visit_time_limit_s=config.time_limit_s or settings.slow_time_limit_s,
+        max_retries=(
+            settings.visit_max_retries if config.num_retries is None else config.num_retries
+        ),
+        retry_delay_s=config.retry_delay_s or settings.visit_retry_backoff_s,
+    )
+
+
+@dataclass(frozen=True)
 class Send:
-    """One visit to enqueue: where, in which lane, with which time limit."""
+    """One visit to enqueue: where, in which lane, with which time limit and retries."""
 
     queue: str
     lane: str
     order: VisitOrder
     time_limit_s: float
+    tuning: Tuning
 
 
 @dataclass
@@ -85,7 +111,7 @@ def plan_step(
         depths[queue] = depth(queue)
         return depths[queue]
 
-    step = _Step(conn, ctx, config, read, now)
+    step = _Step(conn, ctx, config, read, now, tuning_of(config, ctx))
     sends = _requests(step) + _first_visits(step)
     lane_sends, result = _lanes(step, policies)
     return StepPlan(visit_type, result, sends + lane_sends, depths)
@@ -100,14 +126,15 @@ class _Step:
     config: VisitTypeConfig
     depth: Callable[[str], int]
     now: datetime
+    tuning: Tuning
 
 
 def _requests(step: _Step) -> list[Send]:
-    conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
+    conn, config, depth, now = step.conn, step.config, step.depth, step.now
     queue = priority_queue(config.name)
     slots = max(0, config.max_queue_length - depth(queue))
     now_s = epoch_s(now)
-    limit = ctx.settings.slow_time_limit_s
+    limit = step.tuning.visit_time_limit_s
     return [
         Send(
             queue,
@@ -123,6 +150,7 @@ def _requests(step: _Step) -> list[Send]:
                 request_id=r.id,
             ),
             limit,
+            step.tuning,
         )
         for r in take_pending(conn, config.name, slots, now)
     ]
@@ -131,12 +159,12 @@ def _requests(step: _Step) -> list[Send]:
 def _first_visits(step: _Step) -> list[Send]:
     conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
     sends: list[Send] = []
-    limit = ctx.settings.slow_time_limit_s
+    limit = step.tuning.visit_time_limit_s
     for lister in listers_with_first_visits_due(conn):
         queue = first_visits_queue(lister["first_visits_queue_prefix"], config.name)
         slots = max(0, config.max_queue_length - depth(queue))
         orders, done = first_visits_step(conn, ctx, config.name, lister, slots, now)
-        sends += [Send(queue, FIRST_VISITS, o, limit) for o in orders]
+        sends += [Send(queue, FIRST_VISITS, o, limit, step.tuning) for o in orders]
         if done and all(
             not first_visit_candidates(conn, lister, vt, 1) for vt in ctx.settings.visit_types
         ):
@@ -158,8 +186,9 @@ def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send
     express, slow = assign_lanes(
         result.orders, _predicted, express_free, settings.express_time_limit_s
     )
-    sends = [Send(express_q, "express", o, settings.express_time_limit_s) for o in express]
-    sends += [Send(slow_q, "slow", o, settings.slow_time_limit_s) for o in slow]
+    tuning = step.tuning
+    sends = [Send(express_q, "express", o, settings.express_time_limit_s, tuning) for o in express]
+    sends += [Send(slow_q, "slow", o, tuning.visit_time_limit_s, tuning) for o in slow]
     return sends, result
 
 

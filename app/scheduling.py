@@ -9,11 +9,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.allocation import refresh_allocation
+from app.allocation import planned_lateness, refresh_allocation
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.policies import candidates, first_visit_candidates
-from app.db.scheduling import advance_queue_position, mark_scheduled, origins_by_id
+from app.db.scheduling import (
+    advance_queue_position,
+    mark_scheduled,
+    origins_by_id,
+    visit_type_configs,
+)
 from app.domain.placement import epoch_s
 from app.domain.policies import (
     default_policies,
@@ -23,6 +28,7 @@ from app.domain.policies import (
     spacing_of,
 )
 from app.mirror_sync import ensure_built
+from app.replan import replan_slice
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +127,12 @@ def schedule_step(
         )
         for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
             picked.append((p.id, p.pool, policy))
+    config = (
+        visit_type_configs(conn).get(visit_type) if spacing_of(policies) == "age_optimal" else None
+    )
+    head_start_s = (
+        ctx.settings.known_change_head_start_share * config.max_interval_s if config else 0.0
+    )
     popped = ctx.mirror.pop(
         visit_type,
         slots - len(picked),
@@ -128,13 +140,18 @@ def schedule_step(
         ctx.cooldowns.scheduled.total_seconds(),
         pool_weights(policies),
         peek=dry_run,
+        head_start_s=head_start_s,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]
     result.picks_by_pool = Counter(pool for _, pool, _ in picked)
     if not dry_run and spacing_of(policies) == "age_optimal":
         ctx.mirror.count_picks(visit_type, result.picks_by_pool)
-        refresh_allocation(conn, ctx, visit_type, now)
+        ctx.mirror.record_lateness(visit_type, planned_lateness(popped.popped, now_s))
+        if refresh_allocation(conn, ctx, visit_type, now) is not None:
+            config = visit_type_configs(conn).get(visit_type)
+        if config is not None:
+            replan_slice(conn, ctx, config, now)
     if not picked:
         return result
     if dry_run:

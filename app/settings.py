@@ -129,6 +129,19 @@ class Settings(BaseSettings):
         gt=0,
         description="time constant (s) of the capacity average behind the allocation",
     )
+    known_change_head_start_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="age_optimal: a change the forge reported goes before a planned visit "
+        "unless that one is overdue by more than this share of max_interval",
+    )
+    replan_batch: int = Field(
+        default=2000,
+        ge=0,
+        description="origins whose age-optimal target the scheduler re-plans per step "
+        "and visit type (a sweep of the table; 0: never)",
+    )
     lost_visit_grace_s: float = Field(
         default=600.0,
         ge=0,

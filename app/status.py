@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from app.domain.lanes import Lane
 from app.domain.placement import POOLS
+from app.domain.visit_status import FINAL_STATUSES, SUCCESS_STATUSES
 from queues.dramatiq_queues import QueueDepth
 
-LANES = ("express", "slow", "priority")
-FAILED = ("failed", "not_found")
+#: The final statuses counted as failed visits: every one but a success.
+FAILED = tuple(sorted(FINAL_STATUSES - SUCCESS_STATUSES))
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class VisitTypeStatus:
 
     visit_type: str
     places: dict[str, int]
-    lanes: dict[str, LaneStatus]
+    lanes: dict[Lane, LaneStatus]
     outcomes: dict[str, int]
     requests: dict[str, int]
     drift_s: float | None

@@ -33,6 +33,9 @@ class VisitTypeChange(BaseModel):
     min_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
     max_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
     max_queue_length: int | None = Field(default=None, ge=1, le=1_000_000)
+    time_limit_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    num_retries: int | None = Field(default=None, ge=0, le=20)
+    retry_delay_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _ordered(self) -> VisitTypeChange:
@@ -54,6 +57,9 @@ def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
         "min_interval_s": low,
         "max_interval_s": high,
         "max_queue_length": change.max_queue_length or 1000,
+        "time_limit_s": change.time_limit_s,
+        "num_retries": change.num_retries,
+        "retry_delay_s": change.retry_delay_s,
     }
     with conn.transaction():
         if conn.execute(query("insert_visit_type"), params).fetchone() is None:

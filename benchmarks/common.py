@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import psycopg
 
-from app import embedded
 from app.db.migrate import migrate
+from app.devtools import embedded
 from app.settings import Settings
 
 

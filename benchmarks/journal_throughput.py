@@ -3,7 +3,7 @@
 Prefills a topic with ``--messages`` origin_visit_status records over
 ``--origins`` listed origins, then runs one JournalClient in this process until
 it has committed them all, and prints messages/s. Services are started on the
-spot (app.embedded) unless their addresses are given. With ``--reference
+spot (app.devtools.embedded) unless their addresses are given. With ``--reference
 PYTHON`` it then runs benchmarks/reference_journal.py with that interpreter on
 the same records against the same PostgreSQL and prints the ratio.
 
@@ -30,11 +30,11 @@ from confluent_kafka import Producer
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.journal import JournalClient
-from app import embedded
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
+from app.devtools import embedded
 from app.journal_codec import encode, visit_status_key
 from app.kafka import ensure_topics
 from app.listing import record_listed_origins

@@ -3,7 +3,7 @@
     python -m benchmarks.listers_rpc --origins 100000 --batch 1000 \
         --reference .revisit/swh-reference/bin/python
 
-On throwaway services (app.embedded), three runs of each path over the same
+On throwaway services (app.devtools.embedded), three runs of each path over the same
 origins, each on emptied tables and Redis:
 
 - rpc: the reference's own client (``tests/reference/lister_client.py``,

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from actors.broker import enqueue_many, make_broker
-from actors.scheduler import SchedulerLoop, visit_message
+from actors.broker import make_broker
+from actors.scheduler import SchedulerLoop
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import register_lister
@@ -52,6 +52,7 @@ from app.scheduling import VisitOrder, schedule_step
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from benchmarks.scheduling_data import VISIT_TYPE, origins
+from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.mirror import Popped, Weights
 
 POP_TARGET_MS = 10.0

@@ -60,12 +60,24 @@ REFERENCE = {
     "origins_without_last_update": 2.0,
 }
 Getter = Callable[[dict[str, Any]], Any]
+
+
+def _by_lister_ratio(report: dict[str, Any], group: str) -> float | None:
+    """Mean age over the origins whose lister reports last_update (or not), over
+    the optimum's mean age for the same origins."""
+    mine = report.get("age_days_by_lister", {}).get(group)
+    best = report["optimum"]["even"]["min_age"].get("age_days_by_lister", {}).get(group)
+    return mine / best if mine is not None and best else None
+
+
 #: Column, figure of a visit type's report. "age opt" is the mean age of the
 #: age-optimal allocation of the same worker time under the max_interval floor.
 FIGURES: tuple[tuple[str, Getter], ...] = (
     ("mean age (d)", lambda r: r["age_days"]),
     ("age opt (d)", lambda r: r["optimum"]["even"]["min_age"]["age_days"]),
     ("age / opt", lambda r: r["optimum"]["even"]["policy_age_ratio"]),
+    ("age lu / opt", lambda r: _by_lister_ratio(r, "last_update")),
+    ("age no-lu / opt", lambda r: _by_lister_ratio(r, "no_last_update")),
     ("freshness", lambda r: r["freshness"]),
     ("fresh opt", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
     ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),
@@ -74,6 +86,7 @@ FIGURES: tuple[tuple[str, Getter], ...] = (
     ("1st visit max (h)", lambda r: r["first_visit_hours"]["max"]),
     ("1st visit > 7 d", lambda r: r["first_visit_hours"]["not_visited_within_7_days"]),
     ("scn p99 (h)", lambda r: r["save_code_now_hours"]["p99"]),
+    ("scn start p99 (h)", lambda r: r["save_code_now_hours"].get("to_start", {}).get("p99")),
     ("age drift", lambda r: r["drift"]["age_days"]["ratio"]),
     ("fresh drift", lambda r: r["drift"]["freshness"]["ratio"]),
 )
@@ -151,11 +164,13 @@ def run_one(run: Run) -> dict[str, Any]:
 
 
 def plan(worlds: list[str], seeds: int, configs: list[tuple[str, Any]]) -> Iterator[Run]:
-    """Every run, world by world, seed by seed, configuration by configuration."""
-    for arg in worlds:
-        path, days = parse_world(arg)
-        base = load_config(Path(path)).seed
-        for k in range(seeds):
+    """Every run, seed by seed, world by world, configuration by configuration: the
+    first seed of every world comes first, so a run cut short still covers
+    every world."""
+    parsed = [parse_world(arg) for arg in worlds]
+    bases = [load_config(Path(path)).seed for path, _ in parsed]
+    for k in range(seeds):
+        for (path, days), base in zip(parsed, bases, strict=True):
             for name, spec in configs:
                 yield Run(path, days, base + k, name, spec)
 

@@ -37,11 +37,11 @@ import redis
 from confluent_kafka import Producer
 
 from actors.broker import make_broker
-from app import embedded
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
+from app.devtools import embedded
 from app.kafka import producer_config
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn

@@ -28,7 +28,7 @@ from pathlib import Path
 import dramatiq
 import redis
 
-from actors.broker import enqueue_many, make_broker
+from actors.broker import make_broker
 from actors.journal import ensure_topics
 from app.context import Context
 from app.db.connection import connect
@@ -40,6 +40,7 @@ from app.listing_input import ListedOriginIn
 from app.scheduling import VisitOrder
 from app.settings import Settings
 from benchmarks.common import bench_settings
+from queues.dramatiq_broker import enqueue_many
 
 BIN = Path(sys.executable).parent
 

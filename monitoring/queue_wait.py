@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.domain.latency import wait_s
 from monitoring.metrics import QUEUE_DEPTH, SCHEDULER_BATCH_SIZE
 
 #: Weight of the latest step in the smoothed drain rate.
@@ -21,16 +22,6 @@ class _QueueState:
     at_s: float
     depth_after_send: int
     drain_rate: float | None = None
-
-
-def estimated_wait_s(depth: int, drain_rate: float | None) -> float | None:
-    """Seconds a visit joining a queue of ``depth`` waits at ``drain_rate`` (visits/s);
-    None while no drain was ever measured."""
-    if depth <= 0:
-        return 0.0
-    if not drain_rate or drain_rate <= 0:
-        return None
-    return depth / drain_rate
 
 
 class QueueWatch:
@@ -62,4 +53,6 @@ class QueueWatch:
         # The scheduler exports the estimated wait: from the workers' registered
         # threads and recent durations (seed 004), this drain-rate estimate only
         # while those are unknown.
-        return estimated_wait_s(depth + sent, state.drain_rate)
+        # A drain of 0 over one window says nothing yet (workers may be busy
+        # with long visits): unknown rather than forever.
+        return wait_s(depth + sent, state.drain_rate or None)

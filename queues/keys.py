@@ -11,10 +11,14 @@ move origins between them stay atomic.
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
+| ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.allocation).
+picks counted for the age-optimal allocation's capacity (app.allocation);
+``replan_after`` and
+``replan_multiplier``: the stats id where the re-planning sweep goes on and
+the multiplier it plans with (app.replan).
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ class VisitTypeKeys:
         """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
         return f"{self.tag}meta"
 
+    @property
+    def lateness(self) -> str:
+        """List of how late (s) the latest planned picks were served (app.allocation)."""
+        return f"{self.tag}lateness"
+
     def pools(self) -> list[str]:
         """The pool keys, in the order of ``POOLS`` (the Lua scripts' pool index)."""
         return [self.pool(name) for name in POOLS]
@@ -96,6 +105,12 @@ def visit_outcomes(namespace: str, visit_type: str) -> str:
     """Hash of how many visits of a visit type ended in each status since the key
     was created (status -> count): the live view's visits/s and failure rate."""
     return f"{namespace}:{{{visit_type}}}:outcomes"
+
+
+def hoster_slots(namespace: str, host: str) -> str:
+    """Key prefix of a hoster's concurrent-visit slots (Dramatiq's ConcurrentRateLimiter
+    keeps its counter under it)."""
+    return f"{namespace}:hoster:{host}"
 
 
 def dead_letter_reason(namespace: str, message_id: str) -> str:

@@ -21,6 +21,10 @@ PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
 POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
 
 
+#: Planned picks whose lateness is kept between two allocation refreshes.
+LATENESS_KEPT = 5000
+
+
 def _script(name: str) -> str:
     return (resources.files("queues") / "lua" / f"{name}.lua").read_text()
 
@@ -131,13 +135,17 @@ class Mirror:
         weights: Weights = "auto",
         *,
         peek: bool = False,
+        head_start_s: float = 0.0,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
-        ``weights`` (one per pool in POOLS order, or 'auto'), to in flight.
+        ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
+        ``head_start_s`` of known work), to in flight.
         With ``peek``, only say which origins that would be; nothing moves."""
         keys = self.keys(visit_type)
         weight_args = (
-            [weights, 0, 0, 0] if isinstance(weights, str) else [repr(float(w)) for w in weights]
+            [weights, repr(float(head_start_s)), 0, 0]
+            if isinstance(weights, str)
+            else [repr(float(w)) for w in weights]
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
@@ -216,6 +224,46 @@ class Mirror:
         """The recent pick rate (origins/s) of a pool, 0 if unknown."""
         value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
         return float(value) if value is not None else 0.0
+
+    def record_lateness(self, visit_type: str, lateness_s: Sequence[float]) -> None:
+        """Keep how late planned picks were served (the latest ``LATENESS_KEPT``),
+        which the allocation corrects μ by (only while the mirror exists)."""
+        keys = self.keys(visit_type)
+        if not lateness_s or not self.client.exists(keys.meta):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(keys.lateness, *[repr(float(v)) for v in lateness_s])
+        pipe.ltrim(keys.lateness, -LATENESS_KEPT, -1)
+        pipe.execute()
+
+    def take_lateness(self, visit_type: str) -> list[float]:
+        """The lateness of the planned picks kept since the last call; restarts."""
+        key = self.keys(visit_type).lateness
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        return [float(v) for v in pipe.execute()[0]]
+
+    def head_score(self, visit_type: str, pool: PoolName) -> float | None:
+        """The score of the first origin of a pool (None: empty)."""
+        head = self.client.zrange(self.keys(visit_type).pool(pool), 0, 0, withscores=True)
+        return float(head[0][1]) if head else None
+
+    def replan_state(self, visit_type: str) -> tuple[int, float | None]:
+        """Where the re-planning sweep of a visit type goes on (the stats id it
+        stopped after, 0: not sweeping) and the multiplier of the last sweep."""
+        after, multiplier = self.client.hmget(
+            self.keys(visit_type).meta, ["replan_after", "replan_multiplier"]
+        )
+        return int(after or 0), (float(multiplier) if multiplier is not None else None)
+
+    def set_replan_state(self, visit_type: str, after_id: int, multiplier_s2: float) -> None:
+        """Record the sweep's progress (only while the mirror exists)."""
+        meta = self.keys(visit_type).meta
+        if self.client.exists(meta):
+            self.client.hset(
+                meta, mapping={"replan_after": after_id, "replan_multiplier": repr(multiplier_s2)}
+            )
 
     def is_built(self, visit_type: str) -> bool:
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""

@@ -2,7 +2,7 @@
 
 Addresses come from REVISIT_TEST_DATABASE_URL / REVISIT_TEST_REDIS_URL /
 REVISIT_TEST_KAFKA_BROKERS when set; otherwise the suite starts throwaway
-servers (app.embedded). Locally a service that cannot be had skips the tests
+servers (app.devtools.embedded). Locally a service that cannot be had skips the tests
 that need it; under CI=true it fails them.
 """
 
@@ -18,10 +18,10 @@ import psycopg
 import pytest
 import redis
 
-from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
+from app.devtools import embedded
 from app.settings import Settings
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -4,12 +4,8 @@ runs and their worker. Registered on the main app by ``app.cli``."""
 from __future__ import annotations
 
 import json
-import logging
-import os
 import re
-import signal
 import sys
-import threading
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -17,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.cli.processes import become
 from app.db.connection import connect
-from app.listers.settings import get_lister_settings
 from app.settings import get_settings
 
 console = Console() if sys.stdout.isatty() else Console(width=240)
@@ -26,30 +22,10 @@ err = Console(stderr=True, soft_wrap=True)
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("REVISIT_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
-
-
-def _stop_on_signal() -> threading.Event:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    return stop
-
-
 def rpc() -> None:
     """Serve the reference scheduler's RPC protocol (lister interface) on
     REVISIT_RPC_HOST:REVISIT_RPC_PORT (127.0.0.1:5008)."""
-    from app.rpc.server import make_server, serve_until
-    from monitoring.metrics import serve
-
-    _setup_logging()
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.rpc_metrics_port, settings.metrics_address)
-    serve_until(make_server(settings, lister_settings), _stop_on_signal())
+    become("rpc")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -160,23 +136,23 @@ def lister_list() -> None:
 
 def lister_scheduler() -> None:
     """Run the lister scheduler: send each scheduled lister's due runs to the lister queue."""
-    from actors.lister_scheduler import ListerScheduler
-    from monitoring.metrics import serve
-
-    _setup_logging()
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.lister_scheduler_metrics_port, settings.metrics_address)
-    ListerScheduler(settings, lister_settings).run(_stop_on_signal())
+    become("lister-scheduler")
 
 
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run Dramatiq workers for the lister queue (revisit.listers)."""
     from app.queue_names import LISTER_QUEUE
-    from monitoring.dramatiq_metrics import worker_metrics_env
 
-    os.environ.update(worker_metrics_env(get_settings()))
-    args = [sys.executable, "-m", "dramatiq", "actors.listers", "--processes", "1"]
-    os.execv(sys.executable, [*args, "--threads", str(threads), "--queues", LISTER_QUEUE])
+    become(
+        "dramatiq",
+        "actors.listers",
+        "--processes",
+        "1",
+        "--threads",
+        str(threads),
+        "--queues",
+        LISTER_QUEUE,
+    )
 
 
 def register(app: typer.Typer, lister_app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from rich.table import Table
 from app.cli.common import console, fail, now, require_visit_type, visit_types_of
 from app.context import Context
 from app.db.connection import connect
+from app.scheduler_step import Tuning, tuning_of
 from app.scheduling import VisitOrder
 from app.settings import get_settings
 
@@ -32,6 +33,7 @@ def schedule(
     queues, as the scheduler would send them (beyond max_queue_length).
     """
     from app.db.policies import policies_of
+    from app.db.scheduling import visit_type_configs
     from app.scheduling import schedule_step
 
     settings = get_settings()
@@ -40,8 +42,9 @@ def schedule(
     with connect(settings) as conn:
         policies = policies_of(conn, visit_type)
         result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
+        config = visit_type_configs(conn)[visit_type]
     table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
-    lanes = {} if dry_run else _send(visit_type, result.orders)
+    lanes = {} if dry_run else _send(tuning_of(config, ctx), visit_type, result.orders)
     for rank, order in enumerate(result.orders):
         table.add_row(str(rank), order.url, order.policy, *lanes.get(order.origin_id, ()))
     console.print(table)
@@ -49,20 +52,21 @@ def schedule(
         console.print(f"sent {len(result.orders)} visits of {visit_type} to its workers")
 
 
-def _send(visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
-    """Send ``orders`` to the express and slow lanes as the scheduler does; the
-    lane of each origin."""
-    from actors.broker import enqueue_many, make_broker
-    from actors.scheduler import visit_message
+def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
+    """Send ``orders`` to the express and slow lanes as the scheduler does, with the
+    visit type's ``tuning``; the lane of each origin."""
     from app.domain.lanes import assign_lanes
     from app.queue_names import slow_queue, visit_queue
+    from queues.dramatiq_broker import enqueue_many, redis_broker, visit_message
 
     settings = get_settings()
-    limits = settings.express_time_limit_s, settings.slow_time_limit_s
+    limits = settings.express_time_limit_s, tuning.visit_time_limit_s
     express, slow = assign_lanes(orders, lambda o: o.predicted_duration_s, len(orders), limits[0])
-    messages = [visit_message(visit_queue(visit_type), o, "express", limits[0]) for o in express]
-    messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1]) for o in slow]
-    enqueue_many(make_broker(settings), messages)
+    messages = [
+        visit_message(visit_queue(visit_type), o, "express", limits[0], tuning) for o in express
+    ]
+    messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1], tuning) for o in slow]
+    enqueue_many(redis_broker(settings), messages)
     return {o.origin_id: ("express",) for o in express} | {o.origin_id: ("slow",) for o in slow}
 
 

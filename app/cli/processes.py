@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
-import signal
 import socket
 import sys
-import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +13,7 @@ from typing import Annotated
 import typer
 
 from app.cli.common import console, err, fail
+from app.domain.lanes import LANES, Lane
 from app.settings import Settings, get_settings
 
 
@@ -34,22 +32,9 @@ def _warn_missing_loaders(settings: Settings, visit_types: list[str]) -> None:
         )
 
 
-def _run_until_signal(target: object) -> None:
-    stop = threading.Event()
-
-    def handle(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
-    target.run(stop)  # type: ignore[attr-defined]
-
-
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("REVISIT_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+def become(*args: str) -> None:
+    """Replace this process with ``python -m actors ARGS`` (the process code)."""
+    os.execv(sys.executable, [sys.executable, "-m", "actors", *args])
 
 
 def _port_free(port: int, address: str, setting: str) -> None:
@@ -69,33 +54,23 @@ def _port_free(port: int, address: str, setting: str) -> None:
 
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
-    from actors.scheduler import SchedulerLoop
-    from monitoring.process import serve_scheduler
-
-    _setup_logging()
     settings = get_settings()
     _warn_missing_loaders(settings, settings.visit_types)
     port = settings.scheduler_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
-    serve_scheduler(settings)
-    _run_until_signal(SchedulerLoop(settings))
+    become("scheduler")
 
 
 def journal() -> None:
     """Run the journal client: apply origin_visit_status messages to the visit stats."""
-    from actors.journal import JournalClient
-    from monitoring.process import serve_journal
-
-    _setup_logging()
     settings = get_settings()
     port = settings.journal_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
-    serve_journal(settings)
-    _run_until_signal(JournalClient(settings))
+    become("journal")
 
 
-class Lane(StrEnum):
-    """Which visit queues a worker pool serves."""
+class ServedLanes(StrEnum):
+    """Which lanes (``app.domain.lanes.Lane``) a worker pool serves."""
 
     express = "express"
     slow = "slow"
@@ -104,19 +79,21 @@ class Lane(StrEnum):
     all = "all"
 
 
-LANES_SERVED = {
-    Lane.express: ("express",),
-    Lane.slow: ("slow",),
-    Lane.priority: ("priority",),
-    Lane.recurrent: ("express", "slow"),
-    Lane.all: ("express", "slow", "priority"),
+LANES_SERVED: dict[ServedLanes, tuple[Lane, ...]] = {
+    ServedLanes.express: ("express",),
+    ServedLanes.slow: ("slow",),
+    ServedLanes.priority: ("priority",),
+    ServedLanes.recurrent: ("express", "slow"),
+    ServedLanes.all: LANES,
 }
 
 
 def worker(
     processes: Annotated[int, typer.Option(min=1)] = 1,
     threads: Annotated[int, typer.Option(min=1)] = 4,
-    lane: Annotated[Lane, typer.Option(help="the lanes this worker pool serves")] = Lane.recurrent,
+    lane: Annotated[
+        ServedLanes, typer.Option(help="the lanes this worker pool serves")
+    ] = ServedLanes.recurrent,
     first_visits_prefix: Annotated[
         list[str] | None,
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),
@@ -142,15 +119,19 @@ def worker(
 
 
 def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
-    from monitoring.dramatiq_metrics import worker_metrics_env
-
     settings = get_settings()
     port = settings.worker_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
-    os.environ.update(worker_metrics_env(settings))
-    args = [sys.executable, "-m", "dramatiq", module, "--processes", str(processes)]
-    args += ["--threads", str(threads), "--queues", *queues]
-    os.execv(sys.executable, args)
+    become(
+        "dramatiq",
+        module,
+        "--processes",
+        str(processes),
+        "--threads",
+        str(threads),
+        "--queues",
+        *queues,
+    )
 
 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
@@ -169,7 +150,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run everything on local throwaway services with a demo forge of git repositories."""
-    from app.demo import run_demo
+    from app.devtools.demo import run_demo
 
     raise typer.Exit(run_demo(repos, duration, console))
 

@@ -13,16 +13,17 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from actors.registry import queue_capacity
 from app.cli.common import console, now, visit_types_of
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.queries import query
+from app.domain.lanes import LANES
 from app.queue_names import lane_queue
 from app.settings import get_settings
-from app.status import LANES, LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
+from app.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
 from queues.keys import visit_outcomes
+from queues.workers import queue_capacity
 
 
 def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: datetime) -> Snapshot:

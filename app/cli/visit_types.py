@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -45,22 +45,20 @@ def parse_duration(text: str | None, field: str) -> float | None:
 
 
 def _apply(
-    write: Callable[[DictConnection, VisitTypeChange], None],
-    name: str,
-    description: str | None,
-    min_interval: str | None,
-    max_interval: str | None,
-    max_queue_length: int | None,
+    write: Callable[[DictConnection, VisitTypeChange], None], arguments: dict[str, Any]
 ) -> None:
-    """Validate the options as a VisitTypeChange, then ``write`` it."""
-    try:
-        change = VisitTypeChange(
-            name=name,
-            description=description,
-            min_interval_s=parse_duration(min_interval, "--min-interval"),
-            max_interval_s=parse_duration(max_interval, "--max-interval"),
-            max_queue_length=max_queue_length,
+    """Validate a command's arguments (its name and options; an option not given
+    is None) as a VisitTypeChange, then ``write`` it."""
+    options = {key: value for key, value in arguments.items() if key != "name"}
+    durations = {"min_interval", "max_interval", "time_limit", "retry_delay"}
+    fields: dict[str, Any] = {
+        (f"{key}_s" if key in durations else key): (
+            parse_duration(value, "--" + key.replace("_", "-")) if key in durations else value
         )
+        for key, value in options.items()
+    }
+    try:
+        change = VisitTypeChange(name=arguments["name"], **fields)
     except ValidationError as exc:
         raise fail(first_error(exc, "visit type")) from exc
     with connect(get_settings()) as conn:
@@ -76,6 +74,26 @@ MaxInterval = Annotated[str | None, typer.Option(help=f"longest interval, {DURAT
 QueueLength = Annotated[
     int | None, typer.Option(help="messages each lane's queue may hold (1..1000000)")
 ]
+TimeLimit = Annotated[
+    str | None,
+    typer.Option(
+        help=f"longest a visit may run, {DURATION_HELP} (default REVISIT_SLOW_TIME_LIMIT_S)"
+    ),
+]
+Retries = Annotated[
+    int | None,
+    typer.Option(
+        "--retries",
+        help="retries after a transient failure, 0..20 (default REVISIT_VISIT_MAX_RETRIES)",
+    ),
+]
+RetryDelay = Annotated[
+    str | None,
+    typer.Option(
+        help=f"first retry's delay, doubling, {DURATION_HELP} "
+        "(default REVISIT_VISIT_RETRY_BACKOFF_S)"
+    ),
+]
 
 
 @visit_type_app.command("add")
@@ -85,9 +103,12 @@ def visit_type_add(
     min_interval: MinInterval = None,
     max_interval: MaxInterval = None,
     max_queue_length: QueueLength = None,
+    time_limit: TimeLimit = None,
+    num_retries: Retries = None,
+    retry_delay: RetryDelay = None,
 ) -> None:
     """Add a visit type (with the reference's default policies)."""
-    _apply(add_visit_type, name, description, min_interval, max_interval, max_queue_length)
+    _apply(add_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"added visit type {name}")
     if name not in get_settings().visit_types:
         console.print(
@@ -104,9 +125,12 @@ def visit_type_set(
     min_interval: MinInterval = None,
     max_interval: MaxInterval = None,
     max_queue_length: QueueLength = None,
+    time_limit: TimeLimit = None,
+    num_retries: Retries = None,
+    retry_delay: RetryDelay = None,
 ) -> None:
     """Change settings of a visit type (those given; the scheduler reads them within 30 s)."""
-    _apply(set_visit_type, name, description, min_interval, max_interval, max_queue_length)
+    _apply(set_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"updated visit type {name}")
 
 
@@ -123,6 +147,9 @@ def visit_type_list() -> None:
         "origins",
         "served",
         "loader",
+        "time limit",
+        "retries",
+        "retry delay",
         "description",
     )
     with connect(settings) as conn:
@@ -135,9 +162,16 @@ def visit_type_list() -> None:
                 str(r["origins"]),
                 "yes" if r["name"] in settings.visit_types else "no",
                 "yes" if r["name"] in loaders else "no",
+                _optional_duration(r["time_limit_s"]),
+                "default" if r["num_retries"] is None else str(r["num_retries"]),
+                _optional_duration(r["retry_delay_s"]),
                 r["description"],
             )
     console.print(table)
+
+
+def _optional_duration(seconds: Any) -> str:
+    return "default" if seconds is None else _duration(float(seconds))
 
 
 def _duration(seconds: float) -> str:

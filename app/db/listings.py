@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from psycopg.rows import tuple_row
 
 from app.db.connection import DictConnection
 from app.db.queries import query
+from app.db.rows import column_index, copy_row
 from app.domain.placement import MirrorRow
 from app.listing_input import ListedOriginIn
 
@@ -50,20 +52,37 @@ def known_visit_types(conn: DictConnection) -> set[str]:
     return {str(r["name"]) for r in conn.execute(query("known_visit_types"))}
 
 
+#: The columns of a mirror row, as the queries name them.
+MIRROR_COLUMNS = [f.name for f in fields(MirrorRow)]
+
+
 def mirror_row(r: dict[str, Any]) -> MirrorRow:
-    """A MirrorRow from a query row with the mirror columns."""
-    return MirrorRow(
-        id=r["id"],
-        visit_type=r["visit_type"],
-        next_visit_queue_position=r["next_visit_queue_position"],
-        last_visit_status=r["last_visit_status"],
-        last_final_date=r["last_final_date"],
-        last_scheduled=r["last_scheduled"],
-        last_successful=r["last_successful"],
-        last_update=r["last_update"],
-        never_succeeded=r["never_succeeded"],
-        enabled=r["enabled"],
-    )
+    """A MirrorRow from a query row with the mirror columns (``{{mirror_columns}}``)."""
+    return MirrorRow(**{name: r[name] for name in MIRROR_COLUMNS})
+
+
+#: The staging table of a listing (``create_listing_staging``): column -> type.
+LISTING_STAGING = {
+    "url": "text",
+    "visit_type": "text",
+    "extra_loader_arguments": "jsonb",
+    "last_update": "timestamptz",
+    "is_fork": "bool",
+    "forked_from_url": "text",
+}
+
+
+def listing_values(row: ListedOriginIn) -> dict[str, Any]:
+    """The staging columns of one listed origin, by name."""
+    arguments = row.extra_loader_arguments
+    return {
+        "url": row.url,
+        "visit_type": row.visit_type,
+        "extra_loader_arguments": json.dumps(arguments) if arguments else "{}",
+        "last_update": row.last_update,
+        "is_fork": row.is_fork,
+        "forked_from_url": row.forked_from_url,
+    }
 
 
 def upsert_listed_origins(
@@ -77,23 +96,16 @@ def upsert_listed_origins(
     conn.execute(query("create_listing_staging"))
     with conn.cursor().copy(query("copy_listing_staging")) as copy:
         for row in rows:
-            arguments = row.extra_loader_arguments
-            copy.write_row(
-                (
-                    row.url,
-                    row.visit_type,
-                    json.dumps(arguments) if arguments else "{}",
-                    row.last_update,
-                    row.is_fork,
-                    row.forked_from_url,
-                )
-            )
+            copy.write_row(copy_row(LISTING_STAGING, listing_values(row)))
     params = {"lister_id": lister_id, "now": now}
     conn.execute(query("upsert_listed_origins"), params)
     with conn.cursor(row_factory=tuple_row) as cursor:
         cursor.execute(query("upsert_stats_for_listing"), params)
         # Tuples, not dicts: this returns a row per new origin of a bulk listing.
-        changed = [(MirrorRow(*r[:-1]), bool(r[-1])) for r in cursor]
+        at = column_index(cursor)
+        mirror = [(name, at[name]) for name in MIRROR_COLUMNS]
+        inserted = at["inserted"]
+        changed = [(MirrorRow(**{n: r[i] for n, i in mirror}), bool(r[inserted])) for r in cursor]
     return changed
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from app.db.connection import DictConnection
 from app.db.queries import query
 from app.domain.policies import default_policies, spacing_of
 from app.domain.visit_stats import Spacing
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,12 +21,14 @@ class VisitTypeConfig:
 
     name: str
     max_queue_length: int
-    num_retries: int
-    retry_delay_s: float
-    time_limit_s: float
+    num_retries: int | None
+    """Retries after a transient failure; None: the setting (REVISIT_VISIT_MAX_RETRIES)."""
+    retry_delay_s: float | None
+    """First retry's delay; None: the setting (REVISIT_VISIT_RETRY_BACKOFF_S)."""
+    time_limit_s: float | None
+    """Longest a visit may run; None: the setting (REVISIT_SLOW_TIME_LIMIT_S)."""
     min_interval_s: float
     max_interval_s: float
-    default_interval_s: float
     age_multiplier_s2: float | None = None
     measured_capacity_per_day: float | None = None
     spacing: Spacing = "ladder"
@@ -38,18 +43,21 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
         str(r["name"]): VisitTypeConfig(
             name=str(r["name"]),
             max_queue_length=int(r["max_queue_length"]),
-            num_retries=int(r["num_retries"]),
-            retry_delay_s=float(r["retry_delay_s"]),
-            time_limit_s=float(r["time_limit_s"]),
+            num_retries=_optional(int, r["num_retries"]),
+            retry_delay_s=_optional(float, r["retry_delay_s"]),
+            time_limit_s=_optional(float, r["time_limit_s"]),
             min_interval_s=float(r["min_interval_s"]),
             max_interval_s=float(r["max_interval_s"]),
-            default_interval_s=float(r["default_interval_s"]),
             age_multiplier_s2=r["age_multiplier_s2"],
             measured_capacity_per_day=r["measured_capacity_per_day"],
             spacing=spacing_of(configured.get(str(r["name"])) or default_policies(str(r["name"]))),
         )
         for r in conn.execute(query("visit_type_config"))
     }
+
+
+def _optional(kind: Callable[[Any], T], value: Any) -> T | None:
+    return None if value is None else kind(value)
 
 
 def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[dict[str, Any]]:

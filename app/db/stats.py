@@ -7,6 +7,7 @@ then lock and read the others, and write them refolded.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from app.db.connection import DictConnection
 from app.db.history_codec import decode_history, encode_history
 from app.db.listings import mirror_row
 from app.db.queries import query
+from app.db.rows import column_index, copy_row
 from app.domain.placement import MirrorRow
 from app.domain.visit_history import Tally, VisitHistory
 from app.domain.visit_stats import OriginStats
@@ -31,20 +33,35 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
     params = {"urls": [k[0] for k in keys], "visit_types": [k[1] for k in keys]}
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
-        for row in cur.execute(query("lock_stats"), params, binary=True):
-            stats = _stats_from_row(row)
+        cur.execute(query("lock_stats"), params, binary=True)
+        at = column_index(cur)
+        for row in cur:
+            stats = stats_from_row(row, at)
             found[(stats.url, stats.visit_type)] = stats
     return found
 
 
-def _stats_from_row(row: tuple[Any, ...]) -> OriginStats:
-    url, visit_type, last_visit, target, anchor, disabled, history, reports = row[:8]
-    tally = Tally(*row[8:])
+#: The fields of a Tally that origin_visit_stats stores as columns (the change
+#: observations live in the visit history only).
+_TALLY_COLUMNS = [f.name for f in fields(Tally) if not f.name.startswith("change_obs_")]
+
+
+def stats_from_row(row: tuple[Any, ...], at: dict[str, int]) -> OriginStats:
+    tally = Tally(**{name: row[at[name]] for name in _TALLY_COLUMNS})
+    history = row[at["visit_history"]]
     # A row written before visit histories existed (or never visited): what it
     # says is the fold of everything older.
     visits = VisitHistory(base=tally) if history is None else decode_history(bytes(history))
     return OriginStats(
-        url, visit_type, tally, visits, last_visit, target, anchor, disabled, bool(reports)
+        url=row[at["url"]],
+        visit_type=row[at["visit_type"]],
+        tally=tally,
+        history=visits,
+        last_visit=row[at["last_visit"]],
+        next_visit_queue_position=row[at["next_visit_queue_position"]],
+        next_visit_anchor=row[at["next_visit_anchor"]],
+        disabled_for_failures=row[at["disabled_for_failures"]],
+        reports_last_update=bool(row[at["reports_last_update"]]),
     )
 
 
@@ -53,11 +70,45 @@ def queue_positions(conn: DictConnection) -> dict[str, datetime]:
     return {str(r["visit_type"]): r["position"] for r in conn.execute(query("queue_positions"))}
 
 
-_STAGING_TYPES = [
-    "text", "text", "timestamptz", "timestamptz", "text", "bytea", "timestamptz", "int4",
-    "int4", "int8", "timestamptz", "int4", "int4", "int4", "int4", "float8", "bool",
-    "timestamptz", "timestamptz", "bytea", "float8",
-]  # fmt: skip
+#: The staging table of a journal batch (``create_stats_staging``): column -> type.
+STATS_STAGING = {
+    "url": "text", "visit_type": "text", "last_successful": "timestamptz",
+    "last_visit": "timestamptz", "last_visit_status": "text", "last_snapshot": "bytea",
+    "next_visit_queue_position": "timestamptz", "next_position_offset": "int4",
+    "successive_visits": "int4", "last_visit_number": "int8", "last_final_date": "timestamptz",
+    "eventful_visits": "int4", "uneventful_visits": "int4", "failed_visits": "int4",
+    "failures_in_a_row": "int4", "last_duration_s": "float8", "disabled_for_failures": "bool",
+    "last_eventful": "timestamptz", "next_visit_anchor": "timestamptz",
+    "visit_history": "bytea", "change_rate_per_day": "float8",
+}  # fmt: skip
+
+
+def stats_values(s: OriginStats) -> dict[str, Any]:
+    """The staging columns of one refolded origin, by name."""
+    t = s.tally
+    return {
+        "url": s.url,
+        "visit_type": s.visit_type,
+        "last_successful": t.last_successful,
+        "last_visit": s.last_visit,
+        "last_visit_status": t.last_visit_status,
+        "last_snapshot": t.last_snapshot,
+        "next_visit_queue_position": s.next_visit_queue_position,
+        "next_position_offset": t.next_position_offset,
+        "successive_visits": t.successive_visits,
+        "last_visit_number": t.last_visit_number,
+        "last_final_date": t.last_final_date,
+        "eventful_visits": t.eventful_visits,
+        "uneventful_visits": t.uneventful_visits,
+        "failed_visits": t.failed_visits,
+        "failures_in_a_row": t.failures_in_a_row,
+        "last_duration_s": t.last_duration_s,
+        "disabled_for_failures": s.disabled_for_failures,
+        "last_eventful": t.last_eventful,
+        "next_visit_anchor": s.next_visit_anchor,
+        "visit_history": encode_history(s.history),
+        "change_rate_per_day": s.change_rate_per_day,
+    }
 
 
 def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRow]:
@@ -68,34 +119,9 @@ def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRo
     with conn.cursor() as cur:
         cur.execute(query("create_stats_staging"))
         with cur.copy(query("copy_stats_staging")) as copy:
-            copy.set_types(_STAGING_TYPES)
-            for s in batch:
-                t = s.tally
-                copy.write_row(
-                    (
-                        s.url,
-                        s.visit_type,
-                        t.last_successful,
-                        s.last_visit,
-                        t.last_visit_status,
-                        t.last_snapshot,
-                        s.next_visit_queue_position,
-                        t.next_position_offset,
-                        t.successive_visits,
-                        t.last_visit_number,
-                        t.last_final_date,
-                        t.eventful_visits,
-                        t.uneventful_visits,
-                        t.failed_visits,
-                        t.failures_in_a_row,
-                        t.last_duration_s,
-                        s.disabled_for_failures,
-                        t.last_eventful,
-                        s.next_visit_anchor,
-                        encode_history(s.history),
-                        s.change_rate_per_day,
-                    )
-                )
+            copy.set_types(list(STATS_STAGING.values()))
+            for stats in batch:
+                copy.write_row(copy_row(STATS_STAGING, stats_values(stats)))
         return [mirror_row(r) for r in cur.execute(query("upsert_stats"))]
 
 

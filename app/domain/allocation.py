@@ -95,3 +95,39 @@ def multiplier_for_capacity(
         else:
             hi = mid
     return math.sqrt(lo * hi)
+
+
+def lateness_reference_s(multiplier_s2: float, floor_s: float) -> float:
+    """The interval lateness is measured against: the common interval of the fastest
+    changers, sqrt(2 μ), at most the floor."""
+    return min(math.sqrt(2 * multiplier_s2), floor_s)
+
+
+def corrected_multiplier(
+    multiplier_s2: float,
+    lateness_s: float,
+    weight: float,
+    floor_s: float,
+    min_interval_s: float,
+) -> float:
+    """μ corrected by how late the planned visits were served.
+
+    The capacity a multiplier is solved for is measured in visits, but visits
+    cost worker time that grows with the changes they fetch, and the known
+    changes the forges report take their share first: the capacity left to
+    planned visits is only known by serving them. So, as a controller, μ grows
+    when planned visits are served after their targets (more were planned than
+    the workers can make) and shrinks when they are served early (the workers
+    had room), by a factor exp(weight · lateness / reference interval), the
+    ratio clamped to ±1. At equilibrium
+    planned visits are made when due: the allocation spends the capacity. μ
+    stays where it still moves something: √(2 μ) between the minimum interval
+    and the floor.
+    """
+    if not math.isfinite(multiplier_s2) or multiplier_s2 <= 0:
+        return multiplier_s2
+    reference = lateness_reference_s(multiplier_s2, floor_s)
+    ratio = max(-1.0, min(1.0, lateness_s / reference))
+    corrected = multiplier_s2 * math.exp(weight * ratio)
+    low, high = min_interval_s**2 / 2, floor_s**2 / 2
+    return max(low, min(high, corrected))

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-FINAL_STATUSES = frozenset({"full", "partial", "failed", "not_found"})
-ALL_STATUSES = FINAL_STATUSES | {"created", "ongoing"}
-SUCCESS_STATUSES = frozenset({"full", "partial"})
+from app.domain.visit_status import ALL_STATUSES, FINAL_STATUSES
+
 SNAPSHOT_ID_LENGTH = 20
 MAX_VISIT = 2**63 - 1  # a PostgreSQL bigint
 

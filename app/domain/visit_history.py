@@ -20,7 +20,8 @@ from typing import Literal
 
 from app.domain import ladder
 from app.domain.change_rate import ChangeObservations, observe
-from app.domain.journal_event import SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.visit_status import is_success
 
 Outcome = Literal["eventful", "uneventful", "failed"]
 
@@ -110,7 +111,7 @@ def outcome(tally: Tally, visit: FinalVisit) -> Outcome:
 
     A success is eventful when its snapshot differs from the last snapshot seen.
     """
-    if visit.status in SUCCESS_STATUSES:
+    if is_success(visit.status):
         changed = visit.snapshot is not None and visit.snapshot != tally.last_snapshot
         return "eventful" if changed else "uneventful"
     return "failed"

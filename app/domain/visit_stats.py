@@ -36,7 +36,7 @@ from typing import Literal
 from app.domain import ladder
 from app.domain.allocation import optimal_interval_s
 from app.domain.change_rate import estimate_per_s, optimism
-from app.domain.journal_event import FINAL_STATUSES, SUCCESS_STATUSES, VisitStatusEvent
+from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
     FinalVisit,
     Outcome,
@@ -47,6 +47,7 @@ from app.domain.visit_history import (
     refold,
     tally_of,
 )
+from app.domain.visit_status import FINAL_STATUSES, is_success
 
 FUDGE_LOW = 0.9
 FUDGE_HIGH = 1.1
@@ -142,15 +143,18 @@ def next_target(
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
     age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate."""
-    if tally.last_visit_status not in SUCCESS_STATUSES or tally.last_visit_number is None:
+    if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
-    if policy.spacing == "age_optimal" and policy.age_multiplier_s2 is not None:
-        assert tally.last_final_date is not None
-        planned = _age_optimal_interval(stats, tally, policy, rate_per_s)
-        interval = min(planned * factor, _floor(policy))
-        return tally.last_final_date + interval
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
+    if policy.spacing == "age_optimal":
+        assert tally.last_final_date is not None
+        if policy.age_multiplier_s2 is not None:
+            interval = _age_optimal_interval(stats, tally, policy, rate_per_s)
+        # Real time from the visit, never the queue position: until the first
+        # multiplier is measured the ladder's interval stands in, and the
+        # re-planning sweep (``replanned_target``) corrects it once μ is known.
+        return tally.last_final_date + min(interval * factor, _floor(policy))
     return anchor + interval * factor
 
 
@@ -174,6 +178,25 @@ def _age_optimal_interval(
         rate, policy.age_multiplier_s2, policy.max_interval.total_seconds()
     )
     return timedelta(seconds=max(interval_s, 0.0))
+
+
+def replanned_target(stats: OriginStats, policy: StatsPolicy, fudge: Fudge) -> datetime | None:
+    """The next visit target the age-optimal spacing gives ``stats`` under the
+    policy's current multiplier, or None when it plans nothing for them (another
+    spacing, no multiplier yet, or a last visit that was no success).
+
+    The journal plans each target with the multiplier of the moment; as the
+    capacity or the rates move, the scheduler sweeps the table with this, so
+    that no target keeps the plan of a multiplier long gone (e.g. those made
+    before the first one was measured)."""
+    if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
+        return None
+    tally = tally_of(stats.history, policy.top_index)[0]
+    if not is_success(tally.last_visit_status) or tally.last_final_date is None:
+        return None
+    anchor = stats.next_visit_anchor or tally.last_final_date
+    rate = learned_rate_per_s(tally, policy)
+    return next_target(stats, tally, anchor, policy, fudge, rate)
 
 
 def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from app.domain.visit_status import FINAL_STATUSES
+
 ENTRY_POINT_GROUP = "revisit.loaders"
 
 
@@ -26,7 +28,7 @@ class VisitResult:
 
 
 #: What a loader may report (the journal's final statuses).
-RESULT_STATUSES = frozenset({"full", "partial", "failed", "not_found"})
+RESULT_STATUSES = FINAL_STATUSES
 SNAPSHOT_BYTES = 20
 #: Longest error text published; a loader's whole traceback is not a reason.
 MAX_ERROR_CHARS = 500

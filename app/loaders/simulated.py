@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from app.domain.visit_status import is_success
 from app.loaders.base import VisitResult
 
 SLEEP_STEP_S = 0.05
@@ -47,7 +48,7 @@ class SimulatedLoader:
         if attempt <= int(arguments.get("transient_failures", 0)):
             return VisitResult("failed", None, elapsed, f"transient failure {attempt}", True)
         status = str(arguments.get("status", "full"))
-        if status not in ("full", "partial"):
+        if not is_success(status):
             return VisitResult(status, None, elapsed, f"simulated {status}")
         seed = str(arguments.get("snapshot", url)).encode()
         return VisitResult(status, hashlib.sha1(seed, usedforsecurity=False).digest(), elapsed)

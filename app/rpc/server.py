@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -32,7 +32,6 @@ from app.listers.settings import ListerSettings
 from app.rpc.codec import encode_error
 from app.rpc.endpoints import SERVED, UNSERVED, call
 from app.settings import Settings
-from monitoring.listers import RPC_REQUESTS, RPC_SECONDS
 
 log = logging.getLogger("revisit.rpc")
 
@@ -78,8 +77,13 @@ def index_page() -> bytes:
     ).encode()
 
 
-def make_server(settings: Settings, lister_settings: ListerSettings) -> ThreadingHTTPServer:
-    """The RPC server bound to ``REVISIT_RPC_HOST:REVISIT_RPC_PORT`` (port 0: any free)."""
+def make_server(
+    settings: Settings,
+    lister_settings: ListerSettings,
+    observe: Callable[[str, int, float], None] = lambda endpoint, status, seconds: None,
+) -> ThreadingHTTPServer:
+    """The RPC server bound to ``REVISIT_RPC_HOST:REVISIT_RPC_PORT`` (port 0: any free);
+    ``observe`` is told each request's endpoint, HTTP status and seconds (metrics)."""
     ctx = Context.from_settings(settings)
     pool = ConnectionPool(settings, lister_settings.rpc_database_connections)
 
@@ -109,8 +113,7 @@ def make_server(settings: Settings, lister_settings: ListerSettings) -> Threadin
             else:
                 status, answer = self._call(body)
                 self._answer(status, answer, MSGPACK)
-            RPC_REQUESTS.labels(label, str(status)).inc()
-            RPC_SECONDS.labels(label).observe(time.perf_counter() - started)
+            observe(label, status, time.perf_counter() - started)
 
         def _call(self, body: bytes) -> tuple[int, bytes]:
             try:

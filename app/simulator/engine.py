@@ -239,6 +239,7 @@ class Simulation:
                 created = state.request_created_s.pop(order.request_id)
                 if end >= self.measure_from_s:
                     state.truth.request_latencies_s.append(end - created)
+                    state.truth.request_waits_s.append(due.start_s - created)
 
     def _listings(self, name: str, state: _VisitType, t: float) -> None:
         for k, lister in enumerate(state.world.listers):

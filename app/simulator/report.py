@@ -11,7 +11,7 @@ import numpy as np
 
 from app.simulator.config import Loader
 from app.simulator.engine import Simulation
-from app.simulator.optimum import Allocation, VisitCosts, allocate, uniform
+from app.simulator.optimum import Allocation, VisitCosts, age, allocate, uniform
 from app.simulator.truth import Truth
 from app.simulator.world import DAY_S, KINDS, Origin
 
@@ -75,10 +75,13 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
     rates = np.array([o.effective_rate(sim.measure_from_s, sim.end_s) for o in origins])
     costs = visit_costs(sim.config.loader, origins)
 
+    reported = truth.with_last_update[live]
+
     def figures(a: Allocation) -> dict[str, Any]:
         return {
             "freshness": a.mean_freshness,
             "age_days": a.mean_age_days if np.isfinite(a.mean_age_days) else None,
+            "age_days_by_lister": _ages_by_lister(rates, a, reported),
             "starved_origins": a.starved(bound_days),
             "beyond_max_interval": a.starved(1 / floor),
             "visits_per_day": a.visits_per_day,
@@ -104,6 +107,20 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
             "policy_age_ratio": _ratio(policy["age_days"], aged.mean_age_days),
         }
     return section
+
+
+def _ages_by_lister(
+    rates: np.ndarray[Any, Any], a: Allocation, reported: np.ndarray[Any, Any]
+) -> dict[str, float | None]:
+    """The allocation's mean age over the origins whose lister reports last_update
+    and over the others (the optimum knows rates only: the two groups compare
+    with the policy's own split)."""
+    ages = age(rates, a.freqs, a.timing)
+    out: dict[str, float | None] = {}
+    for name, group in (("last_update", reported), ("no_last_update", ~reported)):
+        value = float(np.mean(ages[group])) if group.any() else None
+        out[name] = value if value is None or np.isfinite(value) else None
+    return out
 
 
 def _optimum_value(

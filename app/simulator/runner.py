@@ -40,7 +40,7 @@ def run_world(
 def throwaway_services() -> Iterator[tuple[DictConnection, Settings]]:
     """A migrated PostgreSQL and an empty Redis of their own, stopped afterwards:
     a simulation never touches a configured deployment."""
-    from app import embedded
+    from app.devtools import embedded
 
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="revisit-sim-")))

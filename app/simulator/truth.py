@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from app.domain.visit_status import SUCCESS_STATUSES, is_success
 from app.simulator.world import DAY_S, Origin
 
 HOUR_S = 3600.0
@@ -60,6 +61,10 @@ class Sample:
     age_max_days: float
     pending_over_30_days: int
     live: int
+    age_days_last_update: float = 0.0
+    """Mean age of the live origins whose lister reports last_update."""
+    age_days_no_last_update: float = 0.0
+    """Mean age of the other live origins."""
 
 
 @dataclass
@@ -77,6 +82,9 @@ class Truth:
     samples: list[Sample] = field(default_factory=list)
     lags_s: list[float] = field(default_factory=list)
     request_latencies_s: list[float] = field(default_factory=list)
+    request_waits_s: list[float] = field(default_factory=list)
+    """Request created → its visit started: the scheduler's share of the latency
+    (the rest is the visit, which a first visit of a large origin makes hours)."""
     visits: Counter[str] = field(default_factory=Counter)
     visits_with_last_update: Counter[str] = field(default_factory=Counter)
     policies: Counter[str] = field(default_factory=Counter)
@@ -125,7 +133,7 @@ class Truth:
     ) -> None:
         """Record a visit of ``index`` (started at ``start``) at its end."""
         self.first_visit_at[index] = min(self.first_visit_at[index], end)
-        success = status in ("full", "partial")
+        success = is_success(status)
         measured = end >= self.measure_from_s
         if measured and policy != "request":
             useless = success and not self.is_news(index, start)
@@ -170,6 +178,7 @@ class Truth:
             waited = np.where(live & np.isfinite(seen), t - seen, 0.0)
             self.starved |= waited > self.starvation_bound_s
             self.beyond_max_interval |= waited > self.max_interval_s
+        reported = self.with_last_update[live]
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -178,6 +187,8 @@ class Truth:
             float(np.max(age)) / DAY_S if age.size else 0.0,
             int(np.sum(age > PENDING_LIMIT_S)),
             int(live.sum()),
+            float(np.mean(age[reported])) / DAY_S if reported.any() else 0.0,
+            float(np.mean(age[~reported])) / DAY_S if (~reported).any() else 0.0,
         )
         self.samples.append(sample)
         return sample
@@ -186,7 +197,7 @@ class Truth:
         """The time-averaged figures of the measured period."""
         measured = [s for s in self.samples if s.t >= self.measure_from_s]
         days = max(1e-9, (end_s - self.measure_from_s) / DAY_S)
-        successes = self.visits["full"] + self.visits["partial"]
+        successes = sum(self.visits[s] for s in SUCCESS_STATUSES)
 
         def mean(name: str) -> float | None:
             return float(np.mean([getattr(s, name) for s in measured])) if measured else None
@@ -194,6 +205,10 @@ class Truth:
         return {
             "freshness": mean("freshness"),
             "age_days": mean("mean_age_days"),
+            "age_days_by_lister": {
+                "last_update": mean("age_days_last_update"),
+                "no_last_update": mean("age_days_no_last_update"),
+            },
             "lag_days": {
                 **percentiles(self.lags_s, DAY_S, 95, 99),
                 "changes_archived": len(self.lags_s),
@@ -228,6 +243,7 @@ class Truth:
             "save_code_now_hours": {
                 **percentiles(self.request_latencies_s, HOUR_S, 50, 99),
                 "requests_done": len(self.request_latencies_s),
+                "to_start": percentiles(self.request_waits_s, HOUR_S, 50, 99),
             },
         }
 

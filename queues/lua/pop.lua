@@ -22,6 +22,10 @@
 --         reported lag seconds after the last visit counts as due that long.
 --         up_to_date origins are taken only once due (the forge reports no
 --         change since the last visit: an earlier visit would be useless).
+--         With 'due', ARGV[6] is the head start (s) of known work: the due
+--         time of never_visited and lagging origins is moved that much earlier,
+--         so a change the forge reported goes before a planned visit unless
+--         that one is overdue by more than the head start.
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
 --
@@ -71,6 +75,7 @@ for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
 local take = {0, 0, 0, 0}
 
 -- Age-optimal: merge the heads of the four pools by due time.
+local head_start = tonumber(ARGV[6]) or 0
 local function by_due()
   local heads, pos = {}, {}
   for i = 1, 4 do
@@ -84,6 +89,7 @@ local function by_due()
       if score then
         local due = tonumber(score)
         if i == 2 then due = now + due end
+        if i <= 2 then due = due - head_start end
         -- The forge says an up_to_date origin has not changed: visiting it
         -- before its target (the floor) could only be useless.
         local wait = i == 4 and due > now

@@ -96,9 +96,6 @@ with new as (
     next_visit_anchor = excluded.next_visit_anchor,
     visit_history = excluded.visit_history,
     change_rate_per_day = excluded.change_rate_per_day
-  returning st.id, st.visit_type, st.next_visit_queue_position,
-            st.last_visit_status::text, st.last_final_date, st.last_scheduled,
-            st.last_successful, st.last_update, (st.last_snapshot is null) as never_succeeded,
-            (st.listed and not st.disabled_for_failures) as enabled
+  returning {{mirror_columns}}
 )
 select * from written

@@ -72,10 +72,7 @@ on conflict (url, visit_type) do update
   where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
      or (not st.listed and not st.disabled_by_operator)
      or st.disabled_for_failures
-returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
-          st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
-          (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled,
+returning {{mirror_columns}},
           (st.xmax = 0) as inserted
 
 -- name: start_listing
@@ -104,10 +101,7 @@ set listed = not st.disabled_by_operator
                            and lo.enabled and lo.lister_id <> %(lister_id)s)
 from (select distinct url, visit_type from disabled) d
 where st.url = d.url and st.visit_type = d.visit_type
-returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
-          st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
-          (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled
+returning {{mirror_columns}}
 
 -- name: finish_listing
 update listers set previous_listing_finished_at = last_listing_finished_at,

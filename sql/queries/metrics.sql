@@ -79,10 +79,7 @@ where st.last_final_date >= %(since)s
 -- Every listed origin once per lister that reports it, with what decides its
 -- place (app.domain.placement, the one copy of that rule, counts them).
 select l.name || '/' || l.instance_name as lister,
-       st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
-       st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
-       (st.last_snapshot is null) as never_succeeded,
-       (not st.disabled_for_failures) as enabled
+       {{mirror_columns}}
 from origin_visit_stats st
 join listed_origins lo on lo.url = st.url and lo.visit_type = st.visit_type and lo.enabled
 join listers l on l.id = lo.lister_id

@@ -1,16 +1,20 @@
 -- Reading Postgres to build the Redis mirror.
 
+-- name: mirror_columns
+-- What decides an origin's place (app.domain.placement.MirrorRow), read from
+-- origin_visit_stats as `st`: the one projection that every query returning
+-- mirror rows includes (double braces around its name), in a select list or a returning
+-- clause. An origin is enabled when listed and not disabled for failures.
+st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
+st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
+(st.last_snapshot is null) as never_succeeded,
+(st.listed and not st.disabled_for_failures) as enabled
+
 -- name: mirror_rows_for_visit_type
 -- Every listed origin of a visit type, with what decides its place.
-select st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
-       st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
-       (st.last_snapshot is null) as never_succeeded,
-       (not st.disabled_for_failures) as enabled
+select {{mirror_columns}}
 from origin_visit_stats st
 where st.visit_type = %(visit_type)s and st.listed
-
--- name: queue_position
-select position from visit_scheduler_queue_position where visit_type = %(visit_type)s
 
 -- name: advance_queue_position
 insert into visit_scheduler_queue_position (visit_type, position)

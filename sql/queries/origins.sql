@@ -9,10 +9,7 @@ set disabled_by_operator = %(disabled)s,
              and exists (select 1 from listed_origins lo
                          where lo.url = st.url and lo.visit_type = st.visit_type and lo.enabled)
 where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(visit_type)s)
-returning st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
-          st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
-          (st.last_snapshot is null) as never_succeeded,
-          (st.listed and not st.disabled_for_failures) as enabled
+returning {{mirror_columns}}
 
 -- name: visit_types_of_origin
 select visit_type from origin_visit_stats where url = %(url)s order by visit_type

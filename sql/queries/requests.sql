@@ -72,10 +72,10 @@ returning r.id
 -- name: requests_finished
 -- A visit of the origin ended: its scheduled or running requests end with it.
 update visit_requests r
-set status = (case when k.status in ('full', 'partial') then 'succeeded' else 'failed' end)::request_status,
+set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status,
     started_at = coalesce(r.started_at, k.date),
-    failure_reason = case when k.status in ('full', 'partial') then null
+    failure_reason = case when k.status = any(%(success)s::text[]) then null
                           else coalesce(k.reason, 'visit ended ' || k.status) end
 from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
             %(statuses)s::text[], %(reasons)s::text[]) as k(url, visit_type, date, status, reason)

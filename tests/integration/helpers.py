@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
+from tests.processes import running, wait_for
 
 
 def list_origins(
@@ -41,3 +44,25 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
         text=True,
         check=False,
     )
+
+
+def run_visits(
+    tmp_path: Path,
+    env: dict[str, str],
+    until: Callable[[], bool],
+    what: str,
+    timeout_s: float = 60,
+    threads: int = 4,
+) -> Path:
+    """Run the scheduler, a worker pool of every lane and the journal client as
+    processes until ``until()``; return the folder of their logs."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "scheduler": ["revisit", "scheduler"],
+        "worker": ["revisit", "worker", "--lane", "all", "--threads", str(threads)],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, env, logs):
+        wait_for(until, timeout_s, what, logs)
+    return logs

@@ -69,3 +69,31 @@ def test_the_scheduler_sets_the_multiplier_from_the_capacity_it_measured(
         config.measured_capacity_per_day, 10 / interval.total_seconds() * 86400, rel_tol=1e-6
     )
     assert config.age_multiplier_s2 is not None and config.age_multiplier_s2 > 0
+
+
+def test_targets_are_replanned_when_the_multiplier_moves_and_the_mirror_follows(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e10,))
+    urls = [f"https://c.example/{i}" for i in range(30)]
+    list_origins(conn, ctx, urls, now=NOW)
+    for k in range(4):
+        for i, url in enumerate(urls):
+            _visit(conn, ctx, url, k + 1, NOW + k * DAY, bytes([k, i % 2]) * 10)
+    before = {u: s["next_visit_queue_position"] for u, s in stats_by_url(conn).items()}
+    # The capacity fell: μ is now a hundred times larger (as a refresh would set it).
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e12,))
+    schedule_step(conn, ctx, "git", 0, NOW + 4 * DAY, {"age_optimal": 1.0})
+    after = stats_by_url(conn)
+    moved = [u for u in urls if after[u]["next_visit_queue_position"] != before[u]]
+    assert len(moved) == len(urls)
+    assert all(after[u]["next_visit_queue_position"] > before[u] for u in urls)  # type: ignore[operator]
+    # Redis holds the new targets as the pool scores of the re-planned origins.
+    contents = ctx.mirror.contents("git")
+    for url in urls:
+        row = after[url]
+        place, score = contents[int(row["id"])]  # type: ignore[call-overload]
+        if place in ("no_last_update", "up_to_date"):
+            target = row["next_visit_queue_position"]
+            assert score == target.timestamp()  # type: ignore[union-attr]

@@ -1,10 +1,23 @@
-"""enqueue_many against Dramatiq's own consumer: the contract of the batch enqueue."""
+"""The contract of queues/dramatiq_broker.py, the one module that uses Dramatiq's private
+API, against the installed (pinned) Dramatiq: its consumer, its dispatch script, its worker."""
+
+import inspect
 
 import dramatiq
 from dramatiq.brokers.redis import MAINTENANCE_SCALE
 
-from actors.broker import enqueue_many, make_broker, queue_depth
+from actors.broker import make_broker
+from app.scheduling import VisitOrder
 from app.settings import Settings
+from queues.dramatiq_broker import (
+    enqueue_first,
+    enqueue_many,
+    queue_depth,
+    return_dead_workers_messages,
+    served_queues,
+    visit_message,
+    worker_threads,
+)
 
 
 def message(queue: str, n: int) -> dramatiq.Message[object]:
@@ -44,3 +57,44 @@ def test_batch_enqueue_runs_queue_maintenance_when_any_message_would_have(
     broker.maintenance_chance = MAINTENANCE_SCALE  # every message draws it: the lost one returns
     enqueue_many(broker, [message("contract.m", n) for n in range(3)])
     assert broker.client.lrange(f"{ns}:contract.m", 0, -1).count(b"lost") == 1
+
+
+def test_a_message_enqueued_first_is_consumed_before_those_waiting(settings: Settings) -> None:
+    broker = make_broker(settings)
+    enqueue_many(broker, [message("contract.f", n) for n in range(3)])
+    enqueue_first(broker, message("contract.f", 99))
+    consumer = broker.consume("contract.f", prefetch=1, timeout=1000)
+    first = next(consumer)
+    assert first.kwargs["n"] == 99
+    consumer.ack(first)
+    consumer.close()
+    assert queue_depth(broker, "contract.f") == 3
+
+
+def test_maintenance_run_now_returns_a_dead_workers_unacknowledged_message(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    ns = broker.namespace
+    dead = "dead-worker"
+    broker.client.zadd(f"{ns}:__heartbeats__", {dead: 0})
+    broker.client.sadd(f"{ns}:__acks__.{dead}.contract.d", "lost")
+    broker.client.hset(f"{ns}:contract.d.msgs", "lost", message("contract.d", 7).encode())
+    return_dead_workers_messages(broker, "contract.d")
+    assert broker.client.lrange(f"{ns}:contract.d", 0, -1) == [b"lost"]
+
+
+def test_a_workers_queues_and_threads_are_read_from_dramatiqs_worker(settings: Settings) -> None:
+    broker = make_broker(settings)
+    broker.declare_queue("contract.w")
+    worker = dramatiq.Worker(broker, queues={"contract.w"}, worker_threads=3)
+    assert served_queues(broker, worker) == ["contract.w"]
+    assert worker_threads(worker) == 3
+
+
+def test_the_visit_message_carries_exactly_what_the_visit_actor_takes() -> None:
+    import actors.worker
+
+    order = VisitOrder(1, "https://x.example/a", "git", {}, 3, 0.0, request_id=None)
+    sent = visit_message("visit.git.express", order, "express", 300.0)
+    assert list(sent.kwargs) == list(inspect.signature(actors.worker.visit.fn).parameters)

@@ -25,10 +25,10 @@ from pydantic import SecretStr
 
 from actors.journal import JournalClient
 from actors.scheduler import SchedulerLoop
-from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import visit_type_configs
+from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
 from app.kafka import StatusPublisher, producer_config

@@ -1,13 +1,16 @@
+import random
 from datetime import UTC, datetime, timedelta
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 
 from actors.journal import JournalClient
+from app.api_models import RequestVisit
 from app.context import Context
 from app.db.connection import DictConnection
 from app.kafka import StatusPublisher, producer_config
 from app.mirror_sync import check
+from app.requests import create_request, get_request, take_pending
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
@@ -122,3 +125,37 @@ def test_replaying_the_whole_topic_leaves_the_stats_unchanged(
     wait_for(replayed, 30, "the replay")
     replay.consumer.close()
     assert stats_by_url(conn) == applied
+
+
+def request_latencies_observed() -> float:
+    labels = {"kind": "save_code_now", "visit_type": "git"}
+    return REGISTRY.get_sample_value("revisit_request_latency_seconds_count", labels) or 0.0
+
+
+def test_a_batch_retried_message_by_message_still_reports_the_requests_it_finished(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS[:1], now=now)
+    request_id = create_request(
+        conn, RequestVisit(url=URLS[0], visit_type="git"), now=now - timedelta(minutes=5)
+    )
+    assert [t.id for t in take_pending(conn, "git", 1, now - timedelta(minutes=4))] == [request_id]
+    publisher = StatusPublisher(settings)
+    # Incompressible, so its index entry exceeds what a btree page holds: PostgreSQL
+    # refuses the whole batch, which is then applied message by message.
+    long_url = "https://forge.example/" + random.Random(12).randbytes(10_000).hex()
+    publisher.publish(long_url, "git", 1, "full", b"l" * 20, date=now)
+    publisher.publish(URLS[0], "git", 1, "full", SNAP[0], date=now)
+    client = JournalClient(settings)
+    batch: list[Message] = []
+    wait_for(lambda: len(batch.extend(client.poll_batch()) or batch) >= 2, 30, "both statuses")
+    before = request_latencies_observed()
+
+    outcome = client.process(batch, datetime.now(tz=UTC))
+
+    assert [r.reason.split(":")[0] for r in outcome.rejected] == ["database"]
+    assert [r.id for r in outcome.finished_requests] == [request_id]
+    assert get_request(conn, request_id)["status"] == "succeeded"
+    assert request_latencies_observed() == before + 1
+    client.close()

@@ -13,12 +13,13 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
-from actors.journal import EXIT_AFTER_TRANSACTIONS_CODE, EXIT_AFTER_TRANSACTIONS_ENV, JournalClient
+from actors.journal import JournalClient
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.kafka import StatusPublisher
 from app.mirror_sync import check
 from app.settings import Settings
+from tests.integration import journal_crash
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for
 
@@ -110,10 +111,10 @@ def test_a_crash_between_the_transaction_and_the_offset_commit_changes_nothing(
     messages = publish_visits(settings)
     env = {"PYTHONPATH": str(ROOT), "REVISIT_JOURNAL_BATCH_SIZE": "5"}
     command = {"journal": [sys.executable, "-m", "app", "journal"]}
-    crash_env = {**env, EXIT_AFTER_TRANSACTIONS_ENV: "2"}
-    with running(command, crash_env, tmp_path) as procs:
+    crashing = {"journal": [sys.executable, "-m", journal_crash.__name__, "2"]}
+    with running(crashing, env, tmp_path) as procs:
         wait_for(lambda: procs["journal"].poll() is not None, 60, "the crash", tmp_path)
-    assert procs["journal"].returncode == EXIT_AFTER_TRANSACTIONS_CODE
+    assert procs["journal"].returncode == journal_crash.EXIT_CODE
     crashed = stats_by_url(conn)
     assert any(r["last_visit_number"] for r in crashed.values())
     assert not all(r["last_visit_number"] == 3 for r in crashed.values())

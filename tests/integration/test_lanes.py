@@ -7,11 +7,11 @@ import signal
 import time
 from pathlib import Path
 
-from actors.registry import queue_capacity
 from app.context import Context
 from app.db.connection import DictConnection
 from app.settings import Settings
-from tests.integration.helpers import stats_by_url
+from queues.workers import queue_capacity
+from tests.integration.helpers import run_visits, stats_by_url
 from tests.processes import running, wait_for
 
 SIMULATED = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}
@@ -183,15 +183,7 @@ def test_a_hoster_never_has_more_visits_running_than_its_limit(
         "REVISIT_VISIT_RETRY_BACKOFF_S": "0.2",
         "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
     }
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = {
-        "scheduler": ["revisit", "scheduler"],
-        "worker": ["revisit", "worker", "--lane", "all", "--threads", "4"],
-        "journal": ["revisit", "journal"],
-    }
-    with running(procs, env, logs):
-        wait_for(lambda: finished(conn, list(jobs)), 60, "all visits", logs)
+    logs = run_visits(tmp_path, env, lambda: finished(conn, list(jobs)), "all visits")
     stats = stats_by_url(conn)
     busy = sorted(stats[u]["last_final_date"] for u in jobs if "busy" in u)
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(busy)]

@@ -13,8 +13,8 @@ from pydantic import SecretStr
 from actors.lister_scheduler import ListerScheduler
 from app.context import Context
 from app.db.connection import DictConnection
-from app.demo import make_repo
-from app.embedded import free_port
+from app.devtools.demo import make_repo
+from app.devtools.embedded import free_port
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
 from app.listers.settings import ListerSettings
 from app.queue_names import LISTER_QUEUE

@@ -22,7 +22,7 @@ from app.api_models import RequestVisit
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.demo import commit, make_repo
+from app.devtools.demo import commit, make_repo
 from app.kafka import producer_config
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn

@@ -15,7 +15,7 @@ from app.api_models import InvalidPayload, RequestVisit
 from app.client import RevisitClient
 from app.context import Context
 from app.db.connection import DictConnection
-from app.demo import make_repo
+from app.devtools.demo import make_repo
 from app.queue_names import API_QUEUE, priority_queue, visit_queue
 from app.requests import (
     RequestError,

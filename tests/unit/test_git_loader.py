@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from app.demo import commit, make_repo
+from app.devtools.demo import commit, make_repo
 from app.loaders.git import GitLoader, snapshot_id, url_scheme
 
 LOCAL = {"file"}  # the test repositories are on local disk

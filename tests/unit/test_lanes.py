@@ -27,6 +27,7 @@ def test_estimated_wait_is_backlog_times_mean_duration_over_workers() -> None:
     assert estimated_wait_s(0, [], 0) == 0.0
     assert estimated_wait_s(5, [1.0], 0) == float("inf")
     assert estimated_wait_s(5, [], 2) is None
+    assert estimated_wait_s(5, [0.0, 0.0], 2) == 0.0
 
 
 def test_worker_pool_serves_allowed_visit_types_minus_denied_ones() -> None:

@@ -4,11 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from app.domain.latency import wait_s
 from app.settings import Settings
 from monitoring.dashboard import JSON_PATH, RATE, panels, render_json
 from monitoring.dramatiq_metrics import MULTIPROC_ENV, worker_metrics_env
 from monitoring.lanes import lane_of
-from monitoring.queue_wait import QueueWatch, estimated_wait_s
+from monitoring.queue_wait import QueueWatch
 from monitoring.render import legend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,9 +30,9 @@ def test_lane_is_named_from_the_queue(queue: str, lane: str) -> None:
 
 
 def test_wait_is_depth_over_drain_rate_and_unknown_before_any_drain() -> None:
-    assert estimated_wait_s(0, None) == 0.0
-    assert estimated_wait_s(10, None) is None
-    assert estimated_wait_s(10, 2.0) == 5.0
+    assert wait_s(0, None) == 0.0
+    assert wait_s(10, None) is None
+    assert wait_s(10, 2.0) == 5.0
 
 
 def test_queue_watch_measures_the_drain_between_steps() -> None:

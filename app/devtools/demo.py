@@ -25,17 +25,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from app import embedded
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
+from app.devtools import embedded
 from app.listers.runs import schedule_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
 
-PROCFILE = Path(__file__).resolve().parent.parent / "Procfile"
+PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {

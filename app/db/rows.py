@@ -1,0 +1,27 @@
+"""Rows by column name on the fast paths that read tuples or write COPY rows.
+
+The journal and the listing import read and write thousands of rows per batch,
+so they use tuples rather than dicts; these helpers keep them by name anyway:
+a reader looks each column up once per statement, a writer names its columns
+once (``STATS_STAGING`` and ``LISTING_STAGING``, checked against the staging
+tables and the COPY statements by ``tests/integration/test_staging_columns.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import Cursor
+
+
+def column_index(cursor: Cursor[Any]) -> dict[str, int]:
+    """The position of each column of the statement ``cursor`` just ran, by name."""
+    if cursor.description is None:
+        raise ValueError("the statement returned no rows to read by name")
+    return {column.name: i for i, column in enumerate(cursor.description)}
+
+
+def copy_row(columns: Mapping[str, str], values: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The COPY row of ``values`` in the staging table's column order."""
+    return tuple(values[name] for name in columns)

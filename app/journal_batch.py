@@ -1,0 +1,145 @@
+"""One journal batch written to PostgreSQL, possibly over several connections.
+
+The batch is decoded and validated in one transaction, its origins split into
+disjoint groups written in parallel (one connection each, so PostgreSQL works
+on several cores), and the outcomes merged. A batch PostgreSQL refuses (a
+value that got past validation) is written again message by message, so only
+the refused message is rejected and everything else, including the requests
+its visits finished, is reported as usual.
+
+How the work reaches the database is injected (``DatabaseRunner``): the
+journal client's runner reconnects and retries until PostgreSQL answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+import psycopg
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.errors import is_refused_value
+from app.db.scheduling import VisitTypeConfig, visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.placement import MirrorRow
+from app.domain.visit_stats import Fudge
+from app.journal import BatchOutcome, Rejected, decode_batch, write_batch
+
+log = logging.getLogger("revisit.journal")
+T = TypeVar("T")
+Written = tuple[BatchOutcome, list[MirrorRow]]
+
+
+class DatabaseRunner(Protocol):
+    """Runs ``work`` on connection number ``index`` and returns what it returns."""
+
+    def __call__(self, work: Callable[[DictConnection], T], index: int = 0) -> T: ...
+
+
+def split_by_origin(events: list[VisitStatusEvent], parts: int) -> list[list[VisitStatusEvent]]:
+    """Events in ``parts`` groups with no origin in two groups (empty groups dropped)."""
+    if parts <= 1:
+        return [events]
+    groups: list[list[VisitStatusEvent]] = [[] for _ in range(parts)]
+    for event in events:
+        key = f"{event.origin}\x00{event.visit_type}".encode()
+        groups[zlib.crc32(key) % parts].append(event)
+    return [g for g in groups if g] or [events]
+
+
+def merge_outcomes(results: list[Written]) -> Written:
+    """One outcome for a batch written as several parts (groups, or single messages)."""
+    total = BatchOutcome()
+    rows: list[MirrorRow] = []
+    for outcome, written in results:
+        total.applied += outcome.applied
+        total.rejected += outcome.rejected
+        total.written += outcome.written
+        total.outcomes.update(outcome.outcomes)
+        total.beyond_history.update(outcome.beyond_history)
+        total.finished_requests += outcome.finished_requests
+        rows += written
+    return total, rows
+
+
+class BatchWriter:
+    """Writes journal batches on ``writers`` connections reached through ``run``."""
+
+    def __init__(self, ctx: Context, fudge: Fudge, run: DatabaseRunner, writers: int) -> None:
+        self.ctx = ctx
+        self.fudge = fudge
+        self.run = run
+        self.writers = max(1, writers)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.writers - 1))
+
+    def write(self, payloads: list[bytes | None], now: datetime) -> Written:
+        """Decode, validate and write ``payloads``; return the outcome and the rows
+        to re-place. A batch PostgreSQL refuses is written message by message."""
+        try:
+            return self.run(self._transaction(payloads, now))
+        except psycopg.Error as exc:
+            if not is_refused_value(exc):
+                raise
+            log.warning("batch refused by PostgreSQL (%s); applying it message by message", exc)
+            return self._one_by_one(payloads, now)
+
+    def close(self) -> None:
+        """Stop the writer threads."""
+        self._pool.shutdown(wait=True)
+
+    def _transaction(
+        self, payloads: list[bytes | None], now: datetime
+    ) -> Callable[[DictConnection], Written]:
+        def transaction(conn: DictConnection) -> Written:
+            configs = visit_type_configs(conn)
+            events, rejected = decode_batch(payloads, frozenset(configs))
+            groups = split_by_origin(events, self.writers)
+            if len(groups) == 1:
+                outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
+            else:
+                outcome, rows = self._write_groups(conn, groups, configs, now)
+            outcome.rejected = rejected
+            return outcome, rows
+
+        return transaction
+
+    def _write_groups(
+        self,
+        conn: DictConnection,
+        groups: list[list[VisitStatusEvent]],
+        configs: dict[str, VisitTypeConfig],
+        now: datetime,
+    ) -> Written:
+        """Write disjoint groups of origins in parallel transactions, one per
+        connection; the caller commits offsets only after every group committed."""
+
+        def on(index: int, group: list[VisitStatusEvent]) -> Written:
+            return self.run(
+                lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge), index
+            )
+
+        futures = [self._pool.submit(on, i, g) for i, g in enumerate(groups[1:], start=1)]
+        results = [write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)]
+        results += [f.result() for f in futures]
+        return merge_outcomes(results)
+
+    def _one_by_one(self, payloads: list[bytes | None], now: datetime) -> Written:
+        """Each message in its own transaction: only what PostgreSQL refuses is rejected."""
+        results: list[Written] = []
+        for index, payload in enumerate(payloads):
+            try:
+                outcome, written = self.run(self._transaction([payload], now))
+            except psycopg.Error as exc:
+                if not is_refused_value(exc):
+                    raise
+                outcome, written = BatchOutcome(), []
+                outcome.rejected = [Rejected(0, f"database: {exc}")]
+            outcome.rejected = [Rejected(index, r.reason) for r in outcome.rejected]
+            results.append((outcome, written))
+        return merge_outcomes(results)

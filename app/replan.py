@@ -1,0 +1,67 @@
+"""Keeping age-optimal targets in step with the multiplier: one slice of a sweep.
+
+The journal plans an origin's next visit with the multiplier μ of that moment
+(``app.domain.visit_stats``). μ moves as workers come and go and as rates are
+learned, and targets planned before the first μ was measured come from the
+ladder: left alone, such a target holds its origin back for weeks (a fast
+changer planned at a month sits stale for a month). Each scheduler step of an
+age_optimal visit type re-plans the next ``replan_batch`` rows after a cursor
+kept in the mirror's meta hash, wrapping round at the end of the table, so
+the whole table is re-planned every rows / replan_batch steps; a new sweep
+starts only once μ has moved since the last one began. A row whose
+visit result is folded meanwhile keeps the journal's plan (the update names
+the last final date it read), and origins in flight stay where they are.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.replan import set_planned_targets, stats_after
+from app.db.scheduling import VisitTypeConfig
+from app.domain.placement import place
+from app.domain.visit_stats import Fudge, keyed_fudge, replanned_target
+from app.journal import stats_policy
+
+#: A target that moves less than this is left alone (no write, no Redis move).
+TOLERANCE = timedelta(minutes=1)
+#: A sweep starts only once μ has moved by more than this (in log) since the last
+#: one: in a steady state the journal's own plans are current, and the sweep idles.
+STILL = 0.05
+
+
+def replan_slice(
+    conn: DictConnection,
+    ctx: Context,
+    config: VisitTypeConfig,
+    now: datetime,
+    fudge: Fudge | None = None,
+) -> int:
+    """Re-plan the next slice of the sweep of ``config``'s visit type; return how
+    many targets moved."""
+    limit = ctx.settings.replan_batch
+    policy = stats_policy(config, ctx)
+    if limit <= 0 or policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
+        return 0
+    multiplier = policy.age_multiplier_s2
+    after, swept_with = ctx.mirror.replan_state(config.name)
+    if after == 0 and swept_with is not None and abs(math.log(multiplier / swept_with)) < STILL:
+        return 0  # the last sweep planned with about this μ: nothing to correct
+    fudge = fudge or keyed_fudge()
+    rows = stats_after(conn, config.name, after, limit)
+    moves: list[tuple[int, datetime, datetime | None]] = []
+    for origin_id, stats in rows:
+        target = replanned_target(stats, policy, fudge)
+        old = stats.next_visit_queue_position
+        if target is not None and (old is None or abs(target - old) > TOLERANCE):
+            moves.append((origin_id, target, stats.tally.last_final_date))
+    with conn.transaction():
+        written = set_planned_targets(conn, moves)
+    if written:
+        placements = [place(row, now, ctx.cooldowns) for row in written]
+        ctx.mirror.place(config.name, placements, keep_inflight=True)
+    ctx.mirror.set_replan_state(config.name, rows[-1][0] if len(rows) == limit else 0, multiplier)
+    return len(written)

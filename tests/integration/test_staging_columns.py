@@ -1,0 +1,60 @@
+"""The COPY paths agree with their staging tables, by column name and type.
+
+A journal batch and a listing are COPYed into a temporary staging table; the
+Python side names each column once (``STATS_STAGING``, ``LISTING_STAGING``)
+and builds each row by name. A column added to one of the three places (the
+table, the COPY statement, the row) and not the others fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from app.db.connection import DictConnection
+from app.db.listings import LISTING_STAGING, listing_values
+from app.db.queries import query
+from app.db.stats import STATS_STAGING, stats_values
+from app.domain.visit_stats import OriginStats
+from app.listing_input import ListedOriginIn
+
+STAGINGS = [
+    ("create_stats_staging", "copy_stats_staging", "journal_stats_staging", STATS_STAGING),
+    ("create_listing_staging", "copy_listing_staging", "listing_staging", LISTING_STAGING),
+]
+
+
+def table_columns(conn: DictConnection, table: str) -> dict[str, str]:
+    rows = conn.execute(
+        "select a.attname, t.typname from pg_attribute a join pg_type t on t.oid = a.atttypid"
+        " where a.attrelid = %s::regclass and a.attnum > 0 and not a.attisdropped"
+        " order by a.attnum",
+        (table,),
+    ).fetchall()
+    return {r["attname"]: r["typname"] for r in rows}
+
+
+def copy_columns(statement: str) -> list[str]:
+    match = re.search(r"copy\s+\w+\s*\(([^)]*)\)", statement)
+    assert match, statement
+    return [c.strip() for c in match.group(1).split(",")]
+
+
+@pytest.mark.parametrize(("create", "copy", "table", "columns"), STAGINGS)
+def test_the_staging_table_and_the_copy_statement_name_the_same_columns_in_order(
+    conn: DictConnection, create: str, copy: str, table: str, columns: dict[str, str]
+) -> None:
+    with conn.transaction():
+        conn.execute(query(create))
+        assert table_columns(conn, table) == columns
+        assert copy_columns(query(copy)) == list(columns)
+
+
+def test_the_rows_written_name_every_staging_column() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    stats = OriginStats("https://x.example/a", "git", last_visit=now)
+    listed = ListedOriginIn(url="https://x.example/a", visit_type="git", last_update=now)
+    assert list(stats_values(stats)) == list(STATS_STAGING)
+    assert list(listing_values(listed)) == list(LISTING_STAGING)

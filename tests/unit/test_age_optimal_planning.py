@@ -1,0 +1,111 @@
+"""Age-optimal planning as the multiplier moves: the lateness controller and the
+re-planning of targets (pure)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.domain.allocation import corrected_multiplier, lateness_reference_s
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.visit_stats import (
+    OriginStats,
+    StatsPolicy,
+    apply_events,
+    keyed_fudge,
+    replanned_target,
+)
+
+DAY_S = 86400.0
+FLOOR_S = 57.6 * DAY_S
+MIN_S = 0.5 * DAY_S
+MU = 1e11  # s²: sqrt(2 mu) is about 5.2 days
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+FUDGE = keyed_fudge()
+URL = "https://example.org/r.git"
+
+
+def policy(multiplier: float | None) -> StatsPolicy:
+    return StatsPolicy(
+        ladder_unit=DAY,
+        min_interval=timedelta(hours=12),
+        max_interval=64 * DAY,
+        spacing="age_optimal",
+        age_multiplier_s2=multiplier,
+    )
+
+
+def visits(count: int, every_days: float, changed: bool) -> list[VisitStatusEvent]:
+    return [
+        VisitStatusEvent(
+            URL,
+            "git",
+            k + 1,
+            T0 + k * every_days * DAY,
+            "full",
+            bytes([k if changed else 0]) * 20,
+        )
+        for k in range(count)
+    ]
+
+
+def fold(events: list[VisitStatusEvent], multiplier: float | None) -> OriginStats:
+    stats = OriginStats(url=URL, visit_type="git")
+    return apply_events(stats, events, T0 + 400 * DAY, policy(multiplier), FUDGE).stats
+
+
+def test_late_planned_visits_raise_the_multiplier_and_early_ones_lower_it() -> None:
+    late = corrected_multiplier(MU, 2 * DAY_S, 0.5, FLOOR_S, MIN_S)
+    early = corrected_multiplier(MU, -2 * DAY_S, 0.5, FLOOR_S, MIN_S)
+    on_time = corrected_multiplier(MU, 0.0, 0.5, FLOOR_S, MIN_S)
+    assert early < on_time == MU < late
+    reference = lateness_reference_s(MU, FLOOR_S)
+    assert late == pytest.approx(MU * math.exp(0.5 * 2 * DAY_S / reference))
+
+
+def test_one_very_late_pick_moves_the_multiplier_no_more_than_a_full_reference_late() -> None:
+    reference = lateness_reference_s(MU, FLOOR_S)
+    assert corrected_multiplier(MU, 100 * reference, 0.5, FLOOR_S, MIN_S) == pytest.approx(
+        MU * math.exp(0.5)
+    )
+
+
+def test_the_multiplier_stays_between_the_minimum_interval_and_the_floor() -> None:
+    high = corrected_multiplier(FLOOR_S**2 / 2, FLOOR_S, 1.0, FLOOR_S, MIN_S)
+    low = corrected_multiplier(MIN_S**2 / 2, -FLOOR_S, 1.0, FLOOR_S, MIN_S)
+    assert high == pytest.approx(FLOOR_S**2 / 2)
+    assert low == pytest.approx(MIN_S**2 / 2)
+
+
+def test_replanning_gives_the_target_the_journal_would_plan_under_the_new_multiplier() -> None:
+    events = visits(6, 2.0, changed=True)
+    planned_before = fold(events, MU)
+    planned_now = fold(events, 4 * MU)
+    target = replanned_target(planned_before, policy(4 * MU), FUDGE)
+    assert target == planned_now.next_visit_queue_position
+    assert target is not None and planned_before.next_visit_queue_position is not None
+    assert target > planned_before.next_visit_queue_position  # a larger μ spaces visits more
+
+
+def test_nothing_is_replanned_without_a_multiplier_or_after_a_failed_visit() -> None:
+    stats = fold(visits(3, 2.0, changed=True), MU)
+    assert replanned_target(stats, policy(None), FUDGE) is None
+    failed = VisitStatusEvent(URL, "git", 9, T0 + 30 * DAY, "failed", None)
+    after = apply_events(stats, [failed], T0, policy(MU), FUDGE).stats
+    assert replanned_target(after, policy(MU), FUDGE) is None
+    assert replanned_target(stats, replace(policy(MU), spacing="ladder"), FUDGE) is None
+
+
+def test_before_the_first_multiplier_targets_are_real_time_from_the_visit() -> None:
+    events = visits(2, 1.0, changed=True)
+    far_position = T0 + 300 * DAY  # a queue position far ahead of real time
+    stats = apply_events(
+        OriginStats(url=URL, visit_type="git"), events, far_position, policy(None), FUDGE
+    ).stats
+    assert stats.next_visit_queue_position is not None
+    last = events[-1].date
+    assert last < stats.next_visit_queue_position <= last + 0.9 * 64 * DAY
