@@ -10,7 +10,6 @@ backoff and retries the same batch, rather than exiting.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -20,22 +19,22 @@ from datetime import UTC, datetime
 
 import psycopg
 import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message
 
+from actors.journal_consumer import JournalConsumer
 from app.context import Context
 from app.db.live import RetryingConnections
 from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.journal import BatchOutcome, place_rows
 from app.journal_batch import BatchWriter
-from app.kafka import PublishError, Record, ResilientProducer, ensure_topics, make_consumer
+from app.kafka import PublishError, Record, ResilientProducer
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_BATCH_MESSAGES,
     JOURNAL_BATCH_RETRIES,
     JOURNAL_BATCH_SECONDS,
     JOURNAL_BEYOND_HISTORY,
-    JOURNAL_CONSUMER_LAG,
     JOURNAL_DATABASE_RETRIES,
     JOURNAL_DEAD_LETTERS,
     JOURNAL_MESSAGES,
@@ -46,8 +45,6 @@ from monitoring.metrics import (
 log = logging.getLogger("revisit.journal")
 
 MAX_RECONNECT_DELAY_S = 30.0
-#: Least time between two attempts to re-create a missing topic.
-ENSURE_TOPICS_EVERY_S = 10.0
 #: What a batch is retried after, as the label of JOURNAL_BATCH_RETRIES.
 RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
     (redis.RedisError, "redis"),
@@ -55,15 +52,6 @@ RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
     (KafkaException, "kafka"),
     (psycopg.Error, "database"),
 )
-
-
-def next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """The offsets to commit after ``messages``: one past the last of each partition."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = max(last.get(key, -1), int(m.offset() or 0))
-    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 
 def reason_label(reason: str) -> str:
@@ -96,43 +84,17 @@ class JournalClient:
             self.ctx, fudge or keyed_fudge(), self.connections.run, settings.journal_writers
         )
         self.after_transaction = after_transaction
-        self._topics_ensured_at = -ENSURE_TOPICS_EVERY_S
-        self._ensure_topics()
-        self.consumer: Consumer = self._subscribe()
-        self.dead_letters = ResilientProducer(settings)
+        self.kafka = JournalConsumer(settings)
+        self.dead_letters = ResilientProducer(settings, self.stop)
 
-    def _subscribe(self) -> Consumer:
-        consumer = make_consumer(self.settings)
-        consumer.subscribe([self.settings.journal_topic], on_revoke=self._on_revoke)
-        return consumer
+    @property
+    def consumer(self) -> Consumer:
+        """The Kafka consumer now in use (the watchdog may replace it)."""
+        return self.kafka.consumer
 
     def poll_batch(self) -> list[Message]:
         """The next batch of messages (possibly empty)."""
-        messages = self.consumer.consume(
-            self.settings.journal_batch_size, timeout=self.settings.journal_batch_timeout_s
-        )
-        good = []
-        for message in messages:
-            error = message.error()
-            if error is None:
-                good.append(message)
-            elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                log.warning("kafka: %s; creating the missing topics", error)
-                self._ensure_topics()
-            elif error.code() != KafkaError._PARTITION_EOF:
-                log.warning("kafka: %s", error)
-        return good
-
-    def _ensure_topics(self) -> None:
-        """Create missing topics, at most every ENSURE_TOPICS_EVERY_S; a broker that
-        is away is only logged (the next missing-topic error tries again)."""
-        if time.monotonic() - self._topics_ensured_at < ENSURE_TOPICS_EVERY_S:
-            return
-        self._topics_ensured_at = time.monotonic()
-        try:
-            ensure_topics(self.settings, timeout_s=5.0)
-        except Exception as exc:
-            log.warning("could not ensure the Kafka topics (%s); will try again", exc)
+        return self.kafka.poll()
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
         """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
@@ -140,28 +102,9 @@ class JournalClient:
         self.after_transaction()
         self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
         outcome.placed = place_rows(self.ctx, rows, now)
-        self._commit(messages)
+        self.kafka.commit(messages)
         self._count(outcome, len(messages))
         return outcome
-
-    def _commit(self, messages: list[Message]) -> None:
-        offsets = next_offsets(messages)
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            # Typically a rebalance took the partitions away: their new owner
-            # replays from the last committed offsets, which changes nothing.
-            log.warning("offset commit failed (%s); the batch will be replayed", exc)
-            return
-        for tp in offsets:
-            _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            if high is not None and high >= 0:
-                JOURNAL_CONSUMER_LAG.labels(str(tp.partition)).set(max(0, high - tp.offset))
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            with contextlib.suppress(KeyError):
-                JOURNAL_CONSUMER_LAG.remove(str(tp.partition))
 
     def _count(self, outcome: BatchOutcome, size: int) -> None:
         JOURNAL_BATCH_MESSAGES.observe(size)
@@ -212,7 +155,7 @@ class JournalClient:
         retried, the same messages, with bounded backoff: its offsets are not
         committed, and no later batch is taken before it is applied.
         """
-        self.stop = stop
+        self.stop = self.dead_letters.stop = stop
         backoff = Backoff(0.5, MAX_RECONNECT_DELAY_S)
         pending: list[Message] = []
         try:
@@ -253,7 +196,9 @@ class JournalClient:
 
     def close(self) -> None:
         """Leave the consumer group and release the connections."""
-        self.consumer.close()
-        self.dead_letters.flush(10)
+        self.kafka.close()
+        # Dead letters still unacknowledged belong to a batch whose offsets were
+        # not committed: it is read again after the restart, so they can go.
+        self.dead_letters.discard()
         self.batch.close()
         self.connections.close()

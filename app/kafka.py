@@ -29,6 +29,8 @@ from app.settings import Settings
 log = logging.getLogger("revisit.kafka.client")
 #: Pause between two publish attempts that failed at once (not by a timeout).
 RETRY_PAUSE_S = 1.0
+#: Longest a blocking wait goes without looking at the stop signal.
+STOP_CHECK_S = 0.25
 #: Longest wait for the first dead letter of a fresh reader.
 FIRST_FETCH_S = 5.0
 #: How long a repeated librdkafka message (same facility) stays silent.
@@ -96,9 +98,21 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_consumer(settings: Settings) -> Consumer:
-    """A consumer subscribed to nothing yet."""
-    return Consumer(consumer_config(settings))
+def make_consumer(
+    settings: Settings, error_cb: Callable[[KafkaError], None] | None = None
+) -> Consumer:
+    """A consumer subscribed to nothing yet; ``error_cb`` hears of client-wide errors
+    (every broker down, a name that does not resolve)."""
+    config = consumer_config(settings)
+    if error_cb is not None:
+        config["error_cb"] = error_cb
+    return Consumer(config)
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    """An admin client of the brokers, logging as the other clients do."""
+    config: dict[str, Any] = {"bootstrap.servers": settings.kafka_brokers, "log_level": 3}
+    return AdminClient({**config, "logger": kafka_logger(settings)})  # type: ignore[dict-item]
 
 
 def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
@@ -108,8 +122,7 @@ def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30
     broker that restarted has none), so no process waits for a person to
     create them.
     """
-    config: dict[str, Any] = {"bootstrap.servers": settings.kafka_brokers, "log_level": 3}
-    admin = AdminClient({**config, "logger": kafka_logger(settings)})  # type: ignore[dict-item]
+    admin = admin_client(settings)
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [
         NewTopic(name, num_partitions=partitions, replication_factor=1)
@@ -150,11 +163,12 @@ class ResilientProducer:
     re-sent after a replacement: the journal's consumers absorb duplicates.
     """
 
-    def __init__(self, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, settings: Settings, stop: threading.Event | None = None) -> None:
         self._config = producer_config(settings)
         self.attempt_s = settings.kafka_publish_attempt_s
         self.timeout_s = settings.kafka_publish_timeout_s
-        self._sleep = sleep
+        #: Set when the process is told to stop: every wait below watches it.
+        self.stop = stop or threading.Event()
         self._fatal: KafkaError | None = None
         #: Producers replaced so far, because they turned fatal or stalled.
         self.replaced = 0
@@ -171,13 +185,17 @@ class ResilientProducer:
     def send(self, records: list[Record]) -> None:
         """Produce ``records`` and wait until the broker has them all.
 
-        Raises PublishError after ``kafka_publish_timeout_s`` without success.
+        Raises PublishError after ``kafka_publish_timeout_s`` without success, or
+        within about ``STOP_CHECK_S`` of ``stop`` being set (the records may
+        then be lost: a caller that needs them retries after its restart).
         """
         deadline = time.monotonic() + self.timeout_s
         while True:
             failure = self._attempt(records)
             if failure is None:
                 return
+            if self.stop.is_set():
+                raise PublishError(f"stopped before acknowledgement: {failure}")
             if time.monotonic() >= deadline:
                 raise PublishError(f"not acknowledged in {self.timeout_s:g}s: {failure}")
             self._replace(failure)
@@ -196,7 +214,7 @@ class ResilientProducer:
                 self.producer.produce(
                     r.topic, value=r.value, key=r.key, headers=r.headers, on_delivery=delivered
                 )
-            remaining = self.producer.flush(self.attempt_s)
+            remaining = self._flush(started + self.attempt_s)
         except (KafkaException, BufferError) as exc:
             failure: str | None = f"produce failed: {exc}"
         else:
@@ -208,8 +226,17 @@ class ResilientProducer:
             elif errors:
                 failure = f"delivery failed: {errors[0].str()}"
         if failure is not None and time.monotonic() - started < RETRY_PAUSE_S:
-            self._sleep(RETRY_PAUSE_S)
+            self.stop.wait(RETRY_PAUSE_S)
         return failure
+
+    def _flush(self, deadline: float) -> int:
+        """Wait for acknowledgements until ``deadline`` or ``stop``, in short slices
+        (flush itself cannot be interrupted); how many records remain."""
+        while True:
+            left = deadline - time.monotonic()
+            remaining = int(self.producer.flush(max(0.0, min(STOP_CHECK_S, left))))
+            if not remaining or left <= STOP_CHECK_S or self.stop.is_set():
+                return remaining
 
     def _replace(self, reason: str) -> None:
         log.warning("Kafka producer replaced (%s)", reason)
@@ -219,8 +246,14 @@ class ResilientProducer:
         self.replaced += 1
 
     def flush(self, timeout_s: float) -> int:
-        """Wait for outstanding records (at close); how many remain."""
-        return int(self.producer.flush(timeout_s))
+        """Wait for outstanding records (at close), at most ``timeout_s`` and not
+        past ``stop``; how many remain."""
+        return self._flush(time.monotonic() + timeout_s)
+
+    def discard(self) -> None:
+        """Drop what was never acknowledged (at close, when no one waits for it)."""
+        self.producer.purge()
+        self.producer.flush(0)
 
 
 class StatusPublisher:

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         description="final visits kept per origin to refold when a status arrives late",
     )
     kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
+    journal_rejoin_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="replace the journal's consumer after this long without a partition "
+        "assignment (its group lost, e.g. by a restarted broker)",
+    )
     kafka_publish_attempt_s: float = Field(
         default=5.0,
         gt=0,

@@ -21,16 +21,13 @@ import contextlib
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +48,9 @@ from app.listing_input import ListedOriginIn
 from app.mirror_sync import check_settled
 from app.settings import Settings
 from benchmarks.soak_checks import JournalWatch, places_report
+from benchmarks.soak_prometheus import METRICS_ENV, Requests, draw, metrics_env, prometheus
+from benchmarks.soak_supervisor import Supervisor
 
-BIN = Path(sys.executable).parent
 VISIT_TYPE = "simulated"
 PROCESSES = {
     "scheduler": ["scheduler"],
@@ -77,60 +75,11 @@ SOAK_ENV = {
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
     "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
     "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "3000",
+    "REVISIT_JOURNAL_REJOIN_AFTER_S": "10",
     "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
     "REVISIT_LOG_LEVEL": "WARNING",
 }
 OUTAGE_S = 3.0
-
-
-class Supervisor:
-    """Runs the processes; starts again those that die, telling kills from crashes."""
-
-    def __init__(self, env: dict[str, str], logdir: Path) -> None:
-        self.env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-        self.logdir = logdir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.killed: set[str] = set()
-        self.by_hand: Counter[str] = Counter()
-
-    def start(self, name: str) -> None:
-        log = (self.logdir / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(
-            [str(BIN / "revisit"), *PROCESSES[name]],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self, name: str) -> None:
-        self.killed.add(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.procs[name].pid, signal.SIGKILL)
-
-    def tend(self) -> None:
-        """Start again every process that is gone (a supervisor's job, not a person's)."""
-        for name, proc in list(self.procs.items()):
-            if proc.poll() is None:
-                continue
-            if name in self.killed:
-                self.killed.discard(name)
-            else:
-                self.by_hand[name] += 1
-            self.start(name)
-
-    def stop_all(self) -> None:
-        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
-        procs, self.procs = list(self.procs.values()), {}
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
 
 
 @dataclass
@@ -146,7 +95,10 @@ class Soak:
     samples: list[tuple[float, int]] = field(default_factory=list)
     faults: list[tuple[str, float]] = field(default_factory=list)
     poison_sent: int = 0
+    #: Poison value -> when it was sent (Unix seconds).
+    poison_sent_at: dict[bytes, float] = field(default_factory=dict)
     bad_api_sent: int = 0
+    requests: Requests | None = None
 
     def visits(self) -> int | None:
         """Visits applied so far (None while PostgreSQL is away)."""
@@ -196,6 +148,7 @@ class Soak:
         for _ in range(count):
             self.poison_sent += 1
             value = b"\xc1" + f"soak-poison-{self.poison_sent}".encode()
+            self.poison_sent_at[value] = time.time()
             producer.produce(self.settings.journal_topic, value=value)
         producer.flush(30)
 
@@ -235,16 +188,22 @@ def list_origins(settings: Settings, count: int, rng: random.Random) -> None:
         )
         lister = register_lister(conn, "soak", "forge", None)
         rows = []
+        now = datetime.now(tz=UTC)
         for i in range(count):
             status = rng.choices(["full", "failed", "not_found"], [90, 8, 2])[0]
             arguments = {"duration_s": rng.choice([0.01, 0.05, 0.2]), "status": status}
+            # A third with a forge-reported last update, in the last two days.
+            updated = now - timedelta(hours=rng.uniform(0, 48)) if i % 3 == 0 else None
             origin = ListedOriginIn(
-                url=f"sim://soak/{i}", visit_type=VISIT_TYPE, extra_loader_arguments=arguments
+                url=f"sim://soak/{i}",
+                visit_type=VISIT_TYPE,
+                extra_loader_arguments=arguments,
+                last_update=updated,
             )
             rows.append((i + 1, origin))
         for start in range(0, count, 5000):
             chunk = rows[start : start + 5000]
-            record_listed_origins(conn, ctx, lister, chunk, datetime.now(tz=UTC))
+            record_listed_origins(conn, ctx, lister, chunk, now)
 
 
 @contextlib.contextmanager
@@ -283,15 +242,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             os.environ.update(env)  # this process reads the same settings as the others
             settings = Settings()
             list_origins(settings, args.origins, rng)
-            soak = Soak(
-                settings,
-                admin_dsn,
-                redis_service,
-                broker_service,
-                Supervisor(env, logdir),
-                rng,
+            own = metrics_env(list(PROCESSES)) if args.dashboard else {}
+            extra = METRICS_ENV if args.dashboard else {}
+            supervisor = Supervisor(PROCESSES, {**env, **extra}, logdir, own)
+            soak = Soak(settings, admin_dsn, redis_service, broker_service, supervisor, rng)
+            if not args.dashboard:
+                return drive(soak, kinds, args)
+            soak.requests = Requests(
+                settings, [f"sim://soak/{i}" for i in range(args.origins)], rng
             )
-            return drive(soak, kinds, args)
+            with prometheus(own, logdir) as url:
+                started_at = time.time()
+                report = drive(soak, kinds, args)
+                draw(url, Path(args.dashboard), started_at)
+            return {**report, "save_code_now_requests": soak.requests.sent}
 
 
 def drive(soak: Soak, kinds: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -318,6 +282,8 @@ def _drive(
     while (now := time.monotonic()) < end:
         soak.supervisor.tend()
         watch.poll()
+        if soak.requests is not None:
+            soak.requests.tick(VISIT_TYPE)
         visits = soak.visits()
         if visits is not None:
             soak.samples.append((time.monotonic(), visits))
@@ -325,14 +291,30 @@ def _drive(
             order = order or soak.rng.sample(kinds, len(kinds))
             kind = order.pop()
             soak.inject(kind)
+            if kind == "broker_restart":
+                watch.after_broker_restart()
             last_fault = time.monotonic()
             soak.faults.append((kind, last_fault))
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
         time.sleep(0.5)
-    last_fault_at = datetime.now(tz=UTC).timestamp() - (time.monotonic() - last_fault)
+    last_fault_at = wall(last_fault)
     # Measured at rest: what is left in flight stays in flight on both sides.
     soak.supervisor.stop_all()
     return measure(soak, watch, started, last_fault_at)
+
+
+def wall(monotonic_s: float) -> float:
+    """The Unix time of a time.monotonic() reading."""
+    return time.time() - (time.monotonic() - monotonic_s)
+
+
+def poison_report(soak: Soak, watch: JournalWatch) -> dict[str, int]:
+    """Poison not dead-lettered: lost with a restart of the memory-only broker
+    (sent before one), or missing (sent after the last one: a fault)."""
+    restarts = [wall(at) for kind, at in soak.faults if kind == "broker_restart"]
+    unseen = [sent for value, sent in soak.poison_sent_at.items() if not watch.saw_poison(value)]
+    lost = sum(1 for sent in unseen if any(r > sent for r in restarts))
+    return {"poison_lost_with_a_broker_restart": lost, "poison_missing": len(unseen) - lost}
 
 
 def measure(
@@ -366,9 +348,14 @@ def measure(
         "mirror_differences": len(differences),
         "mirror_difference_examples": [str(d) for d in differences[:5]],
         **places,
-        "overlapping_visits": watch.overlaps(),
+        "overlapping_visits": len(watch.overlaps()),
+        "overlap_examples": watch.overlaps()[:5],
+        "fault_log": [
+            f"{kind}@{time.time() - (time.monotonic() - at):.1f}" for kind, at in soak.faults
+        ],
         "poison_sent": soak.poison_sent,
         "poison_dead_lettered": watch.poison_dead_lettered,
+        **poison_report(soak, watch),
         "bad_api_payloads_sent": soak.bad_api_sent,
         "final_statuses_published": watch.finals,
     }
@@ -385,6 +372,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", default="", help="keep the process logs in this folder")
     parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--dashboard", default="", help="scrape, then draw the dashboard here")
     args = parser.parse_args()
     report = run(args)
     load = os.getloadavg()[0]

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer
 from app.context import Context
 from app.db.connection import DictConnection
 from app.journal_codec import UndecodableMessage, decode
+from app.kafka import ensure_topics
 from app.settings import Settings
 
 POISON_PREFIX = b"\xc1soak-poison-"
@@ -26,25 +27,41 @@ class JournalWatch:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.consumer = Consumer(
+        self.consumer = self._subscribe()
+        #: origin -> visit -> [created at, final at] (Unix seconds)
+        self.spans: dict[str, dict[int, list[float | None]]] = defaultdict(dict)
+        self._finals: set[tuple[str, int]] = set()
+        self._poison: set[bytes] = set()
+
+    def _subscribe(self) -> Consumer:
+        consumer = Consumer(
             {
-                "bootstrap.servers": settings.kafka_brokers,
+                "bootstrap.servers": self.settings.kafka_brokers,
                 "group.id": f"soak-watch-{uuid.uuid4().hex[:8]}",
                 "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 2000,
                 "log_level": 0,
             }
         )
-        self.consumer.subscribe([settings.journal_topic, settings.dead_letter_topic])
-        #: origin -> visit -> [created at, final at] (Unix seconds)
-        self.spans: dict[str, dict[int, list[float | None]]] = defaultdict(dict)
-        self._finals: set[tuple[str, int]] = set()
-        self._poison: set[bytes] = set()
+        consumer.subscribe([self.settings.journal_topic, self.settings.dead_letter_topic])
+        return consumer
+
+    def after_broker_restart(self) -> None:
+        """Read the new (memory-only) broker's topics from their start, in a new group:
+        the old group's consumer may never be given the topics made again. The
+        topics are made first, so that the new group is not formed without them."""
+        self.consumer.close()
+        ensure_topics(self.settings)
+        self.consumer = self._subscribe()
 
     @property
     def finals(self) -> int:
         """Distinct visits whose final status was published."""
         return len(self._finals)
+
+    def saw_poison(self, value: bytes) -> bool:
+        """Whether this poison message was found on the dead-letter topic."""
+        return value in self._poison
 
     @property
     def poison_dead_lettered(self) -> int:
@@ -84,15 +101,18 @@ class JournalWatch:
             span[1] = at
             self._finals.add((origin, visit))
 
-    def overlaps(self) -> int:
-        """Visits that started before the previous visit of the same origin ended."""
-        count = 0
-        for visits in self.spans.values():
-            spans = sorted((s, e) for s, e in visits.values() if s is not None and e is not None)
-            for (_, end), (start, _) in itertools.pairwise(spans):
-                if start < end:
-                    count += 1
-        return count
+    def overlaps(self) -> list[str]:
+        """Visits that started before the previous visit of the same origin ended,
+        each as ``origin: visit [created, final] / visit [created, final]``."""
+        found = []
+        for origin, visits in self.spans.items():
+            spans = sorted(
+                (s, e, visit) for visit, (s, e) in visits.items() if s is not None and e is not None
+            )
+            for (s1, e1, v1), (s2, e2, v2) in itertools.pairwise(spans):
+                if s2 < e1:
+                    found.append(f"{origin}: {v1} [{s1:.3f}, {e1:.3f}] / {v2} [{s2:.3f}, {e2:.3f}]")
+        return found
 
     def close(self) -> None:
         """Leave the group."""

@@ -22,6 +22,7 @@ from psycopg.rows import tuple_row
 
 from app.context import cooldowns_from
 from app.db.connection import DictConnection, connect
+from app.db.errors import is_unavailable
 from app.db.policies import policies_of
 from app.db.queries import query
 from app.domain.cooldown import Cooldowns
@@ -179,8 +180,12 @@ class CoverageRefresher:
         while not stop.is_set():
             try:
                 self.refresh()
-            except psycopg.Error:
-                log.exception("metrics refresh failed; retrying")
+            except psycopg.Error as exc:
+                if is_unavailable(exc):  # a restart or an outage: one line, no traceback
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    log.warning("metrics refresh failed, PostgreSQL unavailable (%s)", first)
+                else:
+                    log.exception("metrics refresh failed; retrying")
                 if self.conn is not None:
                     self.conn.close()
                 self.conn = None

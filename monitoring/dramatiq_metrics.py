@@ -8,6 +8,11 @@ multiprocess mode, and it chooses that mode when it is first imported: the
 environment before Dramatiq starts, after emptying that directory of a
 previous run's files (``worker_metrics_env``). Each pool needs its own port
 and directory; the directory defaults to one named after the port.
+
+A multiprocess directory holds a file for every unlabelled metric any module
+defines, so Dramatiq's own exporter served the scheduler's and the journal's
+histograms at zero; ``serve_worker_metrics`` serves only the families a
+Dramatiq process owns (``WORKER_OWNED`` and Dramatiq's ``dramatiq_*``).
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+from dramatiq.middleware import prometheus as dramatiq_prometheus
 from dramatiq.middleware.prometheus import Prometheus
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 from app.settings import Settings
 from monitoring.lanes import lane_of
-from monitoring.metrics import VISIT_LANE_SECONDS
+from monitoring.metrics import VISIT_LANE_SECONDS, WORKER_OWNED
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -51,6 +63,53 @@ def worker_metrics_env(settings: Settings) -> dict[str, str]:
     }
 
 
+#: Metric families of Dramatiq's own middleware start with this.
+DRAMATIQ_PREFIX = "dramatiq_"
+
+
+class OwnedMultiProcess(Collector):
+    """The multiprocess files of ``directory``, only the families a Dramatiq
+    process owns (the others are other processes' metrics, at zero here)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = str(directory)
+        self.names = {family.name for metric in WORKER_OWNED for family in metric.collect()}
+
+    def collect(self) -> Iterable[Metric]:
+        """The owned families, summed over the processes that wrote them."""
+        files = MultiProcessCollector(None, path=self.directory)  # type: ignore[no-untyped-call]
+        for family in files.collect():  # type: ignore[no-untyped-call]
+            if family.name.startswith(DRAMATIQ_PREFIX) or family.name in self.names:
+                yield family
+
+
+def worker_registry(directory: str | Path) -> CollectorRegistry:
+    """What a Dramatiq process's exporter serves."""
+    registry = CollectorRegistry()
+    registry.register(OwnedMultiProcess(directory))
+    return registry
+
+
+class _OwnedMetricsHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        output = generate_latest(worker_registry(dramatiq_prometheus.DB_PATH))
+        self.send_response(200)
+        self.send_header("content-type", CONTENT_TYPE_LATEST)
+        self.end_headers()
+        self.wfile.write(output)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not worth a log line."""
+
+
+def serve_worker_metrics() -> int:
+    """The exporter process Dramatiq forks (in place of its own): serves
+    ``worker_registry`` on ``dramatiq_prom_host``:``dramatiq_prom_port``."""
+    address = (dramatiq_prometheus.HTTP_HOST, dramatiq_prometheus.HTTP_PORT)
+    HTTPServer(address, _OwnedMetricsHandler).serve_forever()
+    return 0
+
+
 class WorkerMetrics(Prometheus):
     """Dramatiq's Prometheus middleware, plus visit durations by visit type and lane.
 
@@ -66,7 +125,7 @@ class WorkerMetrics(Prometheus):
 
     @property
     def forks(self) -> list[Any]:
-        return super().forks if self.enabled else []
+        return [serve_worker_metrics] if self.enabled else []
 
     def after_process_boot(self, broker: Any) -> None:
         if self.enabled:

@@ -59,6 +59,21 @@ JOURNAL_BATCH_RETRIES = Counter(
     "unavailable, 'error' for anything else (logged with its traceback)",
     ["cause"],
 )
+JOURNAL_KAFKA_ERRORS = Counter(
+    "revisit_journal_kafka_errors_total",
+    "Errors the journal's Kafka consumer reported, by librdkafka code (e.g. _ALL_BROKERS_DOWN "
+    "while it waits for the broker)",
+    ["code"],
+)
+JOURNAL_ASSIGNED_PARTITIONS = Gauge(
+    "revisit_journal_assigned_partitions",
+    "Partitions of the journal topic assigned to this journal client (0: waiting for the "
+    "broker or for its consumer group)",
+)
+JOURNAL_CONSUMERS_REPLACED = Counter(
+    "revisit_journal_consumers_replaced_total",
+    "Kafka consumers replaced after REVISIT_JOURNAL_REJOIN_AFTER_S without an assignment",
+)
 JOURNAL_CONSUMER_LAG = Gauge(
     "revisit_journal_consumer_lag",
     "Messages between the journal client's position and the high watermark, per assigned "
@@ -230,6 +245,9 @@ JOURNAL_OWNED: tuple[Collector, ...] = (
     JOURNAL_DATABASE_RETRIES,
     JOURNAL_BATCH_RETRIES,
     JOURNAL_CONSUMER_LAG,
+    JOURNAL_KAFKA_ERRORS,
+    JOURNAL_ASSIGNED_PARTITIONS,
+    JOURNAL_CONSUMERS_REPLACED,
     REQUEST_LATENCY,
 )
 SCHEDULER_OWNED: tuple[Collector, ...] = (

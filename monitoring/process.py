@@ -8,6 +8,7 @@ from app.settings import Settings
 from monitoring.coverage import CoverageRefresher
 from monitoring.metrics import (
     FIRST_VISIT_WAIT,
+    JOURNAL_DEAD_LETTERS,
     JOURNAL_OUTCOMES,
     JOURNAL_OWNED,
     REQUEST_LATENCY,
@@ -18,6 +19,19 @@ from monitoring.metrics import (
 #: Request kinds whose latency series exist from the start (others appear when seen).
 REQUEST_KINDS = ("save_code_now",)
 OUTCOMES = ("eventful", "uneventful", "failed")
+#: The fields a dead letter's reason names (app/domain/journal_event.py,
+#: app/journal_codec.py), and "database" for a value PostgreSQL refused.
+DEAD_LETTER_REASONS = (
+    "value",
+    "origin",
+    "visit",
+    "date",
+    "status",
+    "snapshot",
+    "type",
+    "metadata",
+    "database",
+)
 
 
 def serve_scheduler(settings: Settings) -> threading.Event | None:
@@ -41,6 +55,8 @@ def serve_journal(settings: Settings) -> None:
     right after start would never show in a latency quantile.
     """
     serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
+    for reason in DEAD_LETTER_REASONS:
+        JOURNAL_DEAD_LETTERS.labels(reason)
     for visit_type in settings.visit_types:
         for kind in REQUEST_KINDS:
             REQUEST_LATENCY.labels(kind, visit_type)

@@ -51,7 +51,7 @@ def render_png(
         if ax.has_data():
             ax.legend(fontsize=6, loc="best")
     when = datetime.fromtimestamp(end, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-    fig.suptitle(f"revisit dashboard, from a test run's Prometheus ({when})", fontsize=12)
+    fig.suptitle(f"revisit dashboard, drawn from the Prometheus of a run ({when})", fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=72)
     plt.close(fig)

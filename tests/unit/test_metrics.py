@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from monitoring.dramatiq_metrics import MULTIPROC_ENV, worker_metrics_env
 from monitoring.lanes import lane_of
 from monitoring.queue_wait import QueueWatch
 from monitoring.render import legend
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -125,3 +128,63 @@ def test_delayed_messages_gauge_never_goes_below_zero() -> None:
     middleware.before_process_message(None, message("a"))
     middleware.before_process_message(None, message("b"))  # never delayed here
     assert registry.get_sample_value("delayed", {"queue_name": "q", "actor_name": "visit"}) == 0
+
+
+def test_a_dramatiq_process_serves_none_of_the_schedulers_or_journals_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    from prometheus_client import generate_latest
+
+    from monitoring.dramatiq_metrics import WorkerMetrics, serve_worker_metrics, worker_registry
+
+    # A worker process in multiprocess mode: importing the metrics writes a
+    # file for every unlabelled metric, the scheduler's and journal's too.
+    code = "from monitoring.metrics import VISITS; VISITS.labels('git', 'full').inc()"
+    env = {"PATH": os.environ["PATH"], MULTIPROC_ENV: str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT)
+    assert any(tmp_path.glob("*.db"))
+    served = generate_latest(worker_registry(tmp_path)).decode()
+    assert 'revisit_worker_visits_total{status="full",visit_type="git"} 1.0' in served
+    assert "revisit_journal_" not in served
+    assert "revisit_coverage_refresh_seconds" not in served
+    monkeypatch.setenv(MULTIPROC_ENV, str(tmp_path))
+    assert WorkerMetrics().forks == [serve_worker_metrics]
+
+
+def test_the_journal_serves_its_dead_letter_series_from_the_start_so_a_rate_sees_the_first() -> (
+    None
+):
+    from prometheus_client import REGISTRY
+
+    from monitoring.process import serve_journal
+
+    serve_journal(Settings(journal_metrics_port=0))
+    for reason in ("value", "database"):
+        sample = REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason})
+        assert sample is not None
+
+
+def test_a_metrics_refresh_without_postgresql_is_one_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import threading
+
+    import psycopg
+
+    from monitoring.coverage import CoverageRefresher
+
+    refresher = CoverageRefresher(Settings())
+    stop = threading.Event()
+
+    def refresh() -> None:
+        stop.set()
+        raise psycopg.OperationalError("connection failed: the server is restarting")
+
+    refresher.refresh = refresh  # type: ignore[method-assign]
+    refresher.run(stop)
+    [record] = [r for r in caplog.records if r.name == "revisit.metrics"]
+    assert "PostgreSQL unavailable (connection failed: the server is restarting)" in record.message
+    assert record.exc_info is None

@@ -1,0 +1,71 @@
+"""The soak's supervisor: runs revisit's processes and starts again those that die."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+class Supervisor:
+    """Runs the processes; starts again those that die, telling kills from crashes."""
+
+    def __init__(
+        self,
+        commands: dict[str, list[str]],
+        env: dict[str, str],
+        logdir: Path,
+        own: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        self.commands = commands
+        self.env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+        self.own = own or {}  # a process's own settings (its metrics port)
+        self.logdir = logdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.killed: set[str] = set()
+        self.by_hand: Counter[str] = Counter()
+
+    def start(self, name: str) -> None:
+        log = (self.logdir / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen(
+            [str(BIN / "revisit"), *self.commands[name]],
+            env={**self.env, **self.own.get(name, {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, name: str) -> None:
+        self.killed.add(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.procs[name].pid, signal.SIGKILL)
+
+    def tend(self) -> None:
+        """Start again every process that is gone (a supervisor's job, not a person's)."""
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is None:
+                continue
+            if name in self.killed:
+                self.killed.discard(name)
+            else:
+                self.by_hand[name] += 1
+            self.start(name)
+
+    def stop_all(self) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
+        procs, self.procs = list(self.procs.values()), {}
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,131 @@
+"""A worker or the API process killed (kill -9) in the middle of its work, on real
+servers and processes: the processes started again finish everything, and
+nothing sent to them is lost or done twice over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from app.client import RevisitClient
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.listings import register_lister
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
+from app.settings import Settings
+from tests.processes import running, wait_for
+
+VISIT_TYPE = "simulated"
+#: Long enough to be killed in the middle of a visit.
+VISIT_S = 3.0
+#: Dramatiq gives a dead worker's messages back after its heartbeat timeout,
+#: at a maintenance pass: both made short and certain here.
+DRAMATIQ_FAST = {
+    "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "2000",
+    "REVISIT_DRAMATIQ_MAINTENANCE_CHANCE": "1000000",
+}
+FAST = {
+    **DRAMATIQ_FAST,
+    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
+    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
+}
+WORKER = ["revisit", "worker", "--processes", "1", "--threads", "4"]
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """kill -9 the process and its children (Dramatiq forks)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def in_progress(settings: Settings) -> int:
+    """Dramatiq messages a worker has taken and not yet acknowledged."""
+    client = redis.Redis.from_url(settings.redis_dsn())
+    acks = client.scan_iter(match=f"{settings.dramatiq_namespace}:__acks__.*")
+    return sum(int(client.scard(key)) for key in acks)
+
+
+def final_visits(conn: DictConnection) -> dict[str, tuple[object, object]]:
+    rows = conn.execute(
+        "select url, last_visit_status::text as status, last_visit_number as visit"
+        " from origin_visit_stats where visit_type = %s",
+        (VISIT_TYPE,),
+    ).fetchall()
+    return {str(r["url"]): (r["status"], r["visit"]) for r in rows}
+
+
+def test_a_worker_killed_in_the_middle_of_visits_loses_none_of_them(
+    settings: Settings, conn: DictConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in FAST.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    ctx = Context.from_settings(settings)
+    conn.execute(
+        "insert into visit_types (name, max_queue_length) values (%s, 100) on conflict do nothing",
+        (VISIT_TYPE,),
+    )
+    lister = register_lister(conn, "faults", "forge", None)
+    urls = [f"sim://faults/{i}" for i in range(6)]
+    origins = [
+        (
+            i + 1,
+            ListedOriginIn(
+                url=url, visit_type=VISIT_TYPE, extra_loader_arguments={"duration_s": VISIT_S}
+            ),
+        )
+        for i, url in enumerate(urls)
+    ]
+    record_listed_origins(conn, ctx, lister, origins, datetime.now(tz=UTC))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services = {"scheduler": ["revisit", "scheduler"], "journal": ["revisit", "journal"]}
+    with running(services, {}, logs):
+        with running({"worker": WORKER}, {}, logs) as first:
+            wait_for(lambda: in_progress(settings) >= 4, 60, "four visits under way", logs)
+            kill(first["worker"])
+        with running({"worker_again": WORKER}, {}, logs):
+            wait_for(
+                lambda: all(status == "full" for status, _ in final_visits(conn).values()),
+                120,
+                "every origin visited after the kill",
+                logs,
+            )
+    visits = final_visits(conn)
+    assert sorted(visits) == urls
+    assert "Traceback" not in (logs / "scheduler.log").read_text()
+
+
+def test_requests_sent_to_an_api_process_killed_and_started_again_are_all_recorded_once(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    client = RevisitClient.from_settings(settings)
+    count = 1500
+    for i in range(count):
+        client.request_visit(
+            url=f"https://api.example/r{i}", visit_type="git", priority=1, external_id=f"k{i}"
+        )
+
+    def recorded() -> int:
+        row = conn.execute("select count(*) as n from visit_requests").fetchone()
+        return int(row["n"]) if row else 0
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with running({"api": ["revisit", "api"]}, DRAMATIQ_FAST, logs) as first:
+        wait_for(lambda: recorded() > 0, 60, "the first requests recorded", logs)
+        kill(first["api"])
+    partly = recorded()
+    assert partly < count  # killed in the middle
+    with running({"api_again": ["revisit", "api"]}, DRAMATIQ_FAST, logs):
+        wait_for(lambda: recorded() == count, 120, "every request recorded", logs)
+    rows = conn.execute("select count(distinct url) as n from visit_requests").fetchone()
+    assert rows is not None and rows["n"] == count
+    assert in_progress(settings) == 0
