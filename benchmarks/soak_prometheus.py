@@ -20,9 +20,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.embedded import free_port
-
 from app.client import RevisitClient
+from app.devtools.embedded import free_port
 from app.settings import Settings
 from monitoring.prometheus_api import api
 
