@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from app.client import RevisitClient
-from app.embedded import free_port
+from app.devtools.embedded import free_port
 from app.settings import Settings
 from monitoring.prometheus_api import api
 

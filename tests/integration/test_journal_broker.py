@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.journal import JournalClient
 from actors.journal_consumer import JournalConsumer
-from app import embedded
 from app.context import Context
 from app.db.connection import DictConnection, connect
+from app.devtools import embedded
 from app.kafka import Record, ResilientProducer, StatusPublisher
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
