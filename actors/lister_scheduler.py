@@ -44,7 +44,7 @@ class ListerScheduler:
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
         self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.redis_dsn(), namespace=settings.dramatiq_namespace
+            url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace
         )
 
     def _connection(self) -> DictConnection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -47,6 +48,7 @@ from queues.dramatiq_broker import (
     return_dead_workers_messages,
     visit_message,
 )
+from queues.lease import LeaseLost, Leases, holder_name
 from queues.workers import queue_capacity
 
 log = logging.getLogger("revisit.scheduler")
@@ -76,6 +78,13 @@ class SchedulerLoop:
         self._configs_at = 0.0
         self.queues = QueueWatch()
         self._drain_waits: dict[str, float | None] = {}
+        self.leases = Leases(
+            self.ctx.mirror.client,
+            settings.redis_namespace,
+            settings.scheduler_lease_s,
+            holder_name(),
+            settings.mirror_shards,
+        )
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
@@ -126,8 +135,12 @@ class SchedulerLoop:
             if config is None:
                 continue
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
+            if not self._hold_lease(visit_type):
+                continue
             try:
                 results.append(self.visit_type_step(config, now))
+            except LeaseLost as exc:
+                log.warning("%s: lease lost before the pop, nothing sent (%s)", visit_type, exc)
             except UNAVAILABLE:
                 raise  # the run loop reconnects and retries the whole step
             except Exception:
@@ -135,6 +148,16 @@ class SchedulerLoop:
                 log.exception("%s: scheduling step failed; the other visit types go on", visit_type)
                 self.conn.rollback()
         return results
+
+    def _hold_lease(self, visit_type: str) -> bool:
+        """Take or renew the visit type's lease; its pops are then fenced with the
+        token (another scheduler process holding it: skip the visit type)."""
+        token = self.leases.hold(visit_type)
+        if token is None:
+            self.ctx.mirror.fences.pop(visit_type, None)
+            return False
+        self.ctx.mirror.fences[visit_type] = token
+        return True
 
     def visit_type_step(self, config: VisitTypeConfig, now: datetime) -> StepResult:
         """Plan one visit type's step (``app.scheduler_step``), send it, export it."""
@@ -211,6 +234,13 @@ class SchedulerLoop:
         with bounded exponential backoff (up to MAX_RETRY_DELAY_S) on a new
         connection; the process never exits for it.
         """
+        try:
+            self._run(stop)
+        finally:
+            with contextlib.suppress(redis.RedisError):
+                self.leases.release_all()
+
+    def _run(self, stop: threading.Event) -> None:
         backoff = Backoff(self.settings.scheduler_poll_interval_s, MAX_RETRY_DELAY_S)
         while not stop.is_set():
             started = time.monotonic()

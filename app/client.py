@@ -50,7 +50,7 @@ class RevisitClient:
     def from_settings(cls, settings: Settings | None = None) -> RevisitClient:
         """A client on the Redis broker of ``settings`` (REVISIT_* environment)."""
         settings = settings or get_settings()
-        broker = RedisBroker(url=settings.redis_dsn(), namespace=settings.dramatiq_namespace)  # type: ignore[no-untyped-call]
+        broker = RedisBroker(url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace)  # type: ignore[no-untyped-call]
         return cls(broker)
 
     def _send(self, actor: str, model: type[BaseModel], fields: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ import redis
 
 from app.domain.cooldown import Cooldowns
 from app.settings import Settings
-from queues.mirror import Mirror
+from queues.mirror import Mirror, MirrorClient
 
 
 def cooldowns_from(settings: Settings) -> Cooldowns:
@@ -23,7 +23,15 @@ def cooldowns_from(settings: Settings) -> Cooldowns:
 
 
 def redis_client(settings: Settings) -> redis.Redis:
-    """A Redis client for the mirror (bytes in, bytes out)."""
+    """A client of the broker's Redis (bytes in, bytes out): Dramatiq's queues and
+    what lives beside them (worker registry, hoster limits, dead-letter reasons)."""
+    return redis.Redis.from_url(settings.broker_redis_dsn())
+
+
+def mirror_client(settings: Settings) -> MirrorClient:
+    """A client of the mirror's Redis: a cluster client when ``redis_cluster``."""
+    if settings.redis_cluster:
+        return redis.RedisCluster.from_url(settings.redis_dsn())
     return redis.Redis.from_url(settings.redis_dsn())
 
 
@@ -32,6 +40,7 @@ class Context:
     """Shared handles of one process."""
 
     settings: Settings
+    #: The broker's Redis (``mirror.client`` is the mirror's, perhaps a cluster).
     redis: redis.Redis
     mirror: Mirror
     cooldowns: Cooldowns
@@ -39,7 +48,5 @@ class Context:
     @classmethod
     def from_settings(cls, settings: Settings) -> Context:
         """Build the handles described by ``settings``."""
-        client = redis_client(settings)
-        return cls(
-            settings, client, Mirror(client, settings.redis_namespace), cooldowns_from(settings)
-        )
+        mirror = Mirror(mirror_client(settings), settings.redis_namespace, settings.mirror_shards)
+        return cls(settings, redis_client(settings), mirror, cooldowns_from(settings))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
@@ -72,6 +73,21 @@ def requeue_unstarted(
         if p.where == "inflight" and p.id in unstarted and p.score > back_s:
             p = replace(p, score=back_s)
         yield p
+
+
+def confirm_scheduled(
+    ctx: Context, visit_type: str, rows: Iterable[dict[str, Any]], now: datetime
+) -> int:
+    """Place origins just marked scheduled (``mark_scheduled``'s rows) at the version
+    that write gave them: in flight since ``now``.
+
+    The pop moved them in flight before Postgres knew; a journal client that
+    committed before the mark but reached Redis after the pop may have moved
+    one back to a pool. This placement wins over it (a higher version), and
+    any later one of the journal wins over this.
+    """
+    placements = [place(mirror_row(r), now, ctx.cooldowns) for r in rows]
+    return ctx.mirror.place(visit_type, placements)
 
 
 def ensure_built(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> bool:

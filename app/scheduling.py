@@ -27,7 +27,7 @@ from app.domain.policies import (
     query_shares,
     spacing_of,
 )
-from app.mirror_sync import ensure_built
+from app.mirror_sync import confirm_scheduled, ensure_built
 from app.replan import replan_slice
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ def schedule_step(
     if dry_run:
         result.orders = _preview(conn, visit_type, picked, now)
         return result
-    result.orders = _record(conn, visit_type, picked, now)
+    result.orders = _record(conn, ctx, visit_type, picked, now)
     if len(result.orders) < len(picked):
         log.warning("%d picked origins have no stats row", len(picked) - len(result.orders))
     return result
@@ -175,7 +175,11 @@ def _preview(
 
 
 def _record(
-    conn: DictConnection, visit_type: str, picked: list[tuple[int, str, str]], now: datetime
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    picked: list[tuple[int, str, str]],
+    now: datetime,
 ) -> list[VisitOrder]:
     policy_of = {origin: policy for origin, _, policy in picked}
     by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
@@ -188,6 +192,7 @@ def _record(
         ]
         if targets:
             advance_queue_position(conn, visit_type, max(targets))
+    confirm_scheduled(ctx, visit_type, rows, now)
     now_s = epoch_s(now)
     return [
         VisitOrder(
@@ -222,4 +227,4 @@ def first_visits_step(
         (p.id, p.pool, "first_visits_after_listing")
         for p in ctx.mirror.claim(visit_type, ranked, epoch_s(now), slots)
     ]
-    return (_record(conn, visit_type, picked, now) if picked else []), False
+    return (_record(conn, ctx, visit_type, picked, now) if picked else []), False

@@ -14,6 +14,7 @@ import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr
 from pydantic_settings import (
@@ -42,7 +43,24 @@ class Settings(BaseSettings):
     )
     redis_url: SecretStr = Field(
         default=SecretStr("redis://127.0.0.1:6379/0"),
-        description="Redis holding the scheduling mirror and the Dramatiq queues",
+        description="Redis holding the scheduling mirror (and, unless REVISIT_BROKER_REDIS_URL "
+        "is set, the Dramatiq queues)",
+    )
+    redis_cluster: bool = Field(
+        default=False,
+        description="REVISIT_REDIS_URL names a node of a Redis Cluster: the mirror is spread "
+        "over its masters (one hash tag per visit type, or per shard)",
+    )
+    mirror_shards: dict[str, Annotated[int, Field(ge=1, le=256)]] = Field(
+        default={},
+        description='shards of a visit type\'s mirror, e.g. {"git": 6} (default 1): one hash '
+        "tag each, so one visit type spreads over a cluster's masters; a change is applied "
+        "by the rebuild it triggers",
+    )
+    broker_redis_url: SecretStr | None = Field(
+        default=None,
+        description="Redis of the Dramatiq queues, worker registry, hoster limits and dead-letter "
+        "reasons (a plain Redis, never a cluster); default: REVISIT_REDIS_URL",
     )
     kafka_brokers: str = Field(default="127.0.0.1:9092", description="bootstrap.servers")
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
@@ -97,6 +115,12 @@ class Settings(BaseSettings):
     )
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
+    scheduler_lease_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a visit type is fed by one scheduler process at a time, the holder of its "
+        "Redis lease; another takes over within this long after the holder dies",
+    )
 
     full_listing_max_disable_share: float = Field(
         default=0.5,
@@ -237,8 +261,13 @@ class Settings(BaseSettings):
         return self.database_url.get_secret_value()
 
     def redis_dsn(self) -> str:
-        """The Redis URL, unwrapped for the driver."""
+        """The mirror's Redis URL, unwrapped for the driver."""
         return self.redis_url.get_secret_value()
+
+    def broker_redis_dsn(self) -> str:
+        """The Dramatiq broker's Redis URL (the mirror's unless set apart)."""
+        url = self.broker_redis_url or self.redis_url
+        return url.get_secret_value()
 
 
 @lru_cache(maxsize=1)

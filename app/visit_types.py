@@ -46,7 +46,7 @@ class VisitTypeChange(BaseModel):
 
 
 def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
-    """Create a visit type with the reference's default policies; refuse a known name."""
+    """Create a visit type with the project's default policies; refuse a known name."""
     low = change.min_interval_s or 12 * 3600.0
     high = change.max_interval_s or 64 * 86400.0
     if low > high:

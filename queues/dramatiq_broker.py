@@ -54,7 +54,7 @@ class VisitOrder(Protocol):
 def redis_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, with Dramatiq's default middleware."""
     return RedisBroker(  # type: ignore[no-untyped-call]
-        url=settings.redis_dsn(),
+        url=settings.broker_redis_dsn(),
         namespace=settings.dramatiq_namespace,
         heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
         maintenance_chance=settings.dramatiq_maintenance_chance,

@@ -2,7 +2,10 @@
 
 All keys of one visit type share the hash tag ``{<visit_type>}`` so that, on a
 Redis Cluster, a visit type's pools live on one slot and the Lua scripts that
-move origins between them stay atomic.
+move origins between them stay atomic. A visit type split into N shards
+(``REVISIT_MIRROR_SHARDS``) has N such key sets: shard 0 keeps ``{<vt>}``,
+shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
+(``shard_of``), so the shards spread over the cluster's masters.
 
 | key                        | type | member   | score / value                             |
 |----------------------------|------|----------|-------------------------------------------|
@@ -11,6 +14,7 @@ move origins between them stay atomic.
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
+| ``<ns>:{<vt>}:version``    | hash | stats id | version of the stats row its place is from |
 | ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
@@ -35,11 +39,12 @@ class VisitTypeKeys:
     namespace: str
     visit_type: str
     prefix: str = ""
+    shard: int = 0
 
     @property
     def tag(self) -> str:
         """The common prefix, carrying the Redis Cluster hash tag."""
-        return f"{self.namespace}:{{{self.visit_type}}}:{self.prefix}"
+        return f"{self.namespace}:{hash_tag(self.visit_type, self.shard)}:{self.prefix}"
 
     def pool(self, name: str) -> str:
         """Sorted set of the origins ready to be picked by one policy's pool."""
@@ -63,6 +68,12 @@ class VisitTypeKeys:
         return f"{self.tag}parked"
 
     @property
+    def versions(self) -> str:
+        """Hash of the stats row version each origin's place was derived from
+        (place.lua refuses an older one)."""
+        return f"{self.tag}version"
+
+    @property
     def meta(self) -> str:
         """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
         return f"{self.tag}meta"
@@ -83,7 +94,30 @@ class VisitTypeKeys:
 
     def staging(self) -> VisitTypeKeys:
         """Keys of a rebuild in progress, renamed over the live ones when done."""
-        return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:")
+        return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:", self.shard)
+
+
+def hash_tag(visit_type: str, shard: int = 0) -> str:
+    """The Redis Cluster hash tag of one shard of a visit type's mirror."""
+    return f"{{{visit_type}}}" if shard == 0 else f"{{{visit_type}#{shard}}}"
+
+
+def shard_of(origin_id: int, shards: int) -> int:
+    """The shard an origin's places live in, among ``shards``."""
+    return origin_id % shards if shards > 1 else 0
+
+
+def scheduler_lease(namespace: str, visit_type: str, shard: int = 0) -> str:
+    """String ``<token>|<holder>``: the scheduler process feeding a visit type's
+    queues, until it expires (lease.lua); in the visit type's hash slot, so a
+    pop can check it atomically (fence.lua). Shards k > 0 hold a copy in their
+    own slot, written by the holder (queues.lease)."""
+    return f"{namespace}:{hash_tag(visit_type, shard)}:lease"
+
+
+def scheduler_lease_tokens(namespace: str, visit_type: str) -> str:
+    """Counter: the last fencing token handed out with a visit type's lease."""
+    return f"{namespace}:{{{visit_type}}}:lease_token"
 
 
 def aborted_requests(namespace: str) -> str:

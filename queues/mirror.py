@@ -11,18 +11,23 @@ from typing import Any
 
 import redis
 
-from app.domain.placement import POOLS, Placement, PoolName, Where
-from queues.keys import VisitTypeKeys
+from app.domain.placement import POOLS, Placement, PoolName
+from queues.keys import VisitTypeKeys, scheduler_lease
+from queues.lease import LeaseLost
+from queues.mirror_meta import PickBookkeeping
+from queues.mirror_read import Location as Location
+from queues.mirror_read import MirrorReads
+from queues.shards import by_shard, claim_across, pop_across
 
 PLACE_CHUNK = 2000
+#: Placements per place.lua call of a rebuild (one call blocks Redis ~10 ms).
+REBUILD_CHUNK = 5000
+#: The rebuild-in-progress marker outlives a dead rebuild by at most this (s).
+REBUILD_MARKER_TTL_S = 600
 MAX_MOVES_PER_POP = 10000
 #: Lua place index of each place (pools are 1..4 in POOLS order).
 PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
 POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
-
-
-#: Planned picks whose lateness is kept between two allocation refreshes.
-LATENESS_KEPT = 5000
 
 
 def _script(name: str) -> str:
@@ -32,14 +37,6 @@ def _script(name: str) -> str:
 def parked_value(p: Placement) -> str:
     """The ``parked`` hash value of an origin in flight or cooling: where it returns."""
     return f"{POOL_INDEX[p.pool]}|{p.pool_score!r}"
-
-
-def parse_parked(value: str | None) -> tuple[str, float] | None:
-    """The (pool name, score) a parked value says an origin returns to."""
-    if value is None:
-        return None
-    index, _, score = value.partition("|")
-    return POOLS[int(index) - 1], float(score)
 
 
 def returns_to(p: Placement) -> tuple[str, float]:
@@ -70,16 +67,6 @@ class PopResult:
     lost: int
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where the mirror has one origin: place, pool, score and rank there (0 = next)."""
-
-    where: Where
-    pool: str | None
-    score: float | None
-    rank: int | None
-
-
 def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
@@ -87,21 +74,48 @@ def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
 
 
 Weights = Sequence[float] | str
+#: The mirror lives in one Redis or on a Redis Cluster (keys of one visit type,
+#: or of one shard, share a hash slot, which the Lua scripts need).
+MirrorClient = redis.Redis | redis.RedisCluster
 
 
-class Mirror:
-    """The mirror of every visit type, in one Redis database."""
+class Mirror(PickBookkeeping, MirrorReads):
+    """The mirror of every visit type, in one Redis database or on a cluster;
+    a visit type's keys may be split into shards (``queues.shards``)."""
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(
+        self, client: MirrorClient, namespace: str, shards: Mapping[str, int] | None = None
+    ) -> None:
         self.client = client
         self.namespace = namespace
+        self._shards = dict(shards or {})
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
+        self._swap = client.register_script(_script("swap"))
+        fence = _script("fence")
+        self._guarded = {
+            "pop": client.register_script(fence + _script("pop")),
+            "claim": client.register_script(fence + _script("claim")),
+        }
+        #: The lease token of each visit type this process pops under (fence.lua).
+        self.fences: dict[str, str] = {}
 
-    def keys(self, visit_type: str) -> VisitTypeKeys:
-        """Key names of one visit type."""
-        return VisitTypeKeys(self.namespace, visit_type)
+    def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
+        """Key names of one visit type (of one of its shards)."""
+        return VisitTypeKeys(self.namespace, visit_type, shard=shard)
+
+    def shards(self, visit_type: str) -> int:
+        """How many shards the visit type's mirror is split into (1: not split)."""
+        return max(1, int(self._shards.get(visit_type, 1)))
+
+    def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
+        """Key names of every shard of one visit type."""
+        return [self.keys(visit_type, k) for k in range(self.shards(visit_type))]
+
+    def _split(self, visit_type: str, placements: Iterable[Placement]) -> dict[int, Any]:
+        shards = self.shards(visit_type)
+        return {0: placements} if shards == 1 else by_shard(placements, shards)
 
     def place(
         self, visit_type: str, placements: Iterable[Placement], *, keep_inflight: bool = False
@@ -111,20 +125,38 @@ class Mirror:
         ``keep_inflight`` leaves origins that Redis has in flight alone (for
         writers that do not know about a pop still being recorded).
         """
-        keys = self.keys(visit_type).data_keys()
         mode = "keep_inflight" if keep_inflight else "force"
+        return sum(
+            self._place_chunks(self.keys(visit_type, shard), mode, part, PLACE_CHUNK)
+            for shard, part in self._split(visit_type, placements).items()
+        )
+
+    def _place_chunks(
+        self, keys: VisitTypeKeys, mode: str, placements: Iterable[Placement], size: int
+    ) -> int:
+        """Run place.lua over ``placements`` in chunks of ``size`` (KEYS: the eight
+        keys, then those of a rebuild in progress, then its marker)."""
+        staging = keys.staging()
+        script_keys = [*_versioned(keys), *_versioned(staging), staging.meta]
         moved = 0
-        for chunk in _chunks(placements, PLACE_CHUNK):
+        for chunk in _chunks(placements, size):
             args: list[Any] = [mode]
             for p in chunk:
-                args += [p.id, place_index(p), repr(p.score), parked_value(p)]
-            moved += int(self._place(keys=keys, args=args))
+                args += [p.id, p.version, place_index(p), repr(p.score), parked_value(p)]
+            moved += int(self._place(keys=script_keys, args=args))
         return moved
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
         with plain pipelined writes: much faster than ``place`` for bulk listings."""
-        return self._write(self.keys(visit_type), placements)
+        added = 0
+        for shard, part in self._split(visit_type, list(placements)).items():
+            keys = self.keys(visit_type, shard)
+            if self.client.exists(keys.staging().meta):
+                # A rebuild may have read Postgres before these origins existed.
+                self._place_chunks(keys.staging(), "stage", part, REBUILD_CHUNK)
+            added += self._write(keys, part)
+        return added
 
     def pop(
         self,
@@ -136,12 +168,25 @@ class Mirror:
         *,
         peek: bool = False,
         head_start_s: float = 0.0,
+        shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
         ``head_start_s`` of known work), to in flight.
-        With ``peek``, only say which origins that would be; nothing moves."""
-        keys = self.keys(visit_type)
+        With ``peek``, only say which origins that would be; nothing moves.
+        A sharded visit type is popped shard by shard (``queues.shards``)."""
+        if shard is None and self.shards(visit_type) > 1:
+            return pop_across(
+                self,
+                visit_type,
+                count,
+                now_s,
+                scheduled_cooldown_s,
+                weights,
+                peek=peek,
+                head_start_s=head_start_s,
+            )
+        keys = self.keys(visit_type, shard or 0)
         weight_args = (
             [weights, repr(float(head_start_s)), 0, 0]
             if isinstance(weights, str)
@@ -149,8 +194,10 @@ class Mirror:
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
-        cooled, lost, flat = self._pop(
-            keys=[*keys.data_keys(), keys.meta],
+        cooled, lost, flat = self._fenced(
+            "pop",
+            keys,
+            script_keys=[*keys.data_keys(), keys.meta],
             args=[
                 repr(now_s),
                 count,
@@ -163,127 +210,89 @@ class Mirror:
         return PopResult(_popped(flat), int(cooled), int(lost))
 
     def claim(
-        self, visit_type: str, ids: Sequence[int], now_s: float, most: int, *, peek: bool = False
+        self,
+        visit_type: str,
+        ids: Sequence[int],
+        now_s: float,
+        most: int,
+        *,
+        peek: bool = False,
+        shard: int | None = None,
     ) -> list[Popped]:
         """Move up to ``most`` of the given origins that wait in a pool to in flight,
         atomically, in the given order; origins resting or in flight are skipped.
         With ``peek``, only say which; nothing moves."""
         if not ids or most <= 0:
             return []
-        keys = self.keys(visit_type)
+        if shard is None and self.shards(visit_type) > 1:
+            return claim_across(self, visit_type, ids, now_s, most, peek=peek)
+        keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
-        return _popped(self._claim(keys=keys.data_keys(), args=[repr(now_s), limit, *ids]))
-
-    def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
-        """Store the recent pick rate (origins/s) of each pool, for ETAs."""
-        mapping: dict[Any, Any] = {f"rate:{p}": r for p, r in rates.items()}
-        if mapping:
-            self.client.hset(self.keys(visit_type).meta, mapping=mapping)
-
-    def count_picks(self, visit_type: str, picks: Mapping[str, int]) -> None:
-        """Add a step's picks per pool to the counts the allocation measures capacity by
-        (only while the mirror exists: meta's absence means it must be rebuilt)."""
-        meta = self.keys(visit_type).meta
-        if not picks or not self.client.exists(meta):
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for pool, count in picks.items():
-            pipe.hincrby(meta, f"picks:{pool}", count)
-        pipe.execute()
-
-    def take_pick_counts(
-        self, visit_type: str, now_s: float
-    ) -> tuple[dict[str, int], float | None]:
-        """The picks per pool counted since the last call, and when that was
-        (None the first time); the counts restart at ``now_s``."""
-        meta = self.keys(visit_type).meta
-        if not self.client.exists(meta):
-            return {}, None
-        fields = [f"picks:{pool}" for pool in POOLS]
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(meta, [*fields, "picks_since"])
-        pipe.hdel(meta, *fields)
-        pipe.hset(meta, "picks_since", repr(now_s))
-        pipe.hsetnx(meta, "picks_first", repr(now_s))
-        values = pipe.execute()[0]
-        counts: dict[str, int] = {pool: int(v or 0) for pool, v in zip(POOLS, values, strict=False)}
-        since = values[-1]
-        return counts, (float(since) if since is not None else None)
-
-    def picks_first(self, visit_type: str) -> float | None:
-        """When the allocation's pick counts first started (None: never)."""
-        value = self.client.hget(self.keys(visit_type).meta, "picks_first")
-        return float(value) if value is not None else None
-
-    def picks_since(self, visit_type: str) -> float | None:
-        """When the allocation's pick counts last restarted (None: never)."""
-        value = self.client.hget(self.keys(visit_type).meta, "picks_since")
-        return float(value) if value is not None else None
-
-    def pick_rate(self, visit_type: str, pool: str) -> float:
-        """The recent pick rate (origins/s) of a pool, 0 if unknown."""
-        value = self.client.hget(self.keys(visit_type).meta, f"rate:{pool}")
-        return float(value) if value is not None else 0.0
-
-    def record_lateness(self, visit_type: str, lateness_s: Sequence[float]) -> None:
-        """Keep how late planned picks were served (the latest ``LATENESS_KEPT``),
-        which the allocation corrects μ by (only while the mirror exists)."""
-        keys = self.keys(visit_type)
-        if not lateness_s or not self.client.exists(keys.meta):
-            return
-        pipe = self.client.pipeline(transaction=False)
-        pipe.rpush(keys.lateness, *[repr(float(v)) for v in lateness_s])
-        pipe.ltrim(keys.lateness, -LATENESS_KEPT, -1)
-        pipe.execute()
-
-    def take_lateness(self, visit_type: str) -> list[float]:
-        """The lateness of the planned picks kept since the last call; restarts."""
-        key = self.keys(visit_type).lateness
-        pipe = self.client.pipeline(transaction=True)
-        pipe.lrange(key, 0, -1)
-        pipe.delete(key)
-        return [float(v) for v in pipe.execute()[0]]
-
-    def head_score(self, visit_type: str, pool: PoolName) -> float | None:
-        """The score of the first origin of a pool (None: empty)."""
-        head = self.client.zrange(self.keys(visit_type).pool(pool), 0, 0, withscores=True)
-        return float(head[0][1]) if head else None
-
-    def replan_state(self, visit_type: str) -> tuple[int, float | None]:
-        """Where the re-planning sweep of a visit type goes on (the stats id it
-        stopped after, 0: not sweeping) and the multiplier of the last sweep."""
-        after, multiplier = self.client.hmget(
-            self.keys(visit_type).meta, ["replan_after", "replan_multiplier"]
-        )
-        return int(after or 0), (float(multiplier) if multiplier is not None else None)
-
-    def set_replan_state(self, visit_type: str, after_id: int, multiplier_s2: float) -> None:
-        """Record the sweep's progress (only while the mirror exists)."""
-        meta = self.keys(visit_type).meta
-        if self.client.exists(meta):
-            self.client.hset(
-                meta, mapping={"replan_after": after_id, "replan_multiplier": repr(multiplier_s2)}
+        return _popped(
+            self._fenced(
+                "claim", keys, script_keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
             )
+        )
+
+    def _fenced(
+        self, name: str, keys: VisitTypeKeys, script_keys: list[str], args: list[Any]
+    ) -> Any:
+        """Run pop or claim on one shard; while this process holds a lease token
+        for the visit type (``fences``), only if that token still holds the lease."""
+        token = self.fences.get(keys.visit_type)
+        if token is None:
+            return (self._pop if name == "pop" else self._claim)(keys=script_keys, args=args)
+        lease = scheduler_lease(self.namespace, keys.visit_type, keys.shard)
+        try:
+            return self._guarded[name](keys=[*script_keys, lease], args=[*args, token])
+        except redis.ResponseError as exc:
+            if "LEASE_LOST" in str(exc):
+                raise LeaseLost(f"{keys.visit_type}: {exc}") from exc
+            raise
 
     def is_built(self, visit_type: str) -> bool:
-        """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts empty)."""
-        return bool(self.client.exists(self.keys(visit_type).meta))
+        """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts
+        empty) with as many shards as configured (else it must be rebuilt)."""
+        every = self.shard_keys(visit_type)
+        if not all(self.client.exists(keys.meta) for keys in every):
+            return False
+        built = self.client.hget(every[0].meta, "shards")
+        return int(built or 1) == len(every)
 
     def rebuild(self, visit_type: str, placements: Iterable[Placement]) -> int:
-        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the end."""
-        live = self.keys(visit_type)
-        staging = live.staging()
-        self.client.delete(*staging.data_keys())
-        count = self._write(staging, placements)
-        pipe = self.client.pipeline(transaction=True)
-        for old in live.data_keys():
-            pipe.delete(old)
-        for old, new in zip(live.data_keys(), staging.data_keys(), strict=True):
-            if self.client.exists(new):
-                pipe.rename(new, old)
-        pipe.hset(live.meta, mapping={"rebuilt_at": repr(time.time()), "origins": count})
-        pipe.execute()
-        return count
+        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the
+        end (per shard).
+
+        While the staging keys are written, every ``place`` is applied to them
+        too, and a staged place never overwrites a newer version: so start
+        reading ``placements`` from Postgres only after this is called (a lazy
+        iterator does), and a placement committed meanwhile is not lost.
+        """
+        every = self.shard_keys(visit_type)
+        built = int(self.client.hget(every[0].meta, "shards") or 1)
+        for live in every:
+            staging = live.staging()
+            for key in [*_versioned(staging), staging.meta]:
+                self.client.delete(key)
+            self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
+        counts = [0] * len(every)
+        for chunk in _chunks(placements, REBUILD_CHUNK):
+            for shard, part in self._split(visit_type, chunk).items():
+                staging = every[shard].staging()
+                self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
+                self._place_chunks(staging, "stage", part, REBUILD_CHUNK)
+                counts[shard] += len(part)
+        for live, count in zip(every, counts, strict=True):
+            staging = live.staging()
+            self._swap(
+                keys=[*_versioned(live), *_versioned(staging), live.meta, staging.meta],
+                args=[repr(time.time()), count],
+            )
+        self.client.hset(every[0].meta, "shards", len(every))
+        for gone in range(len(every), built):  # shards of a larger split, now unused
+            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
+                self.client.delete(key)
+        return sum(counts)
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
@@ -294,64 +303,10 @@ class Mirror:
             count += len(chunk)
         return count
 
-    def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
-        """Every origin of the mirror with its place (a pool name, 'inflight' or
-        'cooling') and score; for checks and tests."""
-        keys = self.keys(visit_type)
-        found: dict[int, tuple[str, float]] = {}
-        for place, key in _places(keys):
-            for member, score in self.client.zscan_iter(key, count=5000):
-                origin = int(member)
-                if origin in found:
-                    raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
-                found[origin] = (place, float(score))
-        return found
 
-    def snapshot(
-        self, visit_type: str
-    ) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[str, float] | None]]:
-        """Every place of every origin, and the parked hash, read in one MULTI/EXEC so
-        no move by another process falls between two keys. An origin may show up in
-        several places (a fault): each is listed, for ``mirror check`` to report."""
-        keys = self.keys(visit_type)
-        places = _places(keys)
-        pipe = self.client.pipeline(transaction=True)
-        for _, key in places:
-            pipe.zrange(key, 0, -1, withscores=True)
-        pipe.hgetall(keys.parked)
-        *members, raw_parked = pipe.execute()
-        found: dict[int, list[tuple[str, float]]] = {}
-        for (place, _), pairs in zip(places, members, strict=True):
-            for member, score in pairs:
-                found.setdefault(int(member), []).append((place, float(score)))
-        parked = {int(k): parse_parked(v.decode()) for k, v in raw_parked.items()}
-        return found, parked
-
-    def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
-        """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
-        raw = self.client.hgetall(self.keys(visit_type).parked)
-        return {int(k): parse_parked(v.decode()) for k, v in raw.items()}  # type: ignore[misc,union-attr]
-
-    def locate(self, visit_type: str, origin_id: int) -> Location:
-        """Where one origin is, with its score and rank."""
-        keys = self.keys(visit_type)
-        for place, key in _places(keys):
-            score = self.client.zscore(key, origin_id)
-            if score is not None:
-                rank = self.client.zrank(key, origin_id)
-                where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
-                pool = place if where == "pool" else None
-                return Location(where, pool, float(score), rank)  # type: ignore[arg-type]
-        return Location("absent", None, None, None)
-
-    def sizes(self, visit_type: str) -> dict[str, int]:
-        """How many origins each place holds (pools by name, inflight, cooling)."""
-        keys = self.keys(visit_type)
-        pipe = self.client.pipeline(transaction=False)
-        places = _places(keys)
-        for _, key in places:
-            pipe.zcard(key)
-        return {place: int(n) for (place, _), n in zip(places, pipe.execute(), strict=True)}
+def _versioned(keys: VisitTypeKeys) -> list[str]:
+    """The keys place.lua writes: the data keys and the version hash."""
+    return [*keys.data_keys(), keys.versions]
 
 
 def _popped(flat: list[Any]) -> list[Popped]:
@@ -361,19 +316,12 @@ def _popped(flat: list[Any]) -> list[Popped]:
     ]
 
 
-def _places(keys: VisitTypeKeys) -> list[tuple[str, str]]:
-    return [
-        *((name, keys.pool(name)) for name in POOLS),
-        ("inflight", keys.inflight),
-        ("cooling", keys.cooling),
-    ]
-
-
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
     key_of: dict[str, str] = {name: keys.pool(name) for name in POOLS}
     key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
     by_key: dict[str, dict[str, float]] = {}
     parked: dict[str, str] = {}
+    versions = {str(p.id): p.version for p in chunk if p.version}
     for p in chunk:
         if p.where == "absent":
             continue
@@ -390,3 +338,5 @@ def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
         pipe.zadd(key, members)
     if parked:
         pipe.hset(keys.parked, mapping=parked)
+    if versions:
+        pipe.hset(keys.versions, mapping=versions)

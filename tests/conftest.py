@@ -51,6 +51,39 @@ def service_env() -> Iterator[dict[str, str]]:
         yield env
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``every_mirror`` run with the mirror on one Redis and again on
+    a Redis Cluster (the broker then on its own Redis); ``every_mirror(sharded=True)``
+    also on the cluster with git's mirror split into 3 shards."""
+    marker = metafunc.definition.get_closest_marker("every_mirror")
+    if marker and "mirror_backend" in metafunc.fixturenames:
+        backends = ["redis", "cluster"]
+        if marker.kwargs.get("sharded"):
+            backends.append("sharded_cluster")
+        metafunc.parametrize("mirror_backend", backends, indirect=True)
+
+
+@pytest.fixture
+def mirror_backend(request: pytest.FixtureRequest) -> str:
+    """Where the mirror lives: 'redis' (the default), 'cluster' or 'sharded_cluster'."""
+    return str(getattr(request, "param", "redis"))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A 3-master Redis Cluster started for the session (or REVISIT_TEST_REDIS_CLUSTER_URL)."""
+    given = os.environ.get("REVISIT_TEST_REDIS_CLUSTER_URL")
+    if given:
+        yield given
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(embedded.redis_cluster(tmp_path_factory.mktemp("cluster")))
+        except Exception as exc:
+            _unavailable("Redis Cluster", exc)
+        yield url
+
+
 @pytest.fixture(scope="session")
 def template_dsn(service_env: dict[str, str]) -> str:
     """A migrated template database that each test's database is copied from."""
@@ -93,10 +126,17 @@ def redis_url(service_env: dict[str, str]) -> Iterator[str]:
 
 @pytest.fixture
 def settings(
-    service_env: dict[str, str], database_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    service_env: dict[str, str],
+    database_url: str,
+    redis_url: str,
+    mirror_backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Settings:
     """Settings for one test: its own database and Kafka topics; also exported as
-    REVISIT_* so subprocesses started by the test see the same."""
+    REVISIT_* so subprocesses started by the test see the same. With the
+    'cluster' mirror backend, the mirror is on the Redis Cluster (emptied) and
+    the broker on the test Redis."""
     suffix = uuid.uuid4().hex[:8]
     values: dict[str, Any] = {
         "REVISIT_DATABASE_URL": database_url,
@@ -111,6 +151,14 @@ def settings(
         # The test forges are git repositories on local disk (file:// URLs).
         "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }
+    if mirror_backend in ("cluster", "sharded_cluster"):
+        cluster_url = request.getfixturevalue("redis_cluster_url")
+        redis.RedisCluster.from_url(cluster_url).flushdb()
+        values["REVISIT_REDIS_URL"] = cluster_url
+        values["REVISIT_REDIS_CLUSTER"] = "true"
+        values["REVISIT_BROKER_REDIS_URL"] = redis_url
+    if mirror_backend == "sharded_cluster":
+        values["REVISIT_MIRROR_SHARDS"] = '{"git": 3}'
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     return Settings()

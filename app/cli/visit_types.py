@@ -107,7 +107,7 @@ def visit_type_add(
     num_retries: Retries = None,
     retry_delay: RetryDelay = None,
 ) -> None:
-    """Add a visit type (with the reference's default policies)."""
+    """Add a visit type (with the project's default policy, age_optimal)."""
     _apply(add_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"added visit type {name}")
     if name not in get_settings().visit_types:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,11 @@ def postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
-    """A Redis server without persistence (on ``port``, or a free one); yields its URL.
+def redis_server(
+    workdir: Path, port: int | None = None, extra_args: Sequence[str] = ()
+) -> Iterator[str]:
+    """A Redis server without persistence (on ``port``, or a free one, with
+    ``extra_args`` such as ``--cluster-enabled yes``); yields its URL.
 
     Given the same port again, it comes back at the same address, empty: what a
     process sees when Redis restarts (the fault tests and the soak do this).
@@ -110,6 +114,7 @@ def redis_server(workdir: Path, port: int | None = None) -> Iterator[str]:
             str(folder),
             "--logfile",
             str(folder / "redis.log"),
+            *extra_args,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -231,3 +236,70 @@ def services(
             "REVISIT_KAFKA_BROKERS": kafka_brokers or stack.enter_context(kafka_broker(workdir)),
         }
         yield env
+
+
+#: Redis Cluster for the clustered mirror's tests and benchmarks.
+MASTERS = 3
+#: A cluster node also listens on its port + 10000 (the cluster bus).
+BUS_PORT_OFFSET = 10000
+
+
+@contextlib.contextmanager
+def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
+    """Start ``masters`` cluster-enabled redis-servers, join them with
+    ``redis-cli --cluster create`` (no replicas); yield the URL of the first."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        raise ServiceError("a Redis Cluster needs 'redis-cli' (apt-get install redis-tools)")
+    with contextlib.ExitStack() as stack:
+        urls = [
+            stack.enter_context(
+                redis_server(
+                    workdir / f"node{i}",
+                    _cluster_port(),
+                    extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+                )
+            )
+            for i in range(masters)
+        ]
+        nodes = [url.removeprefix("redis://").removesuffix("/0") for url in urls]
+        created = subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if created.returncode != 0:
+            raise ServiceError(f"redis-cli --cluster create: {created.stdout[-500:]}")
+        _wait_cluster_ok(urls)
+        yield urls[0].removesuffix("/0")
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free and valid too."""
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        if all(_port_free(p) for p in (port, port + BUS_PORT_OFFSET)):
+            return port
+    raise ServiceError("no free port pair for a Redis Cluster node")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _wait_cluster_ok(urls: list[str], timeout_s: float = 30.0) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = [redis.Redis.from_url(u).cluster("info") for u in urls]
+        if all(s.get("cluster_state") == "ok" for s in states):
+            return
+        time.sleep(0.2)
+    raise ServiceError(f"Redis Cluster not ok after {timeout_s:.0f}s")

@@ -44,6 +44,8 @@ class MirrorRow:
     last_update: datetime | None
     never_succeeded: bool
     enabled: bool
+    #: origin_visit_stats.version of the row read (0: unknown, placed unconditionally).
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class Placement:
     score: float
     pool: PoolName
     pool_score: float
+    #: The stats row's version it derives from: the mirror keeps the highest (0: unknown).
+    version: int = 0
 
 
 def epoch_s(moment: datetime | None) -> float:
@@ -79,11 +83,11 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     """Decide where ``row`` belongs at ``now``."""
     pool, pool_score = pool_of(row)
     if not row.enabled:
-        return Placement(row.id, "absent", 0.0, pool, pool_score)
+        return Placement(row.id, "absent", 0.0, pool, pool_score, row.version)
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
-        return Placement(row.id, "inflight", epoch_s(since), pool, pool_score)
+        return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
     rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns)
     if rest_until is not None and rest_until > now:
-        return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score)
-    return Placement(row.id, "pool", pool_score, pool, pool_score)
+        return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
+    return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)

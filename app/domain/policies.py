@@ -109,11 +109,23 @@ def query_shares(policies: Mapping[str, float], slots: int) -> dict[str, int]:
     return {name: n for name, n in shares.items() if name in QUERY_POLICIES and n > 0}
 
 
-def default_policies(visit_type: str) -> dict[str, float]:
-    """The reference's default policies, for a visit type with none configured."""
+#: revisit's default for every visit type with no policy configured: visits
+#: spaced by learned change rates under the age-optimal allocation of the
+#: capacity (benchmarks/simulate.md has the figures that made it the default).
+DEFAULT_POLICIES: dict[str, float] = {AGE_OPTIMAL: 1.0}
+
+
+def reference_policies(visit_type: str) -> dict[str, float]:
+    """The reference scheduler's default weights for a visit type (49/49/2 for git,
+    hg and svn, 40/40/20 for the others): what an operator moving from it had."""
     if visit_type in ("git", "hg", "svn"):
         return dict(REFERENCE_DEFAULTS)
     return dict(REFERENCE_DEFAULTS_OTHER)
+
+
+def default_policies(visit_type: str) -> dict[str, float]:
+    """The policies of a visit type with none configured (the same for every one)."""
+    return dict(DEFAULT_POLICIES)
 
 
 def spacing_of(policies: Mapping[str, float]) -> Spacing:

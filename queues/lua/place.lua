@@ -1,4 +1,5 @@
--- Put origins where Postgres says they belong, atomically, for one visit type.
+-- Put origins where Postgres says they belong, atomically, for one visit type,
+-- unless the mirror already holds a place derived from a newer stats row.
 --
 -- KEYS[1..4] pools     zset  stats id -> score in the pool (never_visited, lagging,
 --                            no_last_update, up_to_date: app.domain.placement.POOLS)
@@ -6,37 +7,65 @@
 -- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
 -- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' of origins in
 --                            flight or cooling: where they return to
+-- KEYS[8] version      hash  stats id -> origin_visit_stats.version its place is from
+-- KEYS[9..16]          the same eight keys of a rebuild in progress (staging)
+-- KEYS[17] staging meta      exists while a rebuild is writing the staging keys:
+--                            every placement is then applied to them too, so
+--                            the rebuild cannot rename an older place over it
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way) and only updates
---         where it returns to
--- ARGV[2..] groups of four: id, place (1-4 a pool, 5 inflight, 6 cooling,
---         0 absent), score in that place, '<pool index>|<pool score>' it
---         returns to (kept for 5 and 6)
+--         where it returns to; 'stage' is a rebuild writing KEYS[1..8] (fresh
+--         keys: an origin without a version there is in no other key)
+-- ARGV[2..] groups of five: id, version (0: unknown, placed whatever the
+--         mirror holds, and the version kept), place (1-4 a pool, 5 inflight,
+--         6 cooling, 0 absent), score in that place, '<pool index>|<pool
+--         score>' it returns to (kept for 5 and 6)
 --
--- Returns how many origins were moved.
+-- A placement whose version is lower than the one recorded for the origin is
+-- skipped: it was derived from a stats row that a later transaction changed,
+-- and that transaction's placement has been or will be applied. An equal
+-- version is applied again (a replayed batch re-placing the same row).
+--
+-- Returns how many origins were moved in the live keys.
 
-local inflight, cooling, parked = KEYS[5], KEYS[6], KEYS[7]
-local keep_inflight = ARGV[1] == 'keep_inflight'
-local moved = 0
+local mode = ARGV[1]
+local rebuilding = mode ~= 'stage' and redis.call('EXISTS', KEYS[17]) == 1
 
-for i = 2, #ARGV, 4 do
-  local id, where, score, back = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  if keep_inflight and redis.call('ZSCORE', inflight, id) then
-    if where >= 1 then redis.call('HSET', parked, id, back) end
-  else
-    for k = 1, 6 do
-      if k ~= where then redis.call('ZREM', KEYS[k], id) end
-    end
-    if where >= 1 then
-      redis.call('ZADD', KEYS[where], score, id)
-    end
-    if where == 5 or where == 6 then
-      redis.call('HSET', parked, id, back)
-    else
-      redis.call('HDEL', parked, id)
-    end
-    moved = moved + 1
+-- Apply one placement to the eight keys from KEYS[base + 1]; true if it moved.
+local function apply(base, id, version, where, score, back)
+  local inflight, parked, versions = KEYS[base + 5], KEYS[base + 7], KEYS[base + 8]
+  local stored = nil
+  if version > 0 then
+    stored = tonumber(redis.call('HGET', versions, id))
+    if stored and stored > version then return false end
+    redis.call('HSET', versions, id, version)
   end
+  if mode == 'keep_inflight' and redis.call('ZSCORE', inflight, id) then
+    if where >= 1 then redis.call('HSET', parked, id, back) end
+    return false
+  end
+  if not (mode == 'stage' and stored == nil) then
+    for k = 1, 6 do
+      if k ~= where then redis.call('ZREM', KEYS[base + k], id) end
+    end
+  end
+  if where >= 1 then
+    redis.call('ZADD', KEYS[base + where], score, id)
+  end
+  if where == 5 or where == 6 then
+    redis.call('HSET', parked, id, back)
+  elseif not (mode == 'stage' and stored == nil) then
+    redis.call('HDEL', parked, id)
+  end
+  return true
+end
+
+local moved = 0
+for i = 2, #ARGV, 5 do
+  local id, version = ARGV[i], tonumber(ARGV[i + 1])
+  local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
+  if apply(0, id, version, where, score, back) then moved = moved + 1 end
+  if rebuilding then apply(8, id, version, where, score, back) end
 end
 return moved

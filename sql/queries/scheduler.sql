@@ -6,13 +6,15 @@
 -- in id order. The update cannot be HOT (last_scheduled is indexed), so it is
 -- most of the cost; the loader arguments are looked up only for origins with
 -- a listing that has some (index listed_origins_with_arguments), and are null
--- for the others (no '{}' to parse a thousand times).
+-- for the others (no '{}' to parse a thousand times). It also returns the
+-- mirror columns and the new version, for the scheduler to confirm the
+-- origins in flight at that version (app.mirror_sync.confirm_scheduled).
 with marked as (
-  update origin_visit_stats set last_scheduled = %(now)s
-  where id = any(%(ids)s)
-  returning id, url, visit_type, next_visit_queue_position, last_duration_s
+  update origin_visit_stats st set last_scheduled = %(now)s
+  where st.id = any(%(ids)s)
+  returning st.url, st.last_duration_s, {{mirror_columns}}
 )
-select m.id, m.url, m.visit_type, m.next_visit_queue_position, m.last_duration_s,
+select m.*,
        case when exists (select from listed_origins a
                          where a.url = m.url and a.visit_type = m.visit_type
                            and a.extra_loader_arguments <> '{}'::jsonb)

@@ -30,9 +30,10 @@ def list_origins(
 
 
 def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:
-    """Every stats row, by URL."""
+    """Every stats row, by URL, without its ``version`` (every write bumps it, even
+    one that changes nothing else, such as a replayed status)."""
     rows = conn.execute("select * from origin_visit_stats").fetchall()
-    return {str(r["url"]): r for r in rows}
+    return {str(r["url"]): {k: v for k, v in r.items() if k != "version"} for r in rows}
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

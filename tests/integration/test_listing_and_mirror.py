@@ -1,6 +1,8 @@
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from app.context import Context
 from app.db.connection import DictConnection
 from app.domain.placement import epoch_s
@@ -8,6 +10,8 @@ from app.mirror_sync import check, ensure_built, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import cli, list_origins, stats_by_url
+
+pytestmark = pytest.mark.every_mirror
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 URLS = [f"https://forge.example/r{i}.git" for i in range(30)]
@@ -54,7 +58,7 @@ def test_flushed_redis_is_rebuilt_equal_to_postgres(conn: DictConnection, ctx: C
     list_origins(conn, ctx, URLS, now=NOW)
     schedule_step(conn, ctx, "git", 7, NOW)
     before = ctx.mirror.contents("git")
-    ctx.redis.flushdb()
+    ctx.mirror.client.flushdb()
     assert ctx.mirror.contents("git") == {}
     assert ensure_built(conn, ctx, "git", NOW) is True
     # The visits in flight lost their messages with Redis: they return after the grace.
@@ -73,8 +77,8 @@ def test_mirror_check_reports_an_origin_missing_from_redis(
     list_origins(conn, ctx, URLS[:2], now=NOW)
     rebuild(conn, ctx, "git", NOW)
     pool = ctx.mirror.keys("git").pool("no_last_update")
-    member = ctx.redis.zrange(pool, 0, 0)[0]
-    ctx.redis.zrem(pool, member)
+    member = ctx.mirror.client.zrange(pool, 0, 0)[0]
+    ctx.mirror.client.zrem(pool, member)
     differences = check(conn, ctx, "git", NOW)
     assert [(d.origin_id, d.expected, d.actual) for d in differences] == [
         (int(member), "no_last_update", "nothing")
@@ -85,7 +89,7 @@ def test_new_origins_are_targeted_no_later_than_the_queue_position(
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, URLS[:1], now=NOW)
-    score = ctx.redis.zscore(ctx.mirror.keys("git").pool("no_last_update"), 1)
+    score = ctx.mirror.client.zscore(ctx.mirror.keys("git").pool("no_last_update"), 1)
     assert score == epoch_s(NOW)
 
 
@@ -139,7 +143,7 @@ def test_flushdb_then_one_scheduler_iteration_restores_the_mirror(
     list_origins(conn, ctx, URLS, now=NOW)
     schedule_step(conn, ctx, "git", 5, NOW)
     before = ctx.mirror.contents("git")
-    ctx.redis.flushdb()
+    ctx.mirror.client.flushdb()
     results = SchedulerLoop(settings).step(NOW)
     assert results[0].rebuilt
     after = ctx.mirror.contents("git")

@@ -5,10 +5,14 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import pytest
+
 from app.context import Context
 from app.db.connection import DictConnection
 from app.mirror_sync import check, check_settled, rebuild
 from tests.integration.helpers import cli, list_origins, stats_by_url
+
+pytestmark = pytest.mark.every_mirror
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 URLS = [f"https://repair.example/{i}.git" for i in range(4)]
@@ -22,8 +26,8 @@ def test_an_origin_in_two_places_is_reported_by_url_and_repaired(
     keys = ctx.mirror.keys("git")
     twice = int(str(stats_by_url(conn)[URLS[0]]["id"]))
     missing = int(str(stats_by_url(conn)[URLS[1]]["id"]))
-    ctx.redis.zadd(keys.inflight, {str(twice): 1.0})
-    ctx.redis.zrem(keys.pool("no_last_update"), str(missing))
+    ctx.mirror.client.zadd(keys.inflight, {str(twice): 1.0})
+    ctx.mirror.client.zrem(keys.pool("no_last_update"), str(missing))
 
     found = cli("mirror", "check", "git")
     assert found.returncode == 1, found.stderr
@@ -46,8 +50,8 @@ def test_a_difference_that_resolves_within_the_settling_time_is_not_reported(
     list_origins(conn, ctx, URLS, now=NOW)
     rebuild(conn, ctx, "git", NOW)
     pool = ctx.mirror.keys("git").pool("no_last_update")
-    moving = ctx.redis.zrange(pool, 0, 0, withscores=True)[0]
-    ctx.redis.zrem(pool, moving[0])  # as if another process were moving it
-    threading.Timer(0.2, lambda: ctx.redis.zadd(pool, {moving[0]: moving[1]})).start()
+    moving = ctx.mirror.client.zrange(pool, 0, 0, withscores=True)[0]
+    ctx.mirror.client.zrem(pool, moving[0])  # as if another process were moving it
+    threading.Timer(0.2, lambda: ctx.mirror.client.zadd(pool, {moving[0]: moving[1]})).start()
     assert len(check(conn, ctx, "git", NOW)) == 1
     assert check_settled(conn, ctx, "git", lambda: NOW, settle_s=1.5) == []

@@ -39,9 +39,9 @@ def test_visit_type_add_list_set_and_refusals(settings: Settings, conn: DictConn
     ).fetchone()
     assert row == {"lo": 3600, "max_queue_length": 5}
     policies = conn.execute(
-        "select count(*) as n from scheduling_policies where visit_type = 'simulated'"
-    ).fetchone()
-    assert policies == {"n": 3}
+        "select policy, weight from scheduling_policies where visit_type = 'simulated'"
+    ).fetchall()
+    assert policies == [{"policy": "age_optimal", "weight": 1.0}]  # the project's default
     assert cli("visit-type", "set", "simulated", "--max-interval", "30d").returncode == 0
     listed = cli("visit-type", "list")
     assert listed.returncode == 0

@@ -2,10 +2,13 @@
 
 from datetime import UTC, datetime
 
-import redis
+import pytest
 
+from app.context import Context
 from app.domain.placement import POOLS, Placement
-from queues.mirror import Mirror
+from queues.mirror import Mirror, MirrorClient
+
+pytestmark = pytest.mark.every_mirror
 
 NOW = datetime(2026, 9, 1, tzinfo=UTC).timestamp()
 
@@ -28,8 +31,8 @@ def taken(mirror: Mirror, count: int, weights: object) -> dict[str, int]:
     return counts
 
 
-def test_batch_is_split_by_weight(redis_url: str) -> None:
-    mirror = Mirror(redis.Redis.from_url(redis_url), "t")
+def test_batch_is_split_by_weight(ctx: Context) -> None:
+    mirror = ctx.mirror
     fill(mirror, {"never_visited": 500, "lagging": 500, "no_last_update": 500, "up_to_date": 500})
     assert taken(mirror, 100, [49, 49, 2, 0]) == {
         "never_visited": 49,
@@ -39,8 +42,8 @@ def test_batch_is_split_by_weight(redis_url: str) -> None:
     }
 
 
-def test_share_of_a_dry_pool_goes_to_the_others(redis_url: str) -> None:
-    mirror = Mirror(redis.Redis.from_url(redis_url), "t")
+def test_share_of_a_dry_pool_goes_to_the_others(ctx: Context) -> None:
+    mirror = ctx.mirror
     fill(mirror, {"never_visited": 10, "lagging": 500, "no_last_update": 500})
     got = taken(mirror, 100, [49, 49, 2, 0])
     assert got["never_visited"] == 10
@@ -48,8 +51,8 @@ def test_share_of_a_dry_pool_goes_to_the_others(redis_url: str) -> None:
     assert got["lagging"] > got["no_last_update"] > 2
 
 
-def test_weight_zero_pools_fill_the_slots_nothing_else_can(redis_url: str) -> None:
-    mirror = Mirror(redis.Redis.from_url(redis_url), "t")
+def test_weight_zero_pools_fill_the_slots_nothing_else_can(ctx: Context) -> None:
+    mirror = ctx.mirror
     fill(mirror, {"lagging": 3, "up_to_date": 50})
     assert taken(mirror, 20, [49, 49, 2, 0]) == {
         "never_visited": 0,
@@ -59,8 +62,8 @@ def test_weight_zero_pools_fill_the_slots_nothing_else_can(redis_url: str) -> No
     }
 
 
-def test_seed_000_mixing_takes_one_minus_r_from_group_a(redis_url: str) -> None:
-    mirror = Mirror(redis.Redis.from_url(redis_url), "t")
+def test_seed_000_mixing_takes_one_minus_r_from_group_a(ctx: Context) -> None:
+    mirror = ctx.mirror
     # #A = 600, #B = 300 + 150 + 150 = 600 -> r = 1/2: 50 from A, 50/3 from each B pool.
     fill(mirror, {"no_last_update": 600, "never_visited": 300, "lagging": 150, "up_to_date": 150})
     got = taken(mirror, 100, "auto")
@@ -68,8 +71,8 @@ def test_seed_000_mixing_takes_one_minus_r_from_group_a(redis_url: str) -> None:
     assert sorted([got["never_visited"], got["lagging"], got["up_to_date"]]) == [16, 17, 17]
 
 
-def test_pop_takes_the_lowest_scores_and_peek_moves_nothing(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
+def test_pop_takes_the_lowest_scores_and_peek_moves_nothing(ctx: Context) -> None:
+    client = ctx.mirror.client
     mirror = Mirror(client, "t")
     fill(mirror, {"lagging": 10})
     peeked = mirror.pop("git", 3, NOW, 86400.0, [0, 1, 0, 0], peek=True)
@@ -80,12 +83,12 @@ def test_pop_takes_the_lowest_scores_and_peek_moves_nothing(redis_url: str) -> N
     assert mirror.sizes("git")["inflight"] == 3
 
 
-def _mark_built(client: redis.Redis, mirror: Mirror) -> None:
+def _mark_built(client: MirrorClient, mirror: Mirror) -> None:
     client.hset(mirror.keys("git").meta, "rebuilt_at", NOW)
 
 
-def test_weights_hold_over_many_small_batches(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
+def test_weights_hold_over_many_small_batches(ctx: Context) -> None:
+    client = ctx.mirror.client
     mirror = Mirror(client, "t")
     fill(mirror, {"never_visited": 500, "lagging": 500, "no_last_update": 500})
     _mark_built(client, mirror)
@@ -99,8 +102,8 @@ def test_weights_hold_over_many_small_batches(redis_url: str) -> None:
     assert sum(total.values()) == 400
 
 
-def test_age_optimal_pop_takes_the_origins_due_first_across_pools(redis_url: str) -> None:
-    mirror = Mirror(redis.Redis.from_url(redis_url), "t")
+def test_age_optimal_pop_takes_the_origins_due_first_across_pools(ctx: Context) -> None:
+    mirror = ctx.mirror
     day = 86400.0
     mirror.add_new(
         "git",

@@ -11,18 +11,25 @@ from app.domain.policies import (
     policy_of_pool,
     pool_weights,
     query_shares,
+    reference_policies,
 )
 
 
-def test_reference_defaults_map_to_pool_weights() -> None:
-    assert default_policies("git") == {
+def test_the_default_for_every_visit_type_is_age_optimal_served_by_due_time() -> None:
+    for visit_type in ("git", "hg", "svn", "pypi"):
+        assert default_policies(visit_type) == {"age_optimal": 1.0}
+        assert pool_weights(default_policies(visit_type)) == "due"
+
+
+def test_reference_weights_map_to_pool_weights() -> None:
+    assert reference_policies("git") == {
         "already_visited_order_by_lag": 49.0,
         "never_visited_oldest_update_first": 49.0,
         "origins_without_last_update": 2.0,
     }
     # POOLS order: never_visited, lagging, no_last_update, up_to_date
-    assert pool_weights(default_policies("git")) == [49.0, 49.0, 2.0, 0.0]
-    assert pool_weights(default_policies("pypi")) == [40.0, 40.0, 20.0, 0.0]
+    assert pool_weights(reference_policies("git")) == [49.0, 49.0, 2.0, 0.0]
+    assert pool_weights(reference_policies("pypi")) == [40.0, 40.0, 20.0, 0.0]
 
 
 def test_mixing_lets_the_pop_script_size_the_pools() -> None:
@@ -81,7 +88,7 @@ def test_query_shares_never_exceed_the_slots(policies: dict[str, float], slots: 
 
 
 def test_a_pick_is_credited_to_the_policy_of_its_pool() -> None:
-    policies = default_policies("git")
+    policies = reference_policies("git")
     assert policy_of_pool(policies, "lagging") == "already_visited_order_by_lag"
     assert policy_of_pool(policies, "up_to_date") == "fallback"
     assert policy_of_pool({MIXING: 1}, "lagging") == MIXING

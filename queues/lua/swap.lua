@@ -1,0 +1,23 @@
+-- End a rebuild of one visit type: its staging keys replace the live ones,
+-- atomically (a reader sees the old mirror or the new one, never a mix).
+--
+-- KEYS[1..8]  live keys: the four pools, inflight, cooling, parked, version
+-- KEYS[9..16] the staging keys written by the rebuild, in the same order
+-- KEYS[17]    live meta      hash: 'rebuilt_at' and 'origins' are set
+-- KEYS[18]    staging meta   the rebuild-in-progress marker (deleted)
+-- ARGV[1] rebuilt_at (unix s)
+-- ARGV[2] how many origins the rebuild placed
+--
+-- Returns the number of keys renamed.
+
+local renamed = 0
+for i = 1, 8 do
+  redis.call('DEL', KEYS[i])
+  if redis.call('EXISTS', KEYS[8 + i]) == 1 then
+    redis.call('RENAME', KEYS[8 + i], KEYS[i])
+    renamed = renamed + 1
+  end
+end
+redis.call('DEL', KEYS[18])
+redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[1], 'origins', ARGV[2])
+return renamed

@@ -1,0 +1,136 @@
+"""Reading the mirror, for checks, introspection and metrics (mixed into
+``queues.mirror.Mirror``): every shard of a visit type, merged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+
+from app.domain.placement import POOLS, PoolName, Where
+from queues.keys import VisitTypeKeys, shard_of
+
+
+def parse_parked(value: str | None) -> tuple[str, float] | None:
+    """The (pool name, score) a parked value says an origin returns to."""
+    if value is None:
+        return None
+    index, _, score = value.partition("|")
+    return POOLS[int(index) - 1], float(score)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where the mirror has one origin: place, pool, score and rank there (0 = next)."""
+
+    where: Where
+    pool: str | None
+    score: float | None
+    rank: int | None
+
+
+def places_of(keys: VisitTypeKeys) -> list[tuple[str, str]]:
+    """Each place that holds origins (pools by name, inflight, cooling) and its key."""
+    return [
+        *((name, keys.pool(name)) for name in POOLS),
+        ("inflight", keys.inflight),
+        ("cooling", keys.cooling),
+    ]
+
+
+class MirrorReads:
+    """What reads the mirror's places without moving anything."""
+
+    client: redis.Redis | redis.RedisCluster
+
+    def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
+        raise NotImplementedError
+
+    def shards(self, visit_type: str) -> int:
+        raise NotImplementedError
+
+    def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
+        raise NotImplementedError
+
+    def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
+        """Every origin of the mirror with its place (a pool name, 'inflight' or
+        'cooling') and score; for checks and tests."""
+        found: dict[int, tuple[str, float]] = {}
+        for keys in self.shard_keys(visit_type):
+            for place, key in places_of(keys):
+                for member, score in self.client.zscan_iter(key, count=5000):
+                    origin = int(member)
+                    if origin in found:
+                        raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
+                    found[origin] = (place, float(score))
+        return found
+
+    def snapshot(
+        self, visit_type: str
+    ) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[str, float] | None]]:
+        """Every place of every origin, and the parked hash, read in one MULTI/EXEC per
+        shard so no move by another process falls between two keys. An origin may
+        show up in several places (a fault): each is listed, for ``mirror check``."""
+        found: dict[int, list[tuple[str, float]]] = {}
+        parked: dict[int, tuple[str, float] | None] = {}
+        for keys in self.shard_keys(visit_type):
+            places = places_of(keys)
+            pipe = self.client.pipeline(transaction=True)
+            for _, key in places:
+                pipe.zrange(key, 0, -1, withscores=True)
+            pipe.hgetall(keys.parked)
+            *members, raw_parked = pipe.execute()
+            for (place, _), pairs in zip(places, members, strict=True):
+                for member, score in pairs:
+                    found.setdefault(int(member), []).append((place, float(score)))
+            parked.update({int(k): parse_parked(v.decode()) for k, v in raw_parked.items()})
+        return found, parked
+
+    def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
+        """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
+        found: dict[int, tuple[str, float]] = {}
+        for keys in self.shard_keys(visit_type):
+            raw = self.client.hgetall(keys.parked)
+            found.update({int(k): parse_parked(v.decode()) for k, v in raw.items()})  # type: ignore[misc,union-attr]
+        return found
+
+    def locate(self, visit_type: str, origin_id: int) -> Location:
+        """Where one origin is, with its score and rank (across every shard: the
+        origins of its place with a lower score)."""
+        shards = self.shards(visit_type)
+        keys = self.keys(visit_type, shard_of(origin_id, shards))
+        for index, (place, key) in enumerate(places_of(keys)):
+            score = self.client.zscore(key, origin_id)
+            if score is not None:
+                rank = cast(int | None, self.client.zrank(key, origin_id))
+                for other in self.shard_keys(visit_type):
+                    if rank is not None and other.shard != keys.shard:
+                        below = places_of(other)[index][1]
+                        rank += int(self.client.zcount(below, "-inf", f"({score!r}"))
+                where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
+                pool = place if where == "pool" else None
+                return Location(where, pool, float(score), rank)
+        return Location("absent", None, None, None)
+
+    def sizes(self, visit_type: str) -> dict[str, int]:
+        """How many origins each place holds (pools by name, inflight, cooling)."""
+        pipe = self.client.pipeline(transaction=False)
+        names: list[str] = []
+        for keys in self.shard_keys(visit_type):
+            for place, key in places_of(keys):
+                pipe.zcard(key)
+                names.append(place)
+        totals: dict[str, int] = {}
+        for place, n in zip(names, pipe.execute(), strict=True):
+            totals[place] = totals.get(place, 0) + int(n)
+        return totals
+
+    def head_score(self, visit_type: str, pool: PoolName) -> float | None:
+        """The score of the first origin of a pool, across every shard (None: empty)."""
+        heads = [
+            self.client.zrange(keys.pool(pool), 0, 0, withscores=True)
+            for keys in self.shard_keys(visit_type)
+        ]
+        scores = [float(head[0][1]) for head in heads if head]
+        return min(scores) if scores else None

@@ -1,0 +1,197 @@
+"""Placements reach Redis in any order, the mirror keeps the newest (issue 14)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from confluent_kafka import Message, Producer
+
+from actors.journal import JournalClient
+from app.context import Context
+from app.db.connection import DictConnection
+from app.domain.placement import Placement
+from app.journal import BatchOutcome
+from app.journal_codec import encode, visit_status_key, visit_status_value
+from app.kafka import ensure_topics, producer_config
+from app.mirror_sync import check, rebuild
+from app.scheduling import schedule_step
+from app.settings import Settings
+from tests.integration.helpers import list_origins
+from tests.processes import wait_for
+
+pytestmark = pytest.mark.every_mirror
+
+URL = "https://forge.example/ordered.git"
+
+
+def stats_version(conn: DictConnection, origin_id: int) -> int:
+    row = conn.execute("select version from origin_visit_stats where id = %s", [origin_id])
+    return int(row.fetchone()["version"])  # type: ignore[index]
+
+
+def mirror_version(ctx: Context, origin_id: int) -> int | None:
+    value = ctx.mirror.client.hget(ctx.mirror.keys("git").versions, origin_id)
+    return int(value) if value is not None else None
+
+
+def test_an_older_placement_reaching_redis_last_is_refused(ctx: Context) -> None:
+    newer = Placement(7, "cooling", 2000.0, "up_to_date", 50.0, version=5)
+    older = Placement(7, "pool", 10.0, "no_last_update", 10.0, version=4)
+    ctx.mirror.place("git", [newer])
+
+    moved = ctx.mirror.place("git", [older])
+
+    assert moved == 0
+    assert ctx.mirror.contents("git") == {7: ("cooling", 2000.0)}
+    assert mirror_version(ctx, 7) == 5
+
+
+def test_the_same_version_placed_again_is_applied(ctx: Context) -> None:
+    first = Placement(7, "pool", 10.0, "no_last_update", 10.0, version=3)
+    ctx.mirror.place("git", [first])
+    ctx.mirror.pop("git", 1, 100.0, 3600.0)
+
+    moved = ctx.mirror.place("git", [first])
+
+    assert moved == 1
+    assert ctx.mirror.contents("git") == {7: ("no_last_update", 10.0)}
+
+
+def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None:
+    snapshot = [Placement(i, "pool", float(i), "no_last_update", float(i), 1) for i in range(1, 5)]
+    during = Placement(2, "cooling", 900.0, "up_to_date", 40.0, version=2)
+
+    def read_from_postgres() -> Iterator[Placement]:
+        # The journal places origin 2 after the rebuild read its (older) row.
+        yield snapshot[0]
+        ctx.mirror.place("git", [during])
+        yield from snapshot[1:]
+
+    ctx.mirror.rebuild("git", read_from_postgres())
+
+    assert ctx.mirror.contents("git") == {
+        1: ("no_last_update", 1.0),
+        2: ("cooling", 900.0),
+        3: ("no_last_update", 3.0),
+        4: ("no_last_update", 4.0),
+    }
+    assert mirror_version(ctx, 2) == 2
+
+
+def test_the_scheduler_confirms_its_picks_in_flight_at_their_new_version(
+    conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, [URL], now=now)
+    [origin_id] = ctx.mirror.contents("git")
+
+    schedule_step(conn, ctx, "git", 5, now)
+
+    assert mirror_version(ctx, origin_id) == stats_version(conn, origin_id)
+    assert check(conn, ctx, "git", now) == []
+
+
+def test_a_journal_client_delayed_before_placing_cannot_leave_the_older_place(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    """Two clients share the topic; the one that applied the first visit stalls
+    between its commit and its placement until the other has applied and placed
+    the second visit. Its older placement must not win."""
+    start = datetime.now(tz=UTC)
+    list_origins(conn, ctx, [URL], now=start - timedelta(minutes=10))
+    schedule_step(conn, ctx, "git", 5, start - timedelta(minutes=9))
+    [origin_id] = ctx.mirror.contents("git")
+    ensure_topics(settings)
+    producer = Producer(producer_config(settings))
+
+    def publish(visit: int, date: datetime, partition: int) -> None:
+        value = visit_status_value(URL, visit, date, "full", bytes([visit]) * 20, "git", None)
+        key = visit_status_key(URL, visit, date)
+        producer.produce(settings.journal_topic, encode(value), key, partition=partition)
+        producer.flush(10)
+
+    clients: list[JournalClient] = []
+    stalled = threading.Event()
+    resumed = threading.Event()
+
+    def stall_first() -> None:
+        # Only this origin's statuses are published: the first batch is visit 1.
+        if stalled.is_set():
+            return
+        stalled.set()
+        # Hold the first visit's placement until the second visit is placed.
+        resumed.wait(60)
+
+    stop = threading.Event()
+    assigned: dict[int, list[int]] = {}
+    for index in range(2):
+        client = JournalClient(settings, after_transaction=stall_first)
+        # Learn each client's partitions from the rebalance itself (the
+        # consumer is not to be called from another thread while it polls).
+        client.consumer.subscribe(
+            [settings.journal_topic],
+            on_assign=lambda _c, parts, i=index: assigned.__setitem__(
+                i, [p.partition for p in parts]
+            ),
+            on_revoke=lambda _c, _parts, i=index: assigned.pop(i, None),
+        )
+        clients.append(client)
+    placed_late = threading.Event()
+    process = clients[0].process
+
+    def process_then_note(messages: list[Message], now: datetime) -> BatchOutcome:
+        outcome = process(messages, now)
+        if resumed.is_set():
+            placed_late.set()
+        return outcome
+
+    clients[0].process = process_then_note  # type: ignore[method-assign]
+    threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in clients]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_for(
+            lambda: len(assigned) == 2 and sum(len(p) for p in assigned.values()) == 4,
+            60,
+            "both clients to share the topic's partitions",
+        )
+        first_partition, second_partition = assigned[0][0], assigned[1][0]
+
+        publish(1, start - timedelta(seconds=90), first_partition)
+        wait_for(stalled.is_set, 30, "the first client to commit visit 1")
+        version_after_first = stats_version(conn, origin_id)
+        publish(2, start - timedelta(seconds=30), second_partition)
+        wait_for(
+            lambda: (
+                stats_version(conn, origin_id) > version_after_first
+                and mirror_version(ctx, origin_id) == stats_version(conn, origin_id)
+            ),
+            30,
+            "the second client to commit and place visit 2",
+        )
+        resumed.set()
+        wait_for(placed_late.is_set, 30, "the first client to place visit 1 at last")
+    finally:
+        resumed.set()
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+
+    assert check(conn, ctx, "git", datetime.now(tz=UTC)) == []
+    assert mirror_version(ctx, origin_id) == stats_version(conn, origin_id)
+    row = conn.execute("select last_visit_number from origin_visit_stats").fetchone()
+    assert row is not None and row["last_visit_number"] == 2
+
+
+def test_a_rebuild_records_the_version_of_every_origin_it_places(
+    conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, [URL, URL.replace("ordered", "other")], now=now)
+    rebuild(conn, ctx, "git", now)
+
+    assert check(conn, ctx, "git", now) == []
+    assert {mirror_version(ctx, i) for i in ctx.mirror.contents("git")} == {1}

@@ -1,0 +1,137 @@
+"""A visit type's mirror split into shards (queues.shards), on one Redis and on
+the Redis Cluster, where the shards land on different masters."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+import redis
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.scheduling import visit_type_configs
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.placement import Placement
+from app.journal import apply_events_batch
+from app.mirror_sync import check, ensure_built, rebuild
+from app.scheduling import schedule_step
+from app.settings import Settings
+from queues.keys import shard_of
+from tests.integration.helpers import list_origins
+
+pytestmark = pytest.mark.every_mirror
+
+SHARDS = 3
+URLS = [f"https://forge.example/sharded{i}.git" for i in range(60)]
+
+
+def sharded(settings: Settings, shards: int = SHARDS) -> Context:
+    return Context.from_settings(settings.model_copy(update={"mirror_shards": {"git": shards}}))
+
+
+def in_pool(origin: int) -> Placement:
+    return Placement(origin, "pool", float(origin), "no_last_update", float(origin), 1)
+
+
+def test_a_sharded_visit_type_spreads_over_its_shards_and_equals_postgres(
+    settings: Settings, conn: DictConnection, mirror_backend: str
+) -> None:
+    ctx = sharded(settings)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    rebuild(conn, ctx, "git", now)
+
+    per_shard = Counter(shard_of(origin, SHARDS) for origin in ctx.mirror.contents("git"))
+    assert per_shard == {0: 20, 1: 20, 2: 20}
+    assert check(conn, ctx, "git", now) == []
+    if mirror_backend == "cluster":
+        client = ctx.mirror.client
+        assert isinstance(client, redis.RedisCluster)
+        nodes = {client.get_node_from_key(k.inflight).name for k in ctx.mirror.shard_keys("git")}
+        assert len(nodes) > 1
+
+
+def test_a_sharded_pop_draws_from_every_shard_in_proportion_to_its_size(
+    settings: Settings,
+) -> None:
+    ctx = sharded(settings)
+    sizes = {0: 30, 1: 60, 2: 90}
+    ids = [i for shard, size in sizes.items() for i in range(shard, 3 * size, 3)]
+    ctx.mirror.place("git", [in_pool(i) for i in ids])
+
+    result = ctx.mirror.pop("git", 60, 1e9, 3600.0, [0, 0, 1, 0])
+
+    taken = [p.id for p in result.popped]
+    assert Counter(shard_of(i, SHARDS) for i in taken) == {0: 10, 1: 20, 2: 30}
+    assert len(set(taken)) == 60
+    assert [p.score for p in result.popped] == sorted(p.score for p in result.popped)
+    assert ctx.mirror.sizes("git")["inflight"] == 60
+
+
+def test_a_sharded_pop_takes_the_shortfall_of_a_dry_shard_from_the_others(
+    settings: Settings,
+) -> None:
+    ctx = sharded(settings)
+    ids = [*range(3, 60, 3), 1, 2]  # shard 0 holds 19, shards 1 and 2 one each
+    ctx.mirror.place("git", [in_pool(i) for i in ids])
+
+    result = ctx.mirror.pop("git", 12, 1e9, 3600.0, [0, 0, 1, 0])
+
+    assert len({p.id for p in result.popped}) == 12
+
+
+def test_a_sharded_claim_takes_the_best_ranked_claimable_origins(settings: Settings) -> None:
+    ctx = sharded(settings)
+    ctx.mirror.place("git", [in_pool(i) for i in range(1, 13)])
+    ctx.mirror.claim("git", [4], 1e9, 1)  # in flight already: skipped
+
+    claimed = ctx.mirror.claim("git", [4, 9, 2, 7, 3, 11], 1e9, 3)
+
+    assert [p.id for p in claimed] == [9, 2, 7]
+
+
+def test_scheduling_and_the_journal_on_a_sharded_mirror_keep_it_equal_to_postgres(
+    settings: Settings, conn: DictConnection
+) -> None:
+    ctx = sharded(settings)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    sent = schedule_step(conn, ctx, "git", 15, now)
+    events = [
+        VisitStatusEvent(order.url, "git", order.visit, now, "full", b"s" * 20)
+        for order in sent.orders[:10]
+    ]
+    apply_events_batch(conn, ctx, events, visit_type_configs(conn), now)
+
+    assert len(sent.orders) == 15
+    assert check(conn, ctx, "git", now) == []
+
+
+def test_changing_the_number_of_shards_rebuilds_the_mirror_in_the_new_split(
+    settings: Settings, conn: DictConnection
+) -> None:
+    now = datetime.now(tz=UTC)
+    three = sharded(settings, 3)
+    list_origins(conn, three, URLS, now=now)
+    rebuild(conn, three, "git", now)
+    two = sharded(settings, 2)
+
+    assert ensure_built(conn, two, "git", now)
+
+    assert check(conn, two, "git", now) == []
+    assert not two.mirror.client.exists(three.mirror.keys("git", 2).inflight)
+    assert three.mirror.client.zcard(three.mirror.keys("git", 2).pool("no_last_update")) == 0
+    assert not ensure_built(conn, two, "git", now)
+
+
+def test_an_origins_rank_counts_the_origins_ahead_of_it_in_every_shard(
+    settings: Settings,
+) -> None:
+    ctx = sharded(settings)
+    ctx.mirror.place("git", [in_pool(i) for i in range(1, 31)])
+
+    location = ctx.mirror.locate("git", 10)
+
+    assert (location.pool, location.score, location.rank) == ("no_last_update", 10.0, 9)
