@@ -7,6 +7,7 @@ import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Consumer
 
@@ -123,21 +124,34 @@ def places_report(
     conn: DictConnection, ctx: Context, visit_type: str, last_fault_at: float
 ) -> dict[str, int]:
     """Enabled origins not in exactly one place of the mirror, and enabled origins
-    not visited since the last fault, leaving out those whose last visit failed
-    or found nothing: the policy rests them ``min_interval`` (12 h by default)."""
+    not visited since the last fault, leaving out those the policy rests on
+    purpose: their last visit failed or found nothing (it rests them
+    ``min_interval``, 12 h by default), or their forge reports no change since
+    their last successful visit and their next target is after the fault
+    (age_optimal takes such an origin only once due: before, its visit could
+    only be useless)."""
     actual, _parked = ctx.mirror.snapshot(visit_type)
     rows = conn.execute(
-        "select id, last_visit, last_visit_status::text as status from origin_visit_stats"
+        "select id, last_visit, last_visit_status::text as status,"
+        " (last_update is not null and last_successful is not null"
+        "  and last_update <= last_successful) as up_to_date,"
+        " next_visit_queue_position as target"
+        " from origin_visit_stats"
         " where visit_type = %s and listed and not disabled_for_failures",
         (visit_type,),
     ).fetchall()
     since = datetime.fromtimestamp(last_fault_at, tz=UTC)
+
+    def rested(r: dict[str, Any]) -> bool:
+        planned_later = r["up_to_date"] and r["target"] is not None and r["target"] > since
+        return r["status"] in RESTED or bool(planned_later)
+
     return {
         "enabled_origins": len(rows),
         "not_in_exactly_one_place": sum(1 for r in rows if len(actual.get(r["id"], [])) != 1),
         "not_visited_since_last_fault": sum(
             1
             for r in rows
-            if r["status"] not in RESTED and (r["last_visit"] is None or r["last_visit"] < since)
+            if not rested(r) and (r["last_visit"] is None or r["last_visit"] < since)
         ),
     }
