@@ -30,7 +30,8 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from app.context import redis_client
+from app.context import cooldowns_from, redis_client
+from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
@@ -93,6 +94,11 @@ def _redis() -> redis.Redis:
     return redis_client(get_settings())
 
 
+@cache
+def _cooldowns() -> Cooldowns:
+    return cooldowns_from(settings)
+
+
 def _aborted(request_id: int) -> bool:
     return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
 
@@ -124,6 +130,11 @@ def visit(
     """Visit one origin and publish its statuses (created, then final) to the journal."""
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
+        return
+    if request_id is None and presumed_lost(scheduled_at, time.time(), _cooldowns()):
+        # Queued past the scheduled cooldown: the scheduler has put the origin
+        # back and sent it again; this copy would overlap that visit.
+        log.info("visit %d of %s waited past the scheduled cooldown; not visiting", visit, url)
         return
     message = CurrentMessage.get_current_message()
     options = message.options if message is not None else {}

@@ -51,3 +51,11 @@ def in_flight_since(
     if now - last_scheduled >= cooldowns.scheduled:
         return None
     return last_scheduled
+
+
+def presumed_lost(scheduled_at_s: float, now_s: float, cooldowns: Cooldowns) -> bool:
+    """Whether a visit sent at ``scheduled_at_s`` has waited so long that the
+    scheduler presumes it lost (``in_flight_since``) and has sent, or will send,
+    the origin again: a worker that runs it now could run two visits of one
+    origin at once."""
+    return now_s - scheduled_at_s >= cooldowns.scheduled.total_seconds()

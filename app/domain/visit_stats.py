@@ -93,6 +93,10 @@ class StatsPolicy:
     prior_interval: timedelta = timedelta(days=30)
     """Scale of the change-rate prior: a new origin is expected to change about
     once per this interval (``app.domain.change_rate``)."""
+    failed_cooldown: timedelta = timedelta(0)
+    """How long a failed visit rests the origin: an origin that has failed before
+    gets its floor visit that much earlier, so one more failure and its rest
+    still fit in ``max_interval``."""
     top_index: int = field(init=False)
     """Highest ladder index allowed by ``max_interval``."""
 
@@ -154,14 +158,19 @@ def next_target(
         # Real time from the visit, never the queue position: until the first
         # multiplier is measured the ladder's interval stands in, and the
         # re-planning sweep (``replanned_target``) corrects it once μ is known.
-        return tally.last_final_date + min(interval * factor, _floor(policy))
+        return tally.last_final_date + min(interval * factor, _floor(policy, tally))
     return anchor + interval * factor
 
 
-def _floor(policy: StatsPolicy) -> timedelta:
+def _floor(policy: StatsPolicy, tally: Tally) -> timedelta:
     """The longest interval planned: ``max_interval`` less a margin for the wait in
-    the queue, so that every live origin is visited at least once per max_interval."""
-    return policy.max_interval * FLOOR_MARGIN
+    the queue, so that every live origin is visited at least once per max_interval;
+    less a failed visit's rest too for an origin that has failed before (a
+    flaky origin whose floor visit fails would otherwise wait past it)."""
+    floor = policy.max_interval * FLOOR_MARGIN
+    if tally.failed_visits > 0:
+        floor = max(policy.min_interval, floor - policy.failed_cooldown)
+    return floor
 
 
 def _age_optimal_interval(
