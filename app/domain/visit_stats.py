@@ -94,9 +94,7 @@ class StatsPolicy:
     """Scale of the change-rate prior: a new origin is expected to change about
     once per this interval (``app.domain.change_rate``)."""
     failed_cooldown: timedelta = timedelta(0)
-    """How long a failed visit rests the origin: an origin that has failed before
-    gets its floor visit that much earlier, so one more failure and its rest
-    still fit in ``max_interval``."""
+    """How long a failed visit rests the origin (not used by the plan yet)."""
     top_index: int = field(init=False)
     """Highest ladder index allowed by ``max_interval``."""
 
@@ -158,19 +156,19 @@ def next_target(
         # Real time from the visit, never the queue position: until the first
         # multiplier is measured the ladder's interval stands in, and the
         # re-planning sweep (``replanned_target``) corrects it once μ is known.
-        return tally.last_final_date + min(interval * factor, _floor(policy, tally))
+        return tally.last_final_date + min(interval * factor, _floor(policy))
     return anchor + interval * factor
 
 
-def _floor(policy: StatsPolicy, tally: Tally) -> timedelta:
+def _floor(policy: StatsPolicy) -> timedelta:
     """The longest interval planned: ``max_interval`` less a margin for the wait in
-    the queue, so that every live origin is visited at least once per max_interval;
-    less a failed visit's rest too for an origin that has failed before (a
-    flaky origin whose floor visit fails would otherwise wait past it)."""
-    floor = policy.max_interval * FLOOR_MARGIN
-    if tally.failed_visits > 0:
-        floor = max(policy.min_interval, floor - policy.failed_cooldown)
-    return floor
+    the queue, so that every live origin is visited at least once per max_interval.
+
+    (Planning the floor of an origin that failed before one failed rest earlier
+    was tried: on the default world it left as many origins past max_interval,
+    11 against 13, and made the mean age older, 1.11 against 1.08 times the
+    optimum; ``StatsPolicy.failed_cooldown`` is kept for the next attempt.)"""
+    return policy.max_interval * FLOOR_MARGIN
 
 
 def _age_optimal_interval(

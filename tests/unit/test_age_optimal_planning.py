@@ -109,21 +109,3 @@ def test_before_the_first_multiplier_targets_are_real_time_from_the_visit() -> N
     assert stats.next_visit_queue_position is not None
     last = events[-1].date
     assert last < stats.next_visit_queue_position <= last + 0.9 * 64 * DAY
-
-
-def test_an_origin_that_failed_before_gets_its_floor_visit_a_failed_rest_earlier() -> None:
-    slow = replace(
-        policy(1e20), failed_cooldown=14 * DAY
-    )  # μ so large every origin sits at the floor
-    steady = visits(3, 2.0, changed=False)
-    flaky = [*steady[:2], VisitStatusEvent(URL, "git", 3, T0 + 3 * DAY, "failed", None)]
-    flaky.append(VisitStatusEvent(URL, "git", 4, T0 + 4 * DAY, "full", bytes(20)))
-    fresh = OriginStats(url=URL, visit_type="git")
-    steady_stats = apply_events(fresh, steady, T0, slow, FUDGE).stats
-    flaky_stats = apply_events(fresh, flaky, T0, slow, FUDGE).stats
-    assert steady_stats.next_visit_queue_position is not None
-    assert flaky_stats.next_visit_queue_position is not None
-    steady_wait = steady_stats.next_visit_queue_position - steady[-1].date
-    flaky_wait = flaky_stats.next_visit_queue_position - flaky[-1].date
-    assert steady_wait == 0.9 * 64 * DAY
-    assert flaky_wait == 0.9 * 64 * DAY - 14 * DAY
