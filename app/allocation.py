@@ -82,6 +82,7 @@ def refresh_allocation(
         lateness = statistics.median(late) if late else head_lateness_s(ctx, config, now_s)
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:
+        lateness = 0.0
         prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
         classes = change_rate_classes(conn, config.name, math.log(2) / prior_s * DAY_S)
         for_rates = capacity / DAY_S - floor_only_origins(conn, config.name) / floor_s
@@ -91,11 +92,11 @@ def refresh_allocation(
     set_age_multiplier(conn, config.name, multiplier, capacity, now)
     log.info(
         "%s: age-optimal allocation: %.0f planned visits/day measured, %d planned picks "
-        "late by %.0f s (median): mu %.3g s^2",
+        "late by %.0f s: mu %.3g s^2",
         config.name,
         capacity,
         len(late),
-        statistics.median(late) if late else 0.0,
+        lateness,
         multiplier,
     )
     return multiplier

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -148,8 +148,9 @@ def schedule_step(
     if not dry_run and spacing_of(policies) == "age_optimal":
         ctx.mirror.count_picks(visit_type, result.picks_by_pool)
         ctx.mirror.record_lateness(visit_type, planned_lateness(popped.popped, now_s))
-        if refresh_allocation(conn, ctx, visit_type, now) is not None:
-            config = visit_type_configs(conn).get(visit_type)
+        multiplier = refresh_allocation(conn, ctx, visit_type, now)
+        if config is not None and multiplier is not None:
+            config = replace(config, age_multiplier_s2=multiplier)  # what was just stored
         if config is not None:
             replan_slice(conn, ctx, config, now)
     if not picked:

@@ -91,9 +91,12 @@ def test_targets_are_replanned_when_the_multiplier_moves_and_the_mirror_follows(
     assert all(after[u]["next_visit_queue_position"] > before[u] for u in urls)  # type: ignore[operator]
     # Redis holds the new targets as the pool scores of the re-planned origins.
     contents = ctx.mirror.contents("git")
+    in_pools = 0
     for url in urls:
         row = after[url]
         place, score = contents[int(row["id"])]  # type: ignore[call-overload]
         if place in ("no_last_update", "up_to_date"):
+            in_pools += 1
             target = row["next_visit_queue_position"]
             assert score == target.timestamp()  # type: ignore[union-attr]
+    assert in_pools == len(urls)  # out of their cooldown, every one waits in a pool
