@@ -70,6 +70,14 @@ def _by_lister_ratio(report: dict[str, Any], group: str) -> float | None:
     return mine / best if mine is not None and best else None
 
 
+def _without_flaky_ratio(report: dict[str, Any]) -> float | None:
+    """Mean age over the origins that are not flaky, over the optimum's for the
+    same origins (a flaky origin's failures rest the failed cooldown)."""
+    mine = report.get("age_days_without_flaky")
+    best = report["optimum"]["even"]["min_age"].get("age_days_without_flaky")
+    return mine / best if mine is not None and best else None
+
+
 #: Column, figure of a visit type's report. "age opt" is the mean age of the
 #: age-optimal allocation of the same worker time under the max_interval floor.
 FIGURES: tuple[tuple[str, Getter], ...] = (
@@ -78,6 +86,7 @@ FIGURES: tuple[tuple[str, Getter], ...] = (
     ("age / opt", lambda r: r["optimum"]["even"]["policy_age_ratio"]),
     ("age lu / opt", lambda r: _by_lister_ratio(r, "last_update")),
     ("age no-lu / opt", lambda r: _by_lister_ratio(r, "no_last_update")),
+    ("age w/o flaky / opt", lambda r: _without_flaky_ratio(r)),
     ("freshness", lambda r: r["freshness"]),
     ("fresh opt", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
     ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),

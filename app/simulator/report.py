@@ -76,12 +76,14 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
     costs = visit_costs(sim.config.loader, origins)
 
     reported = truth.with_last_update[live]
+    kinds = truth.kinds[live]
 
     def figures(a: Allocation) -> dict[str, Any]:
         return {
             "freshness": a.mean_freshness,
             "age_days": a.mean_age_days if np.isfinite(a.mean_age_days) else None,
             "age_days_by_lister": _ages_by_lister(rates, a, reported),
+            **_ages_by_kind(rates, a, kinds),
             "starved_origins": a.starved(bound_days),
             "beyond_max_interval": a.starved(1 / floor),
             "visits_per_day": a.visits_per_day,
@@ -121,6 +123,24 @@ def _ages_by_lister(
         value = float(np.mean(ages[group])) if group.any() else None
         out[name] = value if value is None or np.isfinite(value) else None
     return out
+
+
+def _ages_by_kind(
+    rates: np.ndarray[Any, Any], a: Allocation, kinds: np.ndarray[Any, Any]
+) -> dict[str, Any]:
+    """The allocation's mean age over the origins of each kind, and over those that
+    are not flaky (the optimum knows no failures: a flaky origin's failed visits
+    rest the failed cooldown, 14 days by default, which no allocation shortens)."""
+    ages = age(rates, a.freqs, a.timing)
+
+    def mean(group: np.ndarray[Any, Any]) -> float | None:
+        value = float(np.mean(ages[group])) if group.any() else None
+        return value if value is None or np.isfinite(value) else None
+
+    return {
+        "age_days_by_kind": {str(k): mean(kinds == k) for k in np.unique(kinds)},
+        "age_days_without_flaky": mean(kinds != "flaky"),
+    }
 
 
 def _optimum_value(

@@ -65,6 +65,11 @@ class Sample:
     """Mean age of the live origins whose lister reports last_update."""
     age_days_no_last_update: float = 0.0
     """Mean age of the other live origins."""
+    age_days_by_kind: dict[str, float] = field(default_factory=dict)
+    """Mean age of the live origins of each kind (regular, flaky...)."""
+    age_days_without_flaky: float = 0.0
+    """Mean age of the live origins that are not flaky: what the scheduling
+    controls, the failed cooldown of flaky origins aside."""
 
 
 @dataclass
@@ -102,6 +107,7 @@ class Truth:
         self.with_last_update = np.array(
             [bool(flags) and flags[o.lister] for o in self.origins], dtype=bool
         )
+        self.kinds = np.array([o.kind for o in self.origins], dtype=object)
         self.pending_since = np.array([o.changes[0] for o in self.origins])
         self.archived = np.zeros(n, dtype=np.int64)
         self.listed_at = np.full(n, math.inf)
@@ -179,6 +185,9 @@ class Truth:
             self.starved |= waited > self.starvation_bound_s
             self.beyond_max_interval |= waited > self.max_interval_s
         reported = self.with_last_update[live]
+        kinds = self.kinds[live]
+        by_kind = {str(k): float(np.mean(age[kinds == k])) / DAY_S for k in np.unique(kinds) if k}
+        steady = kinds != "flaky"
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -189,6 +198,8 @@ class Truth:
             int(live.sum()),
             float(np.mean(age[reported])) / DAY_S if reported.any() else 0.0,
             float(np.mean(age[~reported])) / DAY_S if (~reported).any() else 0.0,
+            by_kind,
+            float(np.mean(age[steady])) / DAY_S if steady.any() else 0.0,
         )
         self.samples.append(sample)
         return sample
@@ -209,6 +220,11 @@ class Truth:
                 "last_update": mean("age_days_last_update"),
                 "no_last_update": mean("age_days_no_last_update"),
             },
+            "age_days_by_kind": {
+                kind: float(np.mean([s.age_days_by_kind.get(kind, 0.0) for s in measured]))
+                for kind in sorted({k for s in measured for k in s.age_days_by_kind})
+            },
+            "age_days_without_flaky": mean("age_days_without_flaky"),
             "lag_days": {
                 **percentiles(self.lags_s, DAY_S, 95, 99),
                 "changes_archived": len(self.lags_s),

@@ -221,3 +221,27 @@ def test_during_a_forge_outage_its_visits_fail_and_its_lister_waits(
     start = sim.start_s + 0.5 * DAY_S
     assert not np.any((listed >= start) & (listed < start + 2 * DAY_S))
     assert np.any(listed >= start + 2 * DAY_S)
+
+
+def test_the_age_of_flaky_origins_is_reported_apart_from_the_rest(
+    conn: DictConnection, settings: Settings
+) -> None:
+    config = _world(
+        workers=4,
+        shares=Shares(dormant=0, bursty=0, dead=0, flaky=0.5),
+        rates=RateDistribution(min_per_day=0.5, max_per_day=5.0),
+    )
+    config = config.model_copy(
+        update={"loader": config.loader.model_copy(update={"flaky_failure_probability": 0.8})}
+    )
+    _, report = run_world(conn, settings, config, 5)
+    figures = report["visit_types"]["git"]
+    by_kind = figures["age_days_by_kind"]
+    assert set(by_kind) == {"regular", "flaky"}
+    # a failed visit rests the failed cooldown (14 days): flaky origins fall behind
+    assert by_kind["flaky"] > by_kind["regular"]
+    assert figures["age_days_without_flaky"] < figures["age_days"]
+    assert abs(figures["age_days_without_flaky"] - by_kind["regular"]) < 1e-9
+    best = figures["optimum"]["even"]["min_age"]
+    assert set(best["age_days_by_kind"]) == {"regular", "flaky"}
+    assert best["age_days_without_flaky"] == pytest.approx(best["age_days_by_kind"]["regular"])
