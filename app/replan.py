@@ -33,6 +33,16 @@ TOLERANCE = timedelta(minutes=1)
 STILL = 0.05
 
 
+def _still(multiplier: float, swept_with: float) -> bool:
+    """Whether μ is about where the last sweep left it (an infinite μ, capacity
+    short of the floor, is still only next to another infinite one)."""
+    if not (math.isfinite(multiplier) and math.isfinite(swept_with)):
+        return multiplier == swept_with
+    if multiplier <= 0 or swept_with <= 0:
+        return multiplier == swept_with
+    return abs(math.log(multiplier / swept_with)) < STILL
+
+
 def replan_slice(
     conn: DictConnection,
     ctx: Context,
@@ -48,7 +58,7 @@ def replan_slice(
         return 0
     multiplier = policy.age_multiplier_s2
     after, swept_with = ctx.mirror.replan_state(config.name)
-    if after == 0 and swept_with is not None and abs(math.log(multiplier / swept_with)) < STILL:
+    if after == 0 and swept_with is not None and _still(multiplier, swept_with):
         return 0  # the last sweep planned with about this μ: nothing to correct
     fudge = fudge or keyed_fudge()
     rows = stats_after(conn, config.name, after, limit)

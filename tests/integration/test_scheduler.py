@@ -158,7 +158,7 @@ def test_origins_are_counted_per_pool_policy_and_lister(
     schedule_step(conn, ctx, "git", 2, NOW)
     counts = export_pools_by_lister(conn, NOW, ctx.cooldowns)
     assert counts == {
-        ("test/forge", "git", "no_last_update", "origins_without_last_update"): 4,
+        ("test/forge", "git", "no_last_update", "age_optimal"): 4,
         ("test/forge", "git", "inflight", ""): 2,
     }
 
