@@ -25,6 +25,7 @@ from app.db.scheduling import (
     change_rate_classes,
     floor_only_origins,
     set_age_multiplier,
+    visit_cost_reference_s,
     visit_type_configs,
 )
 from app.domain.allocation import (
@@ -89,7 +90,10 @@ def refresh_allocation(
         multiplier = multiplier_for_capacity(
             [(rate / DAY_S, count) for rate, count in classes], for_rates, floor_s
         )
-    set_age_multiplier(conn, config.name, multiplier, capacity, now)
+    cost_reference = config.visit_cost_reference_s
+    if cost_reference is None:
+        cost_reference = visit_cost_reference_s(conn, config.name)
+    set_age_multiplier(conn, config.name, multiplier, capacity, now, cost_reference)
     log.info(
         "%s: age-optimal allocation: %.0f planned visits/day measured, %d planned picks "
         "late by %.0f s: mu %.3g s^2",

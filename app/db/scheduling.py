@@ -32,6 +32,9 @@ class VisitTypeConfig:
     age_multiplier_s2: float | None = None
     measured_capacity_per_day: float | None = None
     spacing: Spacing = "ladder"
+    visit_cost_reference_s: float | None = None
+    """Typical worker time of a visit (s), which origins' visit costs are
+    weighed against; None while unknown."""
 
 
 def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
@@ -50,6 +53,7 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
             max_interval_s=float(r["max_interval_s"]),
             age_multiplier_s2=r["age_multiplier_s2"],
             measured_capacity_per_day=r["measured_capacity_per_day"],
+            visit_cost_reference_s=r["visit_cost_reference_s"],
             spacing=spacing_of(configured.get(str(r["name"])) or default_policies(str(r["name"]))),
         )
         for r in conn.execute(query("visit_type_config"))
@@ -107,8 +111,10 @@ def set_age_multiplier(
     multiplier_s2: float,
     capacity_per_day: float,
     now: datetime,
+    cost_reference_s: float | None = None,
 ) -> None:
-    """Record the visit type's age-optimal multiplier, which the journal plans with."""
+    """Record the visit type's age-optimal multiplier, which the journal plans with,
+    and the typical visit cost if none is recorded yet (a recorded one is kept)."""
     conn.execute(
         query("set_age_multiplier"),
         {
@@ -116,8 +122,17 @@ def set_age_multiplier(
             "multiplier": multiplier_s2,
             "capacity_per_day": capacity_per_day,
             "now": now,
+            "cost_reference_s": cost_reference_s,
         },
     )
+
+
+def visit_cost_reference_s(conn: DictConnection, visit_type: str) -> float | None:
+    """The median duration of the live origins' last successful visits (s), or
+    None when no loader reported a duration."""
+    row = conn.execute(query("visit_cost_reference"), {"visit_type": visit_type}).fetchone()
+    value = row["cost_s"] if row else None
+    return float(value) if value is not None and value > 0 else None
 
 
 def set_max_queue_length(conn: DictConnection, visit_type: str, length: int) -> None:

@@ -55,6 +55,8 @@ DEFAULT_HISTORY_LENGTH = 8
 DAY_S = 86400.0
 #: Share of max_interval planned at most (the rest is margin for the queue's wait).
 FLOOR_MARGIN = 0.9
+#: The most an origin's visit cost may weigh its multiplier, up or down.
+MAX_COST_WEIGHT = 50.0
 Spacing = Literal["ladder", "age_optimal"]
 
 Fudge = Callable[[str, str, int], float]
@@ -95,6 +97,9 @@ class StatsPolicy:
     once per this interval (``app.domain.change_rate``)."""
     failed_cooldown: timedelta = timedelta(0)
     """How long a failed visit rests the origin (not used by the plan yet)."""
+    visit_cost_reference_s: float | None = None
+    """The typical worker time of a visit (s): an origin whose visits cost a times
+    this is planned with a times μ (``visit_cost_weight``). None: all alike."""
     top_index: int = field(init=False)
     """Highest ladder index allowed by ``max_interval``."""
 
@@ -181,10 +186,35 @@ def _age_optimal_interval(
     if stats.reports_last_update:
         return policy.max_interval
     rate = rate_per_s * optimism(tally.change_observations)
-    interval_s = optimal_interval_s(
-        rate, policy.age_multiplier_s2, policy.max_interval.total_seconds()
+    multiplier = policy.age_multiplier_s2 * visit_cost_weight(
+        visit_cost_s(stats.history), policy.visit_cost_reference_s
     )
+    interval_s = optimal_interval_s(rate, multiplier, policy.max_interval.total_seconds())
     return timedelta(seconds=max(interval_s, 0.0))
+
+
+def visit_cost_s(history: VisitHistory) -> float | None:
+    """What a visit of the origin costs the workers when it fetches little: the
+    shortest duration its loader reported among its recent successful visits
+    (a visit's time grows with the changes it fetches; the optimum trades the
+    part that frequent visits add, the fixed one). None when none reported one."""
+    durations = [
+        v.duration_s
+        for v in history.recent
+        if v.duration_s is not None and v.duration_s > 0 and is_success(v.status)
+    ]
+    return min(durations) if durations else None
+
+
+def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:
+    """The factor of an origin's multiplier for its visit cost: over worker time,
+    the optimum is h(λI) = p a λ² with p the price of a worker second, so an
+    origin whose visits cost a_i plans with μ a_i / ā, ā the typical cost
+    (Cho & Garcia-Molina's allocation with costs; ``app.simulator.optimum``).
+    Bounded to [1/MAX_COST_WEIGHT, MAX_COST_WEIGHT]; 1 when a cost is unknown."""
+    if cost_s is None or reference_s is None or reference_s <= 0:
+        return 1.0
+    return max(1 / MAX_COST_WEIGHT, min(MAX_COST_WEIGHT, cost_s / reference_s))
 
 
 def replanned_target(stats: OriginStats, policy: StatsPolicy, fudge: Fudge) -> datetime | None:
@@ -260,10 +290,12 @@ def apply_events(
         tally,
         compact(merged, policy.history_length, top),
         last_visit,
-        next_target(stats, tally, anchor, policy, fudge, rate_per_s),
+        None,
         anchor,
         disabled,
         stats.reports_last_update,
         rate_per_s * DAY_S,
     )
-    return StatsUpdate(after, True, new_outcomes, beyond)
+    # planned from the history just folded (its visits' costs included)
+    target = next_target(after, tally, anchor, policy, fudge, rate_per_s)
+    return StatsUpdate(replace(after, next_visit_queue_position=target), True, new_outcomes, beyond)

@@ -337,8 +337,10 @@ class Simulation:
             seen = origin.changes_until(start)
             snapshot = hashlib.sha1(f"{origin.url}#{seen}".encode()).digest()
         created = VisitStatusEvent(order.url, name, order.visit, at(start), "created", None)
+        # the loader's worker time, as production's workers report it
+        metadata = {"duration_s": duration} if duration > 0 else None
         final = VisitStatusEvent(
-            order.url, name, order.visit, at(start + duration), status, snapshot
+            order.url, name, order.visit, at(start + duration), status, snapshot, metadata
         )
         heapq.heappush(self._due, _Due(start, next(self._seq), created, name))
         heapq.heappush(

@@ -33,7 +33,7 @@ select name, max_queue_length, num_retries, extract(epoch from retry_delay) as r
        extract(epoch from time_limit) as time_limit_s,
        extract(epoch from min_interval) as min_interval_s,
        extract(epoch from max_interval) as max_interval_s,
-       age_multiplier_s2, measured_capacity_per_day
+       age_multiplier_s2, measured_capacity_per_day, visit_cost_reference_s
 from visit_types order by name
 
 -- name: change_rate_classes
@@ -59,8 +59,17 @@ where visit_type = %(visit_type)s and listed and not disabled_for_failures
 -- name: set_age_multiplier
 update visit_types
 set age_multiplier_s2 = %(multiplier)s, age_multiplier_updated_at = %(now)s,
-    measured_capacity_per_day = %(capacity_per_day)s
+    measured_capacity_per_day = %(capacity_per_day)s,
+    visit_cost_reference_s = coalesce(visit_cost_reference_s, %(cost_reference_s)s)
 where name = %(visit_type)s
+
+-- name: visit_cost_reference
+-- The typical worker time of a visit of a visit type: the median duration of
+-- the live origins' last successful visits (null when no loader reported one).
+select percentile_cont(0.5) within group (order by last_duration_s) as cost_s
+from origin_visit_stats
+where visit_type = %(visit_type)s and listed and not disabled_for_failures
+  and last_duration_s > 0 and last_visit_status in ('full', 'partial')
 
 -- name: describe_origin
 select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,

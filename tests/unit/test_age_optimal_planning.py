@@ -12,11 +12,14 @@ import pytest
 from app.domain.allocation import corrected_multiplier, lateness_reference_s
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_stats import (
+    MAX_COST_WEIGHT,
     OriginStats,
     StatsPolicy,
     apply_events,
     keyed_fudge,
     replanned_target,
+    visit_cost_s,
+    visit_cost_weight,
 )
 
 DAY_S = 86400.0
@@ -109,3 +112,40 @@ def test_before_the_first_multiplier_targets_are_real_time_from_the_visit() -> N
     assert stats.next_visit_queue_position is not None
     last = events[-1].date
     assert last < stats.next_visit_queue_position <= last + 0.9 * 64 * DAY
+
+
+def timed(events: list[VisitStatusEvent], duration_s: float) -> list[VisitStatusEvent]:
+    return [replace(e, metadata={"duration_s": duration_s}) for e in events]
+
+
+def test_an_origin_whose_visits_cost_more_is_visited_less_often() -> None:
+    events = visits(6, 2.0, changed=True)
+    costed = replace(policy(MU), visit_cost_reference_s=60.0)
+    stats = OriginStats(url=URL, visit_type="git")
+    cheap = apply_events(stats, timed(events, 60.0), T0, costed, FUDGE).stats
+    costly = apply_events(stats, timed(events, 600.0), T0, costed, FUDGE).stats
+    unknown = apply_events(stats, events, T0, costed, FUDGE).stats
+    assert cheap.next_visit_queue_position is not None
+    assert costly.next_visit_queue_position is not None
+    # a typical cost plans as if costs were unknown; ten times it spaces visits more
+    assert cheap.next_visit_queue_position == unknown.next_visit_queue_position
+    assert costly.next_visit_queue_position > cheap.next_visit_queue_position
+    # and exactly as ten times the multiplier would
+    assert costly.next_visit_queue_position == fold(events, 10 * MU).next_visit_queue_position
+
+
+def test_the_visit_cost_is_the_shortest_successful_visit_and_its_weight_is_bounded() -> None:
+    stats = fold(visits(3, 2.0, changed=True), MU)
+    assert visit_cost_s(stats.history) is None  # no duration reported
+    durations = [120.0, 30.0, 90.0]
+    events = [
+        replace(e, metadata={"duration_s": d})
+        for e, d in zip(visits(3, 2.0, changed=True), durations, strict=True)
+    ]
+    failed = VisitStatusEvent(URL, "git", 4, T0 + 7 * DAY, "failed", None, {"duration_s": 1.0})
+    stats = fold([*events, failed], MU)
+    assert visit_cost_s(stats.history) == 30.0  # the failed visit's second is no cost measure
+    assert visit_cost_weight(30.0, 60.0) == 0.5
+    assert visit_cost_weight(None, 60.0) == visit_cost_weight(30.0, None) == 1.0
+    assert visit_cost_weight(1e9, 1.0) == MAX_COST_WEIGHT
+    assert visit_cost_weight(1e-9, 1.0) == 1 / MAX_COST_WEIGHT
