@@ -20,12 +20,12 @@ from datetime import datetime
 
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.replan import stats_after
 from app.db.scheduling import (
     VisitTypeConfig,
     change_rate_classes,
     floor_only_origins,
     set_age_multiplier,
-    visit_cost_reference_s,
     visit_type_configs,
 )
 from app.domain.allocation import (
@@ -33,13 +33,17 @@ from app.domain.allocation import (
     multiplier_for_capacity,
 )
 from app.domain.placement import PoolName, epoch_s
-from app.domain.visit_stats import DAY_S, FLOOR_MARGIN
+from app.domain.visit_stats import DAY_S, FLOOR_MARGIN, visit_cost_s
 from queues.mirror import Popped
 
 log = logging.getLogger(__name__)
 
 #: Pools whose picks pay for the visits planned by rate (and by the floor).
 PLANNED_POOLS: tuple[PoolName, ...] = ("no_last_update", "up_to_date")
+#: Origins sampled (the first by id) to measure a visit type's typical visit cost.
+COST_SAMPLE = 5000
+#: Fewer origins with a known cost than this: the typical cost is not measured yet.
+COST_SAMPLE_MIN = 20
 
 
 def refresh_allocation(
@@ -92,7 +96,7 @@ def refresh_allocation(
         )
     cost_reference = config.visit_cost_reference_s
     if cost_reference is None:
-        cost_reference = visit_cost_reference_s(conn, config.name)
+        cost_reference = typical_visit_cost_s(conn, config.name)
     set_age_multiplier(conn, config.name, multiplier, capacity, now, cost_reference)
     log.info(
         "%s: age-optimal allocation: %.0f planned visits/day measured, %d planned picks "
@@ -104,6 +108,14 @@ def refresh_allocation(
         multiplier,
     )
     return multiplier
+
+
+def typical_visit_cost_s(conn: DictConnection, visit_type: str) -> float | None:
+    """The median visit cost (``visit_cost_s``) of a sample of the visit type's
+    origins, or None while fewer than ``COST_SAMPLE_MIN`` of them have one."""
+    rows = stats_after(conn, visit_type, 0, COST_SAMPLE)
+    costs = [c for _, stats in rows if (c := visit_cost_s(stats.history)) is not None]
+    return statistics.median(costs) if len(costs) >= COST_SAMPLE_MIN else None
 
 
 def head_lateness_s(ctx: Context, config: VisitTypeConfig, now_s: float) -> float:

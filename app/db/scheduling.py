@@ -127,14 +127,6 @@ def set_age_multiplier(
     )
 
 
-def visit_cost_reference_s(conn: DictConnection, visit_type: str) -> float | None:
-    """The median duration of the live origins' last successful visits (s), or
-    None when no loader reported a duration."""
-    row = conn.execute(query("visit_cost_reference"), {"visit_type": visit_type}).fetchone()
-    value = row["cost_s"] if row else None
-    return float(value) if value is not None and value > 0 else None
-
-
 def set_max_queue_length(conn: DictConnection, visit_type: str, length: int) -> None:
     """Bound every queue of a visit type to ``length`` messages (queued or running)."""
     conn.execute(query("set_max_queue_length"), {"visit_type": visit_type, "length": length})

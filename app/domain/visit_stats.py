@@ -28,6 +28,7 @@ Two ways to space visits, per visit type (``StatsPolicy.spacing``):
 from __future__ import annotations
 
 import hashlib
+import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -194,16 +195,22 @@ def _age_optimal_interval(
 
 
 def visit_cost_s(history: VisitHistory) -> float | None:
-    """What a visit of the origin costs the workers when it fetches little: the
-    shortest duration its loader reported among its recent successful visits
-    (a visit's time grows with the changes it fetches; the optimum trades the
-    part that frequent visits add, the fixed one). None when none reported one."""
-    durations = [
-        v.duration_s
-        for v in history.recent
-        if v.duration_s is not None and v.duration_s > 0 and is_success(v.status)
-    ]
-    return min(durations) if durations else None
+    """What a visit of the origin costs the workers when it fetches nothing: the
+    median duration its loader reported for its recent uneventful visits (a
+    successful visit that found the snapshot of the one before). A visit's time
+    grows with the changes it fetches, and those are fetched however often the
+    origin is visited: what frequent visits add is this fixed part. None when
+    no uneventful visit reported a duration (an origin that changes at every
+    visit counts as typical)."""
+    durations = []
+    previous = history.base.last_snapshot
+    for v in history.recent:
+        if not is_success(v.status):
+            continue
+        if v.snapshot is not None and v.snapshot == previous and (v.duration_s or 0) > 0:
+            durations.append(float(v.duration_s or 0))
+        previous = v.snapshot if v.snapshot is not None else previous
+    return statistics.median(durations) if durations else None
 
 
 def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:

@@ -7,4 +7,4 @@
 -- would move every plan at once).
 
 alter table visit_types add column visit_cost_reference_s double precision;
-comment on column visit_types.visit_cost_reference_s is 'Typical worker time of a visit (median of the last visits'' durations when the first age-optimal multiplier was solved, s); null while unknown: every origin then counts alike';
+comment on column visit_types.visit_cost_reference_s is 'Typical worker time of a visit that fetches nothing (median over a sample of origins of their uneventful visits'' durations, measured once the first age-optimal multiplier is solved, s); null while unknown: every origin then counts alike';

@@ -63,14 +63,6 @@ set age_multiplier_s2 = %(multiplier)s, age_multiplier_updated_at = %(now)s,
     visit_cost_reference_s = coalesce(visit_cost_reference_s, %(cost_reference_s)s)
 where name = %(visit_type)s
 
--- name: visit_cost_reference
--- The typical worker time of a visit of a visit type: the median duration of
--- the live origins' last successful visits (null when no loader reported one).
-select percentile_cont(0.5) within group (order by last_duration_s) as cost_s
-from origin_visit_stats
-where visit_type = %(visit_type)s and listed and not disabled_for_failures
-  and last_duration_s > 0 and last_visit_status in ('full', 'partial')
-
 -- name: describe_origin
 select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
        st.last_successful, st.last_scheduled, encode(st.last_snapshot, 'hex') as last_snapshot,

@@ -114,37 +114,51 @@ def test_before_the_first_multiplier_targets_are_real_time_from_the_visit() -> N
     assert last < stats.next_visit_queue_position <= last + 0.9 * 64 * DAY
 
 
-def timed(events: list[VisitStatusEvent], duration_s: float) -> list[VisitStatusEvent]:
-    return [replace(e, metadata={"duration_s": duration_s}) for e in events]
+def half_changed(count: int, every_days: float, duration_s: float | None) -> list[VisitStatusEvent]:
+    """Visits every other one of which finds the snapshot of the one before."""
+    return [
+        VisitStatusEvent(
+            URL,
+            "git",
+            k + 1,
+            T0 + k * every_days * DAY,
+            "full",
+            bytes([k // 2]) * 20,
+            None if duration_s is None else {"duration_s": duration_s * (1 + k % 2)},
+        )
+        for k in range(count)
+    ]
 
 
 def test_an_origin_whose_visits_cost_more_is_visited_less_often() -> None:
-    events = visits(6, 2.0, changed=True)
     costed = replace(policy(MU), visit_cost_reference_s=60.0)
     stats = OriginStats(url=URL, visit_type="git")
-    cheap = apply_events(stats, timed(events, 60.0), T0, costed, FUDGE).stats
-    costly = apply_events(stats, timed(events, 600.0), T0, costed, FUDGE).stats
-    unknown = apply_events(stats, events, T0, costed, FUDGE).stats
-    assert cheap.next_visit_queue_position is not None
-    assert costly.next_visit_queue_position is not None
+
+    def target(duration_s: float | None, multiplier: float = MU) -> datetime | None:
+        events = half_changed(6, 2.0, duration_s)
+        p = replace(costed, age_multiplier_s2=multiplier)
+        return apply_events(stats, events, T0, p, FUDGE).stats.next_visit_queue_position
+
+    cheap, costly = target(30.0), target(300.0)  # uneventful visits: 60 s, 600 s
+    assert cheap is not None and costly is not None
     # a typical cost plans as if costs were unknown; ten times it spaces visits more
-    assert cheap.next_visit_queue_position == unknown.next_visit_queue_position
-    assert costly.next_visit_queue_position > cheap.next_visit_queue_position
-    # and exactly as ten times the multiplier would
-    assert costly.next_visit_queue_position == fold(events, 10 * MU).next_visit_queue_position
+    assert cheap == target(None)
+    assert costly > cheap
+    assert costly == target(None, 10 * MU)  # exactly as ten times the multiplier would
 
 
-def test_the_visit_cost_is_the_shortest_successful_visit_and_its_weight_is_bounded() -> None:
-    stats = fold(visits(3, 2.0, changed=True), MU)
+def test_the_visit_cost_is_what_uneventful_visits_took_and_its_weight_is_bounded() -> None:
+    stats = fold(half_changed(6, 2.0, None), MU)
     assert visit_cost_s(stats.history) is None  # no duration reported
-    durations = [120.0, 30.0, 90.0]
-    events = [
-        replace(e, metadata={"duration_s": d})
-        for e, d in zip(visits(3, 2.0, changed=True), durations, strict=True)
+    # uneventful visits (the 2nd, 4th, 6th) took 2 x 30 s; eventful ones 30 s
+    stats = fold(half_changed(6, 2.0, 30.0), MU)
+    assert visit_cost_s(stats.history) == 60.0
+    every_visit_changed = [
+        replace(e, metadata={"duration_s": 5.0}) for e in visits(6, 2.0, changed=True)
     ]
-    failed = VisitStatusEvent(URL, "git", 4, T0 + 7 * DAY, "failed", None, {"duration_s": 1.0})
-    stats = fold([*events, failed], MU)
-    assert visit_cost_s(stats.history) == 30.0  # the failed visit's second is no cost measure
+    assert visit_cost_s(fold(every_visit_changed, MU).history) is None
+    failed = VisitStatusEvent(URL, "git", 7, T0 + 13 * DAY, "failed", None, {"duration_s": 1.0})
+    assert visit_cost_s(fold([*half_changed(6, 2.0, 30.0), failed], MU).history) == 60.0
     assert visit_cost_weight(30.0, 60.0) == 0.5
     assert visit_cost_weight(None, 60.0) == visit_cost_weight(30.0, None) == 1.0
     assert visit_cost_weight(1e9, 1.0) == MAX_COST_WEIGHT
