@@ -23,6 +23,9 @@ _TALLY_FIELDS = [f.name for f in fields(Tally)]
 #: A Tally's fields as a tuple, in field order (one C call: a journal batch
 #: encodes thousands of histories, and attribute reads by name dominated).
 _tally_values = attrgetter(*_TALLY_FIELDS)
+#: Positions of the Tally fields that may hold a float (the others are ints,
+#: strings, bytes, dates or None, never a float).
+_FLOAT_AT = [i for i, f in enumerate(fields(Tally)) if "float" in str(f.type)]
 
 
 def encode_history(history: VisitHistory) -> bytes:
@@ -31,7 +34,10 @@ def encode_history(history: VisitHistory) -> bytes:
     recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
     # A float that is zero is stored as the integer 0: one byte instead of nine
     # (equal on decoding).
-    values = [0 if isinstance(v, float) and v == 0.0 else v for v in _tally_values(base)]
+    values = list(_tally_values(base))
+    for i in _FLOAT_AT:
+        if values[i] == 0.0:
+            values[i] = 0
     packed: bytes = msgpack.packb(
         [FORMAT_VERSION, values, recent],
         use_bin_type=True,

@@ -1,7 +1,7 @@
 """origin_visit_stats in PostgreSQL: locked reads and set-based writes of a batch.
 
-Every statement takes whole arrays (``unnest``), so a batch of any size costs
-three round trips: advance ``last_visit`` of origins without a final status,
+Every statement takes whole arrays (as JSON text, ``rows.json_array``), so a
+batch of any size costs three round trips: advance ``last_visit`` of origins without a final status,
 then lock and read the others, and write them refolded.
 """
 
@@ -17,7 +17,7 @@ from app.db.connection import DictConnection
 from app.db.history_codec import decode_history, encode_history
 from app.db.listings import MIRROR_COLUMNS
 from app.db.queries import query
-from app.db.rows import column_index
+from app.db.rows import column_index, json_array
 from app.domain.placement import MirrorRow
 from app.domain.visit_history import Tally, VisitHistory
 from app.domain.visit_stats import OriginStats
@@ -30,7 +30,10 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
 
     Absent rows are missing from the result.
     """
-    params = {"urls": [k[0] for k in keys], "visit_types": [k[1] for k in keys]}
+    params = {
+        "urls": json_array([k[0] for k in keys]),
+        "visit_types": json_array([k[1] for k in keys]),
+    }
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("lock_stats"), params, binary=True)
@@ -164,9 +167,9 @@ def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetim
         return
     keys = sorted(last_visits)
     params = {
-        "url": [k[0] for k in keys],
-        "visit_type": [k[1] for k in keys],
-        "last_visit": [last_visits[k] for k in keys],
+        "url": json_array([k[0] for k in keys]),
+        "visit_type": json_array([k[1] for k in keys]),
+        "last_visit": json_array([last_visits[k] for k in keys]),
     }
     with conn.cursor() as cur:
         cur.execute(query("advance_last_visit"), params, binary=True)
