@@ -38,7 +38,7 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("lock_stats"), params, binary=True)
         at = column_index(cur)
-        for row in cur:
+        for row in cur.fetchall():  # loaded in C, where iterating costs a call per row
             stats = stats_from_row(row, at)
             found[(stats.url, stats.visit_type)] = stats
     return found
@@ -158,7 +158,7 @@ def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRo
         cur.execute(query("upsert_stats"))
         at = column_index(cur)
         positions = [at[name] for name in MIRROR_COLUMNS]
-        return [MirrorRow(*[row[i] for i in positions]) for row in cur]
+        return [MirrorRow(*[row[i] for i in positions]) for row in cur.fetchall()]
 
 
 def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetime]) -> None:
