@@ -34,6 +34,7 @@ def json_array(values: Sequence[Any]) -> str:
     psycopg dumps a list parameter element by element in Python (about a
     microsecond each); msgspec encodes the whole list in C. Strings keep every
     character (JSON escapes control characters); dates go as RFC 3339 text,
-    which a ``::timestamptz`` cast reads back exactly.
+    which a ``::timestamptz`` cast reads back exactly if they are in UTC (an
+    offset with seconds loses them).
     """
     return msgspec.json.encode(values).decode()

@@ -8,7 +8,7 @@ then lock and read the others, and write them refolded.
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -169,7 +169,8 @@ def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetim
     params = {
         "url": json_array([k[0] for k in keys]),
         "visit_type": json_array([k[1] for k in keys]),
-        "last_visit": json_array([last_visits[k] for k in keys]),
+        # In UTC: RFC 3339 offsets have no seconds, which msgspec would drop.
+        "last_visit": json_array([last_visits[k].astimezone(UTC) for k in keys]),
     }
     with conn.cursor() as cur:
         cur.execute(query("advance_last_visit"), params, binary=True)

@@ -20,10 +20,10 @@ ODD_URLS = [
 
 def test_last_visit_moves_forward_for_any_url_to_the_microsecond(conn: DictConnection) -> None:
     when = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
-    paris = timezone(timedelta(hours=1))
+    odd_offset = timezone(timedelta(hours=1, seconds=30))
     dates = {
         (ODD_URLS[0], "git"): when,
-        (ODD_URLS[1], "git"): when.astimezone(paris),
+        (ODD_URLS[1], "git"): when.astimezone(odd_offset),
         (ODD_URLS[2], "hg"): when + timedelta(microseconds=1),
     }
     advance_last_visit(conn, dates)
