@@ -1,8 +1,9 @@
 """origin_visit_stats in PostgreSQL: locked reads and set-based writes of a batch.
 
 Every statement takes whole arrays (as JSON text, ``rows.json_array``), so a
-batch of any size costs three round trips: advance ``last_visit`` of origins without a final status,
-then lock and read the others, and write them refolded.
+batch of any size costs three round trips: advance ``last_visit`` of origins
+without a final status, then lock and read the others, and write them
+refolded.
 """
 
 from __future__ import annotations
