@@ -46,13 +46,14 @@ def scheduler(args: list[str]) -> None:
 
 def journal(args: list[str]) -> None:
     """The journal client: apply origin_visit_status messages to the visit stats."""
-    from actors.journal import JournalClient
+    from actors.journal import JournalClient, tune_gc
     from app.settings import get_settings
     from monitoring.process import serve_journal
 
     settings = get_settings()
     serve_journal(settings)
     client = JournalClient(settings)
+    tune_gc()
     client.run(_stop_on_signal())
 
 

@@ -93,10 +93,13 @@ def write_batch(
     """
     outcome = BatchOutcome(applied=events)
     by_key: dict[StatsKey, list[VisitStatusEvent]] = defaultdict(list)
+    refolded: set[StatsKey] = set()
     for event in events:
-        by_key[(event.origin, event.visit_type)].append(event)
-    refold = sorted(k for k, key_events in by_key.items() if any(e.is_final for e in key_events))
-    refolded = set(refold)
+        key = (event.origin, event.visit_type)
+        by_key[key].append(event)
+        if event.is_final:
+            refolded.add(key)
+    refold = sorted(refolded)
     # Only moving last_visit forward commutes with everything: commit it apart,
     # without holding the locks of the refolded rows.
     advance_last_visit(

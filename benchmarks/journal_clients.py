@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from actors.journal import JournalClient
+from actors.journal import JournalClient, tune_gc
 from app.settings import Settings
 
 POLL_S = 0.05
@@ -25,6 +25,7 @@ POLL_S = 0.05
 
 def _client(stop: Any, first: Any) -> None:
     client = JournalClient(Settings())
+    tune_gc()
     try:
         while not stop.is_set():
             batch = client.poll_batch()

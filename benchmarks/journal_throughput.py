@@ -29,7 +29,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.journal import JournalClient
+from actors.journal import JournalClient, tune_gc
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
@@ -116,6 +116,7 @@ def prefill(
 
 def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple[float, int]:
     client = JournalClient(settings)
+    tune_gc()
     done = batches = 0
     started: float | None = None
     profiler = None

@@ -1,23 +1,24 @@
 """origin_visit_stats in PostgreSQL: locked reads and set-based writes of a batch.
 
-Every statement takes whole arrays (``unnest``), so a batch of any size costs
-three round trips: advance ``last_visit`` of origins without a final status,
-then lock and read the others, and write them refolded.
+Every statement takes whole arrays (as JSON text, ``rows.json_array``), so a
+batch of any size costs three round trips: advance ``last_visit`` of origins
+without a final status, then lock and read the others, and write them
+refolded.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.rows import tuple_row
 
 from app.db.connection import DictConnection
 from app.db.history_codec import decode_history, encode_history
-from app.db.listings import mirror_row
+from app.db.listings import MIRROR_COLUMNS
 from app.db.queries import query
-from app.db.rows import column_index, copy_row
+from app.db.rows import column_index, json_array
 from app.domain.placement import MirrorRow
 from app.domain.visit_history import Tally, VisitHistory
 from app.domain.visit_stats import OriginStats
@@ -30,24 +31,28 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
 
     Absent rows are missing from the result.
     """
-    params = {"urls": [k[0] for k in keys], "visit_types": [k[1] for k in keys]}
+    params = {
+        "urls": json_array([k[0] for k in keys]),
+        "visit_types": json_array([k[1] for k in keys]),
+    }
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("lock_stats"), params, binary=True)
         at = column_index(cur)
-        for row in cur:
+        for row in cur.fetchall():  # loaded in C, where iterating costs a call per row
             stats = stats_from_row(row, at)
             found[(stats.url, stats.visit_type)] = stats
     return found
 
 
 #: The fields of a Tally that origin_visit_stats stores as columns (the change
-#: observations live in the visit history only).
+#: observations live in the visit history only): the leading ones, so a Tally
+#: is built from them by position.
 _TALLY_COLUMNS = [f.name for f in fields(Tally) if not f.name.startswith("change_obs_")]
 
 
 def stats_from_row(row: tuple[Any, ...], at: dict[str, int]) -> OriginStats:
-    tally = Tally(**{name: row[at[name]] for name in _TALLY_COLUMNS})
+    tally = Tally(*[row[at[name]] for name in _TALLY_COLUMNS])
     history = row[at["visit_history"]]
     # A row written before visit histories existed (or never visited): what it
     # says is the fold of everything older.
@@ -111,18 +116,50 @@ def stats_values(s: OriginStats) -> dict[str, Any]:
     }
 
 
+def stats_row(s: OriginStats) -> tuple[Any, ...]:
+    """The COPY row of one refolded origin: ``stats_values`` in STATS_STAGING's
+    order, built as a tuple (a journal batch writes thousands)."""
+    t = s.tally
+    return (
+        s.url,
+        s.visit_type,
+        t.last_successful,
+        s.last_visit,
+        t.last_visit_status,
+        t.last_snapshot,
+        s.next_visit_queue_position,
+        t.next_position_offset,
+        t.successive_visits,
+        t.last_visit_number,
+        t.last_final_date,
+        t.eventful_visits,
+        t.uneventful_visits,
+        t.failed_visits,
+        t.failures_in_a_row,
+        t.last_duration_s,
+        s.disabled_for_failures,
+        t.last_eventful,
+        s.next_visit_anchor,
+        encode_history(s.history),
+        s.change_rate_per_day,
+    )
+
+
 def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRow]:
     """Upsert ``batch`` (COPY to a staging table, then one statement); return the
     mirror rows of the written origins."""
     if not batch:
         return []
-    with conn.cursor() as cur:
+    with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("create_stats_staging"))
         with cur.copy(query("copy_stats_staging")) as copy:
             copy.set_types(list(STATS_STAGING.values()))
             for stats in batch:
-                copy.write_row(copy_row(STATS_STAGING, stats_values(stats)))
-        return [mirror_row(r) for r in cur.execute(query("upsert_stats"))]
+                copy.write_row(stats_row(stats))
+        cur.execute(query("upsert_stats"))
+        at = column_index(cur)
+        positions = [at[name] for name in MIRROR_COLUMNS]
+        return [MirrorRow(*[row[i] for i in positions]) for row in cur.fetchall()]
 
 
 def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetime]) -> None:
@@ -131,9 +168,10 @@ def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetim
         return
     keys = sorted(last_visits)
     params = {
-        "url": [k[0] for k in keys],
-        "visit_type": [k[1] for k in keys],
-        "last_visit": [last_visits[k] for k in keys],
+        "url": json_array([k[0] for k in keys]),
+        "visit_type": json_array([k[1] for k in keys]),
+        # In UTC: RFC 3339 offsets have no seconds, which msgspec would drop.
+        "last_visit": json_array([last_visits[k].astimezone(UTC) for k in keys]),
     }
     with conn.cursor() as cur:
         cur.execute(query("advance_last_visit"), params, binary=True)

@@ -5,9 +5,13 @@
 -- concurrent journal clients cannot deadlock, and read them. The lateral
 -- subquery makes each key one primary-key probe: a plain join let the planner
 -- hash the whole table for every batch (95 ms for 5,000 keys of 200,000 rows,
--- growing with the table; 21 ms this way, whatever its size).
+-- growing with the table; 21 ms this way, whatever its size). The keys come as
+-- JSON arrays (app.db.rows.json_array: psycopg dumps a list element by element
+-- in Python).
 select st.*
-from unnest(%(urls)b::text[], %(visit_types)b::text[]) with ordinality as k(url, visit_type, n)
+from rows from (
+  json_array_elements_text(%(urls)s::json), json_array_elements_text(%(visit_types)s::json)
+) with ordinality as k(url, visit_type, n)
 cross join lateral (
   select s.url, s.visit_type, s.last_visit, s.next_visit_queue_position,
          s.next_visit_anchor, s.disabled_for_failures, s.visit_history,
@@ -29,7 +33,11 @@ select visit_type, position from visit_scheduler_queue_position
 -- only, so this commutes with everything and runs in its own short transaction
 -- (rows in sorted order: no deadlock with another client's batch).
 insert into origin_visit_stats as st (url, visit_type, last_visit)
-select * from unnest(%(url)b::text[], %(visit_type)b::text[], %(last_visit)b::timestamptz[])
+select k.url, k.visit_type, k.last_visit::timestamptz
+from rows from (
+  json_array_elements_text(%(url)s::json), json_array_elements_text(%(visit_type)s::json),
+  json_array_elements_text(%(last_visit)s::json)
+) as k(url, visit_type, last_visit)
 on conflict (url, visit_type) do update
   set last_visit = excluded.last_visit
   where st.last_visit is null or st.last_visit < excluded.last_visit

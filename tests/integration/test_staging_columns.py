@@ -9,6 +9,7 @@ table, the COPY statement, the row) and not the others fails here.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import UTC, datetime
 
 import pytest
@@ -16,7 +17,9 @@ import pytest
 from app.db.connection import DictConnection
 from app.db.listings import LISTING_STAGING, listing_values
 from app.db.queries import query
-from app.db.stats import STATS_STAGING, stats_values
+from app.db.rows import copy_row
+from app.db.stats import STATS_STAGING, stats_from_row, stats_row, stats_values
+from app.domain.visit_history import FinalVisit, Tally, VisitHistory
 from app.domain.visit_stats import OriginStats
 from app.listing_input import ListedOriginIn
 
@@ -58,3 +61,26 @@ def test_the_rows_written_name_every_staging_column() -> None:
     listed = ListedOriginIn(url="https://x.example/a", visit_type="git", last_update=now)
     assert list(stats_values(stats)) == list(STATS_STAGING)
     assert list(listing_values(listed)) == list(LISTING_STAGING)
+
+
+def test_the_journal_copy_row_holds_each_staging_column_by_name() -> None:
+    d = [datetime(2026, 1, day, tzinfo=UTC) for day in range(1, 7)]
+    snapshot = b"s" * 20
+    tally = Tally(5, 2, 3, 4, 0, 6, "full", 7, d[0], d[1], d[2], snapshot, 12.5, 1.0, 2.0, 3.0, 4.0)
+    visit = FinalVisit(7, d[0], "full", snapshot, 12.5)
+    stats = OriginStats(
+        "https://x.example/a", "git", tally, VisitHistory(Tally(), (visit,)), d[3], d[4], d[5],
+        True, True, 0.25,
+    )  # fmt: skip
+    assert stats_row(stats) == copy_row(STATS_STAGING, stats_values(stats))
+
+
+def test_a_stats_row_read_back_gives_its_tally_field_by_field() -> None:
+    names = [f.name for f in fields(Tally) if not f.name.startswith("change_obs_")]
+    row = (*range(len(names)), "https://x.example/a", "git", None, None, None, None, False, False)
+    at = {name: i for i, name in enumerate(names)}
+    extra = ["url", "visit_type", "visit_history", "last_visit", "next_visit_queue_position"]
+    extra += ["next_visit_anchor", "disabled_for_failures", "reports_last_update"]
+    at |= {name: len(names) + i for i, name in enumerate(extra)}
+    tally = stats_from_row(row, at).tally
+    assert [getattr(tally, name) for name in names] == list(range(len(names)))

@@ -1,0 +1,42 @@
+"""The journal's set-based statements keep every key and date exactly.
+
+The keys and dates of a batch reach PostgreSQL as JSON text
+(``app.db.rows.json_array``); a journal origin may hold any character but NUL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+from app.db.connection import DictConnection
+from app.db.stats import advance_last_visit, lock_stats
+
+ODD_URLS = [
+    "https://x.example/plain.git",
+    'https://x.example/a\nb"c\\d\x01e\u00e9\u2028f.git',
+    "https://x.example/\U0001f600 \t/[x].git",
+]
+
+
+def test_last_visit_moves_forward_for_any_url_to_the_microsecond(conn: DictConnection) -> None:
+    when = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+    odd_offset = timezone(timedelta(hours=1, seconds=30))
+    dates = {
+        (ODD_URLS[0], "git"): when,
+        (ODD_URLS[1], "git"): when.astimezone(odd_offset),
+        (ODD_URLS[2], "hg"): when + timedelta(microseconds=1),
+    }
+    advance_last_visit(conn, dates)
+    advance_last_visit(conn, {key: date - timedelta(days=1) for key, date in dates.items()})
+    rows = conn.execute("select url, visit_type, last_visit from origin_visit_stats").fetchall()
+    assert {(r["url"], r["visit_type"]): r["last_visit"] for r in rows} == dates
+
+
+def test_locked_rows_are_read_back_under_their_own_key(conn: DictConnection) -> None:
+    when = datetime(2026, 3, 4, tzinfo=UTC)
+    keys = sorted((url, "git") for url in ODD_URLS)
+    advance_last_visit(conn, {key: when for key in keys[1:]})
+    with conn.transaction():
+        found = lock_stats(conn, keys)
+    assert sorted(found) == keys[1:]
+    assert all(found[key].last_visit == when for key in keys[1:])
