@@ -71,6 +71,42 @@ def test_the_scheduler_sets_the_multiplier_from_the_capacity_it_measured(
     assert config.age_multiplier_s2 is not None and config.age_multiplier_s2 > 0
 
 
+def test_the_typical_visit_cost_is_measured_with_the_first_multiplier_and_then_kept(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    urls = [f"https://c.example/{i}" for i in range(25)]
+    list_origins(conn, ctx, urls, now=NOW)
+    for i, url in enumerate(urls):
+        cost = 10.0 * (i + 1)  # uneventful visits of origin i take 10 (i + 1) s
+        events = [
+            VisitStatusEvent(
+                url, "git", k + 1, NOW - (4 - k) * DAY, "full", b"s" * 20, {"duration_s": cost}
+            )
+            for k in range(4)
+        ]
+        apply_events_batch(conn, ctx, events, visit_type_configs(conn), NOW)
+    assert visit_type_configs(conn)["git"].visit_cost_reference_s is None
+    policies = {"age_optimal": 1.0}
+    interval = timedelta(seconds=ctx.settings.allocation_interval_s)
+    schedule_step(conn, ctx, "git", 5, NOW, policies)
+    schedule_step(conn, ctx, "git", 5, NOW + interval, policies)
+    config = visit_type_configs(conn)["git"]
+    assert config.age_multiplier_s2 is not None
+    assert config.visit_cost_reference_s == 130.0  # the median of 10, 20 ... 250 s
+    # a later allocation keeps it, whatever the visits cost since
+    for url in urls:
+        events = [
+            VisitStatusEvent(
+                url, "git", k + 5, NOW + k * DAY, "full", b"s" * 20, {"duration_s": 1e3}
+            )
+            for k in range(4)
+        ]
+        apply_events_batch(conn, ctx, events, visit_type_configs(conn), NOW + 4 * DAY)
+    schedule_step(conn, ctx, "git", 5, NOW + 4 * DAY + interval, policies)
+    assert visit_type_configs(conn)["git"].visit_cost_reference_s == 130.0
+
+
 def test_targets_are_replanned_when_the_multiplier_moves_and_the_mirror_follows(
     conn: DictConnection, ctx: Context
 ) -> None:
