@@ -207,7 +207,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 "peek" if peek else "pop",
             ],
         )
-        return PopResult(_popped(flat), int(cooled), int(lost))
+        return PopResult(_popped_by_pool(flat), int(cooled), int(lost))
 
     def claim(
         self,
@@ -314,6 +314,18 @@ def _popped(flat: list[Any]) -> list[Popped]:
         Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
         for i in range(0, len(flat), 3)
     ]
+
+
+def _popped_by_pool(reply: list[Any]) -> list[Popped]:
+    """The origins of pop.lua's compact reply: per pool, its index then its
+    (id, score) pairs."""
+    popped: list[Popped] = []
+    for k in range(0, len(reply), 2):
+        pool = POOLS[int(reply[k]) - 1]
+        flat = reply[k + 1]
+        ids, scores = map(int, flat[0::2]), map(float, flat[1::2])
+        popped += [Popped(i, pool, score) for i, score in zip(ids, scores, strict=True)]
+    return popped
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
