@@ -10,6 +10,7 @@ from actors.broker import make_broker
 from app.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import (
+    encode,
     enqueue_first,
     enqueue_many,
     queue_depth,
@@ -98,3 +99,13 @@ def test_the_visit_message_carries_exactly_what_the_visit_actor_takes() -> None:
     order = VisitOrder(1, "https://x.example/a", "git", {}, 3, 0.0, request_id=None)
     sent = visit_message("visit.git.express", order, "express", 300.0)
     assert list(sent.kwargs) == list(inspect.signature(actors.worker.visit.fn).parameters)
+
+
+def test_a_message_is_encoded_to_the_same_bytes_as_dramatiqs_own_encode() -> None:
+    order = VisitOrder(7, "https://x.example/\u00e9t\u00e9", "git", {"branch": "main"}, 3, 1.5)
+    sent = visit_message("visit.git.express", order, "express", 300.0).copy(
+        options={"redis_message_id": "r-1"}
+    )
+    assert encode(sent) == sent.encode()
+    plain = message("contract.e", 4)
+    assert encode(plain) == plain.encode()
