@@ -120,7 +120,7 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
         return
     by_queue: dict[str, list[dramatiq.Message[Any]]] = {}
     for message in messages:
-        message = message.copy(options={"redis_message_id": str(uuid4())})
+        message = _with_redis_id(message)
         broker.emit_before("enqueue", message, None)
         by_queue.setdefault(message.queue_name, []).append(message)
     pipe = broker.client.pipeline(transaction=False)
@@ -130,6 +130,20 @@ def enqueue_many(broker: RedisBroker, messages: Sequence[dramatiq.Message[Any]])
     for queued in by_queue.values():
         for message in queued:
             broker.emit_after("enqueue", message, None)
+
+
+def _with_redis_id(message: dramatiq.Message[Any]) -> dramatiq.Message[Any]:
+    """``message.copy(options={"redis_message_id": ...})``, as ``RedisBroker.enqueue``
+    does, built directly: ``dataclasses.replace`` took twice as long."""
+    return dramatiq.Message(
+        queue_name=message.queue_name,
+        actor_name=message.actor_name,
+        args=message.args,
+        kwargs=message.kwargs,
+        options={**message.options, "redis_message_id": str(uuid4())},
+        message_id=message.message_id,
+        message_timestamp=message.message_timestamp,
+    )
 
 
 def _dispatch_enqueue(

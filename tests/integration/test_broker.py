@@ -36,6 +36,7 @@ def test_batch_enqueued_messages_are_consumed_by_dramatiq_in_order(settings: Set
     received = [next(consumer) for _ in range(5)]
     assert [m.kwargs["n"] for m in received] == [0, 1, 2, 3, 4]
     assert [m.message_id for m in received] == [m.message_id for m in sent[:5]]
+    assert [m.message_timestamp for m in received] == [m.message_timestamp for m in sent[:5]]
     for proxy in received:
         consumer.ack(proxy)
     consumer.close()
