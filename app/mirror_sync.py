@@ -8,11 +8,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from psycopg.rows import tuple_row
+
 from app.context import Context
 from app.db.connection import DictConnection
-from app.db.listings import mirror_row
+from app.db.listings import MIRROR_COLUMNS, mirror_row
 from app.db.queries import query
-from app.domain.placement import Placement, epoch_s, place
+from app.db.rows import column_index
+from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from queues.mirror import returns_to
 
 
@@ -20,11 +23,17 @@ def expected_placements(
     conn: DictConnection, ctx: Context, visit_type: str, now: datetime
 ) -> Iterator[Placement]:
     """Where Postgres says every origin of ``visit_type`` belongs at ``now``."""
-    with conn.cursor(name="mirror_rows") as cursor:
+    with conn.cursor(name="mirror_rows", row_factory=tuple_row) as cursor:
         cursor.itersize = 20000
         cursor.execute(query("mirror_rows_for_visit_type"), {"visit_type": visit_type})
+        # Tuples straight into MirrorRow (the query selects exactly its fields,
+        # in order, checked here): a dict per row was a third of the Python time.
+        names = list(column_index(cursor))
+        if names != MIRROR_COLUMNS:
+            raise ValueError(f"mirror_rows_for_visit_type returns {names}, not {MIRROR_COLUMNS}")
+        cooldowns = ctx.cooldowns
         for row in cursor:
-            yield place(mirror_row(row), now, ctx.cooldowns)
+            yield place(MirrorRow(*row), now, cooldowns)
 
 
 def rebuild(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from itertools import islice
@@ -136,14 +137,10 @@ class Mirror(PickBookkeeping, MirrorReads):
     ) -> int:
         """Run place.lua over ``placements`` in chunks of ``size`` (KEYS: the eight
         keys, then those of a rebuild in progress, then its marker)."""
-        staging = keys.staging()
-        script_keys = [*_versioned(keys), *_versioned(staging), staging.meta]
+        script_keys = _place_keys(keys)
         moved = 0
         for chunk in _chunks(placements, size):
-            args: list[Any] = [mode]
-            for p in chunk:
-                args += [p.id, p.version, place_index(p), repr(p.score), parked_value(p)]
-            moved += int(self._place(keys=script_keys, args=args))
+            moved += int(self._place(keys=script_keys, args=_place_args(mode, chunk)))
         return moved
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
@@ -207,7 +204,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 "peek" if peek else "pop",
             ],
         )
-        return PopResult(_popped(flat), int(cooled), int(lost))
+        return PopResult(_popped_by_pool(flat), int(cooled), int(lost))
 
     def claim(
         self,
@@ -276,12 +273,21 @@ class Mirror(PickBookkeeping, MirrorReads):
                 self.client.delete(key)
             self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
         counts = [0] * len(every)
-        for chunk in _chunks(placements, REBUILD_CHUNK):
-            for shard, part in self._split(visit_type, chunk).items():
-                staging = every[shard].staging()
-                self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
-                self._place_chunks(staging, "stage", part, REBUILD_CHUNK)
-                counts[shard] += len(part)
+        # Redis writes a chunk while this thread reads and places the next
+        # (the waits on Redis free the interpreter): one at a time, in order.
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            writing: Future[Any] | None = None
+            for chunk in _chunks(placements, REBUILD_CHUNK):
+                calls = []
+                for shard, part in self._split(visit_type, chunk).items():
+                    staging = every[shard].staging()
+                    calls.append((staging, _place_args("stage", part)))
+                    counts[shard] += len(part)
+                if writing is not None:
+                    writing.result()
+                writing = writer.submit(self._stage_chunk, calls)
+            if writing is not None:
+                writing.result()
         for live, count in zip(every, counts, strict=True):
             staging = live.staging()
             self._swap(
@@ -294,6 +300,12 @@ class Mirror(PickBookkeeping, MirrorReads):
                 self.client.delete(key)
         return sum(counts)
 
+    def _stage_chunk(self, calls: list[tuple[VisitTypeKeys, list[Any]]]) -> None:
+        """Write one chunk of a rebuild: place.lua 'stage' per shard, marker renewed."""
+        for staging, args in calls:
+            self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
+            self._place(keys=_place_keys(staging), args=args)
+
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
         for chunk in _chunks(placements, 20000):
@@ -302,6 +314,20 @@ class Mirror(PickBookkeeping, MirrorReads):
             pipe.execute()
             count += len(chunk)
         return count
+
+
+def _place_keys(keys: VisitTypeKeys) -> list[str]:
+    """place.lua's KEYS for writing ``keys``: theirs, those of their staging, its marker."""
+    staging = keys.staging()
+    return [*_versioned(keys), *_versioned(staging), staging.meta]
+
+
+def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
+    """place.lua's ARGV: the mode, then five values per placement."""
+    args: list[Any] = [mode]
+    for p in chunk:
+        args += [p.id, p.version, place_index(p), repr(p.score), parked_value(p)]
+    return args
 
 
 def _versioned(keys: VisitTypeKeys) -> list[str]:
@@ -314,6 +340,18 @@ def _popped(flat: list[Any]) -> list[Popped]:
         Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
         for i in range(0, len(flat), 3)
     ]
+
+
+def _popped_by_pool(reply: list[Any]) -> list[Popped]:
+    """The origins of pop.lua's compact reply: per pool, its index then its
+    (id, score) pairs."""
+    popped: list[Popped] = []
+    for k in range(0, len(reply), 2):
+        pool = POOLS[int(reply[k]) - 1]
+        flat = reply[k + 1]
+        ids, scores = map(int, flat[0::2]), map(float, flat[1::2])
+        popped += [Popped(i, pool, score) for i, score in zip(ids, scores, strict=True)]
+    return popped
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:

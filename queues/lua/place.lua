@@ -61,6 +61,66 @@ local function apply(base, id, version, where, score, back)
   return true
 end
 
+-- Runs a command over a list of arguments in chunks under Lua's unpack limit.
+local CHUNK = 7000
+local function bulk(command, key, items)
+  for from = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, from, math.min(from + CHUNK - 1, #items)))
+  end
+end
+
+-- 'stage' writes fresh keys: an origin with no version there yet (all of them,
+-- unless a place ran during the rebuild) needs no ZREM or HDEL, so those go
+-- in with one ZADD per key and one HSET per hash instead of a few commands
+-- each. The others, and a second placement of one origin in the same call,
+-- take the one-by-one path, after the bulk writes, in their order.
+local function stage_in_bulk()
+  local ids = {}
+  for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
+  local stored = {}
+  for from = 1, #ids, CHUNK do
+    local got = redis.call('HMGET', KEYS[8], unpack(ids, from, math.min(from + CHUNK - 1, #ids)))
+    for k = 1, #got do stored[from + k - 1] = got[k] end
+  end
+  local adds, versions, backs, later, seen = {{}, {}, {}, {}, {}, {}}, {}, {}, {}, {}
+  local moved = 0
+  for k = 1, #ids do
+    local i = 2 + 5 * (k - 1)
+    local id, version, where = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+    local again = seen[id]
+    seen[id] = true
+    if again or (version > 0 and stored[k]) then
+      later[#later + 1] = i
+    else
+      if version > 0 then
+        versions[#versions + 1] = id
+        versions[#versions + 1] = version
+      end
+      if where >= 1 then
+        local add = adds[where]
+        add[#add + 1] = ARGV[i + 3]
+        add[#add + 1] = id
+      end
+      if where == 5 or where == 6 then
+        backs[#backs + 1] = id
+        backs[#backs + 1] = ARGV[i + 4]
+      end
+      moved = moved + 1
+    end
+  end
+  for where = 1, 6 do bulk('ZADD', KEYS[where], adds[where]) end
+  bulk('HSET', KEYS[7], backs)
+  bulk('HSET', KEYS[8], versions)
+  for _, i in ipairs(later) do
+    local id, version = ARGV[i], tonumber(ARGV[i + 1])
+    local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
+    if apply(0, id, version, where, score, back) then moved = moved + 1 end
+  end
+  return moved
+end
+
+if mode == 'stage' then return stage_in_bulk() end
+
 local moved = 0
 for i = 2, #ARGV, 5 do
   local id, version = ARGV[i], tonumber(ARGV[i + 1])

@@ -36,9 +36,11 @@
 -- pool of weight 2 beside two of 49 gets 2 % of the visits over time even when
 -- batches hold 8 origins.
 --
--- Returns {cooled, lost, {id, pool index, score, ...}}: how many origins came
--- back from cooling and from lost visits, then the popped origins, which are
--- now in flight with their pool and score parked.
+-- Returns {cooled, lost, {pool index, {id, score, ...}, ...}}: how many origins
+-- came back from cooling and from lost visits, then, for each pool popped from
+-- (in pool order), its index and its origins with their scores in the order
+-- ZPOPMIN gave them (a compact reply: no pool index repeated per origin). They
+-- are now in flight with their pool and score parked.
 
 local inflight, cooling, parked, meta = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now = tonumber(ARGV[1])
@@ -191,6 +193,16 @@ if ARGV[5] ~= 'due' then
   end
 end
 
+-- Each pool's origins go in flight with one ZADD and one HSET per chunk (one
+-- command per origin was most of the script's time); a chunk stays under
+-- Lua's limit on unpack()ed arguments.
+local CHUNK = 7000
+local function bulk(command, key, items)
+  for from = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, from, math.min(from + CHUNK - 1, #items)))
+  end
+end
+
 local popped = {}
 for i = 1, 4 do
   if take[i] > 0 then
@@ -199,16 +211,16 @@ for i = 1, 4 do
       got = redis.call('ZRANGE', KEYS[i], 0, take[i] - 1, 'WITHSCORES')
     else
       got = redis.call('ZPOPMIN', KEYS[i], take[i])
-    end
-    for j = 1, #got, 2 do
-      if not peek then
-        redis.call('ZADD', inflight, now, got[j])
-        redis.call('HSET', parked, got[j], i .. '|' .. got[j + 1])
+      local times, backs = {}, {}
+      for j = 1, #got, 2 do
+        times[j], times[j + 1] = now, got[j]
+        backs[j], backs[j + 1] = got[j], i .. '|' .. got[j + 1]
       end
-      popped[#popped + 1] = got[j]
-      popped[#popped + 1] = i
-      popped[#popped + 1] = got[j + 1]
+      bulk('ZADD', inflight, times)
+      bulk('HSET', parked, backs)
     end
+    popped[#popped + 1] = i
+    popped[#popped + 1] = got
   end
 end
 return {cooled, lost, popped}

@@ -11,8 +11,11 @@
 -- Returns the number of keys renamed.
 
 local renamed = 0
+-- UNLINK, not DEL: the old mirror is gone at once, but its memory (a whole
+-- visit type's origins) is freed in the background instead of blocking Redis
+-- for seconds inside this script.
 for i = 1, 8 do
-  redis.call('DEL', KEYS[i])
+  redis.call('UNLINK', KEYS[i])
   if redis.call('EXISTS', KEYS[8 + i]) == 1 then
     redis.call('RENAME', KEYS[8 + i], KEYS[i])
     renamed = renamed + 1

@@ -10,6 +10,7 @@ from actors.broker import make_broker
 from app.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import (
+    encode,
     enqueue_first,
     enqueue_many,
     queue_depth,
@@ -35,6 +36,7 @@ def test_batch_enqueued_messages_are_consumed_by_dramatiq_in_order(settings: Set
     received = [next(consumer) for _ in range(5)]
     assert [m.kwargs["n"] for m in received] == [0, 1, 2, 3, 4]
     assert [m.message_id for m in received] == [m.message_id for m in sent[:5]]
+    assert [m.message_timestamp for m in received] == [m.message_timestamp for m in sent[:5]]
     for proxy in received:
         consumer.ack(proxy)
     consumer.close()
@@ -98,3 +100,13 @@ def test_the_visit_message_carries_exactly_what_the_visit_actor_takes() -> None:
     order = VisitOrder(1, "https://x.example/a", "git", {}, 3, 0.0, request_id=None)
     sent = visit_message("visit.git.express", order, "express", 300.0)
     assert list(sent.kwargs) == list(inspect.signature(actors.worker.visit.fn).parameters)
+
+
+def test_a_message_is_encoded_to_the_same_bytes_as_dramatiqs_own_encode() -> None:
+    order = VisitOrder(7, "https://x.example/\u00e9t\u00e9", "git", {"branch": "main"}, 3, 1.5)
+    sent = visit_message("visit.git.express", order, "express", 300.0).copy(
+        options={"redis_message_id": "r-1"}
+    )
+    assert encode(sent) == sent.encode()
+    plain = message("contract.e", 4)
+    assert encode(plain) == plain.encode()

@@ -81,6 +81,17 @@ def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None
     assert mirror_version(ctx, 2) == 2
 
 
+def test_a_rebuild_given_one_origin_twice_keeps_the_later_placement(ctx: Context) -> None:
+    first = Placement(1, "pool", 10.0, "no_last_update", 10.0, version=1)
+    again = Placement(1, "cooling", 900.0, "up_to_date", 40.0, version=1)
+    other = Placement(2, "inflight", 800.0, "no_last_update", 5.0, version=3)
+
+    ctx.mirror.rebuild("git", iter([first, other, again]))
+
+    assert ctx.mirror.contents("git") == {1: ("cooling", 900.0), 2: ("inflight", 800.0)}
+    assert mirror_version(ctx, 1) == 1
+
+
 def test_the_scheduler_confirms_its_picks_in_flight_at_their_new_version(
     conn: DictConnection, ctx: Context
 ) -> None:

@@ -1,0 +1,222 @@
+"""Issue 13: each change to scheduling and the rebuild, before and after in the same minute.
+
+    python -m benchmarks.before_after --origins 1000000 --before 9991640 --json out.json
+
+Loads ``--origins`` origins as benchmarks/scheduling.py does, then, on the
+same servers and alternating old and new so both see the same load:
+
+- pop.lua of revision ``--before`` against the current one (Mirror.pop of
+  1,000, default weights 49/49/2/0, origins put back after each pop): median
+  time from the Python caller and inside Redis;
+- place.lua 'stage' (what a rebuild runs) of ``--before`` against the current
+  one: 50,000 origins staged into fresh keys in chunks of 5,000;
+- a message's bytes by ``Message.encode`` against ``queues.dramatiq_broker.encode``;
+- the bookkeeping of 1,000 picks (``app.scheduling._record``) in one part
+  against parts of ``MARK_PART``.
+
+Then the figures of the current code, each the median of ``--runs`` runs:
+pop of 1,000 (median of 50 pops per run), sustained scheduling
+(schedule_step + enqueue_many, 10 steps of 1,000 per run) and the mirror
+rebuild. The 1-minute load average is printed beside every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import app.scheduling as scheduling
+import queues.mirror as mirror
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.mirror_sync import rebuild
+from app.queue_names import visit_queue
+from app.scheduling import VisitOrder
+from benchmarks.common import bench_settings
+from benchmarks.scheduling import (
+    DEFAULT_WEIGHTS,
+    load,
+    now,
+    pop_latencies,
+    script_usec,
+    steps_breakdown,
+)
+from benchmarks.scheduling_data import VISIT_TYPE
+from queues.dramatiq_broker import encode, visit_message
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def old_script(revision: str, name: str) -> str:
+    """A Lua script as it was at ``revision`` (git)."""
+    path = f"queues/lua/{name}.lua"
+    return subprocess.run(
+        ["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _old_reply(flat: list[Any]) -> list[mirror.Popped]:
+    """The reply of the former pop.lua: id, pool index, score per origin."""
+    return [
+        mirror.Popped(int(flat[i]), mirror.POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
+        for i in range(0, len(flat), 3)
+    ]
+
+
+def pops(ctx: Context, before: str, rounds: int) -> dict[str, float]:
+    """Caller and in-Redis medians of the old and the current pop.lua, alternating."""
+    current, parse = ctx.mirror._pop, mirror._popped_by_pool
+    old = ctx.mirror.client.register_script(old_script(before, "pop"))
+    times: dict[str, list[float]] = {"before": [], "after": [], "before_s": [], "after_s": []}
+    try:
+        for _ in range(rounds):
+            for label, script, reply in (("before", old, _old_reply), ("after", current, parse)):
+                ctx.mirror._pop, mirror._popped_by_pool = script, reply  # type: ignore[assignment]
+                caller, server = pop_latencies(ctx, DEFAULT_WEIGHTS, 5, 1000)
+                times[label] += caller
+                times[f"{label}_s"] += server
+    finally:
+        ctx.mirror._pop, mirror._popped_by_pool = current, parse  # type: ignore[method-assign]
+    return {f"pop_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
+
+
+def stage(client: redis.Redis, before: str, ctx: Context, rounds: int) -> dict[str, float]:
+    """Milliseconds inside Redis to stage 50,000 origins, old and current place.lua."""
+    keys = ctx.mirror.keys("bench_stage").staging()
+    script_keys = mirror._place_keys(keys)
+    scripts = {
+        "before": client.register_script(old_script(before, "place")),
+        "after": client.register_script(mirror._script("place")),
+    }
+    chunk = 5000
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for label, script in scripts.items():
+            client.delete(*mirror._versioned(keys))
+            started = script_usec(ctx)
+            for c in range(10):
+                args: list[Any] = ["stage"]
+                for i in range(c * chunk, (c + 1) * chunk):
+                    where = 1 + i % 6
+                    args += [i + 1, 7, where, repr(1.7e9 + i), f"{1 + i % 4}|{1.7e9 + i!r}"]
+                script(keys=script_keys, args=args)
+            times[label].append((script_usec(ctx) - started) / 1000)
+    client.delete(*mirror._versioned(keys))
+    return {f"stage_50k_{k}_ms": statistics.median(v) for k, v in times.items()}
+
+
+def encoding(rounds: int) -> dict[str, float]:
+    """Milliseconds to encode 1,000 visit messages, Dramatiq's way and ours."""
+    queue = visit_queue(VISIT_TYPE)
+    orders = [
+        VisitOrder(i, f"https://forge.example/g/p{i}.git", VISIT_TYPE, {}, 1, 1.7e9)
+        for i in range(1000)
+    ]
+    messages = [visit_message(queue, o, "express", 300.0) for o in orders]
+    assert all(encode(m) == m.encode() for m in messages)
+    ways: dict[str, Callable[[Any], bytes]] = {
+        "before": lambda m: m.encode(),  # type: ignore[no-any-return]
+        "after": encode,
+    }
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for label, way in ways.items():
+            started = time.perf_counter()
+            for m in messages:
+                way(m)
+            times[label].append(time.perf_counter() - started)
+    return {f"encode_1000_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
+
+
+def bookkeeping(conn: DictConnection, ctx: Context, rounds: int) -> dict[str, float]:
+    """Milliseconds of ``_record`` for 1,000 picks in one part and in MARK_PART parts."""
+    part = scheduling.MARK_PART
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    try:
+        for _ in range(rounds):
+            for label, size in (("before", 10**9), ("after", part)):
+                scheduling.MARK_PART = size
+                moment = now()
+                popped = ctx.mirror.pop(
+                    VISIT_TYPE, 1000, moment.timestamp(), 7 * 86400.0, DEFAULT_WEIGHTS
+                )
+                picked = [(p.id, p.pool, "bench") for p in popped.popped]
+                started = time.perf_counter()
+                scheduling._record(conn, ctx, VISIT_TYPE, picked, moment)
+                times[label].append(time.perf_counter() - started)
+    finally:
+        scheduling.MARK_PART = part
+    return {f"record_1000_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
+
+
+def current_figures(conn: DictConnection, ctx: Context, settings: Any, runs: int) -> dict[str, Any]:
+    """Pop, scheduling rate and rebuild of the current code: every run, and the loads."""
+    out: dict[str, Any] = {"pop_ms": [], "rate": [], "rebuild_s": [], "load": []}
+    for _ in range(runs):
+        out["load"].append(load_average())
+        caller, _server = pop_latencies(ctx, DEFAULT_WEIGHTS, 50, 1000)
+        out["pop_ms"].append(statistics.median(caller) * 1000)
+        out["rate"].append(steps_breakdown(conn, ctx, settings, 1000, 10))
+        started = time.perf_counter()
+        rebuild(conn, ctx, VISIT_TYPE, now())
+        out["rebuild_s"].append(time.perf_counter() - started)
+        out["load"][-1] = max(out["load"][-1], load_average())
+    return out
+
+
+def measure(
+    conn: DictConnection, ctx: Context, settings: Any, before: str, runs: int
+) -> dict[str, Any]:
+    """Every before/after pair, then the current figures."""
+    figures: dict[str, Any] = {"load_before_pairs": load_average()}
+    figures |= pops(ctx, before, 10)
+    figures |= stage(ctx.mirror.client, before, ctx, 7)  # type: ignore[arg-type]
+    figures |= encoding(15)
+    figures |= bookkeeping(conn, ctx, 15)
+    figures["load_after_pairs"] = load_average()
+    for name, value in figures.items():
+        print(f"{name}: {value:,.2f}", flush=True)
+    runs_out = current_figures(conn, ctx, settings, runs)
+    for name in ("pop_ms", "rate", "rebuild_s"):
+        values = runs_out[name]
+        print(
+            f"{name}: median {statistics.median(values):,.2f}"
+            f" ({' / '.join(f'{v:,.2f}' for v in values)});"
+            f" load {' / '.join(f'{v:.1f}' for v in runs_out['load'])}",
+            flush=True,
+        )
+    return figures | {"runs": runs_out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--origins", type=int, default=1_000_000)
+    parser.add_argument("--before", default="9991640", help="git revision of the former code")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args()
+    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+        ctx = Context.from_settings(settings)
+        ctx.redis.flushdb()
+        with connect(settings) as conn:
+            load(conn, ctx, args.origins)
+            figures = measure(conn, ctx, settings, args.before, args.runs)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
