@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -35,9 +34,6 @@ log = logging.getLogger(__name__)
 
 #: Pools ordered by next visit target: only their picks advance the queue position.
 TARGET_ORDERED_POOLS = frozenset({"no_last_update", "up_to_date"})
-#: Picks marked scheduled per Postgres statement (``_record``): small enough that
-#: placing one part in Redis overlaps the writing of the next.
-MARK_PART = 250
 
 
 @dataclass(frozen=True)
@@ -186,38 +182,18 @@ def _record(
     picked: list[tuple[int, str, str]],
     now: datetime,
 ) -> list[VisitOrder]:
-    """Mark the picks scheduled in Postgres and confirm them in flight in Redis.
-
-    The batch goes in parts of ``MARK_PART``, each committed on its own:
-    while Postgres writes one part, another thread places the part before
-    (Python work and Redis), so the two servers and the interpreter work at
-    the same time instead of in turn. An origin is confirmed only after its
-    part committed, as before; a part that fails leaves the later ones in
-    flight in Redis only, to come back after the scheduled cooldown, like a
-    batch whose bookkeeping failed as a whole.
-    """
     policy_of = {origin: policy for origin, _, policy in picked}
     by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
-    ids = list(policy_of)
-    rows: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(max_workers=1) as placer:
-        placing: Future[int] | None = None
-        for start in range(0, len(ids), MARK_PART):
-            with conn.transaction():
-                part = mark_scheduled(conn, ids[start : start + MARK_PART], now)
-                targets = [
-                    epoch_s(r["next_visit_queue_position"])
-                    for r in part
-                    if r["id"] in by_target and r["next_visit_queue_position"] is not None
-                ]
-                if targets:
-                    advance_queue_position(conn, visit_type, max(targets))
-            if placing is not None:
-                placing.result()
-            placing = placer.submit(confirm_scheduled, ctx, visit_type, part, now)
-            rows += part
-        if placing is not None:
-            placing.result()
+    with conn.transaction():
+        rows = mark_scheduled(conn, list(policy_of), now)
+        targets = [
+            epoch_s(r["next_visit_queue_position"])
+            for r in rows
+            if r["id"] in by_target and r["next_visit_queue_position"] is not None
+        ]
+        if targets:
+            advance_queue_position(conn, visit_type, max(targets))
+    confirm_scheduled(ctx, visit_type, rows, now)
     now_s = epoch_s(now)
     return [
         VisitOrder(
