@@ -17,6 +17,7 @@ import pytest
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import mark_scheduled
+from app.domain.policies import reference_policies
 from app.settings import Settings
 from app.simulator.config import (
     Lister,
@@ -108,12 +109,16 @@ def test_same_world_and_seed_give_the_same_report(
 def test_capacity_for_hourly_visits_keeps_the_archive_nearly_fresh(
     conn: DictConnection, settings: Settings
 ) -> None:
+    # The reference's weights serve every pool whenever a worker is free;
+    # age_optimal leaves an origin whose forge reports last_update until a
+    # listing reports a change (0.92 here, with a daily listing).
     config = _world(
         workers=60,
         prefetch=60,
         rates=RateDistribution(max_per_day=1.0),
         shares=NO_ODDITIES,
         settings={"absolute_cooldown_s": 3600},
+        policies=reference_policies("git"),
     )
     config = config.model_copy(update={"loader": config.loader.model_copy(update={"scale": 1.0})})
     _, report = run_world(conn, settings, config, 3)
@@ -212,6 +217,9 @@ def test_during_a_forge_outage_its_visits_fail_and_its_lister_waits(
         requests_per_day=0,
         new_origins_per_day=20,
         listers=[Lister(name="forge", share=1, period_hours=6, outages=[outage])],
+        # weights that visit up-to-date origins too: age_optimal waits for a
+        # listing to report a change, and the outage stops the listings
+        policies=reference_policies("git"),
     )
     sim, report = run_world(conn, settings, config, 2.5)
     by_status = report["visit_types"]["git"]["visits"]["by_status"]
