@@ -10,9 +10,9 @@ same servers and alternating old and new so both see the same load:
   time from the Python caller and inside Redis;
 - place.lua 'stage' (what a rebuild runs) of ``--before`` against the current
   one: 50,000 origins staged into fresh keys in chunks of 5,000;
-- a message's bytes by ``Message.encode`` against ``queues.dramatiq_broker.encode``;
-- the bookkeeping of 1,000 picks (``app.scheduling._record``) in one part
-  against parts of ``MARK_PART``.
+- a message's bytes by ``Message.encode`` against ``queues.dramatiq_broker.encode``.
+  (The bookkeeping of 1,000 picks in parts of 250 was measured here too, then
+  reverted: no pair showed a gain.)
 
 Then the figures of the current code, each the median of ``--runs`` runs:
 pop of 1,000 (median of 50 pops per run), sustained scheduling
@@ -34,7 +34,6 @@ from typing import Any
 
 import redis
 
-import app.scheduling as scheduling
 import queues.mirror as mirror
 from app.context import Context
 from app.db.connection import DictConnection, connect
@@ -141,27 +140,6 @@ def encoding(rounds: int) -> dict[str, float]:
     return {f"encode_1000_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
 
 
-def bookkeeping(conn: DictConnection, ctx: Context, rounds: int) -> dict[str, float]:
-    """Milliseconds of ``_record`` for 1,000 picks in one part and in MARK_PART parts."""
-    part = scheduling.MARK_PART
-    times: dict[str, list[float]] = {"before": [], "after": []}
-    try:
-        for _ in range(rounds):
-            for label, size in (("before", 10**9), ("after", part)):
-                scheduling.MARK_PART = size
-                moment = now()
-                popped = ctx.mirror.pop(
-                    VISIT_TYPE, 1000, moment.timestamp(), 7 * 86400.0, DEFAULT_WEIGHTS
-                )
-                picked = [(p.id, p.pool, "bench") for p in popped.popped]
-                started = time.perf_counter()
-                scheduling._record(conn, ctx, VISIT_TYPE, picked, moment)
-                times[label].append(time.perf_counter() - started)
-    finally:
-        scheduling.MARK_PART = part
-    return {f"record_1000_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
-
-
 def current_figures(conn: DictConnection, ctx: Context, settings: Any, runs: int) -> dict[str, Any]:
     """Pop, scheduling rate and rebuild of the current code: every run, and the loads."""
     out: dict[str, Any] = {"pop_ms": [], "rate": [], "rebuild_s": [], "load": []}
@@ -185,7 +163,6 @@ def measure(
     figures |= pops(ctx, before, 10)
     figures |= stage(ctx.mirror.client, before, ctx, 7)  # type: ignore[arg-type]
     figures |= encoding(15)
-    figures |= bookkeeping(conn, ctx, 15)
     figures["load_after_pairs"] = load_average()
     for name, value in figures.items():
         print(f"{name}: {value:,.2f}", flush=True)
