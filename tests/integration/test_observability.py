@@ -22,7 +22,9 @@ from app.api_models import RequestVisit
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
+from app.db.policies import set_policies
 from app.devtools.demo import commit, make_repo
+from app.domain.policies import reference_policies
 from app.kafka import producer_config
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
@@ -153,6 +155,9 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     prometheus: tuple[str, dict[str, int]],
 ) -> None:
     url, ports = prometheus
+    # The schedule drift (seed 000) is that of the ladder's queue position, which
+    # only the reference's weights advance: age_optimal plans by real time.
+    set_policies(conn, "git", reference_policies("git"))
     repos = [tmp_path / "forge" / f"r{i}" for i in range(6)]
     urls = [make_repo(path) for path in repos]
     env = {
