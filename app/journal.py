@@ -69,7 +69,6 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         prior_interval=timedelta(
             seconds=ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
         ),
-        failed_cooldown=ctx.cooldowns.failed,
         visit_cost_reference_s=config.visit_cost_reference_s,
     )
 

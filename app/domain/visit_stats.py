@@ -96,8 +96,6 @@ class StatsPolicy:
     prior_interval: timedelta = timedelta(days=30)
     """Scale of the change-rate prior: a new origin is expected to change about
     once per this interval (``app.domain.change_rate``)."""
-    failed_cooldown: timedelta = timedelta(0)
-    """How long a failed visit rests the origin (not used by the plan yet)."""
     visit_cost_reference_s: float | None = None
     """The typical worker time of a visit (s): an origin whose visits cost a times
     this is planned with a times μ (``visit_cost_weight``). None: all alike."""
@@ -173,7 +171,7 @@ def _floor(policy: StatsPolicy) -> timedelta:
     (Planning the floor of an origin that failed before one failed rest earlier
     was tried: on the default world it left as many origins past max_interval,
     11 against 13, and made the mean age older, 1.11 against 1.08 times the
-    optimum; ``StatsPolicy.failed_cooldown`` is kept for the next attempt.)"""
+    optimum.)"""
     return policy.max_interval * FLOOR_MARGIN
 
 
