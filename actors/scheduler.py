@@ -35,6 +35,7 @@ from monitoring.metrics import (
     QUEUE_WORKERS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
+    SCHEDULE_DRIFT,
     SCHEDULED_VISITS,
     SCHEDULER_ENQUEUE_SECONDS,
     SCHEDULER_FREE_SLOTS,
@@ -193,6 +194,8 @@ class SchedulerLoop:
         vt = result.visit_type
         self._update_rates(result)
         SCHEDULER_FREE_SLOTS.labels(vt).set(result.free_slots)
+        if result.schedule_drift_s is not None:
+            SCHEDULE_DRIFT.labels(vt).set(result.schedule_drift_s)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
         for place, size in self.ctx.mirror.sizes(vt).items():

@@ -121,9 +121,17 @@ def typical_visit_cost_s(conn: DictConnection, visit_type: str) -> float | None:
 def head_lateness_s(ctx: Context, config: VisitTypeConfig, now_s: float) -> float:
     """How overdue the first planned origin waiting in the pools is (0 if none
     waits): the lateness when no planned origin was picked at all."""
-    heads = [ctx.mirror.head_score(config.name, pool) for pool in PLANNED_POOLS]
+    drift = schedule_drift_s(ctx, config.name, now_s)
+    return max(0.0, drift) if drift is not None else 0.0
+
+
+def schedule_drift_s(ctx: Context, visit_type: str, now_s: float) -> float | None:
+    """Real time minus the target of the first planned origin still waiting
+    (None: none waits): how far the workers are behind the planned visits
+    (negative: every waiting origin is planned for later)."""
+    heads = [ctx.mirror.head_score(visit_type, pool) for pool in PLANNED_POOLS]
     due = [score for score in heads if score is not None]
-    return max(0.0, now_s - min(due)) if due else 0.0
+    return now_s - min(due) if due else None
 
 
 def planned_lateness(popped: Iterable[Popped], now_s: float) -> list[float]:

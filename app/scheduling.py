@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from app.allocation import planned_lateness, refresh_allocation
+from app.allocation import planned_lateness, refresh_allocation, schedule_drift_s
 from app.context import Context
 from app.db.connection import DictConnection
 from app.db.policies import candidates, first_visit_candidates
@@ -75,6 +75,9 @@ class StepResult:
     lost: int = 0
     rebuilt: bool = False
     picks_by_pool: Counter[str] = field(default_factory=Counter)
+    #: Under age_optimal: real time minus the target of the first planned
+    #: origin left waiting after this step (None: none waits, or another spacing).
+    schedule_drift_s: float | None = None
 
 
 def visit_number(scheduled_at_s: float, lane_offset: int = 0) -> int:
@@ -153,6 +156,7 @@ def schedule_step(
             config = replace(config, age_multiplier_s2=multiplier)  # what was just stored
         if config is not None:
             replan_slice(conn, ctx, config, now)
+        result.schedule_drift_s = schedule_drift_s(ctx, visit_type, now_s)
     if not picked:
         return result
     if dry_run:

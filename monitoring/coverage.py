@@ -27,7 +27,7 @@ from app.db.policies import policies_of
 from app.db.queries import query
 from app.domain.cooldown import Cooldowns
 from app.domain.placement import MirrorRow, place
-from app.domain.policies import policy_of_pool
+from app.domain.policies import policy_of_pool, spacing_of
 from app.settings import Settings
 from monitoring.metrics import (
     COVERAGE_REFRESH_SECONDS,
@@ -76,10 +76,13 @@ def refresh_coverage(
 
 
 def export_drift(conn: DictConnection, now: datetime) -> dict[str, float]:
-    """Set the schedule drift of every visit type with a queue position; return it."""
+    """Set the schedule drift of every visit type with a queue position and a
+    ladder spacing; return it. (Under age_optimal the scheduler sets it from the
+    planned pools' heads: the queue position is the ladder's.)"""
     drift = {
         str(r["visit_type"]): float(r["drift_s"])
         for r in conn.execute(query("schedule_drift"), {"now": now}).fetchall()
+        if spacing_of(policies_of(conn, str(r["visit_type"]))) == "ladder"
     }
     for visit_type, seconds in drift.items():
         SCHEDULE_DRIFT.labels(visit_type).set(seconds)

@@ -111,8 +111,9 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
         (
             Panel(
                 "Schedule drift",
-                "Real time minus the next visit target reached, per visit type: growing means "
-                "the workers fall behind the ladder (alert: RevisitScheduleDriftGrowing).",
+                "Real time minus the next visit target reached, per visit type (under "
+                "age_optimal, the target of the first planned origin still waiting): growing "
+                "means the workers fall behind the schedule (alert: RevisitScheduleDriftGrowing).",
                 "s",
                 (Target("revisit_schedule_drift_seconds", "{{visit_type}}"),),
             ),

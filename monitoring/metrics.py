@@ -117,7 +117,8 @@ QUEUE_ESTIMATED_WAIT = Gauge(
 )
 SCHEDULE_DRIFT = Gauge(
     "revisit_schedule_drift_seconds",
-    "Real time minus the next visit target the scheduler has reached (seed 000's drift); "
+    "Real time minus the next visit target the scheduler has reached (seed 000's drift; "
+    "under age_optimal, the target of the first planned origin still waiting); "
     "growing: the workers fall behind the schedule",
     ["visit_type"],
 )

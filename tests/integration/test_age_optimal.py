@@ -136,3 +136,24 @@ def test_targets_are_replanned_when_the_multiplier_moves_and_the_mirror_follows(
             target = row["next_visit_queue_position"]
             assert score == target.timestamp()  # type: ignore[union-attr]
     assert in_pools == len(urls)  # out of their cooldown, every one waits in a pool
+
+
+def test_the_schedule_drift_is_how_late_the_first_planned_origin_left_waiting_is(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    urls = [f"https://d.example/{i}" for i in range(8)]
+    list_origins(conn, ctx, urls, now=NOW)
+    policies = {"age_optimal": 1.0}
+    later = NOW + 3 * DAY
+    # 8 new origins due since their listing, 3 slots: 5 are left waiting, overdue
+    step = schedule_step(conn, ctx, "git", 3, later, policies)
+    assert len(step.orders) == 3
+    heads = [ctx.mirror.head_score("git", pool) for pool in ("no_last_update", "up_to_date")]
+    waiting = min(h for h in heads if h is not None)
+    assert step.schedule_drift_s == later.timestamp() - waiting
+    assert step.schedule_drift_s > 2 * 86400
+    # every origin taken: nothing waits, no drift to report
+    rest = schedule_step(conn, ctx, "git", 10, later + timedelta(seconds=1), policies)
+    assert len(rest.orders) == 5
+    assert rest.schedule_drift_s is None
