@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from app.context import Context
 from app.db.connection import DictConnection
-from app.db.replan import set_planned_targets, stats_after
+from app.db.replan import PlannedTarget, set_planned_targets, stats_after
 from app.db.scheduling import VisitTypeConfig
 from app.domain.placement import place
 from app.domain.visit_stats import Fudge, keyed_fudge, replanned_target
@@ -43,6 +43,16 @@ def _still(multiplier: float, swept_with: float) -> bool:
     return abs(math.log(multiplier / swept_with)) < STILL
 
 
+def _moved(old: datetime | None, new: datetime) -> bool:
+    return old is None or abs(new - old) > TOLERANCE
+
+
+def _moved_delay(old: float | None, new: float | None) -> bool:
+    if old is None or new is None:
+        return old != new
+    return abs(new - old) > TOLERANCE.total_seconds()
+
+
 def replan_slice(
     conn: DictConnection,
     ctx: Context,
@@ -62,12 +72,16 @@ def replan_slice(
         return 0  # the last sweep planned with about this μ: nothing to correct
     fudge = fudge or keyed_fudge()
     rows = stats_after(conn, config.name, after, limit)
-    moves: list[tuple[int, datetime, datetime | None]] = []
+    moves: list[PlannedTarget] = []
     for origin_id, stats in rows:
-        target = replanned_target(stats, policy, fudge)
-        old = stats.next_visit_queue_position
-        if target is not None and (old is None or abs(target - old) > TOLERANCE):
-            moves.append((origin_id, target, stats.tally.last_final_date))
+        planned = replanned_target(stats, policy, fudge)
+        if planned is None:
+            continue
+        target, delay = planned
+        if _moved(stats.next_visit_queue_position, target) or _moved_delay(
+            stats.reported_change_delay_s, delay
+        ):
+            moves.append((origin_id, target, stats.tally.last_final_date, delay))
     with conn.transaction():
         written = set_planned_targets(conn, moves)
     if written:

@@ -26,17 +26,21 @@ def stats_after(
         return [(int(row[at["id"]]), stats_from_row(row, at)) for row in cur]
 
 
-def set_planned_targets(
-    conn: DictConnection, targets: list[tuple[int, datetime, datetime | None]]
-) -> list[MirrorRow]:
-    """Write (id, new target, the last final date it was planned from); rows whose
-    last final date moved meanwhile are left to the journal. Returns the mirror
-    rows of the origins moved."""
+#: A re-planned origin: (id, new target, the last final date it was planned
+#: from, the new delay after a reported change).
+PlannedTarget = tuple[int, datetime, datetime | None, float | None]
+
+
+def set_planned_targets(conn: DictConnection, targets: list[PlannedTarget]) -> list[MirrorRow]:
+    """Write re-planned targets and delays; rows whose last final date moved
+    meanwhile are left to the journal. Returns the mirror rows of the origins
+    moved."""
     if not targets:
         return []
     params = {
         "ids": [t[0] for t in targets],
         "targets": [t[1] for t in targets],
         "finals": [t[2] for t in targets],
+        "delays": [t[3] for t in targets],
     }
     return [mirror_row(r) for r in conn.execute(query("set_planned_targets"), params)]

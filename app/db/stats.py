@@ -67,6 +67,10 @@ def stats_from_row(row: tuple[Any, ...], at: dict[str, int]) -> OriginStats:
         next_visit_anchor=row[at["next_visit_anchor"]],
         disabled_for_failures=row[at["disabled_for_failures"]],
         reports_last_update=bool(row[at["reports_last_update"]]),
+        # read where the query selects it (the re-planning sweep compares it)
+        reported_change_delay_s=(
+            row[at["reported_change_delay_s"]] if "reported_change_delay_s" in at else None
+        ),
     )
 
 
@@ -85,6 +89,7 @@ STATS_STAGING = {
     "failures_in_a_row": "int4", "last_duration_s": "float8", "disabled_for_failures": "bool",
     "last_eventful": "timestamptz", "next_visit_anchor": "timestamptz",
     "visit_history": "bytea", "change_rate_per_day": "float8",
+    "reported_change_delay_s": "float8",
 }  # fmt: skip
 
 
@@ -113,6 +118,7 @@ def stats_values(s: OriginStats) -> dict[str, Any]:
         "next_visit_anchor": s.next_visit_anchor,
         "visit_history": encode_history(s.history),
         "change_rate_per_day": s.change_rate_per_day,
+        "reported_change_delay_s": s.reported_change_delay_s,
     }
 
 
@@ -142,6 +148,7 @@ def stats_row(s: OriginStats) -> tuple[Any, ...]:
         s.next_visit_anchor,
         encode_history(s.history),
         s.change_rate_per_day,
+        s.reported_change_delay_s,
     )
 
 

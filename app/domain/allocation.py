@@ -131,3 +131,28 @@ def corrected_multiplier(
     corrected = multiplier_s2 * math.exp(weight * ratio)
     low, high = min_interval_s**2 / 2, floor_s**2 / 2
     return max(low, min(high, corrected))
+
+
+def reported_change_delay_s(rate_per_s: float, multiplier_s2: float, floor_s: float) -> float:
+    """How long after its first missed change an origin whose forge reports its
+    changes is best visited, under the multiplier μ of the other origins.
+
+    With changes reported, a visit can wait for a change and then for a delay
+    τ: a cycle is the wait for the change (1/λ on average, age 0) then τ of age
+    growing from 0, so the mean age is (τ²/2) / (1/λ + τ) at 1 / (1/λ + τ)
+    visits per unit of time. Minimising age + μ visits, as the intervals of
+    ``optimal_interval_s`` do, gives τ²/2 + τ/λ = μ:
+
+        τ = sqrt(1/λ² + 2 μ) - 1/λ
+
+    A rare change is worth chasing at once (τ → μ λ); a fast changer waits the
+    common interval of the fastest changers, sqrt(2 μ), as if its changes were
+    not reported. At most the floor; 0 for an origin not known to change."""
+    if not math.isfinite(multiplier_s2):
+        return floor_s
+    if rate_per_s <= 0 or multiplier_s2 <= 0:
+        return 0.0
+    mean_wait = 1 / rate_per_s
+    # the same root, without the cancellation of sqrt(a² + b) - a for a small b
+    delay = 2 * multiplier_s2 / (math.sqrt(mean_wait * mean_wait + 2 * multiplier_s2) + mean_wait)
+    return min(delay, floor_s)

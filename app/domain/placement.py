@@ -8,9 +8,13 @@ policies of seed 002 select from:
 | pool               | origins                                    | ordered by (score)        |
 |--------------------|--------------------------------------------|---------------------------|
 | ``never_visited``  | last_update known; no successful visit | last_update, oldest first |
-| ``lagging``        | visited; the forge reports a later change  | lag, largest first (-lag) |
+| ``lagging``        | visited; the forge reports a later change  | lag, largest first (-lag); |
+|                    |                                            | age_optimal: due time (*) |
 | ``no_last_update`` | the forge reports no last_update           | next visit target         |
 | ``up_to_date``     | visited after the forge's last change      | next visit target         |
+
+(*) Under age_optimal a reported change is due a delay after the first change
+the archive misses (``change_due_s``): a date, where lag scores are <= 0.
 
 This function is the single definition of that derivation; the listing
 import, the journal client and the mirror rebuild all use it.
@@ -28,6 +32,7 @@ Where = Literal["pool", "inflight", "cooling", "absent"]
 PoolName = Literal["never_visited", "lagging", "no_last_update", "up_to_date"]
 POOLS: tuple[PoolName, ...] = ("never_visited", "lagging", "no_last_update", "up_to_date")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DAY_S = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,11 @@ class MirrorRow:
     enabled: bool
     #: origin_visit_stats.version of the row read (0: unknown, placed unconditionally).
     version: int = 0
+    #: The learned change rate (per day; None: not learned yet).
+    change_rate_per_day: float | None = None
+    #: age_optimal: how long after its first missed change a reported change is
+    #: due (``app.domain.visit_stats.change_delay_s``; None: order by lag).
+    reported_change_delay_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +85,23 @@ def pool_of(row: MirrorRow) -> tuple[PoolName, float]:
     if row.never_succeeded or row.last_successful is None:
         return "never_visited", epoch_s(row.last_update)
     if row.last_update > row.last_successful:
+        if row.reported_change_delay_s is not None:
+            return "lagging", change_due_s(row, row.last_update, row.last_successful)
         return "lagging", epoch_s(row.last_successful) - epoch_s(row.last_update)
     return "up_to_date", target
+
+
+def change_due_s(row: MirrorRow, last_update: datetime, last_successful: datetime) -> float:
+    """When a reported change is due (age_optimal's lagging score, a date: > 0,
+    where the lag order's scores are <= 0): the delay after the first change
+    the archive misses. That change is the reported one, or, for a fast
+    changer, the one expected a mean wait (1/rate) after the last successful
+    visit if that comes first (its age counts from there)."""
+    first = epoch_s(last_update)
+    rate = row.change_rate_per_day
+    if rate is not None and rate > 0:
+        first = min(first, epoch_s(last_successful) + DAY_S / rate)
+    return first + (row.reported_change_delay_s or 0.0)
 
 
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:

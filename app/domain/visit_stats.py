@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from app.domain import ladder
-from app.domain.allocation import optimal_interval_s
+from app.domain.allocation import optimal_interval_s, reported_change_delay_s
 from app.domain.change_rate import estimate_per_s, optimism
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
@@ -123,6 +123,9 @@ class OriginStats:
     """Whether the forge reports the origin's last_update (read, not written)."""
     change_rate_per_day: float | None = None
     """The learned change rate (``app.domain.change_rate``), for operators."""
+    reported_change_delay_s: float | None = None
+    """age_optimal: how long after its first missed change the origin is due
+    once its forge reports the change (``change_delay_s``); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +225,26 @@ def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:
     return max(1 / MAX_COST_WEIGHT, min(MAX_COST_WEIGHT, cost_s / reference_s))
 
 
-def replanned_target(stats: OriginStats, policy: StatsPolicy, fudge: Fudge) -> datetime | None:
+def change_delay_s(stats: OriginStats, policy: StatsPolicy, rate_per_s: float) -> float | None:
+    """How long after its first missed change the origin is due when its forge
+    reports a change (the lagging pool's due time, ``app.domain.placement``):
+    the age-optimal delay of its learned rate under the multiplier, weighed by
+    its visit cost like its intervals. None under another spacing or before
+    the first multiplier (the lagging pool is then ordered by lag)."""
+    if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
+        return None
+    multiplier = policy.age_multiplier_s2 * visit_cost_weight(
+        visit_cost_s(stats.history), policy.visit_cost_reference_s
+    )
+    return reported_change_delay_s(rate_per_s, multiplier, _floor(policy).total_seconds())
+
+
+def replanned_target(
+    stats: OriginStats, policy: StatsPolicy, fudge: Fudge
+) -> tuple[datetime, float | None] | None:
     """The next visit target the age-optimal spacing gives ``stats`` under the
-    policy's current multiplier, or None when it plans nothing for them (another
+    policy's current multiplier, with the delay after a reported change
+    (``change_delay_s``), or None when it plans nothing for them (another
     spacing, no multiplier yet, or a last visit that was no success).
 
     The journal plans each target with the multiplier of the moment; as the
@@ -238,7 +258,8 @@ def replanned_target(stats: OriginStats, policy: StatsPolicy, fudge: Fudge) -> d
         return None
     anchor = stats.next_visit_anchor or tally.last_final_date
     rate = learned_rate_per_s(tally, policy)
-    return next_target(stats, tally, anchor, policy, fudge, rate)
+    target = next_target(stats, tally, anchor, policy, fudge, rate)
+    return target, change_delay_s(stats, policy, rate)
 
 
 def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:
@@ -271,8 +292,13 @@ def apply_events(
         # Nothing new: the row is rewritten as it was (its learned rate included).
         tally = tally_of(stats.history, policy.top_index)[0]
         visited = tally.last_visit_number is not None
-        rate = learned_rate_per_s(tally, policy) * DAY_S if visited else None
-        kept = replace(stats, last_visit=last_visit, change_rate_per_day=rate)
+        rate_per_s = learned_rate_per_s(tally, policy)
+        kept = replace(
+            stats,
+            last_visit=last_visit,
+            change_rate_per_day=rate_per_s * DAY_S if visited else None,
+            reported_change_delay_s=change_delay_s(stats, policy, rate_per_s),
+        )
         return StatsUpdate(kept, False, (), beyond)
     top = policy.top_index
     before, tally, outcomes = refold(stats.history, merged, top)
@@ -303,4 +329,9 @@ def apply_events(
     )
     # planned from the history just folded (its visits' costs included)
     target = next_target(after, tally, anchor, policy, fudge, rate_per_s)
-    return StatsUpdate(replace(after, next_visit_queue_position=target), True, new_outcomes, beyond)
+    planned = replace(
+        after,
+        next_visit_queue_position=target,
+        reported_change_delay_s=change_delay_s(after, policy, rate_per_s),
+    )
+    return StatsUpdate(planned, True, new_outcomes, beyond)

@@ -18,8 +18,9 @@
 --         or 'due' in ARGV[5] for the age-optimal policy: the n origins due
 --         first across all pools, where an origin's due time is its score
 --         (never_visited: last_update; no_last_update, up_to_date: next visit
---         target), and now - lag in the lagging pool (score -lag): a change
---         reported lag seconds after the last visit counts as due that long.
+--         target; lagging: the due time of the reported change, or, for a
+--         score -lag <= 0, now - lag: a change reported lag seconds after the
+--         last visit counts as due that long).
 --         up_to_date origins are taken only once due (the forge reports no
 --         change since the last visit: an earlier visit would be useless).
 --         With 'due', ARGV[6] is the head start (s) of known work: the due
@@ -90,7 +91,9 @@ local function by_due()
       local score = heads[i][pos[i] + 1]
       if score then
         local due = tonumber(score)
-        if i == 2 then due = now + due end
+        -- lagging: a due time (age_optimal's delay after the change), or
+        -- -lag (<= 0, before the first multiplier): due lag seconds ago
+        if i == 2 and due <= 0 then due = now + due end
         if i <= 2 then due = due - head_start end
         -- The forge says an up_to_date origin has not changed: visiting it
         -- before its target (the floor) could only be useless.

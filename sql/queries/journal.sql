@@ -52,7 +52,8 @@ create temp table if not exists journal_stats_staging (
   last_final_date timestamptz, eventful_visits integer, uneventful_visits integer,
   failed_visits integer, failures_in_a_row integer, last_duration_s double precision,
   disabled_for_failures boolean, last_eventful timestamptz, next_visit_anchor timestamptz,
-  visit_history bytea, change_rate_per_day double precision
+  visit_history bytea, change_rate_per_day double precision,
+  reported_change_delay_s double precision
 ) on commit delete rows
 
 -- name: copy_stats_staging
@@ -61,7 +62,7 @@ copy journal_stats_staging (
   next_visit_queue_position, next_position_offset, successive_visits, last_visit_number,
   last_final_date, eventful_visits, uneventful_visits, failed_visits, failures_in_a_row,
   last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history,
-  change_rate_per_day
+  change_rate_per_day, reported_change_delay_s
 ) from stdin (format binary)
 
 -- name: upsert_stats
@@ -73,7 +74,8 @@ with new as (
          next_visit_queue_position, next_position_offset, successive_visits,
          last_visit_number, last_final_date, eventful_visits, uneventful_visits,
          failed_visits, failures_in_a_row, last_duration_s, disabled_for_failures,
-         last_eventful, next_visit_anchor, visit_history, change_rate_per_day
+         last_eventful, next_visit_anchor, visit_history, change_rate_per_day,
+         reported_change_delay_s
   from journal_stats_staging
   order by url, visit_type
 ), written as (
@@ -82,7 +84,7 @@ with new as (
     next_visit_queue_position, next_position_offset, successive_visits, last_visit_number,
     last_final_date, eventful_visits, uneventful_visits, failed_visits, failures_in_a_row,
     last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history,
-    change_rate_per_day)
+    change_rate_per_day, reported_change_delay_s)
   select * from new
   on conflict (url, visit_type) do update set
     last_successful = excluded.last_successful,
@@ -103,7 +105,8 @@ with new as (
     last_eventful = excluded.last_eventful,
     next_visit_anchor = excluded.next_visit_anchor,
     visit_history = excluded.visit_history,
-    change_rate_per_day = excluded.change_rate_per_day
+    change_rate_per_day = excluded.change_rate_per_day,
+    reported_change_delay_s = excluded.reported_change_delay_s
   returning {{mirror_columns}}
 )
 select * from written

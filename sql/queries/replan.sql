@@ -10,7 +10,7 @@ select s.id, s.url, s.visit_type, s.last_visit, s.next_visit_queue_position,
        s.eventful_visits, s.uneventful_visits, s.failed_visits,
        s.failures_in_a_row, s.successive_visits, s.last_visit_status::text,
        s.last_visit_number, s.last_final_date, s.last_successful, s.last_eventful,
-       s.last_snapshot, s.last_duration_s
+       s.last_snapshot, s.last_duration_s, s.reported_change_delay_s
 from origin_visit_stats s
 where s.visit_type = %(visit_type)s and s.id > %(after)s
 order by s.id
@@ -21,8 +21,9 @@ limit %(limit)s
 -- folded since they were read (then the journal planned them already); return
 -- what the mirror needs.
 update origin_visit_stats st
-set next_visit_queue_position = u.target
-from unnest(%(ids)s::bigint[], %(targets)s::timestamptz[], %(finals)s::timestamptz[])
-  as u(id, target, final)
+set next_visit_queue_position = u.target, reported_change_delay_s = u.delay
+from unnest(%(ids)s::bigint[], %(targets)s::timestamptz[], %(finals)s::timestamptz[],
+            %(delays)s::float8[])
+  as u(id, target, final, delay)
 where st.id = u.id and st.last_final_date is not distinct from u.final
 returning {{mirror_columns}}

@@ -69,7 +69,7 @@ select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
        st.next_visit_queue_position, st.next_position_offset, st.successive_visits,
        st.eventful_visits, st.uneventful_visits, st.failed_visits, st.failures_in_a_row,
        st.last_duration_s, st.disabled_for_failures, st.disabled_by_operator,
-       st.change_rate_per_day,
+       st.change_rate_per_day, st.reported_change_delay_s,
        (select string_agg(l.name || '/' || l.instance_name
                           || case when lo.enabled then '' else ' (disabled)' end, ', ')
         from listed_origins lo join listers l on l.id = lo.lister_id

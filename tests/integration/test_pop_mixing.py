@@ -125,3 +125,29 @@ def test_age_optimal_pop_takes_the_origins_due_first_across_pools(ctx: Context) 
     # forge says it has not changed, so its visit would be useless.
     assert sorted(p.id for p in popped.popped) == [1, 2, 3, 4, 5]
     assert mirror.sizes("git")["up_to_date"] == 1
+
+
+def test_age_optimal_pop_takes_a_reported_change_at_its_due_time_among_planned_visits(
+    ctx: Context,
+) -> None:
+    mirror = ctx.mirror
+    day = 86400.0
+    mirror.add_new(
+        "git",
+        [
+            # due times (age_optimal's delay after the change): one in two days,
+            # one two days ago; beside them a lag order score (-lag, due 1 d ago)
+            Placement(1, "pool", NOW + 2 * day, "lagging", NOW + 2 * day),
+            Placement(2, "pool", NOW - 2 * day, "lagging", NOW - 2 * day),
+            Placement(3, "pool", -1 * day, "lagging", -1 * day),
+            Placement(4, "pool", NOW - 3 * day, "no_last_update", NOW - 3 * day),
+            Placement(5, "pool", NOW - 0.5 * day, "no_last_update", NOW - 0.5 * day),
+        ],
+    )
+    first = mirror.pop("git", 3, NOW, day, "due", peek=True)
+    # planned -3 d, reported -2 d, lag -1 d go before the planned -0.5 d and
+    # the reported change not due for two days
+    assert {p.id for p in first.popped} == {4, 2, 3}
+    popped = mirror.pop("git", 5, NOW, day, "due")
+    # with slots to spare, the change not yet due is taken rather than none
+    assert sorted(p.id for p in popped.popped) == [1, 2, 3, 4, 5]

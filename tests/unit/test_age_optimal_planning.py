@@ -8,8 +8,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.domain.allocation import corrected_multiplier, lateness_reference_s
+from app.domain.allocation import (
+    corrected_multiplier,
+    lateness_reference_s,
+    reported_change_delay_s,
+)
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_stats import (
     MAX_COST_WEIGHT,
@@ -88,10 +94,15 @@ def test_replanning_gives_the_target_the_journal_would_plan_under_the_new_multip
     events = visits(6, 2.0, changed=True)
     planned_before = fold(events, MU)
     planned_now = fold(events, 4 * MU)
-    target = replanned_target(planned_before, policy(4 * MU), FUDGE)
+    replanned = replanned_target(planned_before, policy(4 * MU), FUDGE)
+    assert replanned is not None
+    target, delay = replanned
     assert target == planned_now.next_visit_queue_position
-    assert target is not None and planned_before.next_visit_queue_position is not None
+    assert delay == planned_now.reported_change_delay_s
+    assert planned_before.next_visit_queue_position is not None
     assert target > planned_before.next_visit_queue_position  # a larger μ spaces visits more
+    assert delay is not None and planned_before.reported_change_delay_s is not None
+    assert delay > planned_before.reported_change_delay_s  # and waits longer after a change
 
 
 def test_nothing_is_replanned_without_a_multiplier_or_after_a_failed_visit() -> None:
@@ -163,3 +174,33 @@ def test_the_visit_cost_is_what_uneventful_visits_took_and_its_weight_is_bounded
     assert visit_cost_weight(None, 60.0) == visit_cost_weight(30.0, None) == 1.0
     assert visit_cost_weight(1e9, 1.0) == MAX_COST_WEIGHT
     assert visit_cost_weight(1e-9, 1.0) == 1 / MAX_COST_WEIGHT
+
+
+@given(
+    rate_per_day=st.floats(1e-4, 1e3),
+    multiplier_s2=st.floats(1.0, 1e14),
+)
+def test_the_delay_after_a_reported_change_minimises_age_plus_the_price_of_visits(
+    rate_per_day: float, multiplier_s2: float
+) -> None:
+    rate = rate_per_day / DAY_S
+    floor = 1e12  # out of the way
+
+    def cost(delay: float) -> float:  # (τ²/2 + μ) / (1/λ + τ): mean age + μ visits
+        return (delay * delay / 2 + multiplier_s2) / (1 / rate + delay)
+
+    delay = reported_change_delay_s(rate, multiplier_s2, floor)
+    assert delay >= 0
+    for other in (delay * 0.9, delay * 1.1 + 1e-3):
+        assert cost(delay) <= cost(other) * (1 + 1e-12)
+
+
+def test_a_fast_changer_waits_the_common_interval_and_a_rare_change_is_chased_at_once() -> None:
+    mu = 1e10
+    fast = reported_change_delay_s(1e3 / DAY_S, mu, 1e12)
+    rare = reported_change_delay_s(1e-6 / DAY_S, mu, 1e12)
+    assert fast == pytest.approx(math.sqrt(2 * mu), rel=1e-2)
+    assert rare == pytest.approx(mu * 1e-6 / DAY_S, rel=1e-3)
+    assert reported_change_delay_s(1 / DAY_S, math.inf, 5.0) == 5.0
+    assert reported_change_delay_s(1 / DAY_S, mu, 5.0) == 5.0
+    assert reported_change_delay_s(0.0, mu, 1e12) == 0.0

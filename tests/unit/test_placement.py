@@ -44,6 +44,30 @@ def test_origin_changed_after_its_last_visit_is_lagging_by_minus_its_lag() -> No
     assert pool_of(r) == ("lagging", -8 * 86400.0)
 
 
+def test_under_age_optimal_a_reported_change_is_due_its_delay_after_the_first_missed_change() -> (
+    None
+):
+    visited, changed = NOW - timedelta(days=10), NOW - timedelta(days=2)
+    delay = 3600.0
+    rare = row(
+        last_update=changed,
+        last_successful=visited,
+        never_succeeded=False,
+        change_rate_per_day=0.01,  # a change expected every 100 days: the reported one
+        reported_change_delay_s=delay,
+    )
+    assert pool_of(rare) == ("lagging", epoch_s(changed) + delay)
+    # a fast changer missed its first change about a mean wait after the visit
+    fast = row(
+        last_update=changed,
+        last_successful=visited,
+        never_succeeded=False,
+        change_rate_per_day=4.0,
+        reported_change_delay_s=delay,
+    )
+    assert pool_of(fast) == ("lagging", epoch_s(visited) + 86400.0 / 4 + delay)
+
+
 def test_origin_visited_after_its_last_change_is_up_to_date_at_its_target() -> None:
     r = row(
         last_update=NOW - timedelta(days=5),
