@@ -6,12 +6,17 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
+from app.listing import record_listed_origins
+from app.listing_input import ListedOriginIn
 from app.scheduling import schedule_step
 from tests.integration.helpers import list_origins, stats_by_url
 
@@ -157,3 +162,38 @@ def test_the_schedule_drift_is_how_late_the_first_planned_origin_left_waiting_is
     rest = schedule_step(conn, ctx, "git", 10, later + timedelta(seconds=1), policies)
     assert len(rest.orders) == 5
     assert rest.schedule_drift_s is None
+
+
+def test_a_reported_change_waits_in_lagging_until_its_delay_which_the_sweep_replans(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e9,))
+    url = "https://e.example/reported"
+    lister = register_lister(conn, "test", "forge", None)
+
+    def listing(last_update: datetime, at: datetime) -> None:
+        row = ListedOriginIn(url=url, visit_type="git", last_update=last_update)
+        record_listed_origins(conn, ctx, lister, [(1, row)], at)
+
+    listing(NOW - 10 * DAY, NOW - DAY)
+    for k in range(4):  # four visits a day apart, each finding a change
+        _visit(conn, ctx, url, k + 1, NOW + k * DAY, bytes([k]) * 20)
+    delay = stats_by_url(conn)[url]["reported_change_delay_s"]
+    assert isinstance(delay, float) and 0 < delay < 86400
+    # the forge reports a change after the last visit: lagging, due at its delay
+    listing(NOW + 3.5 * DAY, NOW + 4 * DAY)
+    stats = stats_by_url(conn)[url]
+    place, score = ctx.mirror.contents("git")[int(stats["id"])]  # type: ignore[call-overload]
+    assert place == "lagging"
+    rate = stats["change_rate_per_day"]
+    assert isinstance(rate, float) and rate > 0
+    first_missed = min((NOW + 3.5 * DAY).timestamp(), (NOW + 3 * DAY).timestamp() + 86400 / rate)
+    assert score == pytest.approx(first_missed + delay)
+    # μ a thousand times larger: the sweep re-plans the delay, the mirror follows
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e12,))
+    schedule_step(conn, ctx, "git", 0, NOW + 4 * DAY, {"age_optimal": 1.0})
+    replanned = stats_by_url(conn)[url]["reported_change_delay_s"]
+    assert isinstance(replanned, float) and replanned > 10 * delay
+    place, score = ctx.mirror.contents("git")[int(stats["id"])]  # type: ignore[call-overload]
+    assert (place, score) == ("lagging", pytest.approx(first_missed + replanned))
