@@ -39,7 +39,7 @@ from rows from (
   json_array_elements_text(%(last_visit)s::json)
 ) as k(url, visit_type, last_visit)
 on conflict (url, visit_type) do update
-  set last_visit = excluded.last_visit
+  set last_visit = excluded.last_visit, version = st.version + 1
   where st.last_visit is null or st.last_visit < excluded.last_visit
 
 -- name: create_stats_staging
@@ -106,7 +106,8 @@ with new as (
     next_visit_anchor = excluded.next_visit_anchor,
     visit_history = excluded.visit_history,
     change_rate_per_day = excluded.change_rate_per_day,
-    reported_change_delay_s = excluded.reported_change_delay_s
+    reported_change_delay_s = excluded.reported_change_delay_s,
+    version = st.version + 1
   returning {{mirror_columns}}
 )
 select * from written

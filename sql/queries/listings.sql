@@ -68,7 +68,8 @@ on conflict (url, visit_type) do update
       listed = not st.disabled_by_operator,
       disabled_for_failures = false,
       failures_in_a_row = case when st.disabled_for_failures then 0
-                               else st.failures_in_a_row end
+                               else st.failures_in_a_row end,
+      version = st.version + 1
   where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
      or (not st.listed and not st.disabled_by_operator)
      or st.disabled_for_failures
@@ -98,7 +99,8 @@ update origin_visit_stats st
 set listed = not st.disabled_by_operator
              and exists (select 1 from listed_origins lo
                          where lo.url = st.url and lo.visit_type = st.visit_type
-                           and lo.enabled and lo.lister_id <> %(lister_id)s)
+                           and lo.enabled and lo.lister_id <> %(lister_id)s),
+    version = st.version + 1
 from (select distinct url, visit_type from disabled) d
 where st.url = d.url and st.visit_type = d.visit_type
 returning {{mirror_columns}}

@@ -21,7 +21,8 @@ limit %(limit)s
 -- folded since they were read (then the journal planned them already); return
 -- what the mirror needs.
 update origin_visit_stats st
-set next_visit_queue_position = u.target, reported_change_delay_s = u.delay
+set next_visit_queue_position = u.target, reported_change_delay_s = u.delay,
+    version = st.version + 1
 from unnest(%(ids)s::bigint[], %(targets)s::timestamptz[], %(finals)s::timestamptz[],
             %(delays)s::float8[])
   as u(id, target, final, delay)

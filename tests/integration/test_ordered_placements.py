@@ -105,6 +105,28 @@ def test_the_scheduler_confirms_its_picks_in_flight_at_their_new_version(
     assert check(conn, ctx, "git", now) == []
 
 
+@pytest.mark.parametrize(
+    "update",
+    [
+        "update origin_visit_stats set last_duration_s = 1 where id = %s",
+        "update origin_visit_stats set last_duration_s = 1, version = version + 1 where id = %s",
+        "update origin_visit_stats set last_duration_s = 1, version = version where id = %s",
+        "update origin_visit_stats set last_duration_s = 1, version = 1000 where id = %s",
+    ],
+    ids=["not-naming-version", "bumping-it-itself", "keeping-it", "setting-another-value"],
+)
+def test_every_update_moves_the_version_by_exactly_one(
+    conn: DictConnection, ctx: Context, update: str
+) -> None:
+    list_origins(conn, ctx, [URL])
+    [origin_id] = ctx.mirror.contents("git")
+    before = stats_version(conn, origin_id)
+
+    conn.execute(update, [origin_id])
+
+    assert stats_version(conn, origin_id) == before + 1
+
+
 def test_a_journal_client_delayed_before_placing_cannot_leave_the_older_place(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
