@@ -36,14 +36,13 @@ import redis
 
 import queues.mirror as mirror
 from app.context import Context
-from app.db.connection import DictConnection, connect
+from app.db.connection import DictConnection
 from app.mirror_sync import rebuild
 from app.queue_names import visit_queue
 from app.scheduling import VisitOrder
-from benchmarks.common import bench_settings
 from benchmarks.scheduling import (
     DEFAULT_WEIGHTS,
-    load,
+    loaded,
     now,
     pop_latencies,
     script_usec,
@@ -185,12 +184,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
-        ctx = Context.from_settings(settings)
-        ctx.redis.flushdb()
-        with connect(settings) as conn:
-            load(conn, ctx, args.origins)
-            figures = measure(conn, ctx, settings, args.before, args.runs)
+    with loaded(args.origins) as (settings, ctx, conn):
+        figures = measure(conn, ctx, settings, args.before, args.runs)
     if args.json:
         Path(args.json).write_text(json.dumps(figures))
 

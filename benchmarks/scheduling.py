@@ -24,6 +24,7 @@ prints revisit's figures as ratios to the reference's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -122,6 +123,17 @@ def load(conn: DictConnection, ctx: Context, count: int) -> None:
     assert report.recorded == count and not report.refused
     write_history(conn, count)
     rebuild(conn, ctx, VISIT_TYPE, now())
+
+
+@contextlib.contextmanager
+def loaded(count: int) -> Iterator[tuple[Settings, Context, DictConnection]]:
+    """Fresh servers holding ``count`` origins (``load``): settings, context, connection."""
+    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+        ctx = Context.from_settings(settings)
+        ctx.redis.flushdb()
+        with connect(settings) as conn:
+            load(conn, ctx, count)
+            yield settings, ctx, conn
 
 
 def write_history(conn: DictConnection, count: int) -> None:

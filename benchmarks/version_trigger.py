@@ -32,12 +32,10 @@ import psutil
 import app.db.scheduling as db_scheduling
 import app.scheduling as scheduling
 from app.context import Context
-from app.db.connection import DictConnection, connect
+from app.db.connection import DictConnection
 from app.db.queries import query
-from benchmarks.common import bench_settings
 from benchmarks.journal_steps import postgres_cpu_s
-from benchmarks.scheduling import Timed, load, steps_breakdown
-from benchmarks.scheduling_data import VISIT_TYPE
+from benchmarks.scheduling import Timed, loaded, steps_breakdown
 
 BUMP = ", version = st.version + 1"
 OLD_TRIGGER = """
@@ -92,17 +90,13 @@ def main() -> None:
     parser.add_argument("--origins", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
-        ctx = Context.from_settings(settings)
-        ctx.redis.flushdb()
-        with connect(settings) as conn:
-            load(conn, ctx, args.origins)
-            out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
-            for i in range(args.runs):
-                for label in ("before", "after") if i % 2 == 0 else ("after", "before"):
-                    out[label].append(run(conn, ctx, settings, label))
-                    print(f"{label} run {len(out[label])}: {out[label][-1]}", flush=True)
-            use(conn, "after")
+    with loaded(args.origins) as (settings, ctx, conn):
+        out: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        for i in range(args.runs):
+            for label in ("before", "after") if i % 2 == 0 else ("after", "before"):
+                out[label].append(run(conn, ctx, settings, label))
+                print(f"{label} run {len(out[label])}: {out[label][-1]}", flush=True)
+        use(conn, "after")
     for label, runs in out.items():
         parts = []
         for key in ("rate", "mark_ms", "client_us", "postgres_us"):
