@@ -325,9 +325,9 @@ def _folded(
     policy: StatsPolicy,
     fudge: Fudge,
 ) -> OriginStats:
-    """The stats once ``merged`` (folding from ``before`` to ``tally``) replaces the
-    history of ``stats``, every visit it adds newer than those of ``stats``:
-    anchor, failure streak, learned rate and target, planned from it."""
+    """The stats once ``merged`` replaces the history of ``stats`` (``before`` and
+    ``tally`` the folds of the old and the new history): anchor, failure streak,
+    learned rate and target, planned from it."""
     anchor = stats.next_visit_anchor
     if anchor is None or merged.newest_visit() != stats.history.newest_visit():
         anchor = queue_position
