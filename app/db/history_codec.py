@@ -1,24 +1,28 @@
 """The stored form of a visit history (origin_visit_stats.visit_history).
 
 msgpack, because a journal batch decodes and encodes thousands of these:
-``[1, base, recent]`` where ``base`` is a Tally as a list in field order (a
-history stored before a field was added decodes with its default; zero floats
-are stored as 0) and
-each recent visit is ``[visit, date, status, snapshot, duration_s]``. Dates
-are msgpack Timestamps (UTC).
+``[2, base, recent, top_index, tally]`` where ``base`` is a Tally as a list in
+field order (a history stored before a field was added decodes with its
+default; zero floats are stored as 0), each recent visit is ``[visit, date,
+status, snapshot, duration_s]``, and ``top_index`` and ``tally`` are the fold
+the history keeps (``visit_history.Folded``; both nil when it is not known).
+Dates are msgpack Timestamps (UTC). Version 1, ``[1, base, recent]``, is read
+as a history whose fold is not known.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields
+from itertools import starmap
 from operator import attrgetter
 from typing import Any
 
 import msgpack
 
-from app.domain.visit_history import FinalVisit, Tally, VisitHistory
+from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _TALLY_FIELDS = [f.name for f in fields(Tally)]
 #: A Tally's fields as a tuple, in field order (one C call: a journal batch
 #: encodes thousands of histories, and attribute reads by name dominated).
@@ -30,29 +34,36 @@ _FLOAT_AT = [i for i, f in enumerate(fields(Tally)) if "float" in str(f.type)]
 
 def encode_history(history: VisitHistory) -> bytes:
     """The bytes stored for ``history``."""
-    base = history.base
     recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
-    # A float that is zero is stored as the integer 0: one byte instead of nine
-    # (equal on decoding).
-    values = list(_tally_values(base))
-    for i in _FLOAT_AT:
-        if values[i] == 0.0:
-            values[i] = 0
+    folded = history.folded
+    top, tally = (None, None) if folded is None else (folded.top_index, _tally_list(folded.tally))
     packed: bytes = msgpack.packb(
-        [FORMAT_VERSION, values, recent],
+        [FORMAT_VERSION, _tally_list(history.base), recent, top, tally],
         use_bin_type=True,
         datetime=True,
     )
     return packed
 
 
+def _tally_list(tally: Tally) -> list[Any]:
+    # A float that is zero is stored as the integer 0: one byte instead of nine
+    # (equal on decoding). Not -0.0, which would read back as +0.0: a tally
+    # folded from the base must equal the one kept, to the sign of a zero.
+    values = list(_tally_values(tally))
+    for i in _FLOAT_AT:
+        if values[i] == 0.0 and math.copysign(1.0, values[i]) > 0:
+            values[i] = 0
+    return values
+
+
 def decode_history(data: bytes) -> VisitHistory:
     """The history stored as ``data``."""
-    version, base, recent = msgpack.unpackb(data, raw=False, timestamp=3)
-    if version != FORMAT_VERSION:
-        raise ValueError(f"visit_history: unknown format version {version!r}")
-    return VisitHistory(Tally(*base), tuple(_visit(v) for v in recent))
-
-
-def _visit(fields: list[Any]) -> FinalVisit:
-    return FinalVisit(*fields)
+    version, base, recent, *rest = msgpack.unpackb(data, raw=False, timestamp=3)
+    visits = tuple(starmap(FinalVisit, recent))
+    if version == FORMAT_VERSION:
+        top, tally = rest
+        folded = None if tally is None else Folded(top, Tally(*tally))
+        return VisitHistory(Tally(*base), visits, folded)
+    if version == 1 and not rest:
+        return VisitHistory(Tally(*base), visits)
+    raise ValueError(f"visit_history: unknown format version {version!r}")

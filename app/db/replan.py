@@ -10,7 +10,7 @@ from app.db.connection import DictConnection
 from app.db.listings import mirror_row
 from app.db.queries import query
 from app.db.rows import column_index
-from app.db.stats import stats_from_row
+from app.db.stats import stats_reader
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import OriginStats
 
@@ -23,7 +23,8 @@ def stats_after(
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("stats_after_id"), params, binary=True)
         at = column_index(cur)
-        return [(int(row[at["id"]]), stats_from_row(row, at)) for row in cur]
+        read = stats_reader(at)
+        return [(int(row[at["id"]]), read(row)) for row in cur]
 
 
 #: A re-planned origin: (id, new target, the last final date it was planned

@@ -8,8 +8,10 @@ refolded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -38,9 +40,9 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
     found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("lock_stats"), params, binary=True)
-        at = column_index(cur)
+        read = stats_reader(column_index(cur))
         for row in cur.fetchall():  # loaded in C, where iterating costs a call per row
-            stats = stats_from_row(row, at)
+            stats = read(row)
             found[(stats.url, stats.visit_type)] = stats
     return found
 
@@ -51,27 +53,48 @@ def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, Ori
 _TALLY_COLUMNS = [f.name for f in fields(Tally) if not f.name.startswith("change_obs_")]
 
 
+#: The other columns of OriginStats, read by name (its history decoded).
+_STATS_COLUMNS = [
+    "url", "visit_type", "visit_history", "last_visit", "next_visit_queue_position",
+    "next_visit_anchor", "disabled_for_failures", "reports_last_update",
+]  # fmt: skip
+
+
 def stats_from_row(row: tuple[Any, ...], at: dict[str, int]) -> OriginStats:
-    tally = Tally(*[row[at[name]] for name in _TALLY_COLUMNS])
-    history = row[at["visit_history"]]
-    # A row written before visit histories existed (or never visited): what it
-    # says is the fold of everything older.
-    visits = VisitHistory(base=tally) if history is None else decode_history(bytes(history))
-    return OriginStats(
-        url=row[at["url"]],
-        visit_type=row[at["visit_type"]],
-        tally=tally,
-        history=visits,
-        last_visit=row[at["last_visit"]],
-        next_visit_queue_position=row[at["next_visit_queue_position"]],
-        next_visit_anchor=row[at["next_visit_anchor"]],
-        disabled_for_failures=row[at["disabled_for_failures"]],
-        reports_last_update=bool(row[at["reports_last_update"]]),
-        # read where the query selects it (the re-planning sweep compares it)
-        reported_change_delay_s=(
-            row[at["reported_change_delay_s"]] if "reported_change_delay_s" in at else None
-        ),
-    )
+    """The OriginStats of a row read with the columns of ``lock_stats``, at ``at``."""
+    return stats_reader(at)(row)
+
+
+def stats_reader(at: dict[str, int]) -> Callable[[tuple[Any, ...]], OriginStats]:
+    """``stats_from_row`` for the rows of one statement, the columns found once (a
+    journal batch reads thousands)."""
+    tally_values = itemgetter(*[at[name] for name in _TALLY_COLUMNS])
+    other_values = itemgetter(*[at[name] for name in _STATS_COLUMNS])
+    # read where the query selects it (the re-planning sweep compares it)
+    delay_at = at.get("reported_change_delay_s")
+
+    def read(row: tuple[Any, ...]) -> OriginStats:
+        tally = Tally(*tally_values(row))
+        url, visit_type, history, last_visit, position, anchor, disabled, reports = other_values(
+            row
+        )
+        # A row written before visit histories existed (or never visited): what it
+        # says is the fold of everything older.
+        visits = VisitHistory(base=tally) if history is None else decode_history(bytes(history))
+        return OriginStats(
+            url,
+            visit_type,
+            tally,
+            visits,
+            last_visit,
+            position,
+            anchor,
+            disabled,
+            bool(reports),
+            reported_change_delay_s=row[delay_at] if delay_at is not None else None,
+        )
+
+    return read
 
 
 def queue_positions(conn: DictConnection) -> dict[str, datetime]:

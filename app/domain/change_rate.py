@@ -126,14 +126,61 @@ def estimate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
     refolded origin in every journal batch)."""
     if prior_interval_s <= 0:
         raise ValueError(f"prior_interval_s: must be positive, got {prior_interval_s}")
-    terms, unchanged_s = _terms(obs, prior_interval_s)
-    lo, hi = math.log(_LO_PER_S), math.log(_HI_PER_S)
-    # Start from the root of the equation with every term merged into one.
-    count = sum(c for c, _ in terms)
-    length = sum(c * length for c, length in terms) / count
+    changed, changed_s, unchanged, unchanged_s = (
+        obs.changed,
+        obs.changed_s,
+        obs.unchanged,
+        obs.unchanged_s,
+    )
+    if not (changed or changed_s or unchanged or unchanged_s):
+        # Nothing observed yet (an origin's first visits): the prior's rate.
+        known = _PRIOR_RATES.get(prior_interval_s)
+        if known is None:
+            if len(_PRIOR_RATES) >= _PRIOR_RATES_KEPT:
+                _PRIOR_RATES.clear()
+            known = _PRIOR_RATES[prior_interval_s] = _solve(obs, prior_interval_s)
+        return known
+    return _solve(obs, prior_interval_s)
+
+
+#: The estimate of no observation, per prior interval (a handful: one per visit type).
+_PRIOR_RATES: dict[float, float] = {}
+_PRIOR_RATES_KEPT = 64
+_LOG_LO = math.log(_LO_PER_S)
+_LOG_HI = math.log(_HI_PER_S)
+
+
+def _solve(obs: ChangeObservations, prior_interval_s: float) -> float:
+    """``estimate_per_s``: the equation of ``_terms`` and the Newton steps on
+    ``_excess``, with its (at most two) terms unrolled, every float operation as
+    they do it, in the same order, so the root is the same to the last bit (a
+    unit test compares them)."""
+    changed, changed_s = obs.changed, obs.changed_s
+    seen = changed + obs.unchanged
+    typical = (changed_s + obs.unchanged_s) / seen if seen > 0 else prior_interval_s
+    prior_cl = PRIOR_WEIGHT * typical  # the prior's term: count x length
+    unchanged_s = obs.unchanged_s + prior_cl
+    two = changed > 0 and changed_s > 0
+    changed_l = changed_s / changed if two else 0.0  # the changed intervals' term
+    changed_cl = changed * changed_l
+    count = PRIOR_WEIGHT + changed if two else PRIOR_WEIGHT
+    length = (prior_cl + changed_cl if two else prior_cl) / count
     u = math.log(max(_LO_PER_S, min(_HI_PER_S, math.log1p(count * length / unchanged_s) / length)))
+    lo, hi = _LOG_LO, _LOG_HI
     for _ in range(_MAX_STEPS):
-        value, slope = _excess(u, terms, unchanged_s)
+        rate = math.exp(u)
+        value, slope = -unchanged_s, 0.0
+        x = rate * typical
+        if not x > 700:
+            e = math.expm1(x)
+            value += prior_cl / e
+            slope -= prior_cl * x * (e + 1) / (e * e)
+        if two:
+            x = rate * changed_l
+            if not x > 700:
+                e = math.expm1(x)
+                value += changed_cl / e
+                slope -= changed_cl * x * (e + 1) / (e * e)
         if value > 0:
             lo = u
         else:

@@ -9,6 +9,11 @@ late status lands in the middle, each origin keeps its newest
 A status older than the base is beyond repair; it is reported, not applied.
 Visits of one origin are hours apart, and reordering in the journal spans
 seconds to minutes, so a handful of visits is ample.
+
+Most statuses arrive in order, newer than every visit kept. A history also
+keeps its own fold (``Folded``), so such a status is folded once onto it
+(``fold_in_order``) instead of refolding every kept visit from the base: the
+same folds, in the same order, from the same tally, so the same result.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from app.domain import ladder
 from app.domain.change_rate import ChangeObservations, observe
@@ -89,12 +94,23 @@ class Tally:
         )
 
 
+class Folded(NamedTuple):
+    """What a history's visits add up to: ``tally_of`` the history, folded with
+    the ladder's ``top_index`` (a fold under another top differs)."""
+
+    top_index: int
+    tally: Tally
+
+
 @dataclass(frozen=True, slots=True)
 class VisitHistory:
     """The fold of old visits (``base``) and the newest final visits, in visit order."""
 
     base: Tally = field(default_factory=Tally)
     recent: tuple[FinalVisit, ...] = ()
+    folded: Folded | None = field(default=None, compare=False, repr=False)
+    """``tally_of`` this history when known (a function of base and recent, so
+    not part of equality): what a status that arrives in order folds onto."""
 
     def newest_visit(self) -> int | None:
         """Number of the newest final visit known."""
@@ -182,6 +198,59 @@ def tally_of(history: VisitHistory, top_index: int) -> tuple[Tally, list[Outcome
     return tally, outcomes
 
 
+def fold_of(history: VisitHistory, top_index: int) -> Tally:
+    """``tally_of(history, top_index)[0]``, from the fold the history keeps when it can."""
+    folded = history.folded
+    if folded is not None and folded.top_index == top_index:
+        return folded.tally
+    if not history.recent:
+        return history.base
+    return tally_of(history, top_index)[0]
+
+
+def with_fold(history: VisitHistory, tally: Tally, top_index: int) -> VisitHistory:
+    """``history`` keeping ``tally``, which must be ``tally_of(history, top_index)[0]``."""
+    return VisitHistory(history.base, history.recent, Folded(top_index, tally))
+
+
+def fold_in_order(
+    history: VisitHistory, visits: list[FinalVisit], top_index: int
+) -> tuple[Tally, Tally, VisitHistory, list[Outcome]] | None:
+    """Fold final visits that are all newer than every visit of ``history`` onto the
+    fold it keeps: the tallies before and after, the merged history (keeping the
+    new fold) and the outcomes of the new visits, as ``merge`` then ``refold``
+    give them. None when some visit is not newer, or the fold is not known under
+    ``top_index``: the caller refolds from the base."""
+    if not visits:
+        return None
+    folded = history.folded
+    if folded is not None and folded.top_index == top_index:
+        before = folded.tally
+    elif not history.recent:
+        before = history.base
+    else:
+        return None
+    newest = history.newest_visit()
+    folded_up_to = history.base.last_visit_number
+    if folded_up_to is not None and (newest is None or folded_up_to > newest):
+        newest = folded_up_to
+    by_number: dict[int, FinalVisit] = {}
+    for visit in visits:
+        if newest is not None and visit.visit <= newest:
+            return None
+        known = by_number.get(visit.visit)
+        if known is None or visit.precedence() > known.precedence():
+            by_number[visit.visit] = visit
+    added = [by_number[n] for n in sorted(by_number)]
+    tally = before
+    outcomes: list[Outcome] = []
+    for visit in added:
+        outcomes.append(outcome(tally, visit))
+        tally = fold(tally, visit, top_index)
+    merged = VisitHistory(history.base, history.recent + tuple(added), Folded(top_index, tally))
+    return before, tally, merged, outcomes
+
+
 def refold(
     old: VisitHistory, new: VisitHistory, top_index: int
 ) -> tuple[Tally, Tally, list[Outcome]]:
@@ -227,11 +296,17 @@ def merge(history: VisitHistory, visits: Iterable[FinalVisit]) -> tuple[VisitHis
 def compact(history: VisitHistory, length: int, top_index: int) -> VisitHistory:
     """Fold the oldest recent visits into the base until at most ``length`` remain.
 
-    The tally of the history is unchanged: folding is associative that way.
+    The tally of the history is unchanged: folding is associative that way (and
+    the fold it keeps stays valid when it was folded under the same top).
     """
+    if len(history.recent) <= length:
+        return history
     base = history.base
     recent = history.recent
     while len(recent) > length:
         base = fold(base, recent[0], top_index)
         recent = recent[1:]
-    return VisitHistory(base, recent)
+    folded = history.folded
+    return VisitHistory(
+        base, recent, folded if folded is not None and folded.top_index == top_index else None
+    )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -44,9 +44,11 @@ from app.domain.visit_history import (
     Tally,
     VisitHistory,
     compact,
+    fold_in_order,
+    fold_of,
     merge,
     refold,
-    tally_of,
+    with_fold,
 )
 from app.domain.visit_status import FINAL_STATUSES, is_success
 
@@ -148,10 +150,12 @@ def next_target(
     policy: StatsPolicy,
     fudge: Fudge,
     rate_per_s: float,
+    history: VisitHistory | None = None,
 ) -> datetime:
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
-    age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate."""
+    age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate
+    (and the visit costs of ``history``, by default that of ``stats``)."""
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
@@ -159,7 +163,8 @@ def next_target(
     if policy.spacing == "age_optimal":
         assert tally.last_final_date is not None
         if policy.age_multiplier_s2 is not None:
-            interval = _age_optimal_interval(stats, tally, policy, rate_per_s)
+            visits = stats.history if history is None else history
+            interval = _age_optimal_interval(stats, visits, tally, policy, rate_per_s)
         # Real time from the visit, never the queue position: until the first
         # multiplier is measured the ladder's interval stands in, and the
         # re-planning sweep (``replanned_target``) corrects it once μ is known.
@@ -179,7 +184,7 @@ def _floor(policy: StatsPolicy) -> timedelta:
 
 
 def _age_optimal_interval(
-    stats: OriginStats, tally: Tally, policy: StatsPolicy, rate_per_s: float
+    stats: OriginStats, history: VisitHistory, tally: Tally, policy: StatsPolicy, rate_per_s: float
 ) -> timedelta:
     """The age-optimal interval of the learned rate, made optimistic while the
     history is thin (the floor alone for an origin whose lister reports its
@@ -188,9 +193,9 @@ def _age_optimal_interval(
     if stats.reports_last_update:
         return policy.max_interval
     rate = rate_per_s * optimism(tally.change_observations)
-    multiplier = policy.age_multiplier_s2 * visit_cost_weight(
-        visit_cost_s(stats.history), policy.visit_cost_reference_s
-    )
+    multiplier = policy.age_multiplier_s2
+    if policy.visit_cost_reference_s is not None:  # else every cost weighs 1
+        multiplier *= visit_cost_weight(visit_cost_s(history), policy.visit_cost_reference_s)
     interval_s = optimal_interval_s(rate, multiplier, policy.max_interval.total_seconds())
     return timedelta(seconds=max(interval_s, 0.0))
 
@@ -225,7 +230,7 @@ def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:
     return max(1 / MAX_COST_WEIGHT, min(MAX_COST_WEIGHT, cost_s / reference_s))
 
 
-def change_delay_s(stats: OriginStats, policy: StatsPolicy, rate_per_s: float) -> float | None:
+def change_delay_s(history: VisitHistory, policy: StatsPolicy, rate_per_s: float) -> float | None:
     """How long after its first missed change the origin is due when its forge
     reports a change (the lagging pool's due time, ``app.domain.placement``):
     the age-optimal delay of its learned rate under the multiplier, weighed by
@@ -233,9 +238,9 @@ def change_delay_s(stats: OriginStats, policy: StatsPolicy, rate_per_s: float) -
     the first multiplier (the lagging pool is then ordered by lag)."""
     if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return None
-    multiplier = policy.age_multiplier_s2 * visit_cost_weight(
-        visit_cost_s(stats.history), policy.visit_cost_reference_s
-    )
+    multiplier = policy.age_multiplier_s2
+    if policy.visit_cost_reference_s is not None:  # else every cost weighs 1
+        multiplier *= visit_cost_weight(visit_cost_s(history), policy.visit_cost_reference_s)
     return reported_change_delay_s(rate_per_s, multiplier, _floor(policy).total_seconds())
 
 
@@ -253,13 +258,13 @@ def replanned_target(
     before the first one was measured)."""
     if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return None
-    tally = tally_of(stats.history, policy.top_index)[0]
+    tally = fold_of(stats.history, policy.top_index)
     if not is_success(tally.last_visit_status) or tally.last_final_date is None:
         return None
     anchor = stats.next_visit_anchor or tally.last_final_date
     rate = learned_rate_per_s(tally, policy)
     target = next_target(stats, tally, anchor, policy, fudge, rate)
-    return target, change_delay_s(stats, policy, rate)
+    return target, change_delay_s(stats.history, policy, rate)
 
 
 def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:
@@ -278,7 +283,8 @@ def apply_events(
     """Fold a batch of statuses of one origin into its stats.
 
     ``created``/``ongoing`` statuses only advance ``last_visit``. Final ones join
-    the visit history, and everything else is refolded from it.
+    the visit history: folded once onto its kept fold when they are newer than
+    every visit it holds (the common case), else everything is refolded from it.
     """
     last_visit = stats.last_visit
     finals = []
@@ -287,25 +293,63 @@ def apply_events(
             last_visit = event.date
         if event.status in FINAL_STATUSES:
             finals.append(FinalVisit.from_event(event))
+    top = policy.top_index
+    in_order = fold_in_order(stats.history, finals, top)
+    if in_order is not None:
+        before, tally, merged, outcomes = in_order
+        after = _folded(stats, before, tally, merged, last_visit, queue_position, policy, fudge)
+        return StatsUpdate(after, True, tuple(outcomes), 0)
     merged, beyond = merge(stats.history, finals)
     if merged == stats.history:
-        # Nothing new: the row is rewritten as it was (its learned rate included).
-        tally = tally_of(stats.history, policy.top_index)[0]
-        visited = tally.last_visit_number is not None
-        rate_per_s = learned_rate_per_s(tally, policy)
-        kept = replace(
-            stats,
-            last_visit=last_visit,
-            change_rate_per_day=rate_per_s * DAY_S if visited else None,
-            reported_change_delay_s=change_delay_s(stats, policy, rate_per_s),
-        )
-        return StatsUpdate(kept, False, (), beyond)
-    top = policy.top_index
+        return _unchanged(stats, last_visit, policy, beyond)
     before, tally, outcomes = refold(stats.history, merged, top)
     known = {v.visit for v in stats.history.recent}
     new_outcomes = tuple(
         o for v, o in zip(merged.recent, outcomes, strict=True) if v.visit not in known
     )
+    merged = with_fold(merged, tally, top)
+    after = _folded(stats, before, tally, merged, last_visit, queue_position, policy, fudge)
+    return StatsUpdate(after, True, new_outcomes, beyond)
+
+
+def _unchanged(
+    stats: OriginStats, last_visit: datetime | None, policy: StatsPolicy, beyond: int
+) -> StatsUpdate:
+    """Nothing new: the row is rewritten as it was (its learned rate included),
+    keeping its history's fold."""
+    top = policy.top_index
+    tally = fold_of(stats.history, top)
+    visited = tally.last_visit_number is not None
+    rate_per_s = learned_rate_per_s(tally, policy)
+    kept = OriginStats(
+        stats.url,
+        stats.visit_type,
+        stats.tally,
+        with_fold(stats.history, tally, top),
+        last_visit,
+        stats.next_visit_queue_position,
+        stats.next_visit_anchor,
+        stats.disabled_for_failures,
+        stats.reports_last_update,
+        rate_per_s * DAY_S if visited else None,
+        change_delay_s(stats.history, policy, rate_per_s),
+    )
+    return StatsUpdate(kept, False, (), beyond)
+
+
+def _folded(
+    stats: OriginStats,
+    before: Tally,
+    tally: Tally,
+    merged: VisitHistory,
+    last_visit: datetime | None,
+    queue_position: datetime,
+    policy: StatsPolicy,
+    fudge: Fudge,
+) -> OriginStats:
+    """The stats once ``merged`` replaces the history of ``stats`` (``before`` and
+    ``tally`` the folds of the old and the new history): anchor, failure streak,
+    learned rate and target, planned from it."""
     anchor = stats.next_visit_anchor
     if anchor is None or merged.newest_visit() != stats.history.newest_visit():
         anchor = queue_position
@@ -315,23 +359,19 @@ def apply_events(
         # the origin is not overruled by a replay of the same failures.
         disabled = tally.failures_in_a_row >= policy.max_failures_in_a_row
     rate_per_s = learned_rate_per_s(tally, policy)
-    after = OriginStats(
+    history = compact(merged, policy.history_length, policy.top_index)
+    # planned from the history just folded (its visits' costs included)
+    target = next_target(stats, tally, anchor, policy, fudge, rate_per_s, history)
+    return OriginStats(
         stats.url,
         stats.visit_type,
         tally,
-        compact(merged, policy.history_length, top),
+        history,
         last_visit,
-        None,
+        target,
         anchor,
         disabled,
         stats.reports_last_update,
         rate_per_s * DAY_S,
+        change_delay_s(history, policy, rate_per_s),
     )
-    # planned from the history just folded (its visits' costs included)
-    target = next_target(after, tally, anchor, policy, fudge, rate_per_s)
-    planned = replace(
-        after,
-        next_visit_queue_position=target,
-        reported_change_delay_s=change_delay_s(after, policy, rate_per_s),
-    )
-    return StatsUpdate(planned, True, new_outcomes, beyond)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from app.domain.change_rate import (
     ChangeObservations,
+    _excess,
+    _terms,
     estimate_per_s,
     observe,
     optimism,
@@ -80,3 +83,63 @@ def test_the_estimate_is_always_a_finite_positive_rate(
         obs = observe(obs, interval_s, changed)
     rate = estimate_per_s(obs, PRIOR_S)
     assert math.isfinite(rate) and rate > 0
+
+
+def _newton_over_terms(obs: ChangeObservations, prior_interval_s: float) -> float:
+    """The solver as it was before its terms were unrolled: the equation as a list
+    of terms (``_terms``), each Newton step summing over it (``_excess``)."""
+    terms, unchanged_s = _terms(obs, prior_interval_s)
+    lo, hi = math.log(1e-14), math.log(1e2)
+    count = sum(c for c, _ in terms)
+    length = sum(c * length for c, length in terms) / count
+    u = math.log(max(1e-14, min(1e2, math.log1p(count * length / unchanged_s) / length)))
+    for _ in range(100):
+        value, slope = _excess(u, terms, unchanged_s)
+        if value > 0:
+            lo = u
+        else:
+            hi = u
+        step = value / slope if slope < 0 else math.inf
+        if abs(step) < 1e-10:
+            return math.exp(u - step)
+        u = u - step
+        if not lo < u < hi:
+            u = (lo + hi) / 2
+    return math.exp(u)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(min_value=1e-3, max_value=1e11), st.booleans()),
+        min_size=0,
+        max_size=40,
+    ),
+    st.floats(min_value=1.0, max_value=1e10),
+)
+def test_the_unrolled_solver_gives_the_same_estimate_to_the_last_bit(
+    observations: list[tuple[float, bool]], prior_s: float
+) -> None:
+    obs = ChangeObservations()
+    for interval_s, changed in observations:
+        obs = observe(obs, interval_s, changed)
+    assert estimate_per_s(obs, prior_s) == _newton_over_terms(obs, prior_s)
+    assert estimate_per_s(obs, prior_s) == _newton_over_terms(obs, prior_s)  # kept, if kept
+
+
+@given(
+    st.tuples(*[st.just(0.0) | st.floats(min_value=0.0, max_value=1e9)] * 4),
+    st.floats(min_value=1.0, max_value=1e10),
+)
+def test_any_observations_give_the_former_estimate_to_the_last_bit(
+    values: tuple[float, float, float, float], prior_s: float
+) -> None:
+    """Even those no visits make (e.g. an interval without a length), which fail alike."""
+    obs = ChangeObservations(*values)
+
+    def result(solve: Callable[[ChangeObservations, float], float]) -> float | str:
+        try:
+            return solve(obs, prior_s)
+        except ArithmeticError as exc:
+            return type(exc).__name__
+
+    assert result(estimate_per_s) == result(_newton_over_terms)
