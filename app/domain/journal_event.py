@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,11 +36,18 @@ class VisitStatusEvent:
 
     @property
     def duration_s(self) -> float | None:
-        """Visit duration reported by the loader in ``metadata``, if any."""
+        """Visit duration reported by the loader in ``metadata``, if any: a finite,
+        non-negative number of seconds. Anything else (negative, NaN, infinite,
+        not a number) is no duration: metadata is the loader's own, so the
+        status stands, and a value that does not order (NaN) or ties with "no
+        duration" (-1) would make the kept status depend on arrival order."""
         if not self.metadata:
             return None
         value = self.metadata.get("duration_s")
-        return float(value) if isinstance(value, int | float) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def event_from_dict(raw: Any, known_visit_types: frozenset[str]) -> VisitStatusEvent:

@@ -265,3 +265,24 @@ def test_ladder_index_never_leaves_its_bounds(data: st.DataObject) -> None:
         assert stats.next_visit_anchor is not None
         ahead = stats.next_visit_queue_position - stats.next_visit_anchor
         assert POLICY.min_interval <= ahead <= POLICY.max_interval * 1.1
+
+
+@given(duration=st.one_of(st.floats(max_value=-1e-9), st.just(float("nan"))))
+def test_a_duration_that_is_no_duration_changes_nothing_whatever_the_arrival_order(
+    duration: float,
+) -> None:
+    plain = event("full", 1, SNAP_A, hours=1)
+    odd = replace(plain, metadata={"duration_s": duration})
+    assert odd.duration_s is None
+    one_way = apply(apply(fresh(), plain), odd)
+    other_way = apply(apply(fresh(), odd), plain)
+    assert one_way == other_way
+    assert one_way.tally.last_duration_s is None
+
+
+def test_a_finite_duration_is_kept_and_booleans_are_no_duration() -> None:
+    timed = replace(event("full", 1, SNAP_A), metadata={"duration_s": 12})
+    assert timed.duration_s == 12.0
+    assert apply(fresh(), timed).tally.last_duration_s == 12.0
+    assert replace(timed, metadata={"duration_s": True}).duration_s is None
+    assert replace(timed, metadata={"duration_s": float("inf")}).duration_s is None
