@@ -21,10 +21,10 @@ import time
 import uuid
 from pathlib import Path
 
-from actors.journal import ensure_topics
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import register_lister
+from app.kafka import ensure_topics
 from app.listing import import_listing
 from app.listing_input import batches
 from app.mirror_sync import rebuild

@@ -29,12 +29,11 @@ import dramatiq
 import redis
 
 from actors.broker import make_broker
-from actors.journal import ensure_topics
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.journal_codec import encode, visit_status_value
-from app.kafka import StatusPublisher
+from app.kafka import StatusPublisher, ensure_topics
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.scheduling import VisitOrder
