@@ -221,15 +221,10 @@ def fold_in_order(
     new fold) and the outcomes of the new visits, as ``merge`` then ``refold``
     give them. None when some visit is not newer, or the fold is not known under
     ``top_index``: the caller refolds from the base."""
-    if not visits:
-        return None
     folded = history.folded
-    if folded is not None and folded.top_index == top_index:
-        before = folded.tally
-    elif not history.recent:
-        before = history.base
-    else:
+    if not visits or (history.recent and (folded is None or folded.top_index != top_index)):
         return None
+    before = fold_of(history, top_index)
     newest = history.newest_visit()
     folded_up_to = history.base.last_visit_number
     if folded_up_to is not None and (newest is None or folded_up_to > newest):
