@@ -123,6 +123,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--spacing", choices=["ladder", "age_optimal"], default="age_optimal")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the folds")
+    parser.add_argument(
+        "--cost-reference-s",
+        type=float,
+        default=None,
+        help="a typical visit cost, as production measures one with its first multiplier "
+        "(then every fold weighs the origin's visit cost)",
+    )
     args = parser.parse_args()
     day = timedelta(days=1)
     policy = StatsPolicy(
@@ -131,6 +138,7 @@ def main() -> None:
         max_interval=64 * day,
         spacing=args.spacing,
         age_multiplier_s2=None if args.spacing == "ladder" else 1e-9,
+        visit_cost_reference_s=args.cost_reference_s,
     )
     work = events(args.messages, args.origins)
     cpu, digest = run(work, args.batch_size, policy, args.profile)

@@ -150,21 +150,20 @@ def next_target(
     policy: StatsPolicy,
     fudge: Fudge,
     rate_per_s: float,
-    history: VisitHistory | None = None,
+    multiplier_s2: float | None,
 ) -> datetime:
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
-    age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate
-    (and the visit costs of ``history``, by default that of ``stats``)."""
+    age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate,
+    and ``multiplier_s2``, the origin's multiplier (``planning_multiplier_s2``)."""
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         return anchor + policy.min_interval
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
     if policy.spacing == "age_optimal":
         assert tally.last_final_date is not None
-        if policy.age_multiplier_s2 is not None:
-            visits = stats.history if history is None else history
-            interval = _age_optimal_interval(stats, visits, tally, policy, rate_per_s)
+        if multiplier_s2 is not None:
+            interval = _age_optimal_interval(stats, tally, policy, rate_per_s, multiplier_s2)
         # Real time from the visit, never the queue position: until the first
         # multiplier is measured the ladder's interval stands in, and the
         # re-planning sweep (``replanned_target``) corrects it once μ is known.
@@ -184,19 +183,15 @@ def _floor(policy: StatsPolicy) -> timedelta:
 
 
 def _age_optimal_interval(
-    stats: OriginStats, history: VisitHistory, tally: Tally, policy: StatsPolicy, rate_per_s: float
+    stats: OriginStats, tally: Tally, policy: StatsPolicy, rate_per_s: float, multiplier_s2: float
 ) -> timedelta:
     """The age-optimal interval of the learned rate, made optimistic while the
     history is thin (the floor alone for an origin whose lister reports its
     changes: the lagging pool brings it back)."""
-    assert policy.age_multiplier_s2 is not None
     if stats.reports_last_update:
         return policy.max_interval
     rate = rate_per_s * optimism(tally.change_observations)
-    multiplier = policy.age_multiplier_s2
-    if policy.visit_cost_reference_s is not None:  # else every cost weighs 1
-        multiplier *= visit_cost_weight(visit_cost_s(history), policy.visit_cost_reference_s)
-    interval_s = optimal_interval_s(rate, multiplier, policy.max_interval.total_seconds())
+    interval_s = optimal_interval_s(rate, multiplier_s2, policy.max_interval.total_seconds())
     return timedelta(seconds=max(interval_s, 0.0))
 
 
@@ -230,18 +225,29 @@ def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:
     return max(1 / MAX_COST_WEIGHT, min(MAX_COST_WEIGHT, cost_s / reference_s))
 
 
-def change_delay_s(history: VisitHistory, policy: StatsPolicy, rate_per_s: float) -> float | None:
-    """How long after its first missed change the origin is due when its forge
-    reports a change (the lagging pool's due time, ``app.domain.placement``):
-    the age-optimal delay of its learned rate under the multiplier, weighed by
-    its visit cost like its intervals. None under another spacing or before
-    the first multiplier (the lagging pool is then ordered by lag)."""
+def planning_multiplier_s2(history: VisitHistory, policy: StatsPolicy) -> float | None:
+    """The multiplier an origin is planned with: μ weighed by the visit cost of
+    ``history`` (``visit_cost_weight``). None under another spacing or before
+    the first multiplier (the ladder then spaces the visits)."""
     if policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return None
-    multiplier = policy.age_multiplier_s2
-    if policy.visit_cost_reference_s is not None:  # else every cost weighs 1
-        multiplier *= visit_cost_weight(visit_cost_s(history), policy.visit_cost_reference_s)
-    return reported_change_delay_s(rate_per_s, multiplier, _floor(policy).total_seconds())
+    if policy.visit_cost_reference_s is None:  # every cost weighs 1
+        return policy.age_multiplier_s2
+    weight = visit_cost_weight(visit_cost_s(history), policy.visit_cost_reference_s)
+    return policy.age_multiplier_s2 * weight
+
+
+def change_delay_s(
+    policy: StatsPolicy, rate_per_s: float, multiplier_s2: float | None
+) -> float | None:
+    """How long after its first missed change the origin is due when its forge
+    reports a change (the lagging pool's due time, ``app.domain.placement``):
+    the age-optimal delay of its learned rate under its multiplier
+    (``planning_multiplier_s2``). None without one (the lagging pool is then
+    ordered by lag)."""
+    if multiplier_s2 is None:
+        return None
+    return reported_change_delay_s(rate_per_s, multiplier_s2, _floor(policy).total_seconds())
 
 
 def replanned_target(
@@ -263,8 +269,9 @@ def replanned_target(
         return None
     anchor = stats.next_visit_anchor or tally.last_final_date
     rate = learned_rate_per_s(tally, policy)
-    target = next_target(stats, tally, anchor, policy, fudge, rate)
-    return target, change_delay_s(stats.history, policy, rate)
+    multiplier = planning_multiplier_s2(stats.history, policy)
+    target = next_target(stats, tally, anchor, policy, fudge, rate, multiplier)
+    return target, change_delay_s(policy, rate, multiplier)
 
 
 def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:
@@ -332,7 +339,7 @@ def _unchanged(
         stats.disabled_for_failures,
         stats.reports_last_update,
         rate_per_s * DAY_S if visited else None,
-        change_delay_s(stats.history, policy, rate_per_s),
+        change_delay_s(policy, rate_per_s, planning_multiplier_s2(stats.history, policy)),
     )
     return StatsUpdate(kept, False, (), beyond)
 
@@ -361,7 +368,8 @@ def _folded(
     rate_per_s = learned_rate_per_s(tally, policy)
     history = compact(merged, policy.history_length, policy.top_index)
     # planned from the history just folded (its visits' costs included)
-    target = next_target(stats, tally, anchor, policy, fudge, rate_per_s, history)
+    multiplier = planning_multiplier_s2(history, policy)
+    target = next_target(stats, tally, anchor, policy, fudge, rate_per_s, multiplier)
     return OriginStats(
         stats.url,
         stats.visit_type,
@@ -373,5 +381,5 @@ def _folded(
         disabled,
         stats.reports_last_update,
         rate_per_s * DAY_S,
-        change_delay_s(history, policy, rate_per_s),
+        change_delay_s(policy, rate_per_s, multiplier),
     )
