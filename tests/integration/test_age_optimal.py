@@ -4,6 +4,7 @@ rates and plans targets, the scheduler measures capacity and re-solves μ."""
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,7 +19,7 @@ from app.journal import apply_events_batch
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.scheduling import schedule_step
-from tests.integration.helpers import list_origins, stats_by_url
+from tests.integration.helpers import cli, list_origins, stats_by_url
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -197,3 +198,6 @@ def test_a_reported_change_waits_in_lagging_until_its_delay_which_the_sweep_repl
     assert isinstance(replanned, float) and replanned > 10 * delay
     place, score = ctx.mirror.contents("git")[int(stats["id"])]  # type: ignore[call-overload]
     assert (place, score) == ("lagging", pytest.approx(first_missed + replanned))
+    # an operator sees the delay
+    shown = re.search(r"reported_change_delay_s\s+│ (\S+)", cli("origin", "show", url).stdout)
+    assert shown is not None and float(shown.group(1)) == pytest.approx(replanned, rel=1e-3)
