@@ -19,6 +19,7 @@ def cooldowns_from(settings: Settings) -> Cooldowns:
         scheduled=timedelta(seconds=settings.scheduled_cooldown_s),
         failed=timedelta(seconds=settings.failed_cooldown_s),
         not_found=timedelta(seconds=settings.not_found_cooldown_s),
+        failed_first=timedelta(seconds=settings.failed_retry_s),
     )
 
 

@@ -135,7 +135,18 @@ class Settings(BaseSettings):
     )
     absolute_cooldown_s: float = Field(default=12 * 3600.0, ge=0)
     scheduled_cooldown_s: float = Field(default=7 * 86400.0, ge=0)
-    failed_cooldown_s: float = Field(default=14 * 86400.0, ge=0)
+    failed_cooldown_s: float = Field(
+        default=14 * 86400.0,
+        ge=0,
+        description="longest rest after failed visits in a row (the reference's flat failed "
+        "cooldown)",
+    )
+    failed_retry_s: float = Field(
+        default=86400.0,
+        ge=0,
+        description="rest after a first failed visit, doubled per further failure in a row "
+        "up to failed_cooldown_s (set it to failed_cooldown_s for the reference's flat rest)",
+    )
     not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
     max_failures_in_a_row: int = Field(default=3, ge=1)
     change_rate_prior_units: float = Field(

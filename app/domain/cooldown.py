@@ -1,4 +1,10 @@
-"""Cooldowns (seed 002): the least time between two visits of one origin."""
+"""Cooldowns (seed 002): the least time between two visits of one origin.
+
+A failed visit rests the origin ``failed_first`` (seed 000: "a transient
+problem should be retried soon"), doubled with each further failure in a row
+up to ``failed`` (the reference's flat failed cooldown). Setting both alike
+gives the reference's behaviour.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +20,36 @@ class Cooldowns:
     scheduled: timedelta = timedelta(days=7)
     failed: timedelta = timedelta(days=14)
     not_found: timedelta = timedelta(days=31)
+    failed_first: timedelta = timedelta(days=1)
 
-    def after(self, status: str | None) -> timedelta:
-        """Rest after a final visit status (``None``: never visited)."""
+    def after(self, status: str | None, failures_in_a_row: int = 1) -> timedelta:
+        """Rest after a final visit status (``None``: never visited); a failed visit
+        rests longer the more visits have failed in a row (``failures_in_a_row``,
+        this one included; 0 is read as 1)."""
         if status == "failed":
-            return max(self.failed, self.absolute)
+            return max(self.failed_rest(failures_in_a_row), self.absolute)
         if status == "not_found":
             return max(self.not_found, self.absolute)
         return self.absolute if status is not None else timedelta(0)
 
+    def failed_rest(self, failures_in_a_row: int) -> timedelta:
+        """``failed_first`` doubled per failure in a row after the first, at most
+        ``failed``."""
+        doublings = min(max(failures_in_a_row, 1) - 1, 60)
+        rest_s = self.failed_first.total_seconds() * 2.0**doublings
+        return min(timedelta(seconds=min(rest_s, self.failed.total_seconds())), self.failed)
+
 
 def eligible_at(
-    last_visit: datetime | None, last_visit_status: str | None, cooldowns: Cooldowns
+    last_visit: datetime | None,
+    last_visit_status: str | None,
+    cooldowns: Cooldowns,
+    failures_in_a_row: int = 1,
 ) -> datetime | None:
     """When the origin may be scheduled again; ``None`` if it may be at once."""
     if last_visit is None:
         return None
-    return last_visit + cooldowns.after(last_visit_status)
+    return last_visit + cooldowns.after(last_visit_status, failures_in_a_row)
 
 
 def in_flight_since(

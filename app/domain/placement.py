@@ -56,6 +56,9 @@ class MirrorRow:
     #: age_optimal: how long after its first missed change a reported change is
     #: due (``app.domain.visit_stats.change_delay_s``; None: order by lag).
     reported_change_delay_s: float | None = None
+    #: Failed or not_found visits since the last successful one: a failed origin
+    #: rests longer the more it failed in a row (``Cooldowns.failed_rest``).
+    failures_in_a_row: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,9 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
-    rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns)
+    rest_until = eligible_at(
+        row.last_final_date, row.last_visit_status, cooldowns, row.failures_in_a_row
+    )
     if rest_until is not None and rest_until > now:
         return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
     return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)

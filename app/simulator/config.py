@@ -24,6 +24,7 @@ KNOBS = frozenset(
         "absolute_cooldown_s",
         "scheduled_cooldown_s",
         "failed_cooldown_s",
+        "failed_retry_s",
         "not_found_cooldown_s",
         "max_failures_in_a_row",
         "change_rate_prior_units",

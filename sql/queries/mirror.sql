@@ -9,7 +9,7 @@ st.id, st.visit_type, st.next_visit_queue_position, st.last_visit_status::text,
 st.last_final_date, st.last_scheduled, st.last_successful, st.last_update,
 (st.last_snapshot is null) as never_succeeded,
 (st.listed and not st.disabled_for_failures) as enabled, st.version,
-st.change_rate_per_day, st.reported_change_delay_s
+st.change_rate_per_day, st.reported_change_delay_s, st.failures_in_a_row
 
 -- name: mirror_rows_for_visit_type
 -- Every listed origin of a visit type, with what decides its place.

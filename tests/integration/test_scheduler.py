@@ -48,13 +48,29 @@ def test_visited_origin_is_not_picked_again_before_its_cooldown(
     assert just_before.orders == []
     after_absolute = schedule_step(conn, ctx, "git", 10, done + ctx.cooldowns.absolute)
     assert [o.url for o in after_absolute.orders] == [URLS[0]]
-    before_failed = schedule_step(
-        conn, ctx, "git", 10, done + ctx.cooldowns.failed - timedelta(seconds=1)
-    )
-    # URLS[0], sent a week ago without a result, is back; the failed one is not.
+    rest = ctx.cooldowns.failed_rest(1)
+    before_failed = schedule_step(conn, ctx, "git", 10, done + rest - timedelta(seconds=1))
     assert URLS[1] not in [o.url for o in before_failed.orders]
-    after_failed = schedule_step(conn, ctx, "git", 10, done + ctx.cooldowns.failed)
+    after_failed = schedule_step(conn, ctx, "git", 10, done + rest)
     assert [o.url for o in after_failed.orders] == [URLS[1]]
+
+
+def test_an_origin_failing_again_rests_twice_as_long(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, URLS[:1], now=NOW)
+    assert len(schedule_step(conn, ctx, "git", 10, NOW).orders) == 1
+    first = NOW + timedelta(minutes=1)
+    visited(conn, ctx, URLS[:1], "failed", first)
+    again = first + ctx.cooldowns.failed_rest(1)
+    assert [o.url for o in schedule_step(conn, ctx, "git", 10, again).orders] == URLS[:1]
+    second = again + timedelta(minutes=1)
+    events = [VisitStatusEvent(URLS[0], "git", 2, second, "failed", None)]
+    apply_events_batch(conn, ctx, events, visit_type_configs(conn), second)
+    assert stats_by_url(conn)[URLS[0]]["failures_in_a_row"] == 2
+    rest = ctx.cooldowns.failed_rest(2)
+    assert rest == 2 * ctx.cooldowns.failed_rest(1) < ctx.cooldowns.failed
+    early = schedule_step(conn, ctx, "git", 10, second + rest - timedelta(seconds=1))
+    assert early.orders == []
+    assert [o.url for o in schedule_step(conn, ctx, "git", 10, second + rest).orders] == URLS[:1]
 
 
 def test_scheduler_dying_between_pop_and_enqueue_loses_no_origin(

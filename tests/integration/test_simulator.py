@@ -246,7 +246,7 @@ def test_the_age_of_flaky_origins_is_reported_apart_from_the_rest(
     figures = report["visit_types"]["git"]
     by_kind = figures["age_days_by_kind"]
     assert set(by_kind) == {"regular", "flaky"}
-    # a failed visit rests the failed cooldown (14 days): flaky origins fall behind
+    # a failed visit rests (1 day, doubled per failure in a row): flaky origins fall behind
     assert by_kind["flaky"] > by_kind["regular"]
     assert figures["age_days_without_flaky"] < figures["age_days"]
     assert abs(figures["age_days_without_flaky"] - by_kind["regular"]) < 1e-9

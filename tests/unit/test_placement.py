@@ -105,13 +105,45 @@ def test_recently_visited_origin_cools_down_and_remembers_its_pool() -> None:
 
 
 def test_failed_and_not_found_origins_rest_longer() -> None:
-    visited = NOW - timedelta(days=10)
-    failed = place(row(last_final_date=visited, last_visit_status="failed"), NOW, COOL)
+    visited = NOW - timedelta(hours=20)
+    failed = place(
+        row(last_final_date=visited, last_visit_status="failed", failures_in_a_row=1), NOW, COOL
+    )
     gone = place(row(last_final_date=visited, last_visit_status="not_found"), NOW, COOL)
     ok = place(row(last_final_date=visited, last_visit_status="full"), NOW, COOL)
-    assert failed.where == "cooling" and failed.score == epoch_s(visited + COOL.failed)
+    assert failed.where == "cooling" and failed.score == epoch_s(visited + COOL.failed_first)
     assert gone.score == epoch_s(visited + COOL.not_found)
     assert ok.where == "pool"
+
+
+def test_a_failed_origin_rests_twice_as_long_per_failure_in_a_row_up_to_the_failed_cooldown() -> (
+    None
+):
+    visited = NOW - timedelta(hours=1)
+    rests = [
+        place(
+            row(last_final_date=visited, last_visit_status="failed", failures_in_a_row=n),
+            NOW,
+            COOL,
+        ).score
+        - epoch_s(visited)
+        for n in (0, 1, 2, 3, 4, 5, 40)
+    ]
+    day = 86400.0
+    assert rests[:2] == [day, day]  # a first failure; 0 (an older row) reads as 1
+    assert rests[2:] == [2 * day, 4 * day, 8 * day, 14 * day, 14 * day]
+
+
+def test_a_failed_retry_as_long_as_the_failed_cooldown_gives_the_references_flat_rest() -> None:
+    flat = Cooldowns(failed_first=COOL.failed)
+    visited = NOW - timedelta(hours=1)
+    for n in (1, 2, 7):
+        p = place(
+            row(last_final_date=visited, last_visit_status="failed", failures_in_a_row=n),
+            NOW,
+            flat,
+        )
+        assert p.score == epoch_s(visited + COOL.failed)
 
 
 MOMENTS = st.none() | st.integers(-400, 400).map(lambda d: NOW + timedelta(days=d))
