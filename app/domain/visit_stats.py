@@ -157,7 +157,13 @@ def next_target(
     age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate,
     and ``multiplier_s2``, the origin's multiplier (``planning_multiplier_s2``)."""
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
-        return anchor + policy.min_interval
+        retry = anchor + policy.min_interval
+        if policy.spacing == "age_optimal" and tally.last_successful is not None:
+            # The floor counts from the last success: a failed visit of an origin
+            # near max_interval (a forge outage at its floor visit) goes first
+            # once its rest is over.
+            return min(retry, tally.last_successful + _floor(policy))
+        return retry
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
     if policy.spacing == "age_optimal":

@@ -204,3 +204,17 @@ def test_a_fast_changer_waits_the_common_interval_and_a_rare_change_is_chased_at
     assert reported_change_delay_s(1 / DAY_S, math.inf, 5.0) == 5.0
     assert reported_change_delay_s(1 / DAY_S, mu, 5.0) == 5.0
     assert reported_change_delay_s(0.0, mu, 1e12) == 0.0
+
+
+def test_a_failed_visit_near_the_floor_is_due_by_the_floor_counted_from_the_last_success() -> None:
+    stats = fold(visits(2, 1.0, changed=False), MU)
+    last_success = T0 + DAY
+    # the floor visit fails (a forge outage) long after the last success
+    failed = VisitStatusEvent(URL, "git", 3, last_success + 57.5 * DAY, "failed", None)
+    anchor = last_success + 57.5 * DAY  # the retry (+ 12 h) would be past the floor
+    after = apply_events(stats, [failed], anchor, policy(MU), FUDGE).stats
+    assert after.next_visit_queue_position == last_success + timedelta(seconds=FLOOR_S)
+    # a failure soon after a success is retried at the minimum interval, as before
+    early = VisitStatusEvent(URL, "git", 3, last_success + 2 * DAY, "failed", None)
+    soon = apply_events(stats, [early], last_success + 2 * DAY, policy(MU), FUDGE).stats
+    assert soon.next_visit_queue_position == last_success + 2 * DAY + timedelta(seconds=MIN_S)
