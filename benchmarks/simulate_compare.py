@@ -10,7 +10,8 @@ Each run is one ``revisit simulate`` of a world (``WORLD[:DAYS]``, 90 days
 unless given) on its own throwaway PostgreSQL and Redis, with the world's seed
 plus 0, 1, 2... and the policies of one configuration: ``NAME=world`` (the
 file's own ``policies``), ``NAME=default`` (the project's defaults),
-``NAME=reference`` (the reference's 49/49/2 weights, ``REFERENCE``),
+``NAME=reference`` (the reference's 49/49/2 weights, ``REFERENCE``, and its
+flat failed cooldown: every failed visit rests ``failed_cooldown_s``),
 ``NAME=JSON`` with weights for every visit type, or ``NAME=JSON`` keyed by
 visit type (``{"git": {...}, "hg": {...}}``). The first configuration is the
 baseline of the "vs" column.
@@ -39,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.domain.policies import check_policies
+from app.settings import Settings
 from app.simulator.config import WorldConfig, load_config
 
 DEFAULT_DAYS = 90.0
@@ -54,6 +56,10 @@ DEFAULT_WORLDS = (
 )
 
 #: The reference scheduler's default weights for git, hg and svn.
+#: The reference's failed cooldown (swh-scheduler's grab_next_visits), the
+#: rest after every failed visit there (s); revisit's default as the longest rest.
+FLAT_FAILED_COOLDOWN_S = Settings.model_fields["failed_cooldown_s"].default
+
 REFERENCE = {
     "already_visited_order_by_lag": 49.0,
     "never_visited_oldest_update_first": 49.0,
@@ -125,10 +131,8 @@ def parse_policies(arg: str) -> tuple[str, Any]:
     name, sep, spec = arg.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{arg!r}: expected NAME=world|default|reference|JSON")
-    if spec in ("world", "default"):
+    if spec in ("world", "default", "reference"):
         return name, spec
-    if spec == "reference":
-        return name, dict(REFERENCE)
     try:
         weights = json.loads(spec)
     except json.JSONDecodeError as exc:
@@ -145,19 +149,27 @@ def parse_policies(arg: str) -> tuple[str, Any]:
 
 
 def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
-    """``config`` with ``seed`` and the policies of ``spec`` for each visit type."""
+    """``config`` with ``seed`` and the policies of ``spec`` for each visit type
+    (``reference``: also the reference's flat failed cooldown)."""
     types = []
+    settings = dict(config.settings)
+    if spec == "reference":
+        settings["failed_retry_s"] = settings.get("failed_cooldown_s", FLAT_FAILED_COOLDOWN_S)
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
         elif spec == "default":
             policies = None
+        elif spec == "reference":
+            policies = dict(REFERENCE)
         elif all(isinstance(v, dict) for v in spec.values()):
             policies = spec.get(vt.name, vt.policies)
         else:
             policies = spec
         types.append({**vt.model_dump(), "policies": policies})
-    return WorldConfig.model_validate({**config.model_dump(), "seed": seed, "visit_types": types})
+    return WorldConfig.model_validate(
+        {**config.model_dump(), "seed": seed, "visit_types": types, "settings": settings}
+    )
 
 
 def run_one(run: Run) -> dict[str, Any]:

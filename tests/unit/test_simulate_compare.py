@@ -60,9 +60,16 @@ def test_policies_override_every_visit_type_or_each_by_name() -> None:
 def test_keywords_keep_the_world_s_policies_or_take_the_defaults() -> None:
     assert configure(WORLD, 4, "world").visit_types[0].policies == {"seed000_mixing": 1}
     assert configure(WORLD, 4, "default").visit_types[0].policies is None
-    assert configure(WORLD, 4, parse_policies("r=reference")[1]).visit_types[1].policies == (
-        REFERENCE
-    )
+    reference = configure(WORLD, 4, parse_policies("r=reference")[1])
+    assert reference.visit_types[1].policies == REFERENCE
+    assert configure(WORLD, 4, "default").settings.get("failed_retry_s") is None
+
+
+def test_the_reference_configuration_rests_every_failed_visit_the_failed_cooldown() -> None:
+    reference = configure(WORLD, 4, "reference")
+    assert reference.settings["failed_retry_s"] == 14 * 86400.0
+    own = WORLD.model_copy(update={"settings": {"failed_cooldown_s": 7 * 86400.0}})
+    assert configure(own, 4, "reference").settings["failed_retry_s"] == 7 * 86400.0
 
 
 @pytest.mark.parametrize("arg", ["noequals", 'x={"no_such_policy": 1}', "x=[1]", "x={bad"])
