@@ -206,8 +206,8 @@ local function bulk(command, key, items)
   end
 end
 
--- The in-flight score, formatted once as Redis formats a Lua number argument
--- (%.17g: the same double): passing the number formatted it for each origin.
+-- The in-flight score, formatted once (%.17g reads back as the same double):
+-- given the Lua number, Redis formatted it again for each origin.
 local now_arg = string.format('%.17g', now)
 local popped = {}
 for i = 1, 4 do
