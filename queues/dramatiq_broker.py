@@ -167,13 +167,9 @@ def _emit(
     for middleware, hook in hooks:
         try:
             hook(broker, message, None)
-        except MiddlewareError:
-            if reraise:
+        except Exception as exc:
+            if reraise and isinstance(exc, MiddlewareError):
                 raise
-            broker.logger.critical(
-                "Unexpected failure in %s of %r.", signal, middleware, exc_info=True
-            )
-        except Exception:
             broker.logger.critical(
                 "Unexpected failure in %s of %r.", signal, middleware, exc_info=True
             )
