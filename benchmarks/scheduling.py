@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -158,6 +159,12 @@ def put_back(ctx: Context, popped: list[Popped]) -> None:
     )
 
 
+def redis_cpu_s(ctx: Context) -> float:
+    """CPU seconds the Redis server has used so far (user + system)."""
+    info = ctx.redis.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def script_usec(ctx: Context) -> int:
     """Microseconds Redis has spent running scripts (EVALSHA) so far."""
     stats = ctx.redis.info("commandstats").get("cmdstat_evalsha", {})
@@ -165,17 +172,19 @@ def script_usec(ctx: Context) -> int:
 
 
 def pop_latencies(
-    ctx: Context, weights: Weights, pops: int, count: int
+    ctx: Context, weights: Weights, pops: int, count: int, cpu: list[float] | None = None
 ) -> tuple[list[float], list[float]]:
-    """Seconds per Mirror.pop of ``count`` as the caller sees it and inside Redis;
-    every pop must fill its batch."""
+    """Seconds per Mirror.pop of ``count`` as the caller sees it and inside Redis
+    (and the caller's CPU seconds in ``cpu``); every pop must fill its batch."""
     cooldown_s = ctx.cooldowns.scheduled.total_seconds()
     times, server = [], []
     for _ in range(pops):
         before = script_usec(ctx)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         result = ctx.mirror.pop(VISIT_TYPE, count, time.time(), cooldown_s, weights)
         times.append(time.perf_counter() - started)
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu_started)
         server.append((script_usec(ctx) - before) / 1e6)
         assert len(result.popped) == count, len(result.popped)
         put_back(ctx, result.popped)
@@ -207,6 +216,7 @@ def steps_breakdown(
     ctx.mirror.pop = pop  # type: ignore[method-assign]
     step_s = enqueue_s = 0.0
     sent = 0
+    cpu_started, redis_started = time.process_time(), redis_cpu_s(ctx)
     try:
         for _ in range(steps):
             started = time.perf_counter()
@@ -219,12 +229,15 @@ def steps_breakdown(
             broker.flush(queue)  # the workers took them
     finally:
         ctx.mirror.pop = pop.function  # type: ignore[method-assign]
+    cpu_s, redis_s = time.process_time() - cpu_started, redis_cpu_s(ctx) - redis_started
     total = step_s + enqueue_s
     print(
         f"  batch {batch}: {sent} visits in {total:.2f} s = {sent / total:,.0f} visits/s;"
         f" per step: pop {ms(pop.total_s / steps)},"
         f" Postgres bookkeeping {ms((step_s - pop.total_s) / steps)},"
-        f" enqueue_many {ms(enqueue_s / steps)}"
+        f" enqueue_many {ms(enqueue_s / steps)};"
+        f" CPU per visit: client {cpu_s / sent * 1e6:.1f} µs, Redis {redis_s / sent * 1e6:.1f} µs"
+        f" (load {os.getloadavg()[0]:.2f})"
     )
     return sent / total
 
@@ -323,6 +336,29 @@ def stop_after_success_steps(conn: DictConnection, ctx: Context, batch: int, ste
         )
 
 
+def other_figures(
+    conn: DictConnection,
+    ctx: Context,
+    settings: Settings,
+    args: argparse.Namespace,
+    figures: dict[str, float],
+) -> None:
+    """Each pool popped alone, the query policies, enqueue_many against a loop."""
+    for policy, pool in POOL_OF_POLICY.items():
+        weights = [1.0 if p == pool else 0.0 for p in POOL_OF_POLICY.values()]
+        median, p95 = spread(pop_latencies(ctx, weights, args.pops // 4, args.count)[0])
+        figures[policy] = median
+        print(f"  {pool} alone: median {ms(median)}, p95 {ms(p95)}")
+    print(f"query policies ({args.count}: candidates + Mirror.claim):")
+    for policy in ("oldest_scheduled_first", "stop_after_success"):
+        figures[policy] = query_policy_times(conn, ctx, policy, args.count, 20)
+    print("a query policy alone, step after step (no visit result arrives):")
+    stop_after_success_steps(conn, ctx, args.count, 5)
+    print("enqueue (pipelined vs one send per message):")
+    for count in (1000, 5000):
+        enqueue_comparison(settings, count, 5)
+
+
 # -- the reference -----------------------------------------------------------
 
 
@@ -386,6 +422,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--reference-python", help="a python with swh-scheduler installed")
+    parser.add_argument(
+        "--pop-and-steps",
+        action="store_true",
+        help="only the weighted pops, sustained scheduling and SchedulerLoop.step",
+    )
     args = parser.parse_args()
     figures: dict[str, float] = {}
     with bench_settings(visit_types=[VISIT_TYPE]) as settings:
@@ -405,30 +446,22 @@ def main() -> None:
                 ("reference default 49/49/2/0", DEFAULT_WEIGHTS),
                 ("auto", "auto"),
             ):
-                times, server = pop_latencies(ctx, weights, args.pops, args.count)
+                cpu: list[float] = []
+                times, server = pop_latencies(ctx, weights, args.pops, args.count, cpu)
                 median, p95 = spread(times)
                 key = "pop_default" if weights == DEFAULT_WEIGHTS else "pop_auto"
                 figures[key] = median
                 print(
                     f"  {label}: median {ms(median)}, p95 {ms(p95)}"
-                    f" (inside Redis: median {ms(statistics.median(server))})"
+                    f" (inside Redis: median {ms(statistics.median(server))};"
+                    f" caller CPU: median {ms(statistics.median(cpu))};"
+                    f" load {os.getloadavg()[0]:.2f})"
                     f" (target median < {POP_TARGET_MS:.0f} ms;"
                     f" {REFERENCE_DESIGN_S / median:,.0f}x faster than the reference's"
                     f" {REFERENCE_DESIGN_S} s in DESIGN.md)"
                 )
-            for policy, pool in POOL_OF_POLICY.items():
-                weights = [1.0 if p == pool else 0.0 for p in POOL_OF_POLICY.values()]
-                median, p95 = spread(pop_latencies(ctx, weights, args.pops // 4, args.count)[0])
-                figures[policy] = median
-                print(f"  {pool} alone: median {ms(median)}, p95 {ms(p95)}")
-            print(f"query policies ({args.count}: candidates + Mirror.claim):")
-            for policy in ("oldest_scheduled_first", "stop_after_success"):
-                figures[policy] = query_policy_times(conn, ctx, policy, args.count, 20)
-            print("a query policy alone, step after step (no visit result arrives):")
-            stop_after_success_steps(conn, ctx, args.count, 5)
-            print("enqueue (pipelined vs one send per message):")
-            for count in (1000, 5000):
-                enqueue_comparison(settings, count, 5)
+            if not args.pop_and_steps:
+                other_figures(conn, ctx, settings, args, figures)
             print("sustained scheduling (schedule_step + enqueue_many), default policies:")
             for batch in (1000, 5000):
                 figures["rate"] = steps_breakdown(conn, ctx, settings, batch, args.steps)

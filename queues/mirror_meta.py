@@ -24,10 +24,13 @@ class PickBookkeeping:
         raise NotImplementedError
 
     def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
-        """Store the recent pick rate (origins/s) of each pool, for ETAs."""
+        """Store the recent pick rate (origins/s) of each pool, for ETAs (only while
+        the mirror exists: written after Redis lost it, meta would make an empty
+        mirror look built, and no scheduler step would rebuild it)."""
+        meta = self.keys(visit_type).meta
         mapping: dict[Any, Any] = {f"rate:{p}": r for p, r in rates.items()}
-        if mapping:
-            self.client.hset(self.keys(visit_type).meta, mapping=mapping)
+        if mapping and self.client.exists(meta):
+            self.client.hset(meta, mapping=mapping)
 
     def count_picks(self, visit_type: str, picks: Mapping[str, int]) -> None:
         """Add a step's picks per pool to the counts the allocation measures capacity by

@@ -69,12 +69,18 @@ local function bulk(command, key, items)
   end
 end
 
--- 'stage' writes fresh keys: an origin with no version there yet (all of them,
--- unless a place ran during the rebuild) needs no ZREM or HDEL, so those go
--- in with one ZADD per key and one HSET per hash instead of a few commands
--- each. The others, and a second placement of one origin in the same call,
--- take the one-by-one path, after the bulk writes, in their order.
-local function stage_in_bulk()
+-- Most placements go in with one variadic command per key instead of a few
+-- commands each (most of the time of a rebuild, of the scheduler's
+-- confirmation of 1,000 picks and of a journal batch). Each command touches
+-- only its origin's member or field, so, the origins being distinct, the
+-- order of the commands does not change the result. A second placement of
+-- one origin in the same call takes the one-by-one path (apply), after the
+-- bulk writes, in its order; so, in 'stage', does an origin already written
+-- there (a place ran during the rebuild).
+-- 'stage' writes fresh keys: an origin with no version there yet needs no
+-- ZREM or HDEL. 'force' checks every version with one HMGET, skips an older
+-- placement as apply() does, and removes the origin from the other places.
+local function place_in_bulk(stage)
   local ids = {}
   for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
   local stored = {}
@@ -82,19 +88,27 @@ local function stage_in_bulk()
     local got = redis.call('HMGET', KEYS[8], unpack(ids, from, math.min(from + CHUNK - 1, #ids)))
     for k = 1, #got do stored[from + k - 1] = got[k] end
   end
-  local adds, versions, backs, later, seen = {{}, {}, {}, {}, {}, {}}, {}, {}, {}, {}
+  local adds, rems = {{}, {}, {}, {}, {}, {}}, {{}, {}, {}, {}, {}, {}}
+  local versions, backs, unparked, later, seen = {}, {}, {}, {}, {}
   local moved = 0
   for k = 1, #ids do
     local i = 2 + 5 * (k - 1)
     local id, version, where = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
     local again = seen[id]
     seen[id] = true
-    if again or (version > 0 and stored[k]) then
+    local known = version > 0 and stored[k]
+    if again or (stage and known) then
       later[#later + 1] = i
-    else
+    elseif not (known and tonumber(stored[k]) > version) then
       if version > 0 then
         versions[#versions + 1] = id
         versions[#versions + 1] = version
+      end
+      for place = 1, 6 do
+        if not stage and place ~= where then
+          local rem = rems[place]
+          rem[#rem + 1] = id
+        end
       end
       if where >= 1 then
         local add = adds[where]
@@ -104,12 +118,18 @@ local function stage_in_bulk()
       if where == 5 or where == 6 then
         backs[#backs + 1] = id
         backs[#backs + 1] = ARGV[i + 4]
+      elseif not stage then
+        unparked[#unparked + 1] = id
       end
       moved = moved + 1
     end
   end
-  for where = 1, 6 do bulk('ZADD', KEYS[where], adds[where]) end
+  for place = 1, 6 do
+    bulk('ZREM', KEYS[place], rems[place])
+    bulk('ZADD', KEYS[place], adds[place])
+  end
   bulk('HSET', KEYS[7], backs)
+  bulk('HDEL', KEYS[7], unparked)
   bulk('HSET', KEYS[8], versions)
   for _, i in ipairs(later) do
     local id, version = ARGV[i], tonumber(ARGV[i + 1])
@@ -119,13 +139,16 @@ local function stage_in_bulk()
   return moved
 end
 
-if mode == 'stage' then return stage_in_bulk() end
+if mode == 'stage' then return place_in_bulk(true) end
 
+-- 'force' places the live keys in bulk; the staging keys of a rebuild are
+-- apart from them, so applying to those afterwards, one by one, changes nothing.
 local moved = 0
+if mode == 'force' then moved = place_in_bulk(false) end
 for i = 2, #ARGV, 5 do
   local id, version = ARGV[i], tonumber(ARGV[i + 1])
   local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
-  if apply(0, id, version, where, score, back) then moved = moved + 1 end
+  if mode ~= 'force' and apply(0, id, version, where, score, back) then moved = moved + 1 end
   if rebuilding then apply(8, id, version, where, score, back) end
 end
 return moved

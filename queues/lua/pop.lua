@@ -206,6 +206,9 @@ local function bulk(command, key, items)
   end
 end
 
+-- The in-flight score, formatted once (%.17g reads back as the same double):
+-- given the Lua number, Redis formatted it again for each origin.
+local now_arg = string.format('%.17g', now)
 local popped = {}
 for i = 1, 4 do
   if take[i] > 0 then
@@ -214,10 +217,11 @@ for i = 1, 4 do
       got = redis.call('ZRANGE', KEYS[i], 0, take[i] - 1, 'WITHSCORES')
     else
       got = redis.call('ZPOPMIN', KEYS[i], take[i])
-      local times, backs = {}, {}
+      local times, backs, back = {}, {}, i .. '|'
       for j = 1, #got, 2 do
-        times[j], times[j + 1] = now, got[j]
-        backs[j], backs[j + 1] = got[j], i .. '|' .. got[j + 1]
+        local id = got[j]
+        times[j], times[j + 1] = now_arg, id
+        backs[j], backs[j + 1] = id, back .. got[j + 1]
       end
       bulk('ZADD', inflight, times)
       bulk('HSET', parked, backs)

@@ -2,9 +2,13 @@
 API, against the installed (pinned) Dramatiq: its consumer, its dispatch script, its worker."""
 
 import inspect
+import uuid
+from typing import Any
 
 import dramatiq
+import pytest
 from dramatiq.brokers.redis import MAINTENANCE_SCALE
+from dramatiq.middleware import Middleware, MiddlewareError
 
 from actors.broker import make_broker
 from app.scheduling import VisitOrder
@@ -16,6 +20,7 @@ from queues.dramatiq_broker import (
     queue_depth,
     return_dead_workers_messages,
     served_queues,
+    unique_ids,
     visit_message,
     worker_threads,
 )
@@ -110,3 +115,78 @@ def test_a_message_is_encoded_to_the_same_bytes_as_dramatiqs_own_encode() -> Non
     assert encode(sent) == sent.encode()
     plain = message("contract.e", 4)
     assert encode(plain) == plain.encode()
+
+
+class Recorder(Middleware):
+    """Records every enqueue hook Dramatiq calls on it."""
+
+    def __init__(self, name: str, calls: list[tuple[str, str, int]]) -> None:
+        self.name, self.calls = name, calls
+
+    def before_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        assert message.options["redis_message_id"] and delay is None
+        self.calls.append(("before", self.name, message.kwargs["n"]))
+
+    def after_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        assert message.options["redis_message_id"] and delay is None
+        self.calls.append(("after", self.name, message.kwargs["n"]))
+
+
+class Failing(Middleware):
+    """Enqueue hooks that raise ``error``: Dramatiq logs most errors and enqueues
+    anyway; a MiddlewareError before the enqueue stops it."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def before_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        raise self.error
+
+    def after_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        raise self.error
+
+
+def test_batch_enqueue_calls_the_middleware_hooks_dramatiqs_enqueue_calls(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    calls: list[tuple[str, str, int]] = []
+    broker.add_middleware(Recorder("first", calls))
+    broker.add_middleware(Failing(RuntimeError("hook failed")))
+    broker.add_middleware(Recorder("last", calls))
+    for n in range(2):
+        broker.enqueue(message("contract.h", n))
+    dramatiqs, calls[:] = list(calls), []
+    enqueue_many(broker, [message("contract.h", n) for n in range(2)])
+    per_message = [c for c in dramatiqs if c[2] == 0]
+    hooks_in_order = [
+        ("before", "first", 0),
+        ("before", "last", 0),
+        ("after", "last", 0),
+        ("after", "first", 0),
+    ]
+    assert per_message == hooks_in_order
+    assert sorted(calls) == sorted(dramatiqs)
+    assert [c for c in calls if c[0] == "after"][:2] == hooks_in_order[2:]
+    assert queue_depth(broker, "contract.h") == 4
+
+
+def test_a_middleware_error_before_enqueue_stops_the_batch_as_it_stops_dramatiqs(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    broker.add_middleware(Failing(MiddlewareError("refused")))
+    with pytest.raises(MiddlewareError):
+        broker.enqueue(message("contract.r", 1))
+    with pytest.raises(MiddlewareError):
+        enqueue_many(broker, [message("contract.r", n) for n in range(2)])
+    assert queue_depth(broker, "contract.r") == 0
+
+
+def test_redis_message_ids_are_distinct_uuid4_strings() -> None:
+    ids = unique_ids(2000)
+    assert len(set(ids)) == 2000
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122

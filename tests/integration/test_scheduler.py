@@ -16,7 +16,7 @@ from app.introspection import describe_origin
 from app.journal import apply_events_batch
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
-from app.mirror_sync import check
+from app.mirror_sync import check, ensure_built
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
@@ -131,6 +131,7 @@ def test_origin_show_gives_an_eta_from_rank_and_pick_rate(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, URLS, now=NOW)
+    ensure_built(conn, ctx, "git", NOW)  # as the scheduler's step does before it records
     ctx.mirror.record_pick_rates("git", {"no_last_update": 2.0})
     report = describe_origin(conn, ctx, URLS[-1], "git")[0]
     assert report["mirror_place"] == "no_last_update"
@@ -138,6 +139,18 @@ def test_origin_show_gives_an_eta_from_rank_and_pick_rate(
     assert 0 <= rank < 20
     assert report["next_visit_eta"].startswith("about ")
     assert f"(rank {rank}, 2.00/s)" in report["next_visit_eta"]
+
+
+def test_pick_rates_recorded_after_redis_lost_the_mirror_leave_it_to_be_rebuilt(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    assert ensure_built(conn, ctx, "git", NOW)
+    ctx.mirror.client.flushdb()  # between a step's pop and its recording of the rates
+    ctx.mirror.record_pick_rates("git", {"no_last_update": 2.0})
+    assert not ctx.mirror.is_built("git")
+    assert ensure_built(conn, ctx, "git", NOW)
+    assert ctx.mirror.sizes("git")["no_last_update"] == len(URLS)
 
 
 def test_first_visits_after_listing_go_through_the_listers_queue(
