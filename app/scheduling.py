@@ -144,6 +144,7 @@ def schedule_step(
         pool_weights(policies),
         peek=dry_run,
         head_start_s=head_start_s,
+        first_visit_share=ctx.settings.first_visit_share if config else 0.0,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]

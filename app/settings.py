@@ -171,6 +171,14 @@ class Settings(BaseSettings):
         description="age_optimal: a change the forge reported goes before a planned visit "
         "unless that one is overdue by more than this share of max_interval",
     )
+    first_visit_share: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="age_optimal: share of each batch kept for never visited origins, "
+        "however much other work is due earlier (seed 000: visit every origin once as soon "
+        "as possible)",
+    )
     replan_batch: int = Field(
         default=2000,
         ge=0,

@@ -74,6 +74,7 @@ def pop_across(
     *,
     peek: bool,
     head_start_s: float = 0.0,
+    first_visit_share: float = 0.0,
 ) -> PopResult:
     """One pop per shard, counts in proportion to the shards' pools, merged."""
     from queues.mirror import PopResult
@@ -87,6 +88,7 @@ def pop_across(
             weights,
             peek=peek,
             head_start_s=head_start_s,
+            first_visit_share=first_visit_share,
             shard=shard,
         )
 

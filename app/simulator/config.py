@@ -30,6 +30,7 @@ KNOBS = frozenset(
         "change_rate_prior_units",
         "allocation_interval_s",
         "known_change_head_start_share",
+        "first_visit_share",
         "replan_batch",
     }
 )

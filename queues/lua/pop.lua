@@ -27,6 +27,12 @@
 --         time of never_visited and lagging origins is moved that much earlier,
 --         so a change the forge reported goes before a planned visit unless
 --         that one is overdue by more than the head start.
+--         With 'due', ARGV[7] is the share of each batch kept for first visits
+--         (seed 000's first goal: every origin visited once as soon as
+--         possible): that many never_visited origins (oldest last_update
+--         first) are taken before the merge, however much other work is due
+--         earlier; the fraction of a slot owed is carried to the next batch
+--         (meta credit:first) while first visits wait.
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
 --
@@ -79,13 +85,15 @@ local take = {0, 0, 0, 0}
 
 -- Age-optimal: merge the heads of the four pools by due time.
 local head_start = tonumber(ARGV[6]) or 0
-local function by_due()
+local function by_due(first)
   local heads, pos = {}, {}
   for i = 1, 4 do
     heads[i] = redis.call('ZRANGE', KEYS[i], 0, n - 1, 'WITHSCORES')
     pos[i] = 1
   end
-  for _ = 1, n do
+  take[1] = first
+  pos[1] = 1 + 2 * first
+  for _ = first + 1, n do
     local best, best_due = nil, nil
     for i = 1, 4 do
       local score = heads[i][pos[i] + 1]
@@ -110,7 +118,21 @@ end
 local credit = {0, 0, 0, 0}
 local keep_credit = not peek and redis.call('EXISTS', meta) == 1
 if ARGV[5] == 'due' then
-  by_due()
+  local first_share = tonumber(ARGV[7]) or 0
+  local first = 0
+  if first_share > 0 then
+    local owed = keep_credit and tonumber(redis.call('HGET', meta, 'credit:first')) or 0
+    local exact = n * first_share + owed
+    first = math.min(math.floor(exact), n)
+    local got = math.min(first, avail[1])
+    if keep_credit then
+      -- A pool left dry is owed nothing; one still waiting keeps the fraction.
+      local carried = (avail[1] > got and got == first) and (exact - first) or 0
+      redis.call('HSET', meta, 'credit:first', carried)
+    end
+    first = got
+  end
+  by_due(first)
   for i = 1, 4 do weight[i] = 0 end
 elseif ARGV[5] == 'auto' then
   local b = avail[1] + avail[2] + avail[4]

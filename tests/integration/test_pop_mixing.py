@@ -151,3 +151,32 @@ def test_age_optimal_pop_takes_a_reported_change_at_its_due_time_among_planned_v
     popped = mirror.pop("git", 5, NOW, day, "due")
     # with slots to spare, the change not yet due is taken rather than none
     assert sorted(p.id for p in popped.popped) == [1, 2, 3, 4, 5]
+
+
+def test_age_optimal_pop_keeps_a_share_of_each_batch_for_first_visits(ctx: Context) -> None:
+    mirror = ctx.mirror
+    client: MirrorClient = mirror.client
+    client.hset(mirror.keys("git").meta, "rebuilt_at", NOW)  # credits are kept while built
+    day = 86400.0
+    backlog = [
+        Placement(i, "pool", NOW - 10 * day + i, "lagging", NOW - 10 * day + i)
+        for i in range(1, 101)
+    ]
+    new = [
+        Placement(i, "pool", NOW - day + i, "never_visited", NOW - day + i) for i in range(101, 121)
+    ]
+    mirror.add_new("git", backlog + new)
+
+    def first_visits(count: int, share: float) -> list[int]:
+        popped = mirror.pop("git", count, NOW, day, "due", first_visit_share=share)
+        return [p.id for p in popped.popped if p.pool == "never_visited"]
+
+    # without a share the backlog, due earlier, takes every slot
+    assert first_visits(10, 0.0) == []
+    # 0.2 of a batch of 10: the two oldest first visits
+    assert first_visits(10, 0.2) == [101, 102]
+    # 0.15 of 10 is 1.5: the half slot owed is carried, 1, 2, 1, 2
+    assert [len(first_visits(10, 0.15)) for _ in range(4)] == [1, 2, 1, 2]
+    # the pool runs dry: it is owed nothing afterwards
+    assert len(first_visits(100, 0.5)) == 12  # the 20 less the 8 taken
+    assert float(client.hget(mirror.keys("git").meta, "credit:first") or 0) == 0.0
