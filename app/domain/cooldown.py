@@ -37,7 +37,7 @@ class Cooldowns:
         ``failed``."""
         doublings = min(max(failures_in_a_row, 1) - 1, 60)
         rest_s = self.failed_first.total_seconds() * 2.0**doublings
-        return min(timedelta(seconds=min(rest_s, self.failed.total_seconds())), self.failed)
+        return timedelta(seconds=min(rest_s, self.failed.total_seconds()))
 
 
 def eligible_at(
