@@ -33,6 +33,11 @@ PoolName = Literal["never_visited", "lagging", "no_last_update", "up_to_date"]
 POOLS: tuple[PoolName, ...] = ("never_visited", "lagging", "no_last_update", "up_to_date")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_S = 86400.0
+#: An origin at risk of max_interval (``at_risk``) rests the first failed rest
+#: after each of this many failures in a row, not a doubled one: the failures
+#: that disable an origin until its next listing (StatsPolicy's default). After
+#: more, the rest doubles again: an origin that keeps failing is not hammered.
+AT_RISK_RETRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,9 @@ def pool_of(row: MirrorRow) -> tuple[PoolName, float]:
         return "never_visited", epoch_s(row.last_update)
     if row.last_update > row.last_successful:
         if row.reported_change_delay_s is not None:
-            return "lagging", change_due_s(row, row.last_update, row.last_successful)
+            due = change_due_s(row, row.last_update, row.last_successful)
+            # never later than the target: the floor, or a failed floor visit's retry
+            return "lagging", due if row.next_visit_queue_position is None else min(due, target)
         return "lagging", epoch_s(row.last_successful) - epoch_s(row.last_update)
     return "up_to_date", target
 
@@ -107,6 +114,20 @@ def change_due_s(row: MirrorRow, last_update: datetime, last_successful: datetim
     return first + (row.reported_change_delay_s or 0.0)
 
 
+def at_risk(row: MirrorRow) -> bool:
+    """Whether an age_optimal origin's last visit failed at or past its floor, so
+    that it risks going longer than max_interval without a successful visit: the
+    journal then sets its target before the failure (``visit_stats.next_target``),
+    which no other failed visit's target is."""
+    return (
+        row.last_visit_status == "failed"
+        and row.reported_change_delay_s is not None
+        and row.next_visit_queue_position is not None
+        and row.last_final_date is not None
+        and row.next_visit_queue_position < row.last_final_date
+    )
+
+
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     """Decide where ``row`` belongs at ``now``."""
     pool, pool_score = pool_of(row)
@@ -115,9 +136,10 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
-    rest_until = eligible_at(
-        row.last_final_date, row.last_visit_status, cooldowns, row.failures_in_a_row
-    )
+    failures = row.failures_in_a_row
+    if failures <= AT_RISK_RETRIES and at_risk(row):
+        failures = 1
+    rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns, failures)
     if rest_until is not None and rest_until > now:
         return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
     return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)

@@ -159,10 +159,14 @@ def next_target(
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         retry = anchor + policy.min_interval
         if policy.spacing == "age_optimal" and tally.last_successful is not None:
-            # The floor counts from the last success: a failed visit of an origin
-            # near max_interval (a forge outage at its floor visit) goes first
-            # once its rest is over.
-            return min(retry, tally.last_successful + _floor(policy))
+            # The floor counts from the last success. A visit that failed at or
+            # past the floor puts the origin at risk of max_interval: it is due
+            # the floor's margin before its floor, so that it goes before work
+            # due up to that margin earlier (after a forge outage, the backlog).
+            floor_at = tally.last_successful + _floor(policy)
+            if tally.last_final_date is not None and floor_at <= tally.last_final_date:
+                return floor_at - (policy.max_interval - _floor(policy))
+            return min(retry, floor_at)
         return retry
     factor = fudge(stats.url, stats.visit_type, tally.last_visit_number)
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)

@@ -218,3 +218,16 @@ def test_a_failed_visit_near_the_floor_is_due_by_the_floor_counted_from_the_last
     early = VisitStatusEvent(URL, "git", 3, last_success + 2 * DAY, "failed", None)
     soon = apply_events(stats, [early], last_success + 2 * DAY, policy(MU), FUDGE).stats
     assert soon.next_visit_queue_position == last_success + 2 * DAY + timedelta(seconds=MIN_S)
+
+
+def test_a_visit_that_failed_past_the_floor_is_due_the_floor_margin_before_the_floor() -> None:
+    stats = fold(visits(2, 1.0, changed=False), MU)
+    last_success = T0 + DAY
+    margin = timedelta(days=64) - timedelta(seconds=FLOOR_S)
+    for past in (0.0, 1.5, 10.0):  # at the floor, during an outage, long after
+        moment = last_success + timedelta(seconds=FLOOR_S) + past * DAY
+        failed = VisitStatusEvent(URL, "git", 3, moment, "failed", None)
+        after = apply_events(stats, [failed], moment, policy(MU), FUDGE).stats
+        due = after.next_visit_queue_position
+        assert due == last_success + timedelta(seconds=FLOOR_S) - margin
+        assert due is not None and due < moment  # due at once, ahead of later work

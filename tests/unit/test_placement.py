@@ -146,6 +146,42 @@ def test_a_failed_retry_as_long_as_the_failed_cooldown_gives_the_references_flat
         assert p.score == epoch_s(visited + COOL.failed)
 
 
+def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_disabled() -> None:
+    visited = NOW - timedelta(hours=1)
+    day = 86400.0
+
+    def rest(n: int, target: datetime) -> float:
+        r = row(
+            last_final_date=visited,
+            last_visit_status="failed",
+            failures_in_a_row=n,
+            next_visit_queue_position=target,
+            reported_change_delay_s=0.0,  # planned by age_optimal
+        )
+        return place(r, NOW, COOL).score - epoch_s(visited)
+
+    # the journal puts a visit that failed past the floor's target before the failure
+    risky = visited - timedelta(days=6)
+    assert [rest(n, risky) for n in (1, 2, 3, 4, 5)] == [day, day, day, 8 * day, 14 * day]
+    # a failure before the floor keeps the doubled rest
+    retry = visited + timedelta(hours=12)
+    assert [rest(n, retry) for n in (1, 2, 3)] == [day, 2 * day, 4 * day]
+
+
+def test_under_age_optimal_a_reported_change_is_due_by_the_target_at_the_latest() -> None:
+    visited, changed = NOW - timedelta(days=60), NOW - timedelta(days=2)
+    floor = visited + timedelta(days=57.6)
+    r = row(
+        last_update=changed,
+        last_successful=visited,
+        never_succeeded=False,
+        change_rate_per_day=0.001,
+        reported_change_delay_s=20 * 86400.0,  # due 18 days from now
+        next_visit_queue_position=floor,
+    )
+    assert pool_of(r) == ("lagging", epoch_s(floor))
+
+
 MOMENTS = st.none() | st.integers(-400, 400).map(lambda d: NOW + timedelta(days=d))
 
 
