@@ -118,9 +118,10 @@ def at_risk(row: MirrorRow) -> bool:
     """Whether an age_optimal origin's last visit failed at or past its floor, so
     that it risks going longer than max_interval without a successful visit: the
     journal then sets its target before the failure (``visit_stats.next_target``),
-    which no other failed visit's target is."""
+    where any other failed visit's target is after it (a retry)."""
     return (
         row.last_visit_status == "failed"
+        and row.last_successful is not None
         and row.reported_change_delay_s is not None
         and row.next_visit_queue_position is not None
         and row.last_final_date is not None

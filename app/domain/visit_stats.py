@@ -158,6 +158,9 @@ def next_target(
     and ``multiplier_s2``, the origin's multiplier (``planning_multiplier_s2``)."""
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
         retry = anchor + policy.min_interval
+        if policy.spacing == "age_optimal" and tally.last_final_date is not None:
+            # real time, as after a success: never before the failure itself
+            retry = max(anchor, tally.last_final_date) + policy.min_interval
         if policy.spacing == "age_optimal" and tally.last_successful is not None:
             # The floor counts from the last success. A visit that failed at or
             # past the floor puts the origin at risk of max_interval: it is due

@@ -156,6 +156,7 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
             last_visit_status="failed",
             failures_in_a_row=n,
             next_visit_queue_position=target,
+            last_successful=visited - timedelta(days=58),
             reported_change_delay_s=0.0,  # planned by age_optimal
         )
         return place(r, NOW, COOL).score - epoch_s(visited)
