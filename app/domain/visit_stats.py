@@ -155,19 +155,25 @@ def next_target(
     """Anchor + fudged ladder interval after a success; + the minimum interval after a
     failure (a transient problem should be retried soon, seed 000). With the
     age_optimal spacing, the interval comes from ``rate_per_s``, the learned rate,
-    and ``multiplier_s2``, the origin's multiplier (``planning_multiplier_s2``)."""
+    and ``multiplier_s2``, the origin's multiplier (``planning_multiplier_s2``),
+    and both are counted in real time from the newest final visit, not from the
+    anchor."""
     if not is_success(tally.last_visit_status) or tally.last_visit_number is None:
-        retry = anchor + policy.min_interval
-        if policy.spacing == "age_optimal" and tally.last_final_date is not None:
-            # real time, as after a success: never before the failure itself
-            retry = max(anchor, tally.last_final_date) + policy.min_interval
-        if policy.spacing == "age_optimal" and tally.last_successful is not None:
+        if policy.spacing != "age_optimal" or tally.last_final_date is None:
+            return anchor + policy.min_interval
+        # Real time from the failed visit, as after a success: the queue
+        # position runs ahead of real time (by a month in the first weeks of a
+        # deployment, when the ladder set the targets), and a retry anchored
+        # there waited that long. (Simulated, no_last_update world, seed 0: the
+        # flaky git origins whose first visit of the run failed waited 30 days.)
+        retry = tally.last_final_date + policy.min_interval
+        if tally.last_successful is not None:
             # The floor counts from the last success. A visit that failed at or
             # past the floor puts the origin at risk of max_interval: it is due
             # the floor's margin before its floor, so that it goes before work
             # due up to that margin earlier (after a forge outage, the backlog).
             floor_at = tally.last_successful + _floor(policy)
-            if tally.last_final_date is not None and floor_at <= tally.last_final_date:
+            if floor_at <= tally.last_final_date:
                 return floor_at - (policy.max_interval - _floor(policy))
             return min(retry, floor_at)
         return retry

@@ -231,3 +231,16 @@ def test_a_visit_that_failed_past_the_floor_is_due_the_floor_margin_before_the_f
         due = after.next_visit_queue_position
         assert due == last_success + timedelta(seconds=FLOOR_S) - margin
         assert due is not None and due < moment  # due at once, ahead of later work
+
+
+def test_a_failed_visit_is_retried_in_real_time_however_far_ahead_the_queue_position() -> None:
+    stats = fold(visits(2, 1.0, changed=True), MU)
+    failed_at = T0 + 3 * DAY
+    failed = VisitStatusEvent(URL, "git", 3, failed_at, "failed", None)
+    far_position = failed_at + 30 * DAY  # the queue position, a month ahead of real time
+    after = apply_events(stats, [failed], far_position, policy(MU), FUDGE).stats
+    assert after.next_visit_queue_position == failed_at + timedelta(seconds=MIN_S)
+    # the ladder keeps seed 000's queue-position time
+    ladder = replace(policy(MU), spacing="ladder")
+    queued = apply_events(stats, [failed], far_position, ladder, FUDGE).stats
+    assert queued.next_visit_queue_position == far_position + timedelta(seconds=MIN_S)
