@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from actors.broker import make_broker
 from actors.scheduler import SchedulerLoop
 from app.context import Context
@@ -53,6 +55,7 @@ from app.queue_names import visit_queue
 from app.scheduling import VisitOrder, schedule_step
 from app.settings import Settings
 from benchmarks.common import bench_settings
+from benchmarks.journal_steps import postgres_cpu_s
 from benchmarks.scheduling_data import VISIT_TYPE, origins
 from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.mirror import Popped, Weights
@@ -234,6 +237,10 @@ def steps_breakdown(
     sent = 0
     cpu_started, redis_started = time.process_time(), redis_cpu_s(ctx)
     wal_started, hot_started = wal_bytes(conn), stats_updates(conn)
+    backend = conn.execute("select pg_backend_pid() as pid").fetchone()
+    postmaster = psutil.Process(int(backend["pid"]) if backend else 0).parent()
+    assert postmaster is not None
+    pg_started = postgres_cpu_s(postmaster)
     try:
         for _ in range(steps):
             started = time.perf_counter()
@@ -247,6 +254,7 @@ def steps_breakdown(
     finally:
         ctx.mirror.pop = pop.function  # type: ignore[method-assign]
     cpu_s, redis_s = time.process_time() - cpu_started, redis_cpu_s(ctx) - redis_started
+    pg_s = postgres_cpu_s(postmaster) - pg_started
     wal_b, (updated, hot) = wal_bytes(conn) - wal_started, stats_updates(conn, hot_started)
     total = step_s + enqueue_s
     print(
@@ -254,7 +262,8 @@ def steps_breakdown(
         f" per step: pop {ms(pop.total_s / steps)},"
         f" Postgres bookkeeping {ms((step_s - pop.total_s) / steps)},"
         f" enqueue_many {ms(enqueue_s / steps)};"
-        f" CPU per visit: client {cpu_s / sent * 1e6:.1f} µs, Redis {redis_s / sent * 1e6:.1f} µs;"
+        f" CPU per visit: client {cpu_s / sent * 1e6:.1f} µs, Redis {redis_s / sent * 1e6:.1f} µs,"
+        f" PostgreSQL {pg_s / sent * 1e6:.1f} µs;"
         f" WAL per visit {wal_b / sent:,.0f} B; HOT {hot:,} of {updated:,} updates"
         f" (load {os.getloadavg()[0]:.2f})"
     )
