@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from actors.broker import make_broker
 from actors.scheduler import SchedulerLoop
 from app.context import Context
@@ -53,6 +55,7 @@ from app.queue_names import visit_queue
 from app.scheduling import VisitOrder, schedule_step
 from app.settings import Settings
 from benchmarks.common import bench_settings
+from benchmarks.journal_steps import postgres_cpu_s
 from benchmarks.scheduling_data import VISIT_TYPE, origins
 from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.mirror import Popped, Weights
@@ -206,6 +209,22 @@ class Timed:
             self.total_s += time.perf_counter() - started
 
 
+def wal_bytes(conn: DictConnection) -> int:
+    """Bytes of WAL the server has written so far."""
+    row = conn.execute("select pg_current_wal_lsn() - '0/0'::pg_lsn as b").fetchone()
+    return int(row["b"]) if row else 0
+
+
+def stats_updates(conn: DictConnection, since: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """Updates of origin_visit_stats so far, and how many of them were HOT, minus ``since``."""
+    conn.execute("select pg_stat_force_next_flush()")
+    row = conn.execute(
+        "select n_tup_upd as u, n_tup_hot_upd as h from pg_stat_user_tables"
+        " where relname = 'origin_visit_stats'"
+    ).fetchone()
+    return (int(row["u"]) - since[0], int(row["h"]) - since[1]) if row else (0, 0)
+
+
 def steps_breakdown(
     conn: DictConnection, ctx: Context, settings: Settings, batch: int, steps: int
 ) -> float:
@@ -217,6 +236,11 @@ def steps_breakdown(
     step_s = enqueue_s = 0.0
     sent = 0
     cpu_started, redis_started = time.process_time(), redis_cpu_s(ctx)
+    wal_started, hot_started = wal_bytes(conn), stats_updates(conn)
+    backend = conn.execute("select pg_backend_pid() as pid").fetchone()
+    postmaster = psutil.Process(int(backend["pid"]) if backend else 0).parent()
+    assert postmaster is not None
+    pg_started = postgres_cpu_s(postmaster)
     try:
         for _ in range(steps):
             started = time.perf_counter()
@@ -230,13 +254,17 @@ def steps_breakdown(
     finally:
         ctx.mirror.pop = pop.function  # type: ignore[method-assign]
     cpu_s, redis_s = time.process_time() - cpu_started, redis_cpu_s(ctx) - redis_started
+    pg_s = postgres_cpu_s(postmaster) - pg_started
+    wal_b, (updated, hot) = wal_bytes(conn) - wal_started, stats_updates(conn, hot_started)
     total = step_s + enqueue_s
     print(
         f"  batch {batch}: {sent} visits in {total:.2f} s = {sent / total:,.0f} visits/s;"
         f" per step: pop {ms(pop.total_s / steps)},"
         f" Postgres bookkeeping {ms((step_s - pop.total_s) / steps)},"
         f" enqueue_many {ms(enqueue_s / steps)};"
-        f" CPU per visit: client {cpu_s / sent * 1e6:.1f} µs, Redis {redis_s / sent * 1e6:.1f} µs"
+        f" CPU per visit: client {cpu_s / sent * 1e6:.1f} µs, Redis {redis_s / sent * 1e6:.1f} µs,"
+        f" PostgreSQL {pg_s / sent * 1e6:.1f} µs;"
+        f" WAL per visit {wal_b / sent:,.0f} B; HOT {hot:,} of {updated:,} updates"
         f" (load {os.getloadavg()[0]:.2f})"
     )
     return sent / total

@@ -9,6 +9,9 @@ from app.db.connection import DictConnection
 from app.db.queries import query
 from app.domain.policies import check_policies, default_policies
 
+#: The one policy that reads origin_visit_stats_oldest_scheduled.
+OLDEST_SCHEDULED = "oldest_scheduled_first"
+
 #: Candidates fetched per slot: some of them may be resting or in flight.
 OVERFETCH = 3
 
@@ -22,15 +25,55 @@ def policies_of(conn: DictConnection, visit_type: str) -> dict[str, float]:
 
 
 def set_policies(conn: DictConnection, visit_type: str, policies: dict[str, float]) -> None:
-    """Replace the policies of a visit type (validated first: nothing is written if bad)."""
+    """Replace the policies of a visit type (validated first: nothing is written if bad).
+
+    The index that oldest_scheduled_first reads exists only while a visit type
+    uses that policy: it is built, concurrently, before the policy is written,
+    and dropped once no visit type uses it. While it exists, stamping a step's
+    picks (mark_scheduled) cannot be a HOT update, which halves its rate.
+    ``conn`` is in autocommit mode, outside a transaction (a concurrent index
+    build cannot run inside one); policy changes are serialised by a lock, so
+    that one cannot drop the index another has just built.
+    """
     check_policies(policies)
-    with conn.transaction():
-        conn.execute(query("delete_policies"), {"visit_type": visit_type})
-        for policy, weight in policies.items():
-            conn.execute(
-                query("insert_policy"),
-                {"visit_type": visit_type, "policy": policy, "weight": weight},
-            )
+    conn.execute(query("lock_policies"))
+    try:
+        if OLDEST_SCHEDULED in policies:
+            _sync_oldest_scheduled_index(conn, wanted=True)
+        with conn.transaction():
+            conn.execute(query("delete_policies"), {"visit_type": visit_type})
+            for policy, weight in policies.items():
+                conn.execute(
+                    query("insert_policy"),
+                    {"visit_type": visit_type, "policy": policy, "weight": weight},
+                )
+        if not oldest_scheduled_index_wanted(conn):
+            _sync_oldest_scheduled_index(conn, wanted=False)
+    finally:
+        conn.execute(query("unlock_policies"))
+
+
+def oldest_scheduled_index_wanted(conn: DictConnection) -> bool:
+    """Whether some visit type uses oldest_scheduled_first, the index's one reader."""
+    row = conn.execute(query("oldest_scheduled_index_wanted")).fetchone()
+    return bool(row and row["wanted"])
+
+
+def oldest_scheduled_index_ready(conn: DictConnection) -> bool:
+    """Whether the index of oldest_scheduled_first exists and serves queries."""
+    row = conn.execute(query("oldest_scheduled_index_valid")).fetchone()
+    return bool(row and row["valid"])
+
+
+def _sync_oldest_scheduled_index(conn: DictConnection, *, wanted: bool) -> None:
+    """Build or drop the index; one left invalid by an interrupted build is rebuilt."""
+    state = conn.execute(query("oldest_scheduled_index_valid")).fetchone()
+    if state is not None and not (wanted and state["valid"]):
+        conn.execute(query("drop_oldest_scheduled_index"))
+        state = None
+    if wanted and state is None:
+        conn.execute(query("create_oldest_scheduled_index"))
+        conn.execute(query("comment_oldest_scheduled_index"))
 
 
 def candidates(

@@ -7,6 +7,14 @@ select policy, weight from scheduling_policies where visit_type = %(visit_type)s
 -- name: all_policies
 select visit_type, policy, weight from scheduling_policies order by visit_type, policy
 
+-- name: lock_policies
+-- Held by a policy change from before it builds the index of
+-- oldest_scheduled_first until after it drops it (app.db.policies).
+select pg_advisory_lock(7365646963)
+
+-- name: unlock_policies
+select pg_advisory_unlock(7365646963)
+
 -- name: delete_policies
 delete from scheduling_policies where visit_type = %(visit_type)s
 
@@ -16,7 +24,8 @@ values (%(visit_type)s, %(policy)s, %(weight)s)
 
 -- name: candidates_oldest_scheduled_first
 -- Never scheduled first, then longest since scheduled (index
--- origin_visit_stats_oldest_scheduled).
+-- origin_visit_stats_oldest_scheduled, built while a visit type uses this
+-- policy: without it, a scan of the table).
 select id from origin_visit_stats
 where visit_type = %(visit_type)s and listed and not disabled_for_failures
 order by last_scheduled nulls first
@@ -59,3 +68,29 @@ limit %(limit)s
 
 -- name: first_visits_done
 update listers set first_visits_scheduled_at = %(now)s where id = %(lister_id)s
+
+-- name: oldest_scheduled_index_wanted
+-- Whether some visit type uses the one policy that reads
+-- origin_visit_stats_oldest_scheduled.
+select exists (select from scheduling_policies where policy = 'oldest_scheduled_first') as wanted
+
+-- name: oldest_scheduled_index_valid
+-- The index's state: no row when it does not exist, valid false when a
+-- concurrent build was interrupted (such an index is kept up to date, which
+-- costs the HOT updates, but serves no query).
+select indisvalid as valid from pg_index
+where indexrelid = to_regclass('origin_visit_stats_oldest_scheduled')
+
+-- name: create_oldest_scheduled_index
+-- Concurrently: the scheduler and the journal keep writing while it builds.
+-- While it exists, mark_scheduled's UPDATE cannot be HOT (last_scheduled is
+-- one of its keys), which halves the rate of scheduling steps.
+create index concurrently if not exists origin_visit_stats_oldest_scheduled
+  on origin_visit_stats (visit_type, last_scheduled nulls first)
+  where listed and not disabled_for_failures
+
+-- name: comment_oldest_scheduled_index
+comment on index origin_visit_stats_oldest_scheduled is 'Serves the oldest_scheduled_first policy; exists only while a visit type uses it (revisit policy set builds and drops it)'
+
+-- name: drop_oldest_scheduled_index
+drop index concurrently if exists origin_visit_stats_oldest_scheduled

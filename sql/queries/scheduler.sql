@@ -3,10 +3,12 @@
 -- name: mark_scheduled
 -- One statement per batch: stamp last_scheduled and fetch what the visit
 -- messages need (the loader arguments of the most recently seen listing),
--- in id order. The update cannot be HOT (last_scheduled is indexed), so it is
--- most of the cost; the loader arguments are looked up only for origins with
--- a listing that has some (index listed_origins_with_arguments), and are null
--- for the others (no '{}' to parse a thousand times). It also returns the
+-- in id order. The update is HOT (no index entry written) unless a visit type
+-- uses oldest_scheduled_first, whose index has last_scheduled as a key
+-- (migration 17): then it is most of a step's cost. The loader arguments are
+-- looked up only for origins with a listing that has some (index
+-- listed_origins_with_arguments), and are null for the others (no '{}' to
+-- parse a thousand times). It also returns the
 -- mirror columns and the new version, for the scheduler to confirm the
 -- origins in flight at that version (app.mirror_sync.confirm_scheduled).
 -- version is bumped here, not by the row trigger's function (migration 16).

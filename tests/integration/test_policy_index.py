@@ -1,0 +1,127 @@
+"""The index of oldest_scheduled_first exists only while a visit type uses that
+policy (migration 17): without it, stamping a step's picks is a HOT update."""
+
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from app.context import Context
+from app.db.connection import DictConnection
+from app.db.migrate import available
+from app.db.policies import (
+    oldest_scheduled_index_ready,
+    oldest_scheduled_index_wanted,
+    set_policies,
+)
+from app.db.queries import query
+from app.db.scheduling import mark_scheduled
+from tests.integration.helpers import cli, list_origins
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+URLS = [f"https://hot.example/{i}" for i in range(50)]
+INDEX = "origin_visit_stats_oldest_scheduled"
+
+
+def hot_updates_of_marking(conn: DictConnection, ids: list[int]) -> tuple[int, int]:
+    """Updates and HOT updates of origin_visit_stats by one mark_scheduled."""
+    with conn.transaction():
+        mark_scheduled(conn, ids, NOW)
+        row = conn.execute(
+            "select n_tup_upd, n_tup_hot_upd from pg_stat_xact_user_tables"
+            " where relname = 'origin_visit_stats'"
+        ).fetchone()
+    assert row is not None
+    return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
+
+
+def plan_of_oldest_scheduled_first(conn: DictConnection) -> str:
+    """The plan of the policy's query when the planner may not scan the table."""
+    with conn.transaction():
+        conn.execute("set local enable_seqscan = off")
+        rows = conn.execute(
+            "explain " + query("candidates_oldest_scheduled_first"),
+            {"visit_type": "git", "limit": 10},
+        ).fetchall()
+    return "\n".join(str(r["QUERY PLAN"]) for r in rows)
+
+
+def test_a_fresh_database_has_no_index_on_last_scheduled(conn: DictConnection) -> None:
+    assert not oldest_scheduled_index_wanted(conn)
+    assert not oldest_scheduled_index_ready(conn)
+
+
+def test_marking_origins_scheduled_is_a_hot_update_without_the_index(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    ids = [int(r["id"]) for r in conn.execute("select id from origin_visit_stats")][::10]
+    assert hot_updates_of_marking(conn, ids) == (len(ids), len(ids))
+
+
+def test_setting_oldest_scheduled_first_builds_the_index_its_query_reads(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    ids = [int(r["id"]) for r in conn.execute("select id from origin_visit_stats")][::10]
+    assert INDEX not in plan_of_oldest_scheduled_first(conn)
+    set_policies(conn, "git", {"oldest_scheduled_first": 1.0})
+    assert oldest_scheduled_index_ready(conn)
+    assert INDEX in plan_of_oldest_scheduled_first(conn)
+    assert hot_updates_of_marking(conn, ids) == (len(ids), 0)
+
+
+def test_the_index_goes_when_the_last_visit_type_leaves_the_policy(
+    conn: DictConnection,
+) -> None:
+    set_policies(conn, "git", {"oldest_scheduled_first": 1.0})
+    set_policies(conn, "hg", {"oldest_scheduled_first": 1.0})
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    assert oldest_scheduled_index_ready(conn)
+    set_policies(conn, "hg", {"already_visited_order_by_lag": 1.0})
+    assert not oldest_scheduled_index_wanted(conn)
+    assert not oldest_scheduled_index_ready(conn)
+
+
+def test_an_index_left_invalid_by_an_interrupted_build_is_built_again(
+    conn: DictConnection,
+) -> None:
+    conn.execute(
+        f"create index {INDEX} on origin_visit_stats (visit_type, last_scheduled nulls first)"
+        " where listed and not disabled_for_failures"
+    )
+    conn.execute(
+        "update pg_index set indisvalid = false where indexrelid = to_regclass(%s)", (INDEX,)
+    )
+    assert not oldest_scheduled_index_ready(conn)
+    set_policies(conn, "git", {"oldest_scheduled_first": 1.0})
+    assert oldest_scheduled_index_ready(conn)
+
+
+def test_the_policy_command_builds_and_drops_the_index(conn: DictConnection) -> None:
+    built = cli("policy", "set", "git", "oldest_scheduled_first=1")
+    assert built.returncode == 0, built.stderr
+    assert oldest_scheduled_index_ready(conn)
+    dropped = cli("policy", "set", "git", "age_optimal=1")
+    assert dropped.returncode == 0, dropped.stderr
+    assert not oldest_scheduled_index_ready(conn)
+
+
+@pytest.mark.parametrize("in_use", [True, False])
+def test_the_migration_keeps_the_index_only_where_the_policy_is_in_use(
+    database_url: str, in_use: bool
+) -> None:
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(
+            f"create index {INDEX} on origin_visit_stats (visit_type, last_scheduled nulls first)"
+            " where listed and not disabled_for_failures"
+        )
+        if in_use:
+            admin.execute(
+                "insert into scheduling_policies values ('git', 'oldest_scheduled_first', 1)"
+            )
+    (migration,) = [m for m in available() if m.version == 17]
+    with psycopg.connect(database_url) as check:
+        check.execute(migration.sql.encode())
+        found = check.execute("select to_regclass(%s) is not null", (INDEX,)).fetchone()
+    assert found == (in_use,)
