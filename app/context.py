@@ -20,6 +20,7 @@ def cooldowns_from(settings: Settings) -> Cooldowns:
         failed=timedelta(seconds=settings.failed_cooldown_s),
         not_found=timedelta(seconds=settings.not_found_cooldown_s),
         failed_first=timedelta(seconds=settings.failed_retry_s),
+        at_risk_retries=settings.max_failures_in_a_row,
     )
 
 

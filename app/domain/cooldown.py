@@ -21,6 +21,12 @@ class Cooldowns:
     failed: timedelta = timedelta(days=14)
     not_found: timedelta = timedelta(days=31)
     failed_first: timedelta = timedelta(days=1)
+    at_risk_retries: int = 3
+    """Failures in a row after which an origin at risk of max_interval
+    (``placement.at_risk``) rests a doubled rest again; before, ``failed_first``.
+    The failures that disable an origin until its next listing
+    (``max_failures_in_a_row``): past them, an origin that keeps failing is not
+    hammered."""
 
     def after(self, status: str | None, failures_in_a_row: int = 1) -> timedelta:
         """Rest after a final visit status (``None``: never visited); a failed visit

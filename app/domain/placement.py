@@ -33,11 +33,6 @@ PoolName = Literal["never_visited", "lagging", "no_last_update", "up_to_date"]
 POOLS: tuple[PoolName, ...] = ("never_visited", "lagging", "no_last_update", "up_to_date")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_S = 86400.0
-#: An origin at risk of max_interval (``at_risk``) rests the first failed rest
-#: after each of this many failures in a row, not a doubled one: the failures
-#: that disable an origin until its next listing (StatsPolicy's default). After
-#: more, the rest doubles again: an origin that keeps failing is not hammered.
-AT_RISK_RETRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +133,7 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
     failures = row.failures_in_a_row
-    if failures <= AT_RISK_RETRIES and at_risk(row):
+    if failures <= cooldowns.at_risk_retries and at_risk(row):
         failures = 1
     rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns, failures)
     if rest_until is not None and rest_until > now:

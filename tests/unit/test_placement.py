@@ -167,6 +167,17 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
     # a failure before the floor keeps the doubled rest
     retry = visited + timedelta(hours=12)
     assert [rest(n, retry) for n in (1, 2, 3)] == [day, 2 * day, 4 * day]
+    # as many undoubled rests as failures that disable the origin (a setting)
+    five = Cooldowns(at_risk_retries=5)
+    r = row(
+        last_final_date=visited,
+        last_visit_status="failed",
+        failures_in_a_row=5,
+        next_visit_queue_position=risky,
+        last_successful=visited - timedelta(days=58),
+        reported_change_delay_s=0.0,
+    )
+    assert place(r, NOW, five).score - epoch_s(visited) == day
 
 
 def test_under_age_optimal_a_reported_change_is_due_by_the_target_at_the_latest() -> None:
