@@ -8,6 +8,7 @@ give one report. Rates are per day, durations in seconds, times relative to
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,6 +106,11 @@ class Loader(_Model):
     serving scale * N. The default world (2,000 git origins, 4 workers, scale
     300) stands for 600,000 origins and 1,200 workers: about 0.2 visits per
     origin per day, scarcer than the ladder's daily interval asks for.
+
+    A visit that would take longer than ``cap_s`` (the loader's time limit) is
+    cut there and ends ``partial``: it saves the whole changes it fetched in
+    that time (at least one) and leaves the rest to the next visit, as the
+    reference simulator's loader ends such a visit partial without the rest.
     """
 
     base_s: float = Field(default=0.5, ge=0)
@@ -118,6 +124,12 @@ class Loader(_Model):
         default=None, gt=1, description="Pareto shape of origin sizes (none: all alike)"
     )
     size_max: float = Field(default=20.0, ge=1, description="largest size factor")
+
+    def fetchable_commits(self) -> float:
+        """The most new commits one visit fetches before the cap cuts it."""
+        if self.per_commit_s <= 0:
+            return math.inf
+        return max(0.0, self.cap_s - self.base_s) / self.per_commit_s
 
     def visit_s(self, commits: float, size: float = 1.0) -> float:
         """Worker seconds of a successful visit fetching ``commits`` new commits."""

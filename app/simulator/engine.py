@@ -76,6 +76,8 @@ class _Due:
     """Set on final statuses: the visit the event ends."""
     start_s: float = field(compare=False, default=0.0)
     duration_s: float = field(compare=False, default=0.0)
+    reach: int | None = field(compare=False, default=None)
+    """Set on successes: the origin's changes the archive holds after the visit."""
 
 
 @dataclass
@@ -233,7 +235,13 @@ class Simulation:
             state = self.types[due.vt]
             end = due.start_s + due.duration_s
             state.truth.visited(
-                order.index, due.start_s, end, due.event.status, due.duration_s, order.policy
+                order.index,
+                due.start_s,
+                end,
+                due.event.status,
+                due.duration_s,
+                order.policy,
+                due.reach,
             )
             if order.request_id is not None:
                 created = state.request_created_s.pop(order.request_id)
@@ -306,19 +314,26 @@ class Simulation:
             order = Order(index_of[o.url], o.url, o.visit, o.policy, t, o.request_id)
             (state.requests if send.lane == "priority" else state.recurrent).send([order])
 
-    def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float]:
-        """A visit's final status and duration, drawn from the hidden world."""
+    def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float, int | None]:
+        """A visit's final status, duration and (on success) the changes the
+        archive holds after it, drawn from the hidden world; a visit cut at the
+        loader's cap is partial (``Loader``)."""
         loader = self.config.loader
         state = self.types[name]
         origin = state.world.origins[order.index]
         if origin.kind == "dead" or start >= origin.vanish_s:
-            return "not_found", loader.base_s * loader.scale
+            return "not_found", loader.base_s * loader.scale, None
         if state.world.listers[origin.lister].down((start - self.start_s) / DAY_S):
-            return "failed", loader.base_s * loader.scale
+            return "failed", loader.base_s * loader.scale, None
         if origin.kind == "flaky" and self.outcome_rng.random() < loader.flaky_failure_probability:
-            return "failed", loader.base_s * loader.scale
-        commits = state.truth.new_commits(order.index, start)
-        return "full", loader.visit_s(commits, origin.size)
+            return "failed", loader.base_s * loader.scale, None
+        truth = state.truth
+        commits = truth.new_commits(order.index, start)
+        fetchable = loader.fetchable_commits()
+        if commits <= fetchable:
+            return "full", loader.visit_s(commits, origin.size), origin.changes_until(start)
+        reach = truth.reach(order.index, start, fetchable)
+        return "partial", loader.visit_s(commits, origin.size), reach
 
     def _visit(
         self,
@@ -329,13 +344,13 @@ class Simulation:
         duration: float = 0.0,
     ) -> float:
         """Simulate one visit: queue its journal events, return its duration."""
-        if status is None:
-            status, duration = self._outcome(name, order, start)
         origin = self.types[name].world.origins[order.index]
+        reach: int | None = origin.changes_until(start)
+        if status is None:
+            status, duration, reach = self._outcome(name, order, start)
         snapshot: bytes | None = None
-        if status == "full":
-            seen = origin.changes_until(start)
-            snapshot = hashlib.sha1(f"{origin.url}#{seen}".encode()).digest()
+        if reach is not None and status in ("full", "partial"):
+            snapshot = hashlib.sha1(f"{origin.url}#{reach}".encode()).digest()
         created = VisitStatusEvent(order.url, name, order.visit, at(start), "created", None)
         # the loader's worker time, as production's workers report it
         metadata = {"duration_s": duration} if duration > 0 else None
@@ -345,6 +360,6 @@ class Simulation:
         heapq.heappush(self._due, _Due(start, next(self._seq), created, name))
         heapq.heappush(
             self._due,
-            _Due(start + duration, next(self._seq), final, name, order, start, duration),
+            _Due(start + duration, next(self._seq), final, name, order, start, duration, reach),
         )
         return duration

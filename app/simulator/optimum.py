@@ -151,7 +151,11 @@ def _frequencies_at(rates: Array, mu: float | Array, timing: Timing, objective: 
 @dataclass(frozen=True)
 class VisitCosts:
     """Worker seconds of one visit of each origin: ``min(cap_s, fixed_s +
-    per_change_s * changes fetched)``."""
+    per_change_s * changes fetched)``. A visit cut at ``cap_s`` saves only the
+    changes it fetched in that time (a partial visit, as the reference
+    simulator's loader has it), so an origin visited less often than its knee
+    falls further behind at every visit: the optimum visits every origin at
+    least at its knee."""
 
     fixed_s: Array
     per_change_s: Array
@@ -171,10 +175,12 @@ class VisitCosts:
         return out
 
     def knee(self, rates: Array) -> Array:
-        """The frequency above which a visit no longer hits the cap."""
+        """The frequency above which a visit no longer hits the cap: the least
+        that keeps up with the origin's changes (0 where changes cost nothing)."""
         gap = self.cap_s - self.fixed_s
+        work = self.per_change_s * rates
         with np.errstate(divide="ignore", invalid="ignore"):
-            out: Array = np.where(gap > 0, self.per_change_s * rates / gap, _NEVER)
+            out: Array = np.where(work <= 0, 0.0, np.where(gap > 0, work / gap, _NEVER))
         return np.minimum(out, _NEVER)
 
 
@@ -218,11 +224,12 @@ def allocate(
 ) -> Allocation:
     """The allocation of ``capacity_per_day`` (visits, or worker seconds with
     ``costs``) maximising mean freshness or minimising mean age, every origin
-    visited at least ``floor_per_day``; nu by geometric bisection until the
-    worker time is the capacity."""
+    visited at least ``floor_per_day`` and at least at its knee (``VisitCosts``);
+    nu by geometric bisection until the worker time is the capacity."""
     rates = np.asarray(rates, dtype=np.float64)
     costs = costs or VisitCosts.unit(rates.size)
-    floor = np.full_like(rates, floor_per_day)
+    # below its knee an origin falls behind for good (``VisitCosts``)
+    floor = np.maximum(np.full_like(rates, floor_per_day), costs.knee(rates))
     if rates.size == 0 or capacity_per_day <= 0:
         return _evaluate(rates, np.zeros_like(rates), timing, objective, costs)
     floor_cost = float(costs.worker_s_per_day(rates, floor).sum())
@@ -244,23 +251,9 @@ def allocate(
 def _best_frequencies(
     rates: Array, nu: float, timing: Timing, objective: Objective, costs: VisitCosts, floor: Array
 ) -> Array:
-    """Each origin's f >= floor maximising gain(f) - nu g(f), on either side of the knee."""
-    knee = np.maximum(floor, costs.knee(rates))
-    below = np.clip(_frequencies_at(rates, nu * costs.cap_s, timing, objective), floor, knee)
-    above = np.maximum(_frequencies_at(rates, nu * costs.fixed_s, timing, objective), knee)
-
-    def value(freqs: Array) -> Array:
-        gain = (
-            freshness(rates, freqs, timing)
-            if objective == "freshness"
-            else -age(rates, freqs, timing)
-        )
-        result: Array = gain - nu * costs.worker_s_per_day(rates, freqs)
-        return result
-
-    with np.errstate(invalid="ignore"):
-        better_below = value(below) >= value(above)
-    out: Array = np.where(better_below, below, above)
+    """Each origin's f >= floor maximising gain(f) - nu g(f): at or above the
+    knee (in ``floor``) a visit's worker time grows by ``fixed_s`` per visit."""
+    out: Array = np.maximum(_frequencies_at(rates, nu * costs.fixed_s, timing, objective), floor)
     return out
 
 

@@ -130,14 +130,37 @@ class Truth:
         before = int(origin.commits[done - 1]) if done else 0
         return int(origin.commits[count - 1]) - before
 
+    def reach(self, index: int, start: float, most_commits: float) -> int:
+        """How many of the origin's changes the archive holds after a visit starting
+        at ``start`` that fetches at most ``most_commits`` new commits: all that
+        happened by then if they fit, else the whole changes that fit (at least
+        one, so a visit always moves the archive on)."""
+        origin = self.origins[index]
+        count = origin.changes_until(start)
+        done = int(self.archived[index])
+        if count <= done:
+            return count
+        before = int(origin.commits[done - 1]) if done else 0
+        fits = int(np.searchsorted(origin.commits[done:count], before + most_commits, "right"))
+        return done + max(1, fits)
+
     def is_news(self, index: int, start: float) -> bool:
         """Whether a visit starting at ``start`` would find a change the archive lacks."""
         return self.origins[index].changes_until(start) > int(self.archived[index])
 
     def visited(
-        self, index: int, start: float, end: float, status: str, duration_s: float, policy: str
+        self,
+        index: int,
+        start: float,
+        end: float,
+        status: str,
+        duration_s: float,
+        policy: str,
+        reach: int | None = None,
     ) -> None:
-        """Record a visit of ``index`` (started at ``start``) at its end."""
+        """Record a visit of ``index`` (started at ``start``) at its end; a
+        successful one saves the changes up to ``reach`` (default: every change
+        by ``start``)."""
         self.first_visit_at[index] = min(self.first_visit_at[index], end)
         success = is_success(status)
         measured = end >= self.measure_from_s
@@ -153,11 +176,11 @@ class Truth:
             first_fetch = success and self.archived[index] == 0
             self.first_fetch_busy_s += duration_s if first_fetch else 0.0
         if success:
-            self._archive(index, start, end)
+            self._archive(index, start, end, reach)
 
-    def _archive(self, index: int, start: float, end: float) -> None:
+    def _archive(self, index: int, start: float, end: float, reach: int | None) -> None:
         origin = self.origins[index]
-        count = origin.changes_until(start)
+        count = origin.changes_until(start) if reach is None else reach
         done = int(self.archived[index])
         if count > done:
             changes = origin.changes[done:count]

@@ -148,3 +148,24 @@ def test_uniform_spends_the_same_worker_time_on_every_origin_alike() -> None:
     costs = VisitCosts(np.full(3, 1.0), np.zeros(3), np.full(3, 1.0))
     base = uniform(rates, 6.0, "even", costs=costs)
     assert base.freqs == pytest.approx(np.full(3, 2.0))
+
+
+def test_the_optimum_visits_every_origin_often_enough_to_stay_under_the_cap() -> None:
+    # the fastest origin's changes fill a capped visit after 1 / (0.5 * 5 / 9) days
+    costs = VisitCosts(np.full(3, 1.0), np.full(3, 0.5), np.full(3, 10.0))
+    knee = costs.knee(RATES)
+    assert knee == pytest.approx(0.5 * RATES / 9.0)
+    found = allocate(RATES, 2.0 + float(np.sum(0.5 * RATES)), "even", "age", costs=costs)
+    assert np.all(found.freqs >= knee * (1 - 1e-9))
+    # at or above the knee a visit costs its fixed part plus the changes it fetches
+    spent = float(np.sum(found.freqs + 0.5 * RATES))
+    assert found.worker_s_per_day == pytest.approx(spent)
+
+
+def test_a_capacity_below_what_keeps_up_with_every_origin_is_flagged() -> None:
+    costs = VisitCosts(np.full(3, 1.0), np.full(3, 0.5), np.full(3, 1.5))
+    assert not allocate(RATES, 3.0, "even", "age", costs=costs).feasible
+
+
+def test_origins_whose_changes_cost_nothing_have_no_knee() -> None:
+    assert np.array_equal(VisitCosts.unit(3).knee(RATES), np.zeros(3))

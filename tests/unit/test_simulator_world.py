@@ -256,3 +256,27 @@ def test_dormant_origins_wake_together_after_the_given_days() -> None:
     # bursts: many changes within a burst gap of the one before
     gaps = np.concatenate([np.diff(o.changes[1:]) for o in dormant])
     assert float(np.mean(gaps < 3600)) > 0.5
+
+
+def test_a_visit_cut_at_the_cap_saves_the_whole_changes_it_fetched() -> None:
+    # five changes of 10 commits each (``_origin``), all pending at 10 days
+    truth = Truth([_origin([0.0, 1.0, 2.0, 3.0, 4.0])], 0.0, 30 * DAY_S)
+    assert truth.reach(0, 10 * DAY_S, most_commits=35) == 3
+    truth.visited(0, 10 * DAY_S, 10 * DAY_S + 1, "partial", 1.0, "p", reach=3)
+    assert truth.new_commits(0, 11 * DAY_S) == 20
+    assert truth.sample(11 * DAY_S).freshness == 0.0  # two changes still missing
+    assert truth.reach(0, 11 * DAY_S, most_commits=1000) == 5
+
+
+def test_a_visit_saves_at_least_one_change_however_large() -> None:
+    truth = Truth([_origin([0.0, 1.0])], 0.0, 30 * DAY_S)
+    assert truth.reach(0, DAY_S, most_commits=3) == 1
+
+
+def test_the_loader_fetches_what_fits_between_its_fixed_time_and_its_cap() -> None:
+    loader = Loader(base_s=0.5, per_commit_s=0.1, cap_s=30.0)
+    assert loader.fetchable_commits() == pytest.approx(295.0)
+    assert loader.visit_s(loader.fetchable_commits() * 2, size=2.0) == pytest.approx(
+        loader.scale * 2 * 30.0
+    )
+    assert Loader(per_commit_s=0.0).fetchable_commits() == math.inf
