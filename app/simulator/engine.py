@@ -234,6 +234,8 @@ class Simulation:
                 continue
             state = self.types[due.vt]
             end = due.start_s + due.duration_s
+            size = state.world.origins[order.index].size
+            fixed_s = self.config.loader.scale * size * self.config.loader.base_s
             state.truth.visited(
                 order.index,
                 due.start_s,
@@ -242,6 +244,7 @@ class Simulation:
                 due.duration_s,
                 order.policy,
                 due.reach,
+                fetch_s=max(0.0, due.duration_s - fixed_s),
             )
             if order.request_id is not None:
                 created = state.request_created_s.pop(order.request_id)

@@ -96,6 +96,9 @@ class Truth:
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
     first_fetch_busy_s: float = 0.0
+    fetch_busy_s: float = 0.0
+    """Worker seconds successful recurrent visits (first visits aside) spent
+    fetching commits, beyond their fixed part."""
     """Worker time of first successful visits (fetching an origin's whole history)."""
 
     def __post_init__(self) -> None:
@@ -157,10 +160,11 @@ class Truth:
         duration_s: float,
         policy: str,
         reach: int | None = None,
+        fetch_s: float = 0.0,
     ) -> None:
         """Record a visit of ``index`` (started at ``start``) at its end; a
         successful one saves the changes up to ``reach`` (default: every change
-        by ``start``)."""
+        by ``start``), and spent ``fetch_s`` of its duration fetching commits."""
         self.first_visit_at[index] = min(self.first_visit_at[index], end)
         success = is_success(status)
         measured = end >= self.measure_from_s
@@ -175,6 +179,7 @@ class Truth:
             self.useless_busy_s += duration_s if useless else 0.0
             first_fetch = success and self.archived[index] == 0
             self.first_fetch_busy_s += duration_s if first_fetch else 0.0
+            self.fetch_busy_s += fetch_s if success and not first_fetch else 0.0
         if success:
             self._archive(index, start, end, reach)
 
@@ -262,6 +267,7 @@ class Truth:
                 "per_day": sum(self.policies.values()) / days,
                 "worker_s_per_day": self.busy_s / days,
                 "first_fetch_worker_s_per_day": self.first_fetch_busy_s / days,
+                "fetch_worker_s_per_day": self.fetch_busy_s / days,
                 "by_status": {k: self.visits[k] for k in sorted(self.visits)},
                 "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
             },

@@ -165,9 +165,17 @@ def test_a_run_writes_its_report_and_plots(
     written = json.loads((tmp_path / REPORT_FILE).read_text())
     optimum = written["visit_types"]["git"]["optimum"]
     assert optimum["even"]["min_age"]["age_days"] is not None
-    # the optimum of the policy's recurrent worker time, under the max_interval floor
+    # the optimum of the visits' own worker time the policy's recurrent visits
+    # used, plus fetching every change, under the max_interval floor
     visits = written["visit_types"]["git"]["visits"]
-    budget = visits["worker_s_per_day"] - visits["first_fetch_worker_s_per_day"]
+    overhead = (
+        visits["worker_s_per_day"]
+        - visits["first_fetch_worker_s_per_day"]
+        - visits["fetch_worker_s_per_day"]
+    )
+    assert 0 < visits["fetch_worker_s_per_day"] < visits["worker_s_per_day"]
+    assert optimum["visits_worker_s_per_day"] == pytest.approx(overhead)
+    budget = overhead + optimum["fetch_worker_s_per_day"]
     assert optimum["capacity_worker_s_per_day"] == pytest.approx(budget)
     for allocation in ("min_age", "max_freshness"):
         assert optimum["even"][allocation]["worker_s_per_day"] <= budget * (1 + 1e-6)

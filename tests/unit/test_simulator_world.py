@@ -280,3 +280,14 @@ def test_the_loader_fetches_what_fits_between_its_fixed_time_and_its_cap() -> No
         loader.scale * 2 * 30.0
     )
     assert Loader(per_commit_s=0.0).fetchable_commits() == math.inf
+
+
+def test_commit_fetching_is_counted_apart_from_first_visits_and_failures() -> None:
+    truth = Truth([_origin([0.0, 2 * DAY_S])], 0.0, 30 * DAY_S)
+    truth.visited(0, DAY_S, DAY_S + 9, "full", 9.0, "p", fetch_s=8.0)  # the first fetch
+    truth.visited(0, 3 * DAY_S, 3 * DAY_S + 5, "failed", 5.0, "p")
+    truth.visited(0, 4 * DAY_S, 4 * DAY_S + 5, "full", 5.0, "p", fetch_s=4.0)
+    visits = truth.summary(0.0, 2 * DAY_S)["visits"]
+    assert visits["first_fetch_worker_s_per_day"] == pytest.approx(9.0 / 2)
+    assert visits["fetch_worker_s_per_day"] == pytest.approx(4.0 / 2)
+    assert visits["worker_s_per_day"] == pytest.approx(19.0 / 2)
