@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from app.domain.visit_stats import FLOOR_MARGIN
 from app.domain.visit_status import SUCCESS_STATUSES, is_success
 from app.simulator.world import DAY_S, Origin
 
@@ -93,6 +94,8 @@ class Truth:
     visits: Counter[str] = field(default_factory=Counter)
     visits_with_last_update: Counter[str] = field(default_factory=Counter)
     policies: Counter[str] = field(default_factory=Counter)
+    useless_floor_visits: int = 0
+    """Useless floor visits where the lister reports last_update (``_floor_share``)."""
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
     first_fetch_busy_s: float = 0.0
@@ -174,6 +177,9 @@ class Truth:
             self.visits["useless" if useless else "useful"] += success
             if self.with_last_update[index]:
                 self.visits_with_last_update["useless" if useless else "useful"] += success
+                # the floor visit production owes every origin, changed or not
+                floor = start - self.last_success_at[index] >= FLOOR_MARGIN * self.max_interval_s
+                self.useless_floor_visits += useless and floor
             self.policies[policy] += 1
             self.busy_s += duration_s
             self.useless_busy_s += duration_s if useless else 0.0
@@ -195,6 +201,13 @@ class Truth:
                 origin.changes[count] if count < len(origin.changes) else math.inf
             )
         self.last_success_at[index] = max(self.last_success_at[index], end)
+
+    def _floor_share(self) -> float | None:
+        """Of the useless visits where the lister reports last_update, the share
+        that were floor visits (at least the floor after the last success): the
+        visit per ``max_interval`` owed to an origin that did not change."""
+        useless = self.visits_with_last_update["useless"]
+        return self.useless_floor_visits / useless if useless else None
 
     def live(self, t: float) -> np.ndarray[tuple[int], np.dtype[np.bool_]]:
         """Origins on their forge at ``t`` with something to archive."""
@@ -261,6 +274,7 @@ class Truth:
             "useless_visits": {
                 "ratio": self.visits["useless"] / successes if successes else None,
                 "ratio_where_last_update": _share(self.visits_with_last_update, "useless"),
+                "floor_share_where_last_update": self._floor_share(),
                 "worker_time_share": self.useless_busy_s / self.busy_s if self.busy_s else None,
             },
             "visits": {

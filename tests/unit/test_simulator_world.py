@@ -291,3 +291,16 @@ def test_commit_fetching_is_counted_apart_from_first_visits_and_failures() -> No
     assert visits["first_fetch_worker_s_per_day"] == pytest.approx(9.0 / 2)
     assert visits["fetch_worker_s_per_day"] == pytest.approx(4.0 / 2)
     assert visits["worker_s_per_day"] == pytest.approx(19.0 / 2)
+
+
+def test_useless_floor_visits_are_told_apart_where_the_lister_reports_last_update() -> None:
+    origin = replace(_origin([0.0]), lister=1)
+    truth = Truth(
+        [origin], 0.0, DAY_S, max_interval_s=10 * DAY_S, reports_last_update=[False, True]
+    )
+    truth.visited(0, DAY_S, DAY_S, "full", 1.0, "p")
+    truth.visited(0, 2 * DAY_S, 2 * DAY_S, "full", 1.0, "p")  # a day later: useless
+    truth.visited(0, 11 * DAY_S, 11 * DAY_S, "full", 1.0, "p")  # 9 days on: the floor's
+    figures = truth.summary(0.0, 12 * DAY_S)["useless_visits"]
+    assert figures["ratio_where_last_update"] == pytest.approx(2 / 3)
+    assert figures["floor_share_where_last_update"] == pytest.approx(1 / 2)
