@@ -73,7 +73,12 @@ def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int
 @policy_app.command("show")
 def policy_show() -> None:
     """The policies and weights of every visit type."""
-    from app.db.policies import policies_of
+    from app.db.policies import (
+        OLDEST_SCHEDULED,
+        oldest_scheduled_index_ready,
+        oldest_scheduled_index_wanted,
+        policies_of,
+    )
     from app.db.scheduling import visit_type_configs
 
     table = Table("visit type", "policy", "weight")
@@ -81,7 +86,13 @@ def policy_show() -> None:
         for vt in visit_type_configs(conn):
             for policy, weight in policies_of(conn, vt).items():
                 table.add_row(vt, policy, f"{weight:g}")
+        missing = oldest_scheduled_index_wanted(conn) and not oldest_scheduled_index_ready(conn)
     console.print(table)
+    if missing:
+        console.print(
+            f"warning: the index that {OLDEST_SCHEDULED} reads is missing or invalid, so its"
+            " query scans the table; `revisit policy set` of that visit type builds it again"
+        )
 
 
 @policy_app.command("set")
@@ -90,8 +101,12 @@ def policy_set(
     weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
 ) -> None:
     """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
-    from app.db.policies import set_policies
-    from app.domain.policies import UnknownPolicy
+    from app.db.policies import (
+        OLDEST_SCHEDULED,
+        oldest_scheduled_index_ready,
+        set_policies,
+    )
+    from app.domain.policies import UnknownPolicy, check_policies
 
     parsed: dict[str, float] = {}
     for item in weights:
@@ -102,10 +117,20 @@ def policy_set(
             parsed[name] = float("nan")
         if parsed[name] != parsed[name]:
             raise fail(f"WEIGHTS: expected POLICY=WEIGHT with a number, got {item!r}")
+    try:
+        check_policies(parsed)
+    except UnknownPolicy as exc:
+        raise fail(str(exc)) from exc
     with connect(get_settings()) as conn:
         require_visit_type(conn, visit_type, "VISIT_TYPE")
-        try:
-            set_policies(conn, visit_type, parsed)
-        except UnknownPolicy as exc:
-            raise fail(str(exc)) from exc
+        had_index = oldest_scheduled_index_ready(conn)
+        if OLDEST_SCHEDULED in parsed and not had_index:
+            console.print(
+                f"building the index that {OLDEST_SCHEDULED} reads, concurrently"
+                " (minutes on a large table; the scheduler goes on meanwhile)"
+            )
+        set_policies(conn, visit_type, parsed)
+        has_index = oldest_scheduled_index_ready(conn)
     console.print(f"{visit_type}: {', '.join(f'{k}={v:g}' for k, v in parsed.items())}")
+    if had_index and not has_index:
+        console.print(f"dropped the index of {OLDEST_SCHEDULED}: no visit type uses it now")

@@ -101,10 +101,27 @@ def test_an_index_left_invalid_by_an_interrupted_build_is_built_again(
 def test_the_policy_command_builds_and_drops_the_index(conn: DictConnection) -> None:
     built = cli("policy", "set", "git", "oldest_scheduled_first=1")
     assert built.returncode == 0, built.stderr
+    assert "building the index" in built.stdout
     assert oldest_scheduled_index_ready(conn)
+    again = cli("policy", "set", "git", "oldest_scheduled_first=2")
+    assert "building" not in again.stdout  # already there
     dropped = cli("policy", "set", "git", "age_optimal=1")
     assert dropped.returncode == 0, dropped.stderr
+    assert "dropped the index" in dropped.stdout
     assert not oldest_scheduled_index_ready(conn)
+
+
+def test_policy_show_warns_when_the_index_its_policy_reads_is_missing(
+    conn: DictConnection,
+) -> None:
+    assert cli("policy", "set", "git", "oldest_scheduled_first=1").returncode == 0
+    assert "warning" not in cli("policy", "show").stdout
+    conn.execute(f"drop index {INDEX}")
+    shown = cli("policy", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert "index that oldest_scheduled_first reads is missing" in " ".join(shown.stdout.split())
+    assert cli("policy", "set", "git", "oldest_scheduled_first=1").returncode == 0
+    assert oldest_scheduled_index_ready(conn)
 
 
 @pytest.mark.parametrize("in_use", [True, False])
