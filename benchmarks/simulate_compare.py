@@ -85,7 +85,7 @@ def _without_flaky_ratio(report: dict[str, Any]) -> float | None:
 
 
 #: Column, figure of a visit type's report. "age opt" is the mean age of the
-#: age-optimal allocation of the same worker time under the max_interval floor.
+#: age-optimal allocation of the same visit time under the max_interval floor.
 FIGURES: tuple[tuple[str, Getter], ...] = (
     ("mean age (d)", lambda r: r["age_days"]),
     ("age opt (d)", lambda r: r["optimum"]["even"]["min_age"]["age_days"]),
@@ -97,6 +97,7 @@ FIGURES: tuple[tuple[str, Getter], ...] = (
     ("fresh opt", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
     ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),
     ("useless (last_update)", lambda r: r["useless_visits"]["ratio_where_last_update"]),
+    ("of which floor", lambda r: r["useless_visits"].get("floor_share_where_last_update")),
     ("1st visit p99 (h)", lambda r: r["first_visit_hours"]["p99"]),
     ("1st visit max (h)", lambda r: r["first_visit_hours"]["max"]),
     ("1st visit > 7 d", lambda r: r["first_visit_hours"]["not_visited_within_7_days"]),
