@@ -181,6 +181,13 @@ def next_target(
     interval = policy.ladder_unit * ladder.interval_units(tally.next_position_offset)
     if policy.spacing == "age_optimal":
         assert tally.last_final_date is not None
+        if tally.last_visit_status == "partial" and tally.last_eventful == tally.last_final_date:
+            # Cut short (the loader's time limit) after saving something: the
+            # rest is still to fetch, and each visit planned at the learned rate
+            # would leave the origin further behind. Followed up as a failure
+            # is retried; a partial visit that saved nothing new is planned as
+            # usual, so an origin that always ends partial is not hammered.
+            return tally.last_final_date + policy.min_interval
         if multiplier_s2 is not None:
             interval = _age_optimal_interval(stats, tally, policy, rate_per_s, multiplier_s2)
         # Real time from the visit, never the queue position: until the first

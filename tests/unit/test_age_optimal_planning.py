@@ -244,3 +244,20 @@ def test_a_failed_visit_is_retried_in_real_time_however_far_ahead_the_queue_posi
     ladder = replace(policy(MU), spacing="ladder")
     queued = apply_events(stats, [failed], far_position, ladder, FUDGE).stats
     assert queued.next_visit_queue_position == far_position + timedelta(seconds=MIN_S)
+
+
+def test_a_partial_visit_that_saved_something_is_followed_up_at_the_minimum_interval() -> None:
+    stats = fold(visits(2, 1.0, changed=False), MU)
+    cut_at = T0 + 9 * DAY
+    # cut at the loader's time limit, with a snapshot the origin did not have
+    cut = VisitStatusEvent(URL, "git", 3, cut_at, "partial", b"\x07" * 20)
+    after = apply_events(stats, [cut], cut_at, policy(MU), FUDGE).stats
+    assert after.next_visit_queue_position == cut_at + timedelta(seconds=MIN_S)
+    # the same visit ended full is planned at the learned rate, later
+    full = VisitStatusEvent(URL, "git", 3, cut_at, "full", b"\x07" * 20)
+    planned = apply_events(stats, [full], cut_at, policy(MU), FUDGE).stats.next_visit_queue_position
+    assert planned is not None and planned > cut_at + 2 * timedelta(seconds=MIN_S)
+    # a partial visit that saved nothing new is planned as usual: no hammering
+    same = VisitStatusEvent(URL, "git", 3, cut_at, "partial", bytes(20))
+    usual = apply_events(stats, [same], cut_at, policy(MU), FUDGE).stats.next_visit_queue_position
+    assert usual is not None and usual > cut_at + 2 * timedelta(seconds=MIN_S)
