@@ -13,12 +13,12 @@ as a history whose fold is not known.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from itertools import starmap
 from operator import attrgetter
 from typing import Any
 
 import msgpack
+from msgspec.structs import fields
 
 from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory
 
