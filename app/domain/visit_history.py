@@ -19,7 +19,9 @@ same folds, in the same order, from the same tally, so the same result.
 a batch builds several per origin, and a frozen dataclass sets each field with
 ``object.__setattr__`` (1.9 µs for a Tally, 0.1 µs as a Struct). They compare,
 hash and print as the dataclasses did; ``msgspec.structs`` has ``fields``,
-``astuple`` and ``replace`` for them.
+``astuple`` and ``replace`` for them. msgspec reads them from arrays in field
+order (``array_like``; a longer array is refused): the stored visit history
+(``app.db.history_codec``) decodes straight into them.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ Outcome = Literal["eventful", "uneventful", "failed"]
 _RANK = {"partial": 0, "not_found": 1, "failed": 2, "full": 3}
 
 
-class FinalVisit(msgspec.Struct, frozen=True, gc=False):
+class FinalVisit(
+    msgspec.Struct, frozen=True, gc=False, array_like=True, forbid_unknown_fields=True
+):
     """The final status of one visit: what the fold needs of it."""
 
     visit: int
@@ -64,7 +68,7 @@ class FinalVisit(msgspec.Struct, frozen=True, gc=False):
         return (self.date, _RANK[self.status], self.snapshot or b"", duration)
 
 
-class Tally(msgspec.Struct, frozen=True, gc=False):
+class Tally(msgspec.Struct, frozen=True, gc=False, array_like=True, forbid_unknown_fields=True):
     """What a sequence of final visits adds up to (seed 000's feedback loop)."""
 
     next_position_offset: int = ladder.DEFAULT_INDEX
