@@ -1,5 +1,5 @@
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgpack
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import structs
 
-from app.db.history_codec import _decode_any, decode_history, encode_history
+from app.db.history_codec import _decode_any, _tally_list, decode_history, encode_history
 from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory, tally_of, with_fold
 
 DATES = st.datetimes(
@@ -131,3 +131,49 @@ def test_a_stored_history_decodes_as_msgpack_decoded_it(
     read, expected = decode_history(stored), _decode_any(stored)
     assert read == expected and read.folded == expected.folded
     assert _by_value(read) == _by_value(expected)
+
+
+#: Dates from before 1970 to past 2106 (the three sizes of a msgpack Timestamp),
+#: in UTC or at any offset.
+ANY_DATES = st.datetimes(
+    min_value=datetime(1900, 1, 1),
+    max_value=datetime(2500, 1, 1),
+    timezones=st.just(UTC)
+    | st.builds(timezone, st.timedeltas(-timedelta(hours=14), timedelta(hours=14))),
+)
+WIDE_VISITS = st.builds(
+    FinalVisit, st.integers(0, 2**63 - 1), ANY_DATES, STATUSES, SNAPSHOTS, DURATIONS
+)
+WIDE_TALLIES = TALLIES.flatmap(
+    lambda t: st.builds(
+        structs.replace,
+        st.just(t),
+        last_final_date=st.none() | ANY_DATES,
+        change_obs_changed=st.floats(allow_nan=False),
+        change_obs_unchanged_s=st.sampled_from([0.0, -0.0, 1e300, 5e-324]),
+    )
+)
+
+
+def msgpack_encoding(history: VisitHistory) -> bytes:
+    """The bytes msgpack wrote for a history before msgspec did."""
+    recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
+    folded = history.folded
+    top, tally = (None, None) if folded is None else (folded.top_index, _tally_list(folded.tally))
+    packed: bytes = msgpack.packb(
+        [2, _tally_list(history.base), recent, top, tally], use_bin_type=True, datetime=True
+    )
+    return packed
+
+
+@given(
+    WIDE_TALLIES,
+    st.lists(WIDE_VISITS, max_size=10),
+    st.none() | st.tuples(st.integers(0, 2**63), WIDE_TALLIES),
+)
+def test_a_history_is_stored_as_the_bytes_msgpack_wrote(
+    base: Tally, recent: list[FinalVisit], folded: tuple[int, Tally] | None
+) -> None:
+    kept = None if folded is None else Folded(*folded)
+    history = VisitHistory(base, tuple(recent), kept)
+    assert encode_history(history) == msgpack_encoding(history)
