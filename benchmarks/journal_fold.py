@@ -24,9 +24,10 @@ import os
 import sys
 import time
 from collections import defaultdict
-from dataclasses import astuple
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from msgspec.structs import astuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -8,17 +8,25 @@ status, snapshot, duration_s]``, and ``top_index`` and ``tally`` are the fold
 the history keeps (``visit_history.Folded``; both nil when it is not known).
 Dates are msgpack Timestamps (UTC). Version 1, ``[1, base, recent]``, is read
 as a history whose fold is not known.
+
+A version-2 history is decoded by msgspec straight into its Tallies and
+FinalVisits (3.2 against 7.9 µs for 8 visits); anything it refuses (another
+version, a value of an unexpected type) is decoded as before, by msgpack
+(``_decode_any``), which reads or rejects it as it always did. The two give
+equal histories (a property test): msgspec reads a float field stored as the
+integer 0 as 0.0, the same number.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 from itertools import starmap
 from operator import attrgetter
-from typing import Any
+from typing import Any, Literal
 
 import msgpack
+import msgspec
+from msgspec.structs import fields
 
 from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory
 
@@ -32,17 +40,19 @@ _tally_values = attrgetter(*_TALLY_FIELDS)
 _FLOAT_AT = [i for i, f in enumerate(fields(Tally)) if "float" in str(f.type)]
 
 
+_ENCODER = msgspec.msgpack.Encoder()
+
+
 def encode_history(history: VisitHistory) -> bytes:
-    """The bytes stored for ``history``."""
-    recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
+    """The bytes stored for ``history``.
+
+    msgspec writes them (the recent visits as arrays, ``array_like``), the same
+    bytes msgpack wrote with ``use_bin_type`` and ``datetime`` (a property test),
+    in 2.1 against 5.3 µs for 8 visits. Its dates must be aware (they are: the
+    journal refuses naive ones, PostgreSQL gives aware ones)."""
     folded = history.folded
     top, tally = (None, None) if folded is None else (folded.top_index, _tally_list(folded.tally))
-    packed: bytes = msgpack.packb(
-        [FORMAT_VERSION, _tally_list(history.base), recent, top, tally],
-        use_bin_type=True,
-        datetime=True,
-    )
-    return packed
+    return _ENCODER.encode((FORMAT_VERSION, _tally_list(history.base), history.recent, top, tally))
 
 
 def _tally_list(tally: Tally) -> list[Any]:
@@ -56,8 +66,26 @@ def _tally_list(tally: Tally) -> list[Any]:
     return values
 
 
+_STORED = msgspec.msgpack.Decoder(
+    tuple[Literal[2], Tally, tuple[FinalVisit, ...], int | None, Tally | None]
+)
+
+
 def decode_history(data: bytes) -> VisitHistory:
     """The history stored as ``data``."""
+    try:
+        _version, base, recent, top, tally = _STORED.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decode_any(data)
+    if tally is None:
+        return VisitHistory(base, recent)
+    if top is None:  # never written so
+        return _decode_any(data)
+    return VisitHistory(base, recent, Folded(top, tally))
+
+
+def _decode_any(data: bytes) -> VisitHistory:
+    """``decode_history`` of any version, or the error that names what is wrong."""
     version, base, recent, *rest = msgpack.unpackb(data, raw=False, timestamp=3)
     visits = tuple(starmap(FinalVisit, recent))
     if version == FORMAT_VERSION:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import fields
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
+from msgspec.structs import fields
 from psycopg.rows import tuple_row
 
 from app.db.connection import DictConnection

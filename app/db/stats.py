@@ -9,11 +9,11 @@ refolded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
+from msgspec.structs import fields
 from psycopg.rows import tuple_row
 
 from app.db.connection import DictConnection

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+import msgspec
+
 from app.domain.cooldown import Cooldowns, eligible_at, in_flight_since
 
 Where = Literal["pool", "inflight", "cooling", "absent"]
@@ -35,9 +37,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_S = 86400.0
 
 
-@dataclass(frozen=True, slots=True)
-class MirrorRow:
-    """The columns of origin_visit_stats that decide an origin's place."""
+class MirrorRow(msgspec.Struct, frozen=True, gc=False):
+    """The columns of origin_visit_stats that decide an origin's place.
+
+    A frozen msgspec Struct, not a frozen dataclass: one is built per origin
+    written by a journal batch, a listing batch or a rebuild, and a frozen
+    dataclass set each field with ``object.__setattr__`` (``msgspec.structs``
+    has ``fields`` and ``replace`` for it)."""
 
     id: int
     visit_type: str

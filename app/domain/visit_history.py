@@ -14,6 +14,14 @@ Most statuses arrive in order, newer than every visit kept. A history also
 keeps its own fold (``Folded``), so such a status is folded once onto it
 (``fold_in_order``) instead of refolding every kept visit from the base: the
 same folds, in the same order, from the same tally, so the same result.
+
+``FinalVisit`` and ``Tally`` are frozen msgspec Structs, not frozen dataclasses:
+a batch builds several per origin, and a frozen dataclass sets each field with
+``object.__setattr__`` (1.9 µs for a Tally, 0.1 µs as a Struct). They compare,
+hash and print as the dataclasses did; ``msgspec.structs`` has ``fields``,
+``astuple`` and ``replace`` for them. msgspec reads them from arrays in field
+order (``array_like``; a longer array is refused): the stored visit history
+(``app.db.history_codec``) decodes straight into them.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, NamedTuple
+
+import msgspec
 
 from app.domain import ladder
 from app.domain.change_rate import ChangeObservations, observe
@@ -36,8 +46,9 @@ Outcome = Literal["eventful", "uneventful", "failed"]
 _RANK = {"partial": 0, "not_found": 1, "failed": 2, "full": 3}
 
 
-@dataclass(frozen=True, slots=True)
-class FinalVisit:
+class FinalVisit(
+    msgspec.Struct, frozen=True, gc=False, array_like=True, forbid_unknown_fields=True
+):
     """The final status of one visit: what the fold needs of it."""
 
     visit: int
@@ -57,8 +68,7 @@ class FinalVisit:
         return (self.date, _RANK[self.status], self.snapshot or b"", duration)
 
 
-@dataclass(frozen=True, slots=True)
-class Tally:
+class Tally(msgspec.Struct, frozen=True, gc=False, array_like=True, forbid_unknown_fields=True):
     """What a sequence of final visits adds up to (seed 000's feedback loop)."""
 
     next_position_offset: int = ladder.DEFAULT_INDEX

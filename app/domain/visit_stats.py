@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+import msgspec
+
 from app.domain import ladder
 from app.domain.allocation import optimal_interval_s, reported_change_delay_s
 from app.domain.change_rate import estimate_per_s, optimism
@@ -109,14 +111,17 @@ class StatsPolicy:
         object.__setattr__(self, "top_index", top)
 
 
-@dataclass(frozen=True, slots=True)
-class OriginStats:
-    """The scheduling state of one (origin, visit type): a row of origin_visit_stats."""
+class OriginStats(msgspec.Struct, frozen=True):
+    """The scheduling state of one (origin, visit type): a row of origin_visit_stats.
+
+    A frozen msgspec Struct (as ``Tally``): built once or twice per origin of a
+    journal batch, where a frozen dataclass set each field with ``object.__setattr__``.
+    """
 
     url: str
     visit_type: str
-    tally: Tally = field(default_factory=Tally)
-    history: VisitHistory = field(default_factory=VisitHistory)
+    tally: Tally = msgspec.field(default_factory=Tally)
+    history: VisitHistory = msgspec.field(default_factory=VisitHistory)
     last_visit: datetime | None = None
     next_visit_queue_position: datetime | None = None
     next_visit_anchor: datetime | None = None

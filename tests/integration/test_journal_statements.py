@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_utc
+from app.db.live import RetryingConnections
 from app.db.stats import advance_last_visit, lock_stats
+from app.settings import Settings
 
 ODD_URLS = [
     "https://x.example/plain.git",
@@ -40,3 +42,22 @@ def test_locked_rows_are_read_back_under_their_own_key(conn: DictConnection) -> 
         found = lock_stats(conn, keys)
     assert sorted(found) == keys[1:]
     assert all(found[key].last_visit == when for key in keys[1:])
+
+
+def test_a_journal_connection_reads_timestamps_in_utc_whatever_the_server_zone(
+    settings: Settings,
+) -> None:
+    connections = RetryingConnections(settings, 1, wait=lambda delay_s: True)
+    try:
+        conn = connections.run(lambda c: c)
+        assert conn.execute("show timezone").fetchone() == {"TimeZone": "UTC"}
+        conn.execute("set time zone 'Europe/Paris'")
+        local = conn.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
+        in_utc(conn)
+        read = conn.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
+    finally:
+        connections.close()
+    assert local is not None and read is not None
+    assert local["t"].utcoffset() == timedelta(hours=1)
+    assert read["t"] == local["t"] == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    assert read["t"].tzinfo is UTC

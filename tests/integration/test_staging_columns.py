@@ -9,10 +9,10 @@ table, the COPY statement, the row) and not the others fails here.
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 from datetime import UTC, datetime
 
 import pytest
+from msgspec.structs import fields
 
 from app.db.connection import DictConnection
 from app.db.listings import LISTING_STAGING, listing_values

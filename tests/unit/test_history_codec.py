@@ -1,10 +1,13 @@
-from datetime import UTC, datetime, timedelta
+import math
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgpack
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
-from app.db.history_codec import decode_history, encode_history
+from app.db.history_codec import _decode_any, _tally_list, decode_history, encode_history
 from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory, tally_of, with_fold
 
 DATES = st.datetimes(
@@ -70,3 +73,107 @@ def test_a_full_history_of_eight_visits_and_its_fold_stays_small() -> None:
     assert len(encode_history(history)) < 400
     # the fold it keeps (so that a status arriving in order folds once) adds ~100 bytes
     assert len(encode_history(with_fold(history, tally_of(history, 6)[0], 6))) < 520
+
+
+def _by_value(history: VisitHistory) -> list[object]:
+    """A history's values, numbers as floats with the sign of a zero (msgspec reads
+    a float field stored as the integer 0 as 0.0: the same number)."""
+
+    def value(v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return (float(v), math.copysign(1.0, v))
+        return v
+
+    tallies = [history.base] + ([] if history.folded is None else [history.folded.tally])
+    values: list[object] = [None if history.folded is None else history.folded.top_index]
+    for record in [*tallies, *history.recent]:
+        values += [value(v) for v in structs.astuple(record)]
+    return values
+
+
+#: Any msgpack scalar where a stored history has a value (to reach the fallback).
+ANY = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=3)
+)
+ANY |= st.binary(max_size=21) | DATES
+RAW_TALLIES = st.lists(ANY, max_size=18) | TALLIES.map(lambda t: list(structs.astuple(t)))
+RAW_VISITS = st.lists(ANY, max_size=6) | VISITS.map(lambda v: list(structs.astuple(v)))
+
+
+@given(st.sampled_from([1, 2, 3]), RAW_TALLIES, st.lists(RAW_VISITS, max_size=3), st.data())
+def test_the_fast_decoder_reads_or_refuses_exactly_what_msgpack_did(
+    version: int, base: list[object], recent: list[list[object]], data: st.DataObject
+) -> None:
+    tails = [[], [st.none(), st.none()], [ANY, st.none() | RAW_TALLIES], [ANY]]
+    rest = [data.draw(x) for x in data.draw(st.sampled_from(tails))]
+    stored = msgpack.packb([version, base, recent, *rest], use_bin_type=True, datetime=True)
+    try:
+        expected = _decode_any(stored)
+    except Exception as exc:  # whatever msgpack's path raised, the fast one raises
+        with pytest.raises(type(exc)):
+            decode_history(stored)
+        return
+    read = decode_history(stored)
+    assert read == expected and read.folded == expected.folded
+    assert _by_value(read) == _by_value(expected)
+
+
+@given(TALLIES, st.lists(VISITS, max_size=10), st.none() | st.tuples(st.integers(0, 10), TALLIES))
+def test_a_stored_history_decodes_as_msgpack_decoded_it(
+    base: Tally, recent: list[FinalVisit], folded: tuple[int, Tally] | None
+) -> None:
+    kept = None if folded is None else Folded(*folded)
+    stored = encode_history(VisitHistory(base, tuple(recent), kept))
+    read, expected = decode_history(stored), _decode_any(stored)
+    assert read == expected and read.folded == expected.folded
+    assert _by_value(read) == _by_value(expected)
+
+
+#: Dates from before 1970 to past 2106 (the three sizes of a msgpack Timestamp),
+#: in UTC or at any offset.
+ANY_DATES = st.datetimes(
+    min_value=datetime(1900, 1, 1),
+    max_value=datetime(2500, 1, 1),
+    timezones=st.just(UTC)
+    | st.builds(timezone, st.timedeltas(-timedelta(hours=14), timedelta(hours=14))),
+)
+WIDE_VISITS = st.builds(
+    FinalVisit, st.integers(0, 2**63 - 1), ANY_DATES, STATUSES, SNAPSHOTS, DURATIONS
+)
+WIDE_TALLIES = TALLIES.flatmap(
+    lambda t: st.builds(
+        structs.replace,
+        st.just(t),
+        last_final_date=st.none() | ANY_DATES,
+        change_obs_changed=st.floats(allow_nan=False),
+        change_obs_unchanged_s=st.sampled_from([0.0, -0.0, 1e300, 5e-324]),
+    )
+)
+
+
+def msgpack_encoding(history: VisitHistory) -> bytes:
+    """The bytes msgpack wrote for a history before msgspec did."""
+    recent = [(v.visit, v.date, v.status, v.snapshot, v.duration_s) for v in history.recent]
+    folded = history.folded
+    top, tally = (None, None) if folded is None else (folded.top_index, _tally_list(folded.tally))
+    packed: bytes = msgpack.packb(
+        [2, _tally_list(history.base), recent, top, tally], use_bin_type=True, datetime=True
+    )
+    return packed
+
+
+@given(
+    WIDE_TALLIES,
+    st.lists(WIDE_VISITS, max_size=10),
+    st.none() | st.tuples(st.integers(0, 2**63), WIDE_TALLIES),
+)
+def test_a_history_is_stored_as_the_bytes_msgpack_wrote(
+    base: Tally, recent: list[FinalVisit], folded: tuple[int, Tally] | None
+) -> None:
+    kept = None if folded is None else Folded(*folded)
+    history = VisitHistory(base, tuple(recent), kept)
+    assert encode_history(history) == msgpack_encoding(history)

@@ -4,13 +4,14 @@ that must give exactly what refolding the whole kept history gives."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import astuple, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
 from app.db.history_codec import decode_history, encode_history
 from app.domain import visit_history
@@ -89,12 +90,12 @@ def arrivals(draw: st.DrawFn, events: list[VisitStatusEvent]) -> list[list[Visit
 def without_fold(stats: OriginStats) -> OriginStats:
     """The same stats, their history not keeping its fold: the next batch refolds."""
     history = VisitHistory(stats.history.base, stats.history.recent)
-    return replace(stats, history=history)
+    return structs.replace(stats, history=history)
 
 
 def stored(stats: OriginStats) -> OriginStats:
     """The stats as the journal reads them back from PostgreSQL (the history's bytes)."""
-    return replace(stats, history=decode_history(encode_history(stats.history)))
+    return structs.replace(stats, history=decode_history(encode_history(stats.history)))
 
 
 def signed(tally: Tally) -> list[str]:
@@ -102,7 +103,7 @@ def signed(tally: Tally) -> list[str]:
     may read back from a stored history as the integer 0, which is the same)."""
     return [
         repr(float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else repr(v)
-        for v in astuple(tally)
+        for v in structs.astuple(tally)
     ]
 
 

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_stats import (
@@ -103,7 +104,7 @@ def test_failed_visit_adds_min_interval_and_three_in_a_row_disable() -> None:
 def test_replaying_failures_does_not_disable_an_origin_a_listing_re_enabled() -> None:
     failures = [event("failed", v, hours=v) for v in (1, 2, 3)]
     disabled = apply(fresh(), *failures)
-    relisted = replace(disabled, disabled_for_failures=False)
+    relisted = structs.replace(disabled, disabled_for_failures=False)
     assert not apply(relisted, *failures).disabled_for_failures
     assert apply(relisted, event("failed", 4, hours=4)).disabled_for_failures
 
