@@ -234,8 +234,8 @@ class Simulation:
                 continue
             state = self.types[due.vt]
             end = due.start_s + due.duration_s
-            size = state.world.origins[order.index].size
-            fixed_s = self.config.loader.scale * size * self.config.loader.base_s
+            # a visit that fetches nothing takes its fixed part
+            fixed_s = self.config.loader.visit_s(0.0, state.world.origins[order.index].size)
             state.truth.visited(
                 order.index,
                 due.start_s,
@@ -348,9 +348,11 @@ class Simulation:
     ) -> float:
         """Simulate one visit: queue its journal events, return its duration."""
         origin = self.types[name].world.origins[order.index]
-        reach: int | None = origin.changes_until(start)
+        reach: int | None
         if status is None:
             status, duration, reach = self._outcome(name, order, start)
+        else:
+            reach = origin.changes_until(start)
         snapshot: bytes | None = None
         if reach is not None and status in ("full", "partial"):
             snapshot = hashlib.sha1(f"{origin.url}#{reach}".encode()).digest()

@@ -99,10 +99,10 @@ class Truth:
     busy_s: float = 0.0
     useless_busy_s: float = 0.0
     first_fetch_busy_s: float = 0.0
+    """Worker time of first successful visits (fetching an origin's whole history)."""
     fetch_busy_s: float = 0.0
     """Worker seconds successful recurrent visits (first visits aside) spent
     fetching commits, beyond their fixed part."""
-    """Worker time of first successful visits (fetching an origin's whole history)."""
 
     def __post_init__(self) -> None:
         n = len(self.origins)
