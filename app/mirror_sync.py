@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from msgspec import structs
 from psycopg.rows import tuple_row
 
 from app.context import Context
@@ -80,7 +81,7 @@ def requeue_unstarted(
     back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
     for p in placements:
         if p.where == "inflight" and p.id in unstarted and p.score > back_s:
-            p = replace(p, score=back_s)
+            p = structs.replace(p, score=back_s)
         yield p
 
 

@@ -45,8 +45,9 @@ its prior rate; one with 10 changes seen at 1.2 times its estimate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from statistics import NormalDist
+
+import msgspec
 
 #: Discount of the older observations at each new one (memory of ~1/(1-DECAY) visits).
 DECAY = 0.9
@@ -63,8 +64,7 @@ _LO_PER_S = 1e-14  # once in three million years
 _HI_PER_S = 1e2
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeObservations:
+class ChangeObservations(msgspec.Struct, frozen=True, gc=False):
     """Discounted sufficient statistics of the binary change observations."""
 
     changed: float = 0.0

@@ -22,7 +22,6 @@ import, the journal client and the mirror rebuild all use it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -67,10 +66,12 @@ class MirrorRow(msgspec.Struct, frozen=True, gc=False):
     failures_in_a_row: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(msgspec.Struct, frozen=True, gc=False):
     """An origin's place and its score there; ``pool``/``pool_score`` say where it
-    goes when it leaves in flight or cooling."""
+    goes when it leaves in flight or cooling.
+
+    A frozen msgspec Struct, as ``MirrorRow``: one is built per origin placed
+    (``msgspec.structs.replace`` changes one)."""
 
     id: int
     where: Where

@@ -27,9 +27,8 @@ order (``array_like``; a longer array is refused): the stored visit history
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import msgspec
 
@@ -104,7 +103,7 @@ class Tally(msgspec.Struct, frozen=True, gc=False, array_like=True, forbid_unkno
         )
 
 
-class Folded(NamedTuple):
+class Folded(msgspec.Struct, frozen=True, gc=False):
     """What a history's visits add up to: ``tally_of`` the history, folded with
     the ladder's ``top_index`` (a fold under another top differs)."""
 
@@ -112,15 +111,30 @@ class Folded(NamedTuple):
     tally: Tally
 
 
-@dataclass(frozen=True, slots=True)
-class VisitHistory:
-    """The fold of old visits (``base``) and the newest final visits, in visit order."""
+class VisitHistory(msgspec.Struct, frozen=True, eq=False, gc=False):
+    """The fold of old visits (``base``) and the newest final visits, in visit order.
 
-    base: Tally = field(default_factory=Tally)
+    A frozen msgspec Struct (0.05 against 0.3 µs to build; a journal batch builds
+    several per origin). Equality, hash and repr are written out because the
+    fold it keeps is no part of them, as it was not of the dataclass's.
+    """
+
+    base: Tally = msgspec.field(default_factory=Tally)
     recent: tuple[FinalVisit, ...] = ()
-    folded: Folded | None = field(default=None, compare=False, repr=False)
+    folded: Folded | None = None
     """``tally_of`` this history when known (a function of base and recent, so
     not part of equality): what a status that arrives in order folds onto."""
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, VisitHistory):
+            return NotImplemented
+        return (self.base, self.recent) == (other.base, other.recent)
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.recent))
+
+    def __repr__(self) -> str:
+        return f"VisitHistory(base={self.base!r}, recent={self.recent!r})"
 
     def newest_visit(self) -> int | None:
         """Number of the newest final visit known."""

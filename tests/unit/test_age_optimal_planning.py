@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec import structs
 
 from app.domain.allocation import (
     corrected_multiplier,
@@ -165,7 +166,7 @@ def test_the_visit_cost_is_what_uneventful_visits_took_and_its_weight_is_bounded
     stats = fold(half_changed(6, 2.0, 30.0), MU)
     assert visit_cost_s(stats.history) == 60.0
     every_visit_changed = [
-        replace(e, metadata={"duration_s": 5.0}) for e in visits(6, 2.0, changed=True)
+        structs.replace(e, metadata={"duration_s": 5.0}) for e in visits(6, 2.0, changed=True)
     ]
     assert visit_cost_s(fold(every_visit_changed, MU).history) is None
     failed = VisitStatusEvent(URL, "git", 7, T0 + 13 * DAY, "failed", None, {"duration_s": 1.0})

@@ -1,7 +1,8 @@
 """The records a journal batch builds by the thousand (``Tally``, ``FinalVisit``,
-``OriginStats``, ``MirrorRow``) are frozen msgspec Structs, where they were frozen
-dataclasses: they must still be immutable, compare and hash by value, print
-as before, and store the same history bytes."""
+``OriginStats``, ``MirrorRow``, ``VisitStatusEvent``, ``ChangeObservations``,
+``Placement``, ``VisitHistory``, ``Folded``) are frozen msgspec Structs, where
+they were frozen dataclasses or a NamedTuple: they must still be immutable,
+compare and hash by value, print as before, and store the same history bytes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 from msgspec import structs
 
 from app.db.history_codec import encode_history
-from app.domain.placement import MirrorRow
-from app.domain.visit_history import FinalVisit, Tally, VisitHistory, tally_of, with_fold
+from app.domain.change_rate import ChangeObservations
+from app.domain.journal_event import VisitStatusEvent
+from app.domain.placement import MirrorRow, Placement
+from app.domain.visit_history import FinalVisit, Folded, Tally, VisitHistory, tally_of, with_fold
 from app.domain.visit_stats import OriginStats
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,6 +36,7 @@ STORED_BEFORE = bytes.fromhex(
     "666666cb41057d40000000000000"
 )
 ROW = MirrorRow(1, "git", T0, "full", T0, None, T0, None, False, True)
+EVENT = VisitStatusEvent("u", "git", 3, T0, "full", b"a" * 20, {"duration_s": 1.5})
 
 
 def test_a_history_is_stored_as_the_same_bytes_as_before() -> None:
@@ -55,6 +59,11 @@ def test_the_records_print_as_the_dataclasses_did() -> None:
         (RECENT[0], "status"),
         (OriginStats("u", "git"), "url"),
         (ROW, "enabled"),
+        (EVENT, "status"),
+        (ChangeObservations(), "changed"),
+        (Placement(1, "pool", 2.0, "up_to_date", 2.0), "score"),
+        (VisitHistory(), "recent"),
+        (Folded(9, BASE), "tally"),
     ],
 )
 def test_a_record_cannot_be_changed_once_built(record: object, name: str) -> None:
@@ -78,3 +87,37 @@ def test_origin_stats_compare_by_value_including_their_tally_and_history() -> No
     assert stats == OriginStats("u", "git", BASE, VisitHistory(BASE, RECENT), T0)
     assert stats != structs.replace(stats, tally=Tally())
     assert OriginStats("u", "git").tally == Tally()
+
+
+def test_events_placements_and_observations_print_as_the_dataclasses_did() -> None:
+    assert repr(EVENT) == (
+        "VisitStatusEvent(origin='u', visit_type='git', visit=3, date=datetime.datetime(2026, "
+        "1, 1, 0, 0, tzinfo=datetime.timezone.utc), status='full', "
+        "snapshot=b'aaaaaaaaaaaaaaaaaaaa', metadata={'duration_s': 1.5})"
+    )
+    assert repr(ChangeObservations(1.0, 2.0)) == (
+        "ChangeObservations(changed=1.0, changed_s=2.0, unchanged=0.0, unchanged_s=0.0)"
+    )
+    assert repr(Placement(1, "pool", 2.0, "up_to_date", 2.0, 7)) == (
+        "Placement(id=1, where='pool', score=2.0, pool='up_to_date', pool_score=2.0, version=7)"
+    )
+
+
+def test_events_compare_by_value_and_one_with_metadata_does_not_hash() -> None:
+    assert structs.replace(EVENT, metadata={"duration_s": 1.5}) == EVENT
+    assert structs.replace(EVENT, visit=4) != EVENT
+    plain = structs.replace(EVENT, metadata=None)
+    assert hash(plain) == hash(structs.replace(plain))
+    with pytest.raises(TypeError):
+        hash(EVENT)  # a map does not hash, as with the dataclass
+
+
+def test_a_history_compares_hashes_and_prints_without_the_fold_it_keeps() -> None:
+    history = VisitHistory(BASE, RECENT)
+    kept = with_fold(history, tally_of(history, 9)[0], 9)
+    assert kept.folded == Folded(9, tally_of(history, 9)[0])
+    assert kept == history and hash(kept) == hash(history)
+    assert kept != VisitHistory(BASE, RECENT[:1])
+    assert history != (BASE, RECENT)  # a history is not the tuple of its values
+    assert repr(kept) == repr(history) == f"VisitHistory(base={BASE!r}, recent={RECENT!r})"
+    assert VisitHistory() == VisitHistory(Tally(), ()) and VisitHistory().folded is None

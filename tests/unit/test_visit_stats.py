@@ -273,7 +273,7 @@ def test_a_duration_that_is_no_duration_changes_nothing_whatever_the_arrival_ord
     duration: float,
 ) -> None:
     plain = event("full", 1, SNAP_A, hours=1)
-    odd = replace(plain, metadata={"duration_s": duration})
+    odd = structs.replace(plain, metadata={"duration_s": duration})
     assert odd.duration_s is None
     one_way = apply(apply(fresh(), plain), odd)
     other_way = apply(apply(fresh(), odd), plain)
@@ -282,8 +282,8 @@ def test_a_duration_that_is_no_duration_changes_nothing_whatever_the_arrival_ord
 
 
 def test_a_finite_duration_is_kept_and_booleans_are_no_duration() -> None:
-    timed = replace(event("full", 1, SNAP_A), metadata={"duration_s": 12})
+    timed = structs.replace(event("full", 1, SNAP_A), metadata={"duration_s": 12})
     assert timed.duration_s == 12.0
     assert apply(fresh(), timed).tally.last_duration_s == 12.0
-    assert replace(timed, metadata={"duration_s": True}).duration_s is None
-    assert replace(timed, metadata={"duration_s": float("inf")}).duration_s is None
+    assert structs.replace(timed, metadata={"duration_s": True}).duration_s is None
+    assert structs.replace(timed, metadata={"duration_s": float("inf")}).duration_s is None
