@@ -47,9 +47,16 @@ def split_by_origin(events: list[VisitStatusEvent], parts: int) -> list[list[Vis
     if parts <= 1:
         return [events]
     groups: list[list[VisitStatusEvent]] = [[] for _ in range(parts)]
+    # the group of each (origin, visit type), hashed once: a batch has several
+    # messages per origin
+    group_of: dict[tuple[str, str], list[VisitStatusEvent]] = {}
     for event in events:
-        key = f"{event.origin}\x00{event.visit_type}".encode()
-        groups[zlib.crc32(key) % parts].append(event)
+        key = (event.origin, event.visit_type)
+        group = group_of.get(key)
+        if group is None:
+            hashed = zlib.crc32(f"{event.origin}\x00{event.visit_type}".encode())
+            group = group_of[key] = groups[hashed % parts]
+        group.append(event)
     return [g for g in groups if g] or [events]
 
 
