@@ -23,7 +23,7 @@ import, the journal client and the mirror rebuild all use it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
@@ -130,6 +130,16 @@ def at_risk(row: MirrorRow) -> bool:
     )
 
 
+def change_interval(row: MirrorRow) -> timedelta | None:
+    """age_optimal: the mean time between the origin's changes, from its learned
+    rate, which shortens a failed visit's rest (``Cooldowns.failed_rest``);
+    None under another spacing or before a rate is learned."""
+    rate = row.change_rate_per_day
+    if row.reported_change_delay_s is None or rate is None or rate <= 0:
+        return None
+    return timedelta(days=1 / max(rate, 1e-6))  # (a million days: timedelta's range)
+
+
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     """Decide where ``row`` belongs at ``now``."""
     pool, pool_score = pool_of(row)
@@ -141,7 +151,10 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     failures = row.failures_in_a_row
     if failures <= cooldowns.at_risk_retries and at_risk(row):
         failures = 1
-    rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns, failures)
+    interval = change_interval(row) if row.last_visit_status == "failed" else None
+    rest_until = eligible_at(
+        row.last_final_date, row.last_visit_status, cooldowns, failures, interval
+    )
     if rest_until is not None and rest_until > now:
         return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
     return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)

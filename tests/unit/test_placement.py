@@ -180,6 +180,31 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
     assert place(r, NOW, five).score - epoch_s(visited) == day
 
 
+def test_under_age_optimal_a_failed_fast_changer_rests_its_change_interval_not_a_day() -> None:
+    visited = NOW - timedelta(hours=1)
+    hour = 3600.0
+
+    def rest(n: int, rate: float | None, age_optimal: bool = True) -> float:
+        r = row(
+            last_final_date=visited,
+            last_visit_status="failed",
+            failures_in_a_row=n,
+            last_successful=visited - timedelta(days=2),
+            next_visit_queue_position=visited + timedelta(hours=12),
+            change_rate_per_day=rate,
+            reported_change_delay_s=0.0 if age_optimal else None,
+        )
+        return place(r, NOW, COOL).score - epoch_s(visited)
+
+    # changes every 16 hours: retried after 16 hours, then doubled
+    assert [rest(n, 1.5) for n in (1, 2, 3)] == [16 * hour, 32 * hour, 64 * hour]
+    # changes hourly: never retried sooner than the absolute cooldown
+    assert [rest(n, 24.0) for n in (1, 2)] == [12 * hour, 24 * hour]
+    # a slow changer, no rate yet, or another spacing: failed_first as before
+    assert rest(1, 0.2) == rest(1, None) == rest(1, 24.0, age_optimal=False) == 24 * hour
+    assert rest(1, 1e-12) == 24 * hour  # a rate near zero does not overflow
+
+
 def test_under_age_optimal_a_reported_change_is_due_by_the_target_at_the_latest() -> None:
     visited, changed = NOW - timedelta(days=60), NOW - timedelta(days=2)
     floor = visited + timedelta(days=57.6)
