@@ -26,7 +26,7 @@ class Cooldowns:
     failed_first: timedelta = timedelta(days=1)
     at_risk_retries: int = 3
     """Failures in a row after which an origin at risk of max_interval
-    (``placement.at_risk``) rests a doubled rest again; before, ``failed_first``.
+    (``placement.at_risk``) rests a doubled rest again; before, ``absolute``.
     The failures that disable an origin until its next listing
     (``max_failures_in_a_row``): past them, an origin that keeps failing is not
     hammered."""

@@ -149,9 +149,11 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
     failures = row.failures_in_a_row
-    if failures <= cooldowns.at_risk_retries and at_risk(row):
-        failures = 1
     interval = change_interval(row) if row.last_visit_status == "failed" else None
+    if failures <= cooldowns.at_risk_retries and at_risk(row):
+        # retried after the absolute cooldown, undoubled: the floor's margin
+        # (10 % of max_interval) then holds a dozen retries, not six
+        failures, interval = 1, cooldowns.absolute
     rest_until = eligible_at(
         row.last_final_date, row.last_visit_status, cooldowns, failures, interval
     )

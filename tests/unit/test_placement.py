@@ -146,7 +146,7 @@ def test_a_failed_retry_as_long_as_the_failed_cooldown_gives_the_references_flat
         assert p.score == epoch_s(visited + COOL.failed)
 
 
-def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_disabled() -> None:
+def test_an_origin_whose_floor_visit_failed_is_retried_twice_a_day_until_disabled() -> None:
     visited = NOW - timedelta(hours=1)
     day = 86400.0
 
@@ -163,7 +163,8 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
 
     # the journal puts a visit that failed past the floor's target before the failure
     risky = visited - timedelta(days=6)
-    assert [rest(n, risky) for n in (1, 2, 3, 4, 5)] == [day, day, day, 8 * day, 14 * day]
+    half = COOL.absolute.total_seconds()  # 12 hours
+    assert [rest(n, risky) for n in (1, 2, 3, 4, 5)] == [half, half, half, 8 * day, 14 * day]
     # a failure before the floor keeps the doubled rest
     retry = visited + timedelta(hours=12)
     assert [rest(n, retry) for n in (1, 2, 3)] == [day, 2 * day, 4 * day]
@@ -177,7 +178,7 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
         last_successful=visited - timedelta(days=58),
         reported_change_delay_s=0.0,
     )
-    assert place(r, NOW, five).score - epoch_s(visited) == day
+    assert place(r, NOW, five).score - epoch_s(visited) == half
 
 
 def test_under_age_optimal_a_failed_fast_changer_rests_its_change_interval_not_a_day() -> None:
