@@ -3,7 +3,10 @@
 A failed visit rests the origin ``failed_first`` (seed 000: "a transient
 problem should be retried soon"), doubled with each further failure in a row
 up to ``failed`` (the reference's flat failed cooldown). Setting both alike
-gives the reference's behaviour.
+gives the reference's behaviour. An origin expected to change more often
+than that (age_optimal: its learned change interval is known) starts from
+its change interval instead, never below ``absolute``: a failed visit leaves
+it as stale as it was, and each day of rest let it fall further behind.
 """
 
 from __future__ import annotations
@@ -23,26 +26,42 @@ class Cooldowns:
     failed_first: timedelta = timedelta(days=1)
     at_risk_retries: int = 3
     """Failures in a row after which an origin at risk of max_interval
-    (``placement.at_risk``) rests a doubled rest again; before, ``failed_first``.
+    (``placement.at_risk``) rests a doubled rest again; before, ``absolute``.
     The failures that disable an origin until its next listing
     (``max_failures_in_a_row``): past them, an origin that keeps failing is not
     hammered."""
 
-    def after(self, status: str | None, failures_in_a_row: int = 1) -> timedelta:
+    def after(
+        self,
+        status: str | None,
+        failures_in_a_row: int = 1,
+        change_interval: timedelta | None = None,
+    ) -> timedelta:
         """Rest after a final visit status (``None``: never visited); a failed visit
         rests longer the more visits have failed in a row (``failures_in_a_row``,
-        this one included; 0 is read as 1)."""
+        this one included; 0 is read as 1), from the origin's ``change_interval``
+        when that is shorter than ``failed_first`` (``failed_rest``)."""
         if status == "failed":
-            return max(self.failed_rest(failures_in_a_row), self.absolute)
+            return max(self.failed_rest(failures_in_a_row, change_interval), self.absolute)
         if status == "not_found":
             return max(self.not_found, self.absolute)
         return self.absolute if status is not None else timedelta(0)
 
-    def failed_rest(self, failures_in_a_row: int) -> timedelta:
+    def failed_rest(
+        self, failures_in_a_row: int, change_interval: timedelta | None = None
+    ) -> timedelta:
         """``failed_first`` doubled per failure in a row after the first, at most
-        ``failed``."""
+        ``failed``. With ``change_interval`` (the mean time between the origin's
+        changes, learned) shorter than ``failed_first``, the first rest is that
+        interval, at least ``absolute``: an origin that changes several times a
+        day and failed once is retried within hours, not a day later with a
+        day's changes more to fetch (simulated, loader_cap world: flaky origins
+        changing 5-10 times a day fell further behind at every failure)."""
+        first = self.failed_first
+        if change_interval is not None and change_interval < first:
+            first = max(change_interval, self.absolute)
         doublings = min(max(failures_in_a_row, 1) - 1, 60)
-        rest_s = self.failed_first.total_seconds() * 2.0**doublings
+        rest_s = first.total_seconds() * 2.0**doublings
         return timedelta(seconds=min(rest_s, self.failed.total_seconds()))
 
 
@@ -51,11 +70,12 @@ def eligible_at(
     last_visit_status: str | None,
     cooldowns: Cooldowns,
     failures_in_a_row: int = 1,
+    change_interval: timedelta | None = None,
 ) -> datetime | None:
     """When the origin may be scheduled again; ``None`` if it may be at once."""
     if last_visit is None:
         return None
-    return last_visit + cooldowns.after(last_visit_status, failures_in_a_row)
+    return last_visit + cooldowns.after(last_visit_status, failures_in_a_row, change_interval)
 
 
 def in_flight_since(

@@ -22,7 +22,7 @@ import, the journal client and the mirror rebuild all use it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
@@ -131,6 +131,16 @@ def at_risk(row: MirrorRow) -> bool:
     )
 
 
+def change_interval(row: MirrorRow) -> timedelta | None:
+    """age_optimal: the mean time between the origin's changes, from its learned
+    rate, which shortens a failed visit's rest (``Cooldowns.failed_rest``);
+    None under another spacing or before a rate is learned."""
+    rate = row.change_rate_per_day
+    if row.reported_change_delay_s is None or rate is None or rate <= 0:
+        return None
+    return timedelta(days=1 / max(rate, 1e-6))  # (a million days: timedelta's range)
+
+
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     """Decide where ``row`` belongs at ``now``."""
     pool, pool_score = pool_of(row)
@@ -140,9 +150,14 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
     failures = row.failures_in_a_row
+    interval = change_interval(row) if row.last_visit_status == "failed" else None
     if failures <= cooldowns.at_risk_retries and at_risk(row):
-        failures = 1
-    rest_until = eligible_at(row.last_final_date, row.last_visit_status, cooldowns, failures)
+        # retried after the absolute cooldown, undoubled: the floor's margin
+        # (10 % of max_interval) then holds a dozen retries, not six
+        failures, interval = 1, cooldowns.absolute
+    rest_until = eligible_at(
+        row.last_final_date, row.last_visit_status, cooldowns, failures, interval
+    )
     if rest_until is not None and rest_until > now:
         return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
     return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)

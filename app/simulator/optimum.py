@@ -52,6 +52,15 @@ Production's constraints, as the simulator compares them (``allocate`` with
   slope fixed_i above it (changes are fetched however often one visits; what
   frequent visits cost is the fixed part).
 
+- **the cap's backlog**: a visit fetches at most the commits the cap allows,
+  and the changes that arrive in one interval vary, so near its knee an
+  origin carries a backlog and lags more than the even-visit formula says
+  (at the knee itself the backlog grows without bound). With
+  ``VisitCosts.backlog`` the age of even visits includes that excess
+  (``app.simulator.backlog``, tabulated by simulating the queue), and every
+  origin is visited at least at the frequency of the heaviest load
+  tabulated (``MAX_LOAD`` of its knee's).
+
 The Lagrangian then prices worker time at nu: each origin takes the f ≥ floor
 maximising gain_i(f) - nu g_i(f) (the best of the two linear pieces, each
 solved as above with μ = nu * slope), and nu is bisected until Σ g_i = the
@@ -62,11 +71,14 @@ worker time is reported beside the budget.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from app.simulator.backlog import LOADS, MAX_LOAD, Backlog, backlog
 
 Array = np.ndarray[tuple[int], np.dtype[np.float64]]
 Timing = Literal["even", "poisson"]
@@ -102,6 +114,16 @@ def age(rates: Array, freqs: Array, timing: Timing) -> Array:
         else:
             value = 1 / f - 1 / (lam + f)
     out[changing] = np.where(f > 0, value, np.inf)
+    return out
+
+
+def mean_age(rates: Array, freqs: Array, timing: Timing, costs: VisitCosts | None = None) -> Array:
+    """``age``, plus for evenly spaced visits what the loader cap's backlog adds
+    (``VisitCosts.backlog``). Visits at Poisson times are taken as saving
+    everything: their backlog is not modelled."""
+    out = age(rates, freqs, timing)
+    if costs is not None and costs.backlog is not None and timing == "even":
+        out = out + costs.backlog.excess_age(rates, freqs)
     return out
 
 
@@ -160,6 +182,9 @@ class VisitCosts:
     fixed_s: Array
     per_change_s: Array
     cap_s: Array
+    backlog: Backlog | None = None
+    """What the cap's backlog adds to the age of evenly spaced visits
+    (``app.simulator.backlog``); None: every visit saves everything."""
 
     @classmethod
     def unit(cls, count: int) -> VisitCosts:
@@ -182,6 +207,21 @@ class VisitCosts:
         with np.errstate(divide="ignore", invalid="ignore"):
             out: Array = np.where(work <= 0, 0.0, np.where(gap > 0, work / gap, _NEVER))
         return np.minimum(out, _NEVER)
+
+    def with_backlog(self, commits_per_visit: float, commits_per_change: float) -> VisitCosts:
+        """These costs, with the backlog of a loader that fetches at most
+        ``commits_per_visit`` commits a visit (``app.simulator.backlog``)."""
+        return dataclasses.replace(self, backlog=backlog(commits_per_visit, commits_per_change))
+
+    def least_frequency(self, rates: Array) -> Array:
+        """The least frequency an allocation may give each origin: its knee, or
+        with a ``backlog`` the frequency of the heaviest load tabulated (at the
+        knee itself the backlog grows without bound)."""
+        knee = self.knee(rates)
+        if self.backlog is None:
+            return knee
+        out: Array = np.minimum(knee / MAX_LOAD, _NEVER)
+        return out
 
 
 _NEVER = 1e9
@@ -229,7 +269,7 @@ def allocate(
     rates = np.asarray(rates, dtype=np.float64)
     costs = costs or VisitCosts.unit(rates.size)
     # below its knee an origin falls behind for good (``VisitCosts``)
-    floor = np.maximum(np.full_like(rates, floor_per_day), costs.knee(rates))
+    floor = np.maximum(np.full_like(rates, floor_per_day), costs.least_frequency(rates))
     if rates.size == 0 or capacity_per_day <= 0:
         return _evaluate(rates, np.zeros_like(rates), timing, objective, costs)
     floor_cost = float(costs.worker_s_per_day(rates, floor).sum())
@@ -252,8 +292,29 @@ def _best_frequencies(
     rates: Array, nu: float, timing: Timing, objective: Objective, costs: VisitCosts, floor: Array
 ) -> Array:
     """Each origin's f >= floor maximising gain(f) - nu g(f): at or above the
-    knee (in ``floor``) a visit's worker time grows by ``fixed_s`` per visit."""
+    knee (in ``floor``) a visit's worker time grows by ``fixed_s`` per visit.
+    With a backlog (even visits, age), an origin whose best f without it
+    meets the cap's backlog takes the best of that f and the frequencies of
+    the tabulated loads above it (the age with its backlog, plus nu times the
+    worker time, is no longer convex in f: a grid, not a root)."""
     out: Array = np.maximum(_frequencies_at(rates, nu * costs.fixed_s, timing, objective), floor)
+    backlog = costs.backlog
+    if backlog is None or timing != "even" or objective != "age":
+        return out
+    knee = costs.knee(rates)
+    rho = backlog.load(rates, out)
+    meets = np.flatnonzero((knee > 0) & (rho > LOADS[0]))
+    if meets.size == 0:
+        return out
+    lam, fixed = rates[meets], costs.fixed_s[meets]
+    # candidates: the f found, and every tabulated load's f that is not below it
+    grid = knee[meets, None] / LOADS[None, :]
+    grid = np.where(grid >= out[meets, None], grid, out[meets, None])
+    cand = np.concatenate([out[meets, None], grid], axis=1)
+    lam2 = np.broadcast_to(lam[:, None], cand.shape).ravel()
+    total = mean_age(lam2, cand.ravel(), timing, costs).reshape(cand.shape)
+    total = total + nu * fixed[:, None] * cand
+    out[meets] = cand[np.arange(meets.size), np.argmin(total, axis=1)]
     return out
 
 
@@ -271,7 +332,7 @@ def _evaluate(
         objective,
         freqs,
         float(np.mean(freshness(rates, freqs, timing))) if rates.size else 1.0,
-        float(np.mean(age(rates, freqs, timing))) if rates.size else 0.0,
+        float(np.mean(mean_age(rates, freqs, timing, costs))) if rates.size else 0.0,
         float(costs.worker_s_per_day(rates, freqs).sum()),
         feasible,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 
 from app.simulator.config import Loader
 from app.simulator.engine import Simulation
-from app.simulator.optimum import Allocation, VisitCosts, age, allocate, uniform
+from app.simulator.optimum import Allocation, VisitCosts, allocate, mean_age, uniform
 from app.simulator.truth import Truth
 from app.simulator.world import DAY_S, KINDS, Origin
 
@@ -52,10 +53,15 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
 
 def visit_costs(loader: Loader, origins: list[Origin]) -> VisitCosts:
     """What a visit of each origin costs in worker seconds under the world's loader
-    model (``Loader.visit_s``), for the optimum's worker-time budget."""
+    model (``Loader.visit_s``), for the optimum's worker-time budget, and the
+    age the cap's backlog adds (``app.simulator.backlog``) where it can bind."""
     sizes = np.array([o.size for o in origins]) * loader.scale
     per_change = loader.per_commit_s * loader.commits_per_change
-    return VisitCosts(sizes * loader.base_s, sizes * per_change, sizes * loader.cap_s)
+    costs = VisitCosts(sizes * loader.base_s, sizes * per_change, sizes * loader.cap_s)
+    fetchable = loader.fetchable_commits()
+    if not math.isfinite(fetchable) or fetchable < 1:
+        return costs
+    return costs.with_backlog(fetchable, loader.commits_per_change)
 
 
 def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> dict[str, Any]:
@@ -98,8 +104,8 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
         return {
             "freshness": a.mean_freshness,
             "age_days": a.mean_age_days if np.isfinite(a.mean_age_days) else None,
-            "age_days_by_lister": _ages_by_lister(rates, a, reported),
-            **_ages_by_kind(rates, a, kinds),
+            "age_days_by_lister": _ages_by_lister(rates, a, reported, costs),
+            **_ages_by_kind(rates, a, kinds, costs),
             "starved_origins": a.starved(bound_days),
             "beyond_max_interval": a.starved(1 / floor),
             "visits_per_day": a.visits_per_day,
@@ -130,12 +136,15 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
 
 
 def _ages_by_lister(
-    rates: np.ndarray[Any, Any], a: Allocation, reported: np.ndarray[Any, Any]
+    rates: np.ndarray[Any, Any],
+    a: Allocation,
+    reported: np.ndarray[Any, Any],
+    costs: VisitCosts,
 ) -> dict[str, float | None]:
     """The allocation's mean age over the origins whose lister reports last_update
     and over the others (the optimum knows rates only: the two groups compare
     with the policy's own split)."""
-    ages = age(rates, a.freqs, a.timing)
+    ages = mean_age(rates, a.freqs, a.timing, costs)
     out: dict[str, float | None] = {}
     for name, group in (("last_update", reported), ("no_last_update", ~reported)):
         value = float(np.mean(ages[group])) if group.any() else None
@@ -144,12 +153,12 @@ def _ages_by_lister(
 
 
 def _ages_by_kind(
-    rates: np.ndarray[Any, Any], a: Allocation, kinds: np.ndarray[Any, Any]
+    rates: np.ndarray[Any, Any], a: Allocation, kinds: np.ndarray[Any, Any], costs: VisitCosts
 ) -> dict[str, Any]:
     """The allocation's mean age over the origins of each kind, and over those that
     are not flaky (the optimum knows no failures: a flaky origin's failed visits
     rest the failed cooldown, 14 days by default, which no allocation shortens)."""
-    ages = age(rates, a.freqs, a.timing)
+    ages = mean_age(rates, a.freqs, a.timing, costs)
 
     def mean(group: np.ndarray[Any, Any]) -> float | None:
         value = float(np.mean(ages[group])) if group.any() else None

@@ -146,7 +146,7 @@ def test_a_failed_retry_as_long_as_the_failed_cooldown_gives_the_references_flat
         assert p.score == epoch_s(visited + COOL.failed)
 
 
-def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_disabled() -> None:
+def test_an_origin_whose_floor_visit_failed_is_retried_twice_a_day_until_disabled() -> None:
     visited = NOW - timedelta(hours=1)
     day = 86400.0
 
@@ -163,7 +163,8 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
 
     # the journal puts a visit that failed past the floor's target before the failure
     risky = visited - timedelta(days=6)
-    assert [rest(n, risky) for n in (1, 2, 3, 4, 5)] == [day, day, day, 8 * day, 14 * day]
+    half = COOL.absolute.total_seconds()  # 12 hours
+    assert [rest(n, risky) for n in (1, 2, 3, 4, 5)] == [half, half, half, 8 * day, 14 * day]
     # a failure before the floor keeps the doubled rest
     retry = visited + timedelta(hours=12)
     assert [rest(n, retry) for n in (1, 2, 3)] == [day, 2 * day, 4 * day]
@@ -177,7 +178,32 @@ def test_an_origin_whose_floor_visit_failed_is_retried_without_doubling_until_di
         last_successful=visited - timedelta(days=58),
         reported_change_delay_s=0.0,
     )
-    assert place(r, NOW, five).score - epoch_s(visited) == day
+    assert place(r, NOW, five).score - epoch_s(visited) == half
+
+
+def test_under_age_optimal_a_failed_fast_changer_rests_its_change_interval_not_a_day() -> None:
+    visited = NOW - timedelta(hours=1)
+    hour = 3600.0
+
+    def rest(n: int, rate: float | None, age_optimal: bool = True) -> float:
+        r = row(
+            last_final_date=visited,
+            last_visit_status="failed",
+            failures_in_a_row=n,
+            last_successful=visited - timedelta(days=2),
+            next_visit_queue_position=visited + timedelta(hours=12),
+            change_rate_per_day=rate,
+            reported_change_delay_s=0.0 if age_optimal else None,
+        )
+        return place(r, NOW, COOL).score - epoch_s(visited)
+
+    # changes every 16 hours: retried after 16 hours, then doubled
+    assert [rest(n, 1.5) for n in (1, 2, 3)] == [16 * hour, 32 * hour, 64 * hour]
+    # changes hourly: never retried sooner than the absolute cooldown
+    assert [rest(n, 24.0) for n in (1, 2)] == [12 * hour, 24 * hour]
+    # a slow changer, no rate yet, or another spacing: failed_first as before
+    assert rest(1, 0.2) == rest(1, None) == rest(1, 24.0, age_optimal=False) == 24 * hour
+    assert rest(1, 1e-12) == 24 * hour  # a rate near zero does not overflow
 
 
 def test_under_age_optimal_a_reported_change_is_due_by_the_target_at_the_latest() -> None:
