@@ -4,6 +4,7 @@ import os
 import uuid
 
 import dramatiq
+import msgspec
 import pytest
 
 from app.scheduling import VisitOrder
@@ -55,6 +56,12 @@ def test_the_copy_with_a_redis_id_equals_dramatiqs_copy_and_leaves_the_message_a
     assert copy.encode() == sent.copy(options={"redis_message_id": "r-1"}).encode()
     assert "redis_message_id" not in sent.options
     assert copy.kwargs is sent.kwargs  # a shallow copy, as dataclasses.replace makes
+
+
+def test_a_visit_order_cannot_be_changed_once_built() -> None:
+    with pytest.raises(AttributeError):
+        ORDER.url = "https://elsewhere.example/b"  # type: ignore[misc]
+    assert msgspec.structs.replace(ORDER, visit=4).visit == 4 and ORDER.visit == 3
 
 
 def test_the_visit_message_carries_the_orders_kwargs_then_its_lane() -> None:
