@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from app.allocation import planned_lateness, refresh_allocation, schedule_drift_s
 from app.context import Context
 from app.db.connection import DictConnection
@@ -36,9 +38,12 @@ log = logging.getLogger(__name__)
 TARGET_ORDERED_POOLS = frozenset({"no_last_update", "up_to_date"})
 
 
-@dataclass(frozen=True)
-class VisitOrder:
-    """What a worker needs to visit one origin: the payload of a visit message."""
+class VisitOrder(msgspec.Struct, frozen=True):
+    """What a worker needs to visit one origin: the payload of a visit message.
+
+    A frozen msgspec Struct, not a frozen dataclass: a scheduling step builds
+    one per visit, and the dataclass's ``__init__`` (one ``object.__setattr__``
+    per field) took 1.6 µs of the client's time per visit, the Struct 0.2."""
 
     origin_id: int
     url: str
@@ -191,22 +196,24 @@ def _record(
     by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
     with conn.transaction():
         rows = mark_scheduled(conn, list(policy_of), now)
+        # The latest target, converted once (epoch_s keeps the order of instants).
         targets = [
-            epoch_s(r["next_visit_queue_position"])
+            r["next_visit_queue_position"]
             for r in rows
             if r["id"] in by_target and r["next_visit_queue_position"] is not None
         ]
         if targets:
-            advance_queue_position(conn, visit_type, max(targets))
+            advance_queue_position(conn, visit_type, epoch_s(max(targets)))
     confirm_scheduled(ctx, visit_type, rows, now)
     now_s = epoch_s(now)
+    visit = visit_number(now_s)
     return [
         VisitOrder(
             origin_id=int(r["id"]),
             url=str(r["url"]),
             visit_type=visit_type,
             arguments=dict(r["extra_loader_arguments"] or {}),
-            visit=visit_number(now_s),
+            visit=visit,
             scheduled_at=now_s,
             policy=policy_of[int(r["id"])],
             predicted_duration_s=r["last_duration_s"],
