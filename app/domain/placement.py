@@ -149,15 +149,17 @@ def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
-    failures = row.failures_in_a_row
-    interval = change_interval(row) if row.last_visit_status == "failed" else None
-    if failures <= cooldowns.at_risk_retries and at_risk(row):
-        # retried after the absolute cooldown, undoubled: the floor's margin
-        # (10 % of max_interval) then holds a dozen retries, not six
-        failures, interval = 1, cooldowns.absolute
-    rest_until = eligible_at(
-        row.last_final_date, row.last_visit_status, cooldowns, failures, interval
-    )
+    rest_until: datetime | None
+    if row.failures_in_a_row <= cooldowns.at_risk_retries and at_risk(row):
+        # undoubled, the absolute cooldown: twice a day until the failures that
+        # disable the origin, whose count its next listing resets
+        assert row.last_final_date is not None  # at_risk checked it
+        rest_until = row.last_final_date + cooldowns.absolute
+    else:
+        interval = change_interval(row) if row.last_visit_status == "failed" else None
+        rest_until = eligible_at(
+            row.last_final_date, row.last_visit_status, cooldowns, row.failures_in_a_row, interval
+        )
     if rest_until is not None and rest_until > now:
         return Placement(row.id, "cooling", epoch_s(rest_until), pool, pool_score, row.version)
     return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)
