@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from app.settings import Settings
@@ -13,19 +15,30 @@ DictConnection = psycopg.Connection[dict[str, Any]]
 
 
 def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
-    """A new connection whose rows come back as dicts.
+    """A new connection whose rows come back as dicts, its session in UTC.
 
     Autocommit by default: every write path opens an explicit transaction, so
     no statement leaves a transaction (and its row locks) open by accident.
+    The session's time zone is UTC from the start (``utc_options``; see
+    ``in_utc`` for why it matters to speed).
     """
+    dsn = settings.database_dsn()
     return psycopg.connect(
-        settings.database_dsn(),
+        dsn,
         row_factory=dict_row,
         autocommit=autocommit,
         # Statements here run a few times each with large arrays: preparing them
         # costs more client time (psycopg keys each by its text) than it saves.
         prepare_threshold=None,
+        options=utc_options(dsn),
     )
+
+
+def utc_options(dsn: str) -> str:
+    """The connection's ``options`` (from ``dsn``, else PGOPTIONS) with the session
+    time zone set to UTC, so that no option an operator gives is lost."""
+    given = conninfo_to_dict(dsn).get("options") or os.environ.get("PGOPTIONS", "")
+    return f"{given} -c TimeZone=UTC".strip()
 
 
 def in_utc(conn: DictConnection) -> DictConnection:
@@ -34,8 +47,12 @@ def in_utc(conn: DictConnection) -> DictConnection:
     psycopg gives each timestamptz it reads the session's time zone; for UTC
     it builds the date in C, for any other zone name (``Etc/UTC`` included) it
     converts each one through zoneinfo: 0.2 against 0.5 µs per timestamp, and
-    a journal batch reads a dozen per origin. The instants are the same, and
-    the statements run on such a connection do not depend on the zone (no
-    ``::date``, ``date_trunc`` or ``at time zone``)."""
+    a journal batch reads a dozen per origin, a rebuild or a listing batch a
+    few, each then turned into a score (``epoch_s``: 0.6 against 1.7 µs). The
+    instants are the same, and no statement depends on the zone (no ``::date``,
+    ``date_trunc`` or ``at time zone``; a timestamp plus an interval of days,
+    as a lister's next run, takes days of 24 hours, as Python's timedelta).
+    ``connect`` opens every session so; this sets it on a connection opened
+    otherwise."""
     conn.execute("set time zone 'UTC'")
     return conn

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from app.db.connection import DictConnection, in_utc
+from psycopg.conninfo import make_conninfo
+from pydantic import SecretStr
+
+from app.db.connection import DictConnection, connect, in_utc
 from app.db.live import RetryingConnections
 from app.db.stats import advance_last_visit, lock_stats
 from app.settings import Settings
@@ -60,4 +63,19 @@ def test_a_journal_connection_reads_timestamps_in_utc_whatever_the_server_zone(
     assert local is not None and read is not None
     assert local["t"].utcoffset() == timedelta(hours=1)
     assert read["t"] == local["t"] == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    assert read["t"].tzinfo is UTC
+
+
+def test_every_connection_reads_timestamps_in_utc_and_keeps_the_options_given(
+    settings: Settings,
+) -> None:
+    dsn = make_conninfo(settings.database_dsn(), options="-c statement_timeout=4321")
+    given = settings.model_copy(update={"database_url": SecretStr(dsn)})
+    with connect(given) as conn:
+        zone = conn.execute("show timezone").fetchone()
+        timeout = conn.execute("show statement_timeout").fetchone()
+        read = conn.execute("select '2026-03-04 05:06:07+01'::timestamptz as t").fetchone()
+    assert zone == {"TimeZone": "UTC"}
+    assert timeout == {"statement_timeout": "4321ms"}
+    assert read is not None and read["t"] == datetime(2026, 3, 4, 4, 6, 7, tzinfo=UTC)
     assert read["t"].tzinfo is UTC
