@@ -15,7 +15,7 @@ import pytest
 from msgspec.structs import fields
 
 from app.db.connection import DictConnection
-from app.db.listings import LISTING_STAGING, listing_values
+from app.db.listings import LISTING_STAGING, listing_row, listing_values
 from app.db.queries import query
 from app.db.rows import copy_row
 from app.db.stats import STATS_STAGING, stats_from_row, stats_row, stats_values
@@ -61,6 +61,24 @@ def test_the_rows_written_name_every_staging_column() -> None:
     listed = ListedOriginIn(url="https://x.example/a", visit_type="git", last_update=now)
     assert list(stats_values(stats)) == list(STATS_STAGING)
     assert list(listing_values(listed)) == list(LISTING_STAGING)
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        ListedOriginIn(url="https://x.example/a", visit_type="git"),
+        ListedOriginIn(
+            url="https://x.example/b",
+            visit_type="hg",
+            extra_loader_arguments={"branch": "main"},
+            last_update=datetime(2026, 1, 1, tzinfo=UTC),
+            is_fork=True,
+            forked_from_url="https://x.example/a",
+        ),
+    ],
+)
+def test_the_listing_copy_row_holds_each_staging_column_by_name(listed: ListedOriginIn) -> None:
+    assert listing_row(listed) == copy_row(LISTING_STAGING, listing_values(listed))
 
 
 def test_the_journal_copy_row_holds_each_staging_column_by_name() -> None:
