@@ -100,10 +100,11 @@ def print_growth(sizes: dict[int, Figures]) -> None:
     )
 
 
-def print_journal(journal: Figures, messages: int) -> None:
+def print_journal(journal: Figures, messages: int, clients: int) -> None:
     ours = journal.median("journal_rate")
     print(
-        f"\njournal client, {messages:,} messages over {messages // 5:,} origins:"
+        f"\njournal client ({clients} process{'es' if clients > 1 else ''}),"
+        f" {messages:,} messages over {messages // 5:,} origins:"
         f" {fmt(ours, 'messages/s')}"
         f" (load {journal.load()})"
     )
@@ -128,7 +129,21 @@ def main() -> None:
     parser.add_argument("--reference-venv", type=Path, default=Path.home() / "swh-venv")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--journal-messages", type=int, default=1_000_000)
+    parser.add_argument(
+        "--journal-clients",
+        type=int,
+        default=2,
+        help="journal client processes in the group (the Procfile's; one per core)",
+    )
+    parser.add_argument(
+        "--parts",
+        default="journal,workers,growth",
+        help="which benchmarks to run, comma-separated (default: all three)",
+    )
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if unknown := parts - {"journal", "workers", "growth"}:
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))} (journal, workers, growth)")
 
     journal_command = [
         "benchmarks.journal_throughput",
@@ -136,24 +151,31 @@ def main() -> None:
         str(args.journal_messages),
         "--origins",
         str(args.journal_messages // 5),
+        "--clients",
+        str(args.journal_clients),
     ]
-    if not args.skip_reference:
+    if not args.skip_reference and "journal" in parts:
         journal_command += ["--reference", reference_python(args.reference_venv)]
-    journal = run(journal_command, args.runs)
-    workers = run(["benchmarks.workers", "--seconds", "0"], args.runs)
+    journal = run(journal_command, args.runs) if "journal" in parts else None
+    workers = (
+        run(["benchmarks.workers", "--seconds", "0"], args.runs) if "workers" in parts else None
+    )
     sizes = {}
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in (int(s) for s in args.sizes.split(",")) if "growth" in parts else ():
         runs = args.runs if size <= 1_000_000 else args.runs_above_1m
         sizes[size] = run(["benchmarks.growth", "--origins", str(size)], runs)
 
-    print_journal(journal, args.journal_messages)
-    print(
-        f"worker: {fmt(workers.median('noop_visits_per_s'), 'no-op visits/s')} per process"
-        f" of 8 threads; created acknowledged {fmt(workers.median('created_ack_ms'), 'ms')},"
-        f" unacknowledged {workers.median('created_noack_ms') or 0:.3f} ms"
-        f" (load {workers.load()})"
-    )
-    print_growth(sizes)
+    if journal:
+        print_journal(journal, args.journal_messages, args.journal_clients)
+    if workers:
+        print(
+            f"worker: {fmt(workers.median('noop_visits_per_s'), 'no-op visits/s')} per process"
+            f" of 8 threads; created acknowledged {fmt(workers.median('created_ack_ms'), 'ms')},"
+            f" unacknowledged {workers.median('created_noack_ms') or 0:.3f} ms"
+            f" (load {workers.load()})"
+        )
+    if sizes:
+        print_growth(sizes)
 
 
 if __name__ == "__main__":
