@@ -8,13 +8,11 @@ import os
 import re
 import signal
 import subprocess
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
-import psycopg
 import pytest
 import redis
 from pydantic import SecretStr
@@ -25,6 +23,7 @@ from app.db.connection import DictConnection, connect
 from app.devtools import embedded
 from app.kafka import StatusPublisher
 from app.settings import Settings
+from tests.conftest import fresh_database
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.integration.test_journal_broker import EXIT_BOUND_S, scrape
 from tests.integration.test_journal_client import drain
@@ -107,14 +106,8 @@ def publish_visits(settings: Settings) -> int:
 @pytest.fixture
 def second_database(service_env: dict[str, str], template_dsn: str) -> Iterator[str]:
     """Another fresh database, for what one process makes of the same messages."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = service_env["REVISIT_DATABASE_URL"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"create database {name} template revisit_template")  # type: ignore[arg-type]
-    info = psycopg.conninfo.conninfo_to_dict(admin)
-    yield psycopg.conninfo.make_conninfo(**{**info, "dbname": name})  # type: ignore[arg-type]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
+    with fresh_database(service_env["REVISIT_DATABASE_URL"]) as url:
+        yield url
 
 
 def one_process(
