@@ -67,9 +67,9 @@ def journal_member(args: list[str]) -> None:
     from app.settings import get_settings
     from monitoring.process import start_journal_series
 
-    start_journal_series(get_settings())
     stop = _stop_on_signal()
     watch_parent(stop)
+    start_journal_series(get_settings())
     _run_journal_client(stop)
 
 

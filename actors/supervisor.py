@@ -17,7 +17,7 @@ systemd):
   dies (``watch_parent``).
 
 The exit code is 0 only if the parent was told to stop and every child then
-exited 0.
+exited 0 (or by that signal, if it came before the child could handle it).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Supervisor:
                     continue
                 self.on_exit(child.pid)
                 if self._stop.is_set():  # told to stop meanwhile (a group signal)
-                    return code != 0
+                    return not self._stopped_cleanly(code)
                 log.error(
                     "process %d exited (%s) unbidden: stopping the others",
                     child.pid,
@@ -126,10 +126,15 @@ class Supervisor:
                 code = child.wait()
             if not already:
                 self.on_exit(child.pid)
-                if code != 0:
+                if not self._stopped_cleanly(code):
                     log.error("process %d exited (%s)", child.pid, _describe(code))
-            clean = clean and code == 0
+            clean = clean and self._stopped_cleanly(code)
         return clean
+
+    def _stopped_cleanly(self, code: int) -> bool:
+        """Exited 0, or by the stop signal itself (told to stop while it started,
+        before its handler was set)."""
+        return code == 0 or (self._signal is not None and code == -self._signal)
 
 
 def _describe(code: int) -> str:

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -183,3 +184,32 @@ def test_a_revoked_partitions_lag_is_no_longer_served(mode: str, tmp_path: Path)
         check=True,
     )
     assert done.stdout.strip() == "None"
+
+
+def test_a_child_whose_supervisor_dies_stops_by_itself(tmp_path: Path) -> None:
+    orphan = (
+        "import sys, threading\n"
+        "from actors.supervisor import watch_parent\n"
+        "stop = threading.Event()\n"
+        "watch_parent(stop, interval_s=0.1)\n"
+        "print('watching', flush=True)\n"
+        "sys.exit(0 if stop.wait(30) else 1)\n"
+    )
+    # The supervisor starts the child, waits until it watches, then dies.
+    supervisor = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE)\n"
+        "child.stdout.readline()\n"
+        "print(child.pid, flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", supervisor, orphan],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    child = psutil.Process(int(done.stdout))
+
+    wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 10, "it")
