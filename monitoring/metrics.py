@@ -65,10 +65,10 @@ JOURNAL_KAFKA_ERRORS = Counter(
     "while it waits for the broker)",
     ["code"],
 )
-#: The journal's gauges say how to combine its client processes'
-#: (``revisit journal --processes N``, monitoring/multiprocess.py): the
-#: partitions assigned add up; a partition's lag is its owner's, the one who set
-#: it last (a revoked partition's series is forgotten with a tombstone).
+#: How ``revisit journal --processes N`` combines its clients' gauges
+#: (monitoring/multiprocess.py): the partitions assigned add up; a partition's
+#: lag is its owner's, the client that set it last (a revoked partition's
+#: series is forgotten with a tombstone).
 JOURNAL_ASSIGNED_PARTITIONS = Gauge(
     "revisit_journal_assigned_partitions",
     "Partitions of the journal topic assigned to the journal's client processes (0: waiting "

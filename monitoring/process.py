@@ -79,6 +79,12 @@ def serve_journal_group(settings: Settings, directory: Path) -> None:
     a revoked partition's series is forgotten, ``monitoring.multiprocess``).
     The process_* and GC figures of each client are not exported: the
     multiprocess mode has none (prometheus_client's documentation).
+
+    The other way, the supervisor scraping each client's own /metrics on a
+    private port and adding them up, would need a port per client and a merge
+    of our own for every metric type; the files need a directory, and
+    prometheus_client merges them. Its one gap, a gauge series cannot be
+    removed, is closed by ``monitoring.multiprocess.forget``.
     """
     registry = CollectorRegistry()
     registry.register(OwnedFiles(directory, JOURNAL_OWNED))
