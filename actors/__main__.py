@@ -5,11 +5,14 @@ The ``revisit`` commands that start a process (``scheduler``, ``journal``,
 and ``lister worker``) check their options and ports, then replace themselves
 with this entry point, so that the command line imports no process code and
 no metrics (the layering in the README). Each process serves its /metrics
-and stops cleanly on SIGTERM or SIGINT.
+and stops cleanly on SIGTERM or SIGINT. ``revisit journal --processes N``
+becomes ``journal-group N``, a supervisor of N ``journal-member`` processes
+that serves their /metrics.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -17,11 +20,15 @@ import sys
 import threading
 from collections.abc import Callable
 
+#: Processes that run beside others of their kind: their lines say which one.
+WITH_PID = ("journal-group", "journal-member")
 
-def _setup_logging() -> None:
+
+def _setup_logging(with_pid: bool = False) -> None:
+    name = "%(name)s[%(process)d]" if with_pid else "%(name)s"
     logging.basicConfig(
         level=os.environ.get("REVISIT_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        format=f"%(asctime)s {name} %(levelname)s %(message)s",
     )
 
 
@@ -46,15 +53,53 @@ def scheduler(args: list[str]) -> None:
 
 def journal(args: list[str]) -> None:
     """The journal client: apply origin_visit_status messages to the visit stats."""
-    from actors.journal import JournalClient, tune_gc
     from app.settings import get_settings
     from monitoring.process import serve_journal
 
-    settings = get_settings()
-    serve_journal(settings)
-    client = JournalClient(settings)
+    serve_journal(get_settings())
+    _run_journal_client(_stop_on_signal())
+
+
+def journal_member(args: list[str]) -> None:
+    """One journal client of ``journal-group``: its metrics go to the group's
+    multiprocess directory (served by the supervisor), and it stops with it."""
+    from actors.supervisor import watch_parent
+    from app.settings import get_settings
+    from monitoring.process import start_journal_series
+
+    stop = _stop_on_signal()
+    watch_parent(stop)
+    start_journal_series(get_settings())
+    _run_journal_client(stop)
+
+
+def _run_journal_client(stop: threading.Event) -> None:
+    from actors.journal import JournalClient, tune_gc
+    from app.settings import get_settings
+
+    client = JournalClient(get_settings())
     tune_gc()
-    client.run(_stop_on_signal())
+    client.run(stop)
+
+
+def journal_group(args: list[str]) -> None:
+    """``journal-group N``: N journal clients in one consumer group under a
+    supervisor (actors/supervisor.py) that serves their summed /metrics."""
+    from actors.supervisor import Supervisor
+    from app.settings import get_settings
+    from monitoring.multiprocess import MULTIPROC_ENV, mark_dead
+    from monitoring.process import journal_group_dir, serve_journal_group
+
+    settings = get_settings()
+    argv = [sys.executable, "-m", "actors", "journal-member"]
+    supervisor = Supervisor(argv, int(args[0]), dict(os.environ))
+    if settings.journal_metrics_port:
+        directory = journal_group_dir(settings)
+        supervisor.env[MULTIPROC_ENV] = str(directory)
+        supervisor.on_exit = functools.partial(mark_dead, directory=directory)
+        serve_journal_group(settings, directory)
+    supervisor.install_signal_handlers()
+    sys.exit(supervisor.run())
 
 
 def lister_scheduler(args: list[str]) -> None:
@@ -98,6 +143,8 @@ def dramatiq(args: list[str]) -> None:
 PROCESSES: dict[str, Callable[[list[str]], None]] = {
     "scheduler": scheduler,
     "journal": journal,
+    "journal-group": journal_group,
+    "journal-member": journal_member,
     "lister-scheduler": lister_scheduler,
     "rpc": rpc,
     "dramatiq": dramatiq,
@@ -108,7 +155,7 @@ def main(argv: list[str]) -> None:
     """Run the process named by ``argv[0]`` with the rest as its arguments."""
     if not argv or argv[0] not in PROCESSES:
         sys.exit(f"usage: python -m actors {{{'|'.join(PROCESSES)}}} [ARGS]")
-    _setup_logging()
+    _setup_logging(argv[0] in WITH_PID)
     PROCESSES[argv[0]](argv[1:])
 
 

@@ -36,6 +36,7 @@ from monitoring.metrics import (
     JOURNAL_CONSUMERS_REPLACED,
     JOURNAL_KAFKA_ERRORS,
 )
+from monitoring.multiprocess import forget
 
 log = logging.getLogger("revisit.journal")
 #: Least time between two attempts to re-create a missing topic.
@@ -99,8 +100,8 @@ class JournalConsumer:
         self.empty_since = None
         JOURNAL_ASSIGNED_PARTITIONS.set(0)
         for tp in partitions:
-            with contextlib.suppress(KeyError):
-                JOURNAL_CONSUMER_LAG.remove(str(tp.partition))
+            # Its new owner, maybe another client process, reports it from now on.
+            forget(JOURNAL_CONSUMER_LAG, str(tp.partition))
 
     def ensure_topics(self) -> None:
         """Create missing topics, at most every ENSURE_TOPICS_EVERY_S; a broker that

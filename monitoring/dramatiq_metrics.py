@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,15 +27,11 @@ from typing import Any
 from dramatiq.middleware import prometheus as dramatiq_prometheus
 from dramatiq.middleware.prometheus import Prometheus
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import Collector
 
 from app.settings import Settings
 from monitoring.lanes import lane_of
 from monitoring.metrics import VISIT_LANE_SECONDS, WORKER_OWNED
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from monitoring.multiprocess import MULTIPROC_ENV, OwnedFiles, fresh_directory
 
 
 def multiproc_dir(settings: Settings) -> Path:
@@ -51,10 +46,7 @@ def worker_metrics_env(settings: Settings) -> dict[str, str]:
     multiprocess directory emptied; nothing when ``worker_metrics_port`` is 0."""
     if not settings.worker_metrics_port:
         return {}
-    directory = multiproc_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob("*.db"):
-        stale.unlink(missing_ok=True)
+    directory = fresh_directory(multiproc_dir(settings))
     return {
         MULTIPROC_ENV: str(directory),
         "dramatiq_prom_db": str(directory),
@@ -67,26 +59,11 @@ def worker_metrics_env(settings: Settings) -> dict[str, str]:
 DRAMATIQ_PREFIX = "dramatiq_"
 
 
-class OwnedMultiProcess(Collector):
-    """The multiprocess files of ``directory``, only the families a Dramatiq
-    process owns (the others are other processes' metrics, at zero here)."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = str(directory)
-        self.names = {family.name for metric in WORKER_OWNED for family in metric.collect()}
-
-    def collect(self) -> Iterable[Metric]:
-        """The owned families, summed over the processes that wrote them."""
-        files = MultiProcessCollector(None, path=self.directory)  # type: ignore[no-untyped-call]
-        for family in files.collect():  # type: ignore[no-untyped-call]
-            if family.name.startswith(DRAMATIQ_PREFIX) or family.name in self.names:
-                yield family
-
-
 def worker_registry(directory: str | Path) -> CollectorRegistry:
-    """What a Dramatiq process's exporter serves."""
+    """What a Dramatiq process's exporter serves: the families a Dramatiq
+    process owns (the others are other processes' metrics, at zero here)."""
     registry = CollectorRegistry()
-    registry.register(OwnedMultiProcess(directory))
+    registry.register(OwnedFiles(directory, WORKER_OWNED, (DRAMATIQ_PREFIX,)))
     return registry
 
 

@@ -65,10 +65,15 @@ JOURNAL_KAFKA_ERRORS = Counter(
     "while it waits for the broker)",
     ["code"],
 )
+#: How ``revisit journal --processes N`` combines its clients' gauges
+#: (monitoring/multiprocess.py): the partitions assigned add up; a partition's
+#: lag is its owner's, the client that set it last (a revoked partition's
+#: series is forgotten with a tombstone).
 JOURNAL_ASSIGNED_PARTITIONS = Gauge(
     "revisit_journal_assigned_partitions",
-    "Partitions of the journal topic assigned to this journal client (0: waiting for the "
-    "broker or for its consumer group)",
+    "Partitions of the journal topic assigned to the journal's client processes (0: waiting "
+    "for the broker or for their consumer group)",
+    multiprocess_mode="livesum",
 )
 JOURNAL_CONSUMERS_REPLACED = Counter(
     "revisit_journal_consumers_replaced_total",
@@ -79,6 +84,7 @@ JOURNAL_CONSUMER_LAG = Gauge(
     "Messages between the journal client's position and the high watermark, per assigned "
     "partition, as of the last batch (only where the broker reports watermarks)",
     ["partition"],
+    multiprocess_mode="livemostrecent",
 )
 SCHEDULED_VISITS = Counter(
     "revisit_scheduled_visits_total",
@@ -296,7 +302,12 @@ def owned_registry(owned: tuple[Collector, ...]) -> CollectorRegistry:
 
 
 def serve(port: int, address: str = "127.0.0.1", owned: tuple[Collector, ...] = ()) -> None:
-    """Expose ``owned`` on ``address:port``/metrics (0: do not serve).
+    """Expose ``owned`` on ``address:port``/metrics (0: do not serve)."""
+    serve_registry(port, address, owned_registry(owned))
+
+
+def serve_registry(port: int, address: str, registry: CollectorRegistry) -> None:
+    """Expose ``registry`` on ``address:port``/metrics (0: do not serve).
 
     A port already taken is logged, not fatal: metrics are worth less than
     the process that exports them (the CLI checks the port before starting).
@@ -304,6 +315,6 @@ def serve(port: int, address: str = "127.0.0.1", owned: tuple[Collector, ...] = 
     if not port:
         return
     try:
-        start_http_server(port, addr=address, registry=owned_registry(owned))
+        start_http_server(port, addr=address, registry=registry)
     except OSError as exc:
         log.error("cannot serve metrics on %s:%d: %s", address, port, exc)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
 
 from app.settings import Settings
 from monitoring.coverage import CoverageRefresher
@@ -14,7 +18,9 @@ from monitoring.metrics import (
     REQUEST_LATENCY,
     SCHEDULER_OWNED,
     serve,
+    serve_registry,
 )
+from monitoring.multiprocess import OwnedFiles, fresh_directory
 
 #: Request kinds whose latency series exist from the start (others appear when seen).
 REQUEST_KINDS = ("save_code_now",)
@@ -48,13 +54,50 @@ def serve_scheduler(settings: Settings) -> threading.Event | None:
 
 
 def serve_journal(settings: Settings) -> None:
-    """Serve the journal client's /metrics, its known series present from the start.
+    """Serve the journal client's /metrics, its known series present from the start."""
+    serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
+    start_journal_series(settings)
+
+
+def journal_group_dir(settings: Settings) -> Path:
+    """The multiprocess directory of the journal's client processes, named after
+    the port (one group serves a port), emptied of a previous run's files."""
+    name = f"revisit-journal-metrics-{settings.journal_metrics_port}"
+    return fresh_directory(Path(tempfile.gettempdir()) / name)
+
+
+def serve_journal_group(settings: Settings, directory: Path) -> None:
+    """Serve on the journal's port, for the supervisor of ``revisit journal
+    --processes N``, what its client processes write into ``directory``.
+
+    prometheus_client's multiprocess mode, as the Dramatiq pools use it: the
+    clients are processes of their own (no Kafka client crosses a fork), so
+    nothing is shared but those files, read at each scrape, and one target
+    serves the group as the single process did: counters and histograms
+    summed over the clients, the partitions assigned summed over the live
+    ones, each partition's lag from its owner (the client that set it last;
+    a revoked partition's series is forgotten, ``monitoring.multiprocess``).
+    The process_* and GC figures of each client are not exported: the
+    multiprocess mode has none (prometheus_client's documentation).
+
+    The other way, the supervisor scraping each client's own /metrics on a
+    private port and adding them up, would need a port per client and a merge
+    of our own for every metric type; the files need a directory, and
+    prometheus_client merges them. Its one gap, a gauge series cannot be
+    removed, is closed by ``monitoring.multiprocess.forget``.
+    """
+    registry = CollectorRegistry()
+    registry.register(OwnedFiles(directory, JOURNAL_OWNED))
+    serve_registry(settings.journal_metrics_port, settings.metrics_address, registry)
+
+
+def start_journal_series(settings: Settings) -> None:
+    """Create the journal's known series at zero, in a client process.
 
     A labelled series is born at its first change, and a rate cannot see the
     jump from nothing to that first value: a save code now request served
     right after start would never show in a latency quantile.
     """
-    serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
     for reason in DEAD_LETTER_REASONS:
         JOURNAL_DEAD_LETTERS.labels(reason)
     for visit_type in settings.visit_types:

@@ -102,16 +102,22 @@ def _with_dbname(dsn: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def database_url(service_env: dict[str, str], template_dsn: str) -> Iterator[str]:
-    """A fresh, migrated database for one test."""
+@contextlib.contextmanager
+def fresh_database(admin: str) -> Iterator[str]:
+    """A database copied from the migrated template (``template_dsn``), dropped after."""
     name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = service_env["REVISIT_DATABASE_URL"]
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"create database {name} template revisit_template")  # type: ignore[arg-type]
     yield _with_dbname(admin, name)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def database_url(service_env: dict[str, str], template_dsn: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    with fresh_database(service_env["REVISIT_DATABASE_URL"]) as url:
+        yield url
 
 
 @pytest.fixture

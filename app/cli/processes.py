@@ -61,12 +61,28 @@ def scheduler() -> None:
     become("scheduler")
 
 
-def journal() -> None:
-    """Run the journal client: apply origin_visit_status messages to the visit stats."""
+def journal(
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="client processes in the consumer group: about one per core, at most the "
+            "journal topic's partitions",
+        ),
+    ] = 1,
+) -> None:
+    """Run the journal client: apply origin_visit_status messages to the visit stats.
+
+    With ``--processes N`` (N > 1) a supervisor runs N clients in one consumer
+    group, serves their metrics summed on REVISIT_JOURNAL_METRICS_PORT, and
+    exits non-zero if one of them dies (actors/supervisor.py)."""
     settings = get_settings()
     port = settings.journal_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
-    become("journal")
+    if processes == 1:
+        become("journal")
+    else:
+        become("journal-group", str(processes))
 
 
 class ServedLanes(StrEnum):

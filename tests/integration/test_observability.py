@@ -175,7 +175,8 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     commands = {
         "scheduler": ["revisit", "scheduler"],
         "worker": ["revisit", "worker", "--lane", "all", "--processes", "2", "--threads", "2"],
-        "journal": ["revisit", "journal"],
+        # As the Procfile runs it: one endpoint for two client processes.
+        "journal": ["revisit", "journal", "--processes", "2"],
     }
     logs = tmp_path / "logs"
     logs.mkdir()
