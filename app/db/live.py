@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import psycopg
 
-from app.db.connection import DictConnection, connect, in_utc
+from app.db.connection import DictConnection, connect
 from app.db.errors import is_unavailable
 from app.settings import Settings
 
@@ -24,16 +24,10 @@ T = TypeVar("T")
 
 
 class LiveConnection:
-    """One connection, opened lazily and re-opened when found closed or dropped;
-    ``setup`` is run on each connection opened."""
+    """One connection, opened lazily and re-opened when found closed or dropped."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        setup: Callable[[DictConnection], DictConnection] = lambda conn: conn,
-    ) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.setup = setup
         self._conn: DictConnection | None = None
         #: Connections opened so far (more than one: PostgreSQL was lost and found again).
         self.opened = 0
@@ -42,7 +36,7 @@ class LiveConnection:
         """The open connection; opens a new one if there is none (raises if PostgreSQL is down)."""
         if self._conn is None or self._conn.closed or self._conn.broken:
             self.drop()
-            self._conn = self.setup(connect(self.settings))
+            self._conn = connect(self.settings)
             self.opened += 1
             if self.opened > 1:
                 log.info("reconnected to PostgreSQL")
@@ -65,8 +59,8 @@ class RetryingConnections:
     a lost server is reconnected with doubling delays up to ``max_delay_s``,
     until ``wait`` (given the delay) says to stop. A refused value is raised:
     the caller decides what to do with it. ``on_retry`` is told each retry's
-    cause, ``"conflict"`` or ``"reconnect"``. Their sessions are in UTC (``in_utc``:
-    the journal reads a dozen timestamps per origin).
+    cause, ``"conflict"`` or ``"reconnect"``. Their sessions are in UTC, as
+    every ``connect``'s (the journal reads a dozen timestamps per origin).
     """
 
     def __init__(
@@ -77,7 +71,7 @@ class RetryingConnections:
         on_retry: Callable[[str], None] = lambda cause: None,
         max_delay_s: float = 30.0,
     ) -> None:
-        self.live = [LiveConnection(settings, in_utc) for _ in range(max(1, count))]
+        self.live = [LiveConnection(settings) for _ in range(max(1, count))]
         self.wait = wait
         self.on_retry = on_retry
         self.max_delay_s = max_delay_s

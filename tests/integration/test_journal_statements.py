@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import psycopg
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
-from app.db.connection import DictConnection, connect, in_utc
+from app.db.connection import DictConnection, connect
 from app.db.live import RetryingConnections
 from app.db.stats import advance_last_visit, lock_stats
 from app.settings import Settings
@@ -48,21 +49,22 @@ def test_locked_rows_are_read_back_under_their_own_key(conn: DictConnection) -> 
 
 
 def test_a_journal_connection_reads_timestamps_in_utc_whatever_the_server_zone(
-    settings: Settings,
+    settings: Settings, conn: DictConnection
 ) -> None:
+    database = conn.execute("select current_database() as d").fetchone()
+    assert database is not None
+    conn.execute(f"alter database \"{database['d']}\" set timezone to 'Europe/Paris'")
+    with psycopg.connect(settings.database_dsn()) as plain:
+        assert plain.execute("show timezone").fetchone() == ("Europe/Paris",)
     connections = RetryingConnections(settings, 1, wait=lambda delay_s: True)
     try:
-        conn = connections.run(lambda c: c)
-        assert conn.execute("show timezone").fetchone() == {"TimeZone": "UTC"}
-        conn.execute("set time zone 'Europe/Paris'")
-        local = conn.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
-        in_utc(conn)
-        read = conn.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
+        journal = connections.run(lambda c: c)
+        zone = journal.execute("show timezone").fetchone()
+        read = journal.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
     finally:
         connections.close()
-    assert local is not None and read is not None
-    assert local["t"].utcoffset() == timedelta(hours=1)
-    assert read["t"] == local["t"] == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    assert zone == {"TimeZone": "UTC"}
+    assert read is not None and read["t"] == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
     assert read["t"].tzinfo is UTC
 
 
