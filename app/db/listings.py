@@ -78,22 +78,9 @@ LISTING_STAGING = {
 }
 
 
-def listing_values(row: ListedOriginIn) -> dict[str, Any]:
-    """The staging columns of one listed origin, by name."""
-    arguments = row.extra_loader_arguments
-    return {
-        "url": row.url,
-        "visit_type": row.visit_type,
-        "extra_loader_arguments": json.dumps(arguments) if arguments else "{}",
-        "last_update": row.last_update,
-        "is_fork": row.is_fork,
-        "forked_from_url": row.forked_from_url,
-    }
-
-
 def listing_row(row: ListedOriginIn) -> tuple[Any, ...]:
-    """``listing_values`` as the COPY row, built straight in LISTING_STAGING's order
-    (one per listed origin; a test checks it against the row built by name)."""
+    """The COPY row of one listed origin, in LISTING_STAGING's order (a test copies
+    it and reads each column back by name)."""
     arguments = row.extra_loader_arguments
     return (
         row.url,
