@@ -19,6 +19,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 #: Processes that run beside others of their kind: their lines say which one.
 WITH_PID = ("journal-group", "journal-member")
@@ -91,8 +95,11 @@ def journal_group(args: list[str]) -> None:
     from monitoring.process import journal_group_dir, serve_journal_group
 
     settings = get_settings()
+    processes = int(args[0])
+    # In the background: the brokers may not be up yet, and the group must start.
+    threading.Thread(target=_warn_idle_members, args=(settings, processes), daemon=True).start()
     argv = [sys.executable, "-m", "actors", "journal-member"]
-    supervisor = Supervisor(argv, int(args[0]), dict(os.environ))
+    supervisor = Supervisor(argv, processes, dict(os.environ))
     if settings.journal_metrics_port:
         directory = journal_group_dir(settings)
         supervisor.env[MULTIPROC_ENV] = str(directory)
@@ -100,6 +107,20 @@ def journal_group(args: list[str]) -> None:
         serve_journal_group(settings, directory)
     supervisor.install_signal_handlers()
     sys.exit(supervisor.run())
+
+
+def _warn_idle_members(settings: Settings, processes: int) -> None:
+    """Log a warning if the group has more processes than the journal topic has
+    partitions (one the members will create has ``TOPIC_PARTITIONS``)."""
+    from app.kafka import TOPIC_PARTITIONS, idle_members, topic_partitions
+
+    topic = settings.journal_topic
+    partitions = topic_partitions(settings, topic, timeout_s=30.0)
+    if partitions == 0:  # not created yet: the members will create it
+        partitions = TOPIC_PARTITIONS
+    warning = idle_members(processes, partitions, topic)
+    if warning:
+        logging.getLogger("revisit.supervisor").warning(warning)
 
 
 def lister_scheduler(args: list[str]) -> None:

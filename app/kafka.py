@@ -115,7 +115,13 @@ def admin_client(settings: Settings) -> AdminClient:
     return AdminClient({**config, "logger": kafka_logger(settings)})  # type: ignore[dict-item]
 
 
-def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30.0) -> None:
+#: Partitions of the topics that ``ensure_topics`` creates.
+TOPIC_PARTITIONS = 4
+
+
+def ensure_topics(
+    settings: Settings, partitions: int = TOPIC_PARTITIONS, timeout_s: float = 30.0
+) -> None:
     """Create the journal and dead-letter topics if the broker lacks them.
 
     Called at start and whenever a topic is found missing (a memory-only
@@ -138,6 +144,34 @@ def ensure_topics(settings: Settings, partitions: int = 4, timeout_s: float = 30
             if "exist" not in str(exc).lower():
                 raise
             log.debug("topic %s already exists", name)
+
+
+def topic_partitions(settings: Settings, topic: str, timeout_s: float = 10.0) -> int | None:
+    """How many partitions ``topic`` has: 0 if the brokers do not have it, None if
+    they do not answer within ``timeout_s``. Asks for every topic's metadata:
+    asking for one by name may create it on a broker that creates topics on
+    demand."""
+    try:
+        described = admin_client(settings).list_topics(timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        log.warning("could not read the partitions of %s: %s", topic, exc)
+        return None
+    if described is None or described.error is not None:
+        return 0
+    return len(described.partitions)
+
+
+def idle_members(processes: int, partitions: int | None, topic: str) -> str | None:
+    """What to tell an operator who runs more journal processes than ``topic``
+    has partitions (the extra ones hold none and sit idle); None otherwise."""
+    if partitions is None or processes <= partitions:
+        return None
+    idle = processes - partitions
+    return (
+        f"{processes} journal processes for the {partitions} partition"
+        f"{'s' if partitions != 1 else ''} of {topic}: {idle} will hold no partition and "
+        "apply nothing (run at most as many processes as partitions, or add partitions)"
+    )
 
 
 class PublishError(RuntimeError):

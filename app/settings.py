@@ -73,6 +73,14 @@ class Settings(BaseSettings):
     journal_writers: int = Field(
         default=2, ge=1, le=8, description="Postgres connections writing a journal batch"
     )
+    rebuild_processes: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="processes that read and stage a large mirror rebuild, each a share of "
+        "the visit type's ids (set to the cores PostgreSQL and Redis leave free); a visit type "
+        "under 200,000 origins is rebuilt in one",
+    )
     journal_history_length: int = Field(
         default=8,
         ge=1,

@@ -8,8 +8,9 @@ same servers and alternating old and new so both see the same load:
 - pop.lua of revision ``--before`` against the current one (Mirror.pop of
   1,000, default weights 49/49/2/0, origins put back after each pop): median
   time from the Python caller and inside Redis;
-- place.lua 'stage' (what a rebuild runs) of ``--before`` against the current
-  one: 50,000 origins staged into fresh keys in chunks of 5,000;
+- (place.lua 'stage' of ``--before`` against the current one was compared
+  here until the rebuild stopped running place.lua: benchmarks/rebuild.py
+  now measures the rebuild);
 - a message's bytes by ``Message.encode`` against ``queues.dramatiq_broker.encode``.
   (The bookkeeping of 1,000 picks in parts of 250 was measured here too, then
   reverted: no pair showed a gain.)
@@ -32,8 +33,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import redis
-
 import queues.mirror as mirror
 from app.context import Context
 from app.db.connection import DictConnection
@@ -45,7 +44,6 @@ from benchmarks.scheduling import (
     loaded,
     now,
     pop_latencies,
-    script_usec,
     steps_breakdown,
 )
 from benchmarks.scheduling_data import VISIT_TYPE
@@ -89,31 +87,6 @@ def pops(ctx: Context, before: str, rounds: int) -> dict[str, float]:
     finally:
         ctx.mirror._pop, mirror._popped_by_pool = current, parse  # type: ignore[method-assign]
     return {f"pop_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
-
-
-def stage(client: redis.Redis, before: str, ctx: Context, rounds: int) -> dict[str, float]:
-    """Milliseconds inside Redis to stage 50,000 origins, old and current place.lua."""
-    keys = ctx.mirror.keys("bench_stage").staging()
-    script_keys = mirror._place_keys(keys)
-    scripts = {
-        "before": client.register_script(old_script(before, "place")),
-        "after": client.register_script(mirror._script("place")),
-    }
-    chunk = 5000
-    times: dict[str, list[float]] = {"before": [], "after": []}
-    for _ in range(rounds):
-        for label, script in scripts.items():
-            client.delete(*mirror._versioned(keys))
-            started = script_usec(ctx)
-            for c in range(10):
-                args: list[Any] = ["stage"]
-                for i in range(c * chunk, (c + 1) * chunk):
-                    where = 1 + i % 6
-                    args += [i + 1, 7, where, repr(1.7e9 + i), f"{1 + i % 4}|{1.7e9 + i!r}"]
-                script(keys=script_keys, args=args)
-            times[label].append((script_usec(ctx) - started) / 1000)
-    client.delete(*mirror._versioned(keys))
-    return {f"stage_50k_{k}_ms": statistics.median(v) for k, v in times.items()}
 
 
 def encoding(rounds: int) -> dict[str, float]:
@@ -160,7 +133,6 @@ def measure(
     """Every before/after pair, then the current figures."""
     figures: dict[str, Any] = {"load_before_pairs": load_average()}
     figures |= pops(ctx, before, 10)
-    figures |= stage(ctx.mirror.client, before, ctx, 7)  # type: ignore[arg-type]
     figures |= encoding(15)
     figures["load_after_pairs"] = load_average()
     for name, value in figures.items():

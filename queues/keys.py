@@ -16,6 +16,12 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
 | ``<ns>:{<vt>}:version``    | hash | stats id | version of the stats row its place is from |
 | ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
+| ``<ns>:{<vt>}:rebuild:*``  |      |          | a rebuild's staging copy of the keys above (**) |
+
+(**) Renamed over the live keys when the rebuild ends. ``rebuild:meta`` is a
+string while the rebuild runs: ``bulk`` while it writes the staging keys
+(placements meanwhile only add their origin to the set ``rebuild:touched``),
+then ``direct`` (placements are applied to the staging keys too).
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
@@ -77,6 +83,12 @@ class VisitTypeKeys:
     def meta(self) -> str:
         """Hash of bookkeeping; its absence means the mirror must be rebuilt."""
         return f"{self.tag}meta"
+
+    @property
+    def touched(self) -> str:
+        """Set, among a rebuild's staging keys: the origins placed while the
+        rebuild wrote them, read again from Postgres before its swap."""
+        return f"{self.tag}touched"
 
     @property
     def lateness(self) -> str:

@@ -148,9 +148,11 @@ class Mirror(PickBookkeeping, MirrorReads):
         for shard, part in self._split(visit_type, list(placements)).items():
             keys = self.keys(visit_type, shard)
             if self.client.exists(keys.staging().meta):
-                # A rebuild may have read Postgres before these origins existed.
-                self._place_chunks(keys.staging(), "stage", part, REBUILD_CHUNK)
-            added += self._write(keys, part)
+                # A rebuild may have read Postgres before these origins existed:
+                # place.lua tells it of them.
+                added += self._place_chunks(keys, "force", part, PLACE_CHUNK)
+            else:
+                added += self._write(keys, part)
         return added
 
     def pop(
@@ -266,46 +268,97 @@ class Mirror(PickBookkeeping, MirrorReads):
         reading ``placements`` from Postgres only after this is called (a lazy
         iterator does), and a placement committed meanwhile is not lost.
         """
-        every = self.shard_keys(visit_type)
-        built = int(self.client.hget(every[0].meta, "shards") or 1)
-        for live in every:
+        self.begin_rebuild(visit_type)
+        self.stage(visit_type, placements)
+        self.end_bulk(visit_type)
+        return self.finish_rebuild(visit_type)
+
+    def begin_rebuild(self, visit_type: str) -> None:
+        """Empty the staging keys of every shard and mark a rebuild in progress,
+        in its 'bulk' phase: from now on every ``place`` records its origins
+        in the staging ``touched`` set. Read the placements to ``stage`` from
+        Postgres only after this returns."""
+        for live in self.shard_keys(visit_type):
             staging = live.staging()
-            for key in [*_versioned(staging), staging.meta]:
-                self.client.delete(key)
-            self.client.set(staging.meta, "1", ex=REBUILD_MARKER_TTL_S)
+            self.client.delete(*_versioned(staging), staging.meta, staging.touched)
+            self.client.set(staging.meta, "bulk", ex=REBUILD_MARKER_TTL_S)
+
+    def stage(self, visit_type: str, placements: Iterable[Placement]) -> list[int]:
+        """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
+        phase, with plain variadic writes (no version check: nothing else
+        writes those keys then); return how many went to each shard.
+
+        Several processes may stage disjoint sets of origins at once.
+        """
+        every = self.shard_keys(visit_type)
         counts = [0] * len(every)
         # Redis writes a chunk while this thread reads and places the next
         # (the waits on Redis free the interpreter): one at a time, in order.
         with ThreadPoolExecutor(max_workers=1) as writer:
             writing: Future[Any] | None = None
             for chunk in _chunks(placements, REBUILD_CHUNK):
-                calls = []
+                pipe = self.client.pipeline(transaction=False)
                 for shard, part in self._split(visit_type, chunk).items():
                     staging = every[shard].staging()
-                    calls.append((staging, _place_args("stage", part)))
+                    pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
+                    _stage(pipe, staging, part)
                     counts[shard] += len(part)
                 if writing is not None:
                     writing.result()
-                writing = writer.submit(self._stage_chunk, calls)
+                writing = writer.submit(pipe.execute)
             if writing is not None:
                 writing.result()
-        for live, count in zip(every, counts, strict=True):
+        return counts
+
+    def end_bulk(self, visit_type: str) -> set[int]:
+        """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
+        staging keys too, keeping the newest version. Return the origins
+        placed during that phase: read them again from Postgres and
+        ``place_staged`` them, since the bulk writes may hold an older place."""
+        touched: set[int] = set()
+        for live in self.shard_keys(visit_type):
             staging = live.staging()
-            self._swap(
-                keys=[*_versioned(live), *_versioned(staging), live.meta, staging.meta],
-                args=[repr(time.time()), count],
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(staging.meta, "direct", ex=REBUILD_MARKER_TTL_S)
+            pipe.smembers(staging.touched)
+            pipe.delete(staging.touched)
+            _set, members, _deleted = pipe.execute()
+            touched.update(int(m) for m in members)
+        return touched
+
+    def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
+        """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
+        phase, as ``place`` does to the live keys (the newest version wins)."""
+        return sum(
+            self._place_chunks(self.keys(visit_type, shard).staging(), "force", part, PLACE_CHUNK)
+            for shard, part in self._split(visit_type, placements).items()
+        )
+
+    def finish_rebuild(self, visit_type: str) -> int:
+        """Swap every shard's staging keys in for its live keys; return how many
+        origins the new mirror holds."""
+        every = self.shard_keys(visit_type)
+        built = int(self.client.hget(every[0].meta, "shards") or 1)
+        origins = 0
+        for live in every:
+            staging = live.staging()
+            origins += int(
+                self._swap(
+                    keys=[
+                        *_versioned(live),
+                        *_versioned(staging),
+                        live.meta,
+                        staging.meta,
+                        staging.touched,
+                    ],
+                    args=[repr(time.time())],
+                )
             )
         self.client.hset(every[0].meta, "shards", len(every))
         for gone in range(len(every), built):  # shards of a larger split, now unused
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
                 self.client.delete(key)
-        return sum(counts)
-
-    def _stage_chunk(self, calls: list[tuple[VisitTypeKeys, list[Any]]]) -> None:
-        """Write one chunk of a rebuild: place.lua 'stage' per shard, marker renewed."""
-        for staging, args in calls:
-            self.client.expire(staging.meta, REBUILD_MARKER_TTL_S)
-            self._place(keys=_place_keys(staging), args=args)
+        return origins
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
@@ -318,9 +371,10 @@ class Mirror(PickBookkeeping, MirrorReads):
 
 
 def _place_keys(keys: VisitTypeKeys) -> list[str]:
-    """place.lua's KEYS for writing ``keys``: theirs, those of their staging, its marker."""
+    """place.lua's KEYS for writing ``keys``: theirs, those of their staging, its
+    marker and touched set."""
     staging = keys.staging()
-    return [*_versioned(keys), *_versioned(staging), staging.meta]
+    return [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched]
 
 
 def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:

@@ -18,7 +18,18 @@ mirror_app = typer.Typer(
 
 
 @mirror_app.command("rebuild")
-def mirror_rebuild(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
+def mirror_rebuild(
+    visit_type: Annotated[str | None, typer.Argument()] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="processes reading and writing a large visit type, each a share of its ids "
+            "(default: REVISIT_REBUILD_PROCESSES, 2)",
+        ),
+    ] = None,
+) -> None:
     """Rebuild the Redis mirror from PostgreSQL."""
     from app.mirror_sync import rebuild
 
@@ -27,7 +38,7 @@ def mirror_rebuild(visit_type: Annotated[str | None, typer.Argument()] = None) -
     with connect(settings) as conn:
         for vt in visit_types_of(settings, visit_type):
             with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
-                mirrored = rebuild(conn, ctx, vt, now())
+                mirrored = rebuild(conn, ctx, vt, now(), processes=processes)
             console.print(f"{vt}: {mirrored} origins mirrored")
 
 

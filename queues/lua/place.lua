@@ -9,14 +9,19 @@
 --                            flight or cooling: where they return to
 -- KEYS[8] version      hash  stats id -> origin_visit_stats.version its place is from
 -- KEYS[9..16]          the same eight keys of a rebuild in progress (staging)
--- KEYS[17] staging meta      exists while a rebuild is writing the staging keys:
---                            every placement is then applied to them too, so
---                            the rebuild cannot rename an older place over it
+-- KEYS[17] staging meta      exists while a rebuild is in progress, so that it
+--                            cannot rename an older place over a placement:
+--                            'bulk' while the rebuild writes the staging keys
+--                            without looking (the origins placed are then only
+--                            added to KEYS[18], which it reads again from
+--                            Postgres after); any other value once it has
+--                            written them (placements are then applied to the
+--                            staging keys too, keeping the newest version)
+-- KEYS[18] staging touched   set: the origins placed during the 'bulk' phase
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way) and only updates
---         where it returns to; 'stage' is a rebuild writing KEYS[1..8] (fresh
---         keys: an origin without a version there is in no other key)
+--         where it returns to
 -- ARGV[2..] groups of five: id, version (0: unknown, placed whatever the
 --         mirror holds, and the version kept), place (1-4 a pool, 5 inflight,
 --         6 cooling, 0 absent), score in that place, '<pool index>|<pool
@@ -30,7 +35,9 @@
 -- Returns how many origins were moved in the live keys.
 
 local mode = ARGV[1]
-local rebuilding = mode ~= 'stage' and redis.call('EXISTS', KEYS[17]) == 1
+local phase = redis.call('GET', KEYS[17])
+local touching = phase == 'bulk'
+local rebuilding = phase and not touching
 
 -- Apply one placement to the eight keys from KEYS[base + 1]; true if it moved.
 local function apply(base, id, version, where, score, back)
@@ -45,17 +52,15 @@ local function apply(base, id, version, where, score, back)
     if where >= 1 then redis.call('HSET', parked, id, back) end
     return false
   end
-  if not (mode == 'stage' and stored == nil) then
-    for k = 1, 6 do
-      if k ~= where then redis.call('ZREM', KEYS[base + k], id) end
-    end
+  for k = 1, 6 do
+    if k ~= where then redis.call('ZREM', KEYS[base + k], id) end
   end
   if where >= 1 then
     redis.call('ZADD', KEYS[base + where], score, id)
   end
   if where == 5 or where == 6 then
     redis.call('HSET', parked, id, back)
-  elseif not (mode == 'stage' and stored == nil) then
+  else
     redis.call('HDEL', parked, id)
   end
   return true
@@ -70,17 +75,14 @@ local function bulk(command, key, items)
 end
 
 -- Most placements go in with one variadic command per key instead of a few
--- commands each (most of the time of a rebuild, of the scheduler's
--- confirmation of 1,000 picks and of a journal batch). Each command touches
--- only its origin's member or field, so, the origins being distinct, the
--- order of the commands does not change the result. A second placement of
--- one origin in the same call takes the one-by-one path (apply), after the
--- bulk writes, in its order; so, in 'stage', does an origin already written
--- there (a place ran during the rebuild).
--- 'stage' writes fresh keys: an origin with no version there yet needs no
--- ZREM or HDEL. 'force' checks every version with one HMGET, skips an older
--- placement as apply() does, and removes the origin from the other places.
-local function place_in_bulk(stage)
+-- commands each (most of the time of the scheduler's confirmation of 1,000
+-- picks and of a journal batch). Each command touches only its origin's
+-- member or field, so, the origins being distinct, the order of the commands
+-- does not change the result. A second placement of one origin in the same
+-- call takes the one-by-one path (apply), after the bulk writes, in its
+-- order. Every version is checked with one HMGET: an older placement is
+-- skipped as apply() does, and the origin is removed from the other places.
+local function place_in_bulk()
   local ids = {}
   for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
   local stored = {}
@@ -97,7 +99,7 @@ local function place_in_bulk(stage)
     local again = seen[id]
     seen[id] = true
     local known = version > 0 and stored[k]
-    if again or (stage and known) then
+    if again then
       later[#later + 1] = i
     elseif not (known and tonumber(stored[k]) > version) then
       if version > 0 then
@@ -105,7 +107,7 @@ local function place_in_bulk(stage)
         versions[#versions + 1] = version
       end
       for place = 1, 6 do
-        if not stage and place ~= where then
+        if place ~= where then
           local rem = rems[place]
           rem[#rem + 1] = id
         end
@@ -118,7 +120,7 @@ local function place_in_bulk(stage)
       if where == 5 or where == 6 then
         backs[#backs + 1] = id
         backs[#backs + 1] = ARGV[i + 4]
-      elseif not stage then
+      else
         unparked[#unparked + 1] = id
       end
       moved = moved + 1
@@ -139,16 +141,22 @@ local function place_in_bulk(stage)
   return moved
 end
 
-if mode == 'stage' then return place_in_bulk(true) end
-
 -- 'force' places the live keys in bulk; the staging keys of a rebuild are
 -- apart from them, so applying to those afterwards, one by one, changes nothing.
 local moved = 0
-if mode == 'force' then moved = place_in_bulk(false) end
+if mode == 'force' then moved = place_in_bulk() end
+local touched = {}
 for i = 2, #ARGV, 5 do
   local id, version = ARGV[i], tonumber(ARGV[i + 1])
   local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
   if mode ~= 'force' and apply(0, id, version, where, score, back) then moved = moved + 1 end
   if rebuilding then apply(8, id, version, where, score, back) end
+  if touching then touched[#touched + 1] = id end
+end
+if touching then
+  bulk('SADD', KEYS[18], touched)
+  -- Gone with the marker if the rebuild dies.
+  local ttl = redis.call('PTTL', KEYS[17])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[18], ttl) end
 end
 return moved

@@ -5,12 +5,13 @@
 -- KEYS[9..16] the staging keys written by the rebuild, in the same order
 -- KEYS[17]    live meta      hash: 'rebuilt_at' and 'origins' are set
 -- KEYS[18]    staging meta   the rebuild-in-progress marker (deleted)
+-- KEYS[19]    staging touched  origins placed while it staged (deleted)
 -- ARGV[1] rebuilt_at (unix s)
--- ARGV[2] how many origins the rebuild placed
 --
--- Returns the number of keys renamed.
+-- Returns how many origins the new mirror holds (in a pool, in flight or cooling).
 
-local renamed = 0
+local origins = 0
+for i = 9, 14 do origins = origins + redis.call('ZCARD', KEYS[i]) end
 -- UNLINK, not DEL: the old mirror is gone at once, but its memory (a whole
 -- visit type's origins) is freed in the background instead of blocking Redis
 -- for seconds inside this script.
@@ -18,9 +19,8 @@ for i = 1, 8 do
   redis.call('UNLINK', KEYS[i])
   if redis.call('EXISTS', KEYS[8 + i]) == 1 then
     redis.call('RENAME', KEYS[8 + i], KEYS[i])
-    renamed = renamed + 1
   end
 end
-redis.call('DEL', KEYS[18])
-redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[1], 'origins', ARGV[2])
-return renamed
+redis.call('DEL', KEYS[18], KEYS[19])
+redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[1], 'origins', origins)
+return origins

@@ -21,7 +21,7 @@ from actors.journal import JournalClient
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.devtools import embedded
-from app.kafka import StatusPublisher
+from app.kafka import StatusPublisher, ensure_topics, topic_partitions
 from app.settings import Settings
 from tests.conftest import fresh_database
 from tests.integration.helpers import list_origins, stats_by_url
@@ -207,3 +207,34 @@ def test_a_journal_process_killed_makes_the_group_exit_non_zero(
     assert proc.wait(EXIT_BOUND_S) != 0
     assert not other.is_running()
     assert "exited (killed by SIGKILL) unbidden" in (tmp_path / "journal.log").read_text()
+
+
+def test_more_journal_processes_than_partitions_are_reported_idle(
+    settings: Settings, tmp_path: Path
+) -> None:
+    ensure_topics(settings, partitions=1)
+    proc = journal_group(tmp_path, embedded.free_port())
+    log = tmp_path / "journal.log"
+    try:
+        wait_for(
+            lambda: "will hold no partition" in log.read_text(errors="replace"),
+            60,
+            "the idle warning",
+            tmp_path,
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(EXIT_BOUND_S)
+    assert (
+        f"2 journal processes for the 1 partition of {settings.journal_topic}: 1 will hold "
+        "no partition" in log.read_text()
+    )
+
+
+def test_the_partitions_of_a_topic_are_read_from_the_broker(settings: Settings) -> None:
+    ensure_topics(settings)
+
+    assert topic_partitions(settings, settings.journal_topic) == PARTITIONS
+    assert topic_partitions(settings, f"{settings.journal_topic}-never-created") == 0
+    gone = settings.model_copy(update={"kafka_brokers": f"127.0.0.1:{embedded.free_port()}"})
+    assert topic_partitions(gone, settings.journal_topic, timeout_s=1.0) is None

@@ -63,6 +63,7 @@ def test_the_same_version_placed_again_is_applied(ctx: Context) -> None:
 def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None:
     snapshot = [Placement(i, "pool", float(i), "no_last_update", float(i), 1) for i in range(1, 5)]
     during = Placement(2, "cooling", 900.0, "up_to_date", 40.0, version=2)
+    after = Placement(3, "inflight", 950.0, "lagging", 30.0, version=2)
 
     def read_from_postgres() -> Iterator[Placement]:
         # The journal places origin 2 after the rebuild read its (older) row.
@@ -70,26 +71,38 @@ def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None
         ctx.mirror.place("git", [during])
         yield from snapshot[1:]
 
-    ctx.mirror.rebuild("git", read_from_postgres())
+    ctx.mirror.begin_rebuild("git")
+    ctx.mirror.stage("git", read_from_postgres())
+    touched = ctx.mirror.end_bulk("git")
+    # Past the bulk phase, a placement reaches the staging keys at once.
+    ctx.mirror.place("git", [after])
+    # The rebuild reads the touched origins again; Postgres has origin 2's
+    # newer row by then.
+    ctx.mirror.place_staged("git", [during])
+    held = ctx.mirror.finish_rebuild("git")
 
+    assert touched == {2}
+    assert held == 4
     assert ctx.mirror.contents("git") == {
         1: ("no_last_update", 1.0),
         2: ("cooling", 900.0),
-        3: ("no_last_update", 3.0),
+        3: ("inflight", 950.0),
         4: ("no_last_update", 4.0),
     }
     assert mirror_version(ctx, 2) == 2
 
 
-def test_a_rebuild_given_one_origin_twice_keeps_the_later_placement(ctx: Context) -> None:
-    first = Placement(1, "pool", 10.0, "no_last_update", 10.0, version=1)
-    again = Placement(1, "cooling", 900.0, "up_to_date", 40.0, version=1)
-    other = Placement(2, "inflight", 800.0, "no_last_update", 5.0, version=3)
+def test_a_reread_older_than_a_placement_after_the_bulk_phase_is_refused(ctx: Context) -> None:
+    ctx.mirror.begin_rebuild("git")
+    ctx.mirror.stage("git", [Placement(1, "pool", 1.0, "no_last_update", 1.0, 1)])
+    ctx.mirror.end_bulk("git")
+    ctx.mirror.place("git", [Placement(1, "cooling", 900.0, "up_to_date", 40.0, 3)])
 
-    ctx.mirror.rebuild("git", iter([first, other, again]))
+    ctx.mirror.place_staged("git", [Placement(1, "pool", 5.0, "lagging", 5.0, 2)])
+    ctx.mirror.finish_rebuild("git")
 
-    assert ctx.mirror.contents("git") == {1: ("cooling", 900.0), 2: ("inflight", 800.0)}
-    assert mirror_version(ctx, 1) == 1
+    assert ctx.mirror.contents("git") == {1: ("cooling", 900.0)}
+    assert mirror_version(ctx, 1) == 3
 
 
 def test_the_scheduler_confirms_its_picks_in_flight_at_their_new_version(

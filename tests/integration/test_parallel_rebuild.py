@@ -1,0 +1,135 @@
+"""A rebuild split over processes, and placements made while a rebuild writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import app.mirror_sync as mirror_sync
+from app.context import Context
+from app.db.connection import DictConnection, connect
+from app.domain.placement import Placement
+from app.mirror_sync import check, id_shares, rebuild
+from app.scheduling import schedule_step
+from app.settings import Settings
+from tests.integration.helpers import cli, list_origins
+
+pytestmark = pytest.mark.every_mirror(sharded=True)
+
+ORIGINS = 600
+
+
+def urls(count: int) -> list[str]:
+    return [f"https://forge.example/parallel/{i}.git" for i in range(count)]
+
+
+def give_history(conn: DictConnection) -> None:
+    """Vary the origins' places: some visited (cooling or due), some in flight."""
+    conn.execute(
+        """
+        update origin_visit_stats set
+          last_successful = now() - make_interval(days => (id % 40)::int),
+          last_visit = now() - make_interval(days => (id % 40)::int),
+          last_visit_status = 'full',
+          last_snapshot = '\\x01'::bytea
+        where id % 3 = 0;
+        update origin_visit_stats set last_scheduled = now() - interval '1 hour'
+        where id % 7 = 0;
+        """
+    )
+
+
+def test_a_rebuild_over_three_processes_gives_the_mirror_one_process_gives(
+    conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mirror_sync, "PARALLEL_REBUILD_MIN_IDS", 1)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, urls(ORIGINS), now=now)
+    give_history(conn)
+
+    alone = rebuild(conn, ctx, "git", now, processes=1)
+    one_process = ctx.mirror.contents("git")
+    assert len(id_shares(conn, "git", 3)) == 3
+    split = rebuild(conn, ctx, "git", now, processes=3)
+
+    assert alone == split == ORIGINS
+    assert ctx.mirror.contents("git") == one_process
+    assert check(conn, ctx, "git", now) == []
+
+
+def test_a_small_visit_type_is_rebuilt_in_one_process(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, urls(10))
+
+    assert id_shares(conn, "git", 4) == [None]
+    assert id_shares(conn, "hg", 4) == [None]
+
+
+def test_a_rebuild_refuses_zero_processes(conn: DictConnection, ctx: Context) -> None:
+    list_origins(conn, ctx, urls(3))
+
+    with pytest.raises(ValueError, match="at least one process, not 0"):
+        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=0)
+    assert len(ctx.mirror.contents("git")) == 3
+    assert not ctx.mirror.client.exists(ctx.mirror.keys("git").staging().meta)
+
+
+def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
+    conn: DictConnection, ctx: Context, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mirror_sync, "PARALLEL_REBUILD_MIN_IDS", 1)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, urls(ORIGINS), now=now)
+    rebuild(conn, ctx, "git", now, processes=1)
+    staging = ctx.mirror.stage
+    scheduled: list[int] = []
+
+    def stage_with_a_step_midway(visit_type: str, placements: Iterable[Placement]) -> list[int]:
+        def read() -> Iterator[Placement]:
+            iterator = iter(placements)
+            yield next(iterator)  # Postgres has been read: its snapshot is taken
+            if not scheduled:
+                with connect(settings) as other:
+                    step = schedule_step(other, ctx, "git", 50, now + timedelta(seconds=1))
+                scheduled.extend(o.origin_id for o in step.orders)
+            yield from iterator
+
+        return staging(visit_type, read())
+
+    monkeypatch.setattr(ctx.mirror, "stage", stage_with_a_step_midway)
+
+    rebuild(conn, ctx, "git", now + timedelta(seconds=2), processes=2)
+
+    assert len(scheduled) == 50
+    contents = ctx.mirror.contents("git")
+    assert {contents[i][0] for i in scheduled} == {"inflight"}
+    assert check(conn, ctx, "git", now + timedelta(seconds=2)) == []
+
+
+def test_the_rebuild_command_splits_over_the_processes_asked_for(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(40))
+    ctx.mirror.client.delete(*ctx.mirror.keys("git").data_keys())
+
+    result = cli("mirror", "rebuild", "git", "--processes", "2")
+
+    assert result.returncode == 0, result.stderr
+    assert "git: 40 origins mirrored" in result.stdout
+    assert len(ctx.mirror.contents("git")) == 40
+
+
+def test_the_rebuild_command_refuses_zero_processes_before_touching_redis(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(5))
+    before = ctx.mirror.contents("git")
+
+    result = cli("mirror", "rebuild", "git", "--processes", "0")
+
+    assert result.returncode == 2
+    assert "Invalid value for '--processes'" in result.stderr
+    assert "greater than or equal to 1" in result.stderr
+    assert ctx.mirror.contents("git") == before
+    assert not ctx.mirror.client.exists(ctx.mirror.keys("git").staging().meta)
