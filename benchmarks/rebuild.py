@@ -1,6 +1,6 @@
 """The mirror rebuild, in one process and split over several, alternated in one run.
 
-    python -m benchmarks.rebuild --origins 1000000 --processes 2 --runs 3
+    python -m benchmarks.rebuild --origins 1000000 --processes 3 --runs 3
 
 On fresh embedded services (or the REVISIT_* addresses): imports ``--origins``
 git origins with their visit history (as benchmarks/growth.py), then rebuilds
@@ -41,7 +41,7 @@ def own_cpu_s() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--origins", type=int, default=1_000_000)
-    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     times: dict[int, list[float]] = {1: [], args.processes: []}

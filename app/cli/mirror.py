@@ -26,7 +26,7 @@ def mirror_rebuild(
             min=1,
             max=64,
             help="processes reading and writing a large visit type, each a share of its ids "
-            "(default: REVISIT_REBUILD_PROCESSES, 2)",
+            "(default: REVISIT_REBUILD_PROCESSES, 3)",
         ),
     ] = None,
 ) -> None:
