@@ -31,6 +31,8 @@ from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
     AGE_MULTIPLIER,
     MIRROR_ORIGINS,
+    MIRROR_REBUILD_SECONDS,
+    MIRROR_REBUILDS,
     QUEUE_ESTIMATED_WAIT,
     QUEUE_WORKERS,
     REQUESTS_SCHEDULED,
@@ -136,6 +138,8 @@ class SchedulerLoop:
             if config is None:
                 continue
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
+            MIRROR_REBUILDS.labels(visit_type).inc(0)
+            MIRROR_REBUILD_SECONDS.labels(visit_type).inc(0)
             if not self._hold_lease(visit_type):
                 continue
             try:
@@ -198,6 +202,9 @@ class SchedulerLoop:
             SCHEDULE_DRIFT.labels(vt).set(result.schedule_drift_s)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
+        if result.rebuilt:
+            MIRROR_REBUILDS.labels(vt).inc()
+            MIRROR_REBUILD_SECONDS.labels(vt).set(result.rebuild_s)
         for place, size in self.ctx.mirror.sizes(vt).items():
             MIRROR_ORIGINS.labels(vt, place).set(size)
         if result.orders or result.lost or result.rebuilt:
@@ -208,7 +215,7 @@ class SchedulerLoop:
                 result.free_slots,
                 result.cooled,
                 result.lost,
-                ", mirror rebuilt" if result.rebuilt else "",
+                f", mirror rebuilt in {result.rebuild_s:.1f} s" if result.rebuilt else "",
             )
 
     def _update_rates(self, result: StepResult) -> None:

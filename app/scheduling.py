@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,8 @@ class StepResult:
     cooled: int = 0
     lost: int = 0
     rebuilt: bool = False
+    #: Seconds the rebuild of a missing mirror took (0 when none was needed).
+    rebuild_s: float = 0.0
     picks_by_pool: Counter[str] = field(default_factory=Counter)
     #: Under age_optimal: real time minus the target of the first planned
     #: origin left waiting after this step (None: none waits, or another spacing).
@@ -121,7 +124,10 @@ def schedule_step(
     """
     policies = policies or default_policies(visit_type)
     result = StepResult(visit_type, slots)
+    started = time.perf_counter()
     result.rebuilt = ensure_built(conn, ctx, visit_type, now)
+    if result.rebuilt:
+        result.rebuild_s = time.perf_counter() - started
     now_s = epoch_s(now)
     picked: list[tuple[int, str, str]] = []  # id, pool, policy
     for policy, count in query_shares(policies, slots).items():

@@ -178,6 +178,22 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 ),
             ),
             Panel(
+                "Mirror rebuilds",
+                "Rebuilds of a missing mirror per second, and how long the last one took; "
+                "the visit type is not scheduled meanwhile (alert: RevisitMirrorRebuilt).",
+                "short",
+                (
+                    Target(
+                        _rate("revisit_mirror_rebuilds_total", "visit_type"),
+                        "rebuilds {{visit_type}} /s",
+                    ),
+                    Target(
+                        "max by (visit_type) (revisit_mirror_rebuild_seconds)",
+                        "last rebuild (s) {{visit_type}}",
+                    ),
+                ),
+            ),
+            Panel(
                 "Queue depth",
                 "Messages waiting or running in each visit queue (alert: RevisitQueueStarved).",
                 "short",

@@ -149,6 +149,17 @@ RETURNED_ORIGINS = Counter(
     "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never reported",
     ["visit_type", "reason"],
 )
+MIRROR_REBUILDS = Counter(
+    "revisit_mirror_rebuilds_total",
+    "Rebuilds of a visit type's mirror the scheduler made because it was missing (Redis lost "
+    "it, or its shard count changed); the visit type was not scheduled meanwhile",
+    ["visit_type"],
+)
+MIRROR_REBUILD_SECONDS = Gauge(
+    "revisit_mirror_rebuild_seconds",
+    "Duration of the scheduler's last rebuild of a missing mirror (0: none since it started)",
+    ["visit_type"],
+)
 MIRROR_ORIGINS = Gauge(
     "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
 )
@@ -269,6 +280,8 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
     SCHEDULER_STEP_FAILURES,
     AGE_MULTIPLIER,
     RETURNED_ORIGINS,
+    MIRROR_REBUILDS,
+    MIRROR_REBUILD_SECONDS,
     MIRROR_ORIGINS,
     REQUESTS_SCHEDULED,
     QUEUE_WORKERS,

@@ -300,7 +300,9 @@ class Mirror(PickBookkeeping, MirrorReads):
                 pipe = self.client.pipeline(transaction=False)
                 for shard, part in self._split(visit_type, chunk).items():
                     staging = every[shard].staging()
+                    # The origins placed meanwhile must outlive the marker's renewals.
                     pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
+                    pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
                     _stage(pipe, staging, part)
                     counts[shard] += len(part)
                 if writing is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -90,6 +91,21 @@ def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None
         4: ("no_last_update", 4.0),
     }
     assert mirror_version(ctx, 2) == 2
+
+
+def test_origins_placed_early_in_a_long_rebuild_are_still_reread_at_its_end(
+    ctx: Context,
+) -> None:
+    staging = ctx.mirror.keys("git").staging()
+    ctx.mirror.begin_rebuild("git")
+    ctx.mirror.place("git", [Placement(1, "cooling", 900.0, "up_to_date", 40.0, 3)])
+    # The set would expire long before the rebuild ends but for its renewals.
+    ctx.mirror.client.pexpire(staging.touched, 300)
+
+    ctx.mirror.stage("git", [Placement(2, "pool", 2.0, "no_last_update", 2.0, 1)])
+    time.sleep(0.5)
+
+    assert ctx.mirror.end_bulk("git") == {1}
 
 
 def test_a_reread_older_than_a_placement_after_the_bulk_phase_is_refused(ctx: Context) -> None:

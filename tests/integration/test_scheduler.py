@@ -239,3 +239,24 @@ def test_a_failing_visit_type_does_not_stop_the_scheduling_of_the_others(
     assert loop.broker.client.hlen("dramatiq:visit.hg.express.msgs") == 3
     assert loop.broker.client.hlen("dramatiq:visit.git.express.msgs") == 0
     assert SCHEDULER_STEP_FAILURES.labels("git")._value.get() == failures + 1
+
+
+def test_the_scheduler_counts_a_rebuild_of_a_lost_mirror_and_its_duration(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from monitoring.metrics import MIRROR_REBUILD_SECONDS, MIRROR_REBUILDS
+
+    list_origins(conn, ctx, URLS, now=NOW)
+    loop = SchedulerLoop(settings)
+    loop.step(NOW + timedelta(seconds=1))
+    rebuilds = MIRROR_REBUILDS.labels("git")._value.get()
+    loop.step(NOW + timedelta(seconds=2))
+    assert MIRROR_REBUILDS.labels("git")._value.get() == rebuilds  # built: nothing to do
+
+    ctx.mirror.client.flushdb()  # Redis restarted empty
+    [result] = loop.step(NOW + timedelta(seconds=3))
+
+    assert result.rebuilt and result.rebuild_s > 0
+    assert MIRROR_REBUILDS.labels("git")._value.get() == rebuilds + 1
+    assert MIRROR_REBUILD_SECONDS.labels("git")._value.get() == result.rebuild_s
+    assert check(conn, ctx, "git", NOW + timedelta(seconds=3)) == []
