@@ -80,6 +80,8 @@ class SchedulerLoop:
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
         self.queues = QueueWatch()
+        #: Visit types whose mirror another process is rebuilding (logged once).
+        self._waiting_for_rebuild: set[str] = set()
         self._drain_waits: dict[str, float | None] = {}
         self.leases = Leases(
             self.ctx.mirror.client,
@@ -202,6 +204,13 @@ class SchedulerLoop:
             SCHEDULE_DRIFT.labels(vt).set(result.schedule_drift_s)
         RETURNED_ORIGINS.labels(vt, "cooled").inc(result.cooled)
         RETURNED_ORIGINS.labels(vt, "lost").inc(result.lost)
+        waiting = result.waiting_for_rebuild
+        if waiting and vt not in self._waiting_for_rebuild:
+            log.info("%s: not scheduled until the mirror is rebuilt: %s", vt, waiting)
+        if waiting:
+            self._waiting_for_rebuild.add(vt)
+        else:
+            self._waiting_for_rebuild.discard(vt)
         if result.rebuilt:
             MIRROR_REBUILDS.labels(vt).inc()
             MIRROR_REBUILD_SECONDS.labels(vt).set(result.rebuild_s)

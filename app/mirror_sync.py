@@ -29,6 +29,8 @@ PARALLEL_REBUILD_MIN_IDS = 200_000
 
 #: Rows per fetch of a rebuild's server-side cursor.
 FETCH_ROWS = 20_000
+#: Origins placed during a rebuild's bulk phase read again per query.
+REREAD_IDS = 20_000
 
 #: An inclusive range of origin_visit_stats ids.
 IdRange = tuple[int, int]
@@ -87,7 +89,7 @@ def rebuild(
     if wanted < 1:
         raise ValueError(f"a rebuild needs at least one process, not {wanted}")
     shares = id_shares(conn, visit_type, wanted)
-    ctx.mirror.begin_rebuild(visit_type)
+    token = ctx.mirror.begin_rebuild(visit_type)
     if len(shares) == 1:
         stage_share(conn, ctx, visit_type, now, redis_lost, None)
     else:
@@ -102,14 +104,16 @@ def rebuild(
                 other.result()
     # Origins placed while the shares were written may hold a newer place than
     # the one staged: read them again, now that places reach the staging keys.
-    touched = ctx.mirror.end_bulk(visit_type)
-    if touched:
+    touched = sorted(ctx.mirror.end_bulk(visit_type, token))
+    for start in range(0, len(touched), REREAD_IDS):
         with conn.transaction():
-            placements = placements_of(conn, ctx, visit_type, touched, now)
+            ids = touched[start : start + REREAD_IDS]
+            placements = placements_of(conn, ctx, visit_type, ids, now)
             if redis_lost:
                 placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
             ctx.mirror.place_staged(visit_type, placements)
-    return ctx.mirror.finish_rebuild(visit_type)
+        ctx.mirror.renew_rebuild(visit_type)
+    return ctx.mirror.finish_rebuild(visit_type, token)
 
 
 def placements_of(

@@ -32,6 +32,7 @@ from app.domain.policies import (
 )
 from app.mirror_sync import confirm_scheduled, ensure_built
 from app.replan import replan_slice
+from queues.mirror import RebuildInProgress
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,9 @@ class StepResult:
     rebuilt: bool = False
     #: Seconds the rebuild of a missing mirror took (0 when none was needed).
     rebuild_s: float = 0.0
+    #: Why nothing was picked: the mirror is missing and another process is
+    #: rebuilding it ("" otherwise).
+    waiting_for_rebuild: str = ""
     picks_by_pool: Counter[str] = field(default_factory=Counter)
     #: Under age_optimal: real time minus the target of the first planned
     #: origin left waiting after this step (None: none waits, or another spacing).
@@ -125,7 +129,11 @@ def schedule_step(
     policies = policies or default_policies(visit_type)
     result = StepResult(visit_type, slots)
     started = time.perf_counter()
-    result.rebuilt = ensure_built(conn, ctx, visit_type, now)
+    try:
+        result.rebuilt = ensure_built(conn, ctx, visit_type, now)
+    except RebuildInProgress as exc:
+        result.waiting_for_rebuild = str(exc)
+        return result
     if result.rebuilt:
         result.rebuild_s = time.perf_counter() - started
     now_s = epoch_s(now)

@@ -19,7 +19,8 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 | ``<ns>:{<vt>}:rebuild:*``  |      |          | a rebuild's staging copy of the keys above (**) |
 
 (**) Renamed over the live keys when the rebuild ends. ``rebuild:meta`` is a
-string while the rebuild runs: ``bulk`` while it writes the staging keys
+string while the rebuild runs, ``<phase> <host>:<pid>:<token>``, and one
+rebuild at a time holds it: phase ``bulk`` while it writes the staging keys
 (placements meanwhile only add their origin to the set ``rebuild:touched``),
 then ``direct`` (placements are applied to the staging keys too).
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from importlib import resources
 from itertools import islice, repeat
 from typing import Any, NamedTuple
+from uuid import uuid4
 
 import redis
 
 from app.domain.placement import POOLS, Placement, PoolName
 from queues.keys import VisitTypeKeys, scheduler_lease
-from queues.lease import LeaseLost
+from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
 from queues.mirror_read import Location as Location
 from queues.mirror_read import MirrorReads
@@ -57,6 +58,15 @@ class Popped(NamedTuple):
     score: float
 
 
+class RebuildInProgress(Exception):
+    """Another process is rebuilding the visit type's mirror."""
+
+
+class RebuildLost(Exception):
+    """A rebuild's marker lapsed (no write for ``REBUILD_MARKER_TTL_S``) and another
+    rebuild took it over: this one's staging keys were not swapped in."""
+
+
 @dataclass(frozen=True, slots=True)
 class PopResult:
     """What one pop did: origins now in flight, and how many came back to the pools."""
@@ -92,6 +102,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
         self._swap = client.register_script(_script("swap"))
+        self._begin = client.register_script(_script("begin"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -261,27 +272,39 @@ class Mirror(PickBookkeeping, MirrorReads):
 
     def rebuild(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Replace the mirror of ``visit_type`` by ``placements``, atomically at the
-        end (per shard).
-
-        While the staging keys are written, every ``place`` is applied to them
-        too, and a staged place never overwrites a newer version: so start
-        reading ``placements`` from Postgres only after this is called (a lazy
-        iterator does), and a placement committed meanwhile is not lost.
-        """
-        self.begin_rebuild(visit_type)
+        end (per shard), when nothing places origins meanwhile (placements
+        made during it are not read again: ``app.mirror_sync.rebuild`` does)."""
+        token = self.begin_rebuild(visit_type)
         self.stage(visit_type, placements)
-        self.end_bulk(visit_type)
-        return self.finish_rebuild(visit_type)
+        self.end_bulk(visit_type, token)
+        return self.finish_rebuild(visit_type, token)
 
-    def begin_rebuild(self, visit_type: str) -> None:
+    def begin_rebuild(self, visit_type: str) -> str:
         """Empty the staging keys of every shard and mark a rebuild in progress,
         in its 'bulk' phase: from now on every ``place`` records its origins
         in the staging ``touched`` set. Read the placements to ``stage`` from
-        Postgres only after this returns."""
+        Postgres only after this returns. Return the rebuild's token, for
+        ``end_bulk`` and ``finish_rebuild``.
+
+        Raise ``RebuildInProgress`` if another rebuild of the visit type holds
+        the marker (it lapses ``REBUILD_MARKER_TTL_S`` after that rebuild's
+        last write if it died).
+        """
+        token = f"{holder_name()}:{uuid4().hex[:8]}"
         for live in self.shard_keys(visit_type):
             staging = live.staging()
-            self.client.delete(*_versioned(staging), staging.meta, staging.touched)
-            self.client.set(staging.meta, "bulk", ex=REBUILD_MARKER_TTL_S)
+            held = self._begin(
+                keys=[*_versioned(staging), staging.meta, staging.touched],
+                args=[f"bulk {token}", REBUILD_MARKER_TTL_S, "nx" if live.shard == 0 else ""],
+            )
+            if held is not None:
+                holder = held.decode() if isinstance(held, bytes) else str(held)
+                raise RebuildInProgress(
+                    f"a rebuild of the {visit_type} mirror is in progress "
+                    f"({holder.split(' ', 1)[-1]}); it ends with its swap, or lapses "
+                    f"{REBUILD_MARKER_TTL_S} s after its last write if it died"
+                )
+        return token
 
     def stage(self, visit_type: str, placements: Iterable[Placement]) -> list[int]:
         """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
@@ -312,7 +335,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 writing.result()
         return counts
 
-    def end_bulk(self, visit_type: str) -> set[int]:
+    def end_bulk(self, visit_type: str, token: str) -> set[int]:
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
         staging keys too, keeping the newest version. Return the origins
         placed during that phase: read them again from Postgres and
@@ -321,12 +344,22 @@ class Mirror(PickBookkeeping, MirrorReads):
         for live in self.shard_keys(visit_type):
             staging = live.staging()
             pipe = self.client.pipeline(transaction=True)
-            pipe.set(staging.meta, "direct", ex=REBUILD_MARKER_TTL_S)
+            pipe.set(staging.meta, f"direct {token}", ex=REBUILD_MARKER_TTL_S)
             pipe.smembers(staging.touched)
             pipe.delete(staging.touched)
             _set, members, _deleted = pipe.execute()
             touched.update(int(m) for m in members)
         return touched
+
+    def renew_rebuild(self, visit_type: str) -> None:
+        """Keep a rebuild's marker (and touched set) alive during a long step
+        that writes nothing."""
+        pipe = self.client.pipeline(transaction=False)
+        for live in self.shard_keys(visit_type):
+            staging = live.staging()
+            pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
+            pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
+        pipe.execute()
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -336,26 +369,24 @@ class Mirror(PickBookkeeping, MirrorReads):
             for shard, part in self._split(visit_type, placements).items()
         )
 
-    def finish_rebuild(self, visit_type: str) -> int:
+    def finish_rebuild(self, visit_type: str, token: str) -> int:
         """Swap every shard's staging keys in for its live keys; return how many
-        origins the new mirror holds."""
+        origins the new mirror holds. Raise ``RebuildLost`` if the rebuild's
+        marker lapsed and another rebuild took it over."""
         every = self.shard_keys(visit_type)
         built = int(self.client.hget(every[0].meta, "shards") or 1)
         origins = 0
         for live in every:
             staging = live.staging()
-            origins += int(
-                self._swap(
-                    keys=[
-                        *_versioned(live),
-                        *_versioned(staging),
-                        live.meta,
-                        staging.meta,
-                        staging.touched,
-                    ],
-                    args=[repr(time.time())],
+            keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta]
+            try:
+                origins += int(
+                    self._swap(keys=[*keys, staging.touched], args=[repr(time.time()), token])
                 )
-            )
+            except redis.ResponseError as exc:
+                if "REBUILD_LOST" in str(exc):
+                    raise RebuildLost(f"{visit_type}: {exc}") from exc
+                raise
         self.client.hset(every[0].meta, "shards", len(every))
         for gone in range(len(every), built):  # shards of a larger split, now unused
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:

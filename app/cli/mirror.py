@@ -32,13 +32,18 @@ def mirror_rebuild(
 ) -> None:
     """Rebuild the Redis mirror from PostgreSQL."""
     from app.mirror_sync import rebuild
+    from queues.mirror import RebuildInProgress, RebuildLost
 
     settings = get_settings()
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
         for vt in visit_types_of(settings, visit_type):
             with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
-                mirrored = rebuild(conn, ctx, vt, now(), processes=processes)
+                try:
+                    mirrored = rebuild(conn, ctx, vt, now(), processes=processes)
+                except (RebuildInProgress, RebuildLost) as exc:
+                    err.print(f"{vt}: {exc}")
+                    raise typer.Exit(1) from None
             console.print(f"{vt}: {mirrored} origins mirrored")
 
 

@@ -11,7 +11,7 @@
 -- KEYS[9..16]          the same eight keys of a rebuild in progress (staging)
 -- KEYS[17] staging meta      exists while a rebuild is in progress, so that it
 --                            cannot rename an older place over a placement:
---                            'bulk' while the rebuild writes the staging keys
+--                            'bulk <token>' while the rebuild writes the staging keys
 --                            without looking (the origins placed are then only
 --                            added to KEYS[18], which it reads again from
 --                            Postgres after); any other value once it has
@@ -36,7 +36,7 @@
 
 local mode = ARGV[1]
 local phase = redis.call('GET', KEYS[17])
-local touching = phase == 'bulk'
+local touching = phase and string.sub(phase, 1, 5) == 'bulk '
 local rebuilding = phase and not touching
 
 -- Apply one placement to the eight keys from KEYS[base + 1]; true if it moved.

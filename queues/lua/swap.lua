@@ -7,8 +7,16 @@
 -- KEYS[18]    staging meta   the rebuild-in-progress marker (deleted)
 -- KEYS[19]    staging touched  origins placed while it staged (deleted)
 -- ARGV[1] rebuilt_at (unix s)
+-- ARGV[2] the rebuild's token: nothing is swapped unless the marker still
+--         names it (a rebuild whose marker expired was taken over by another)
 --
 -- Returns how many origins the new mirror holds (in a pool, in flight or cooling).
+
+local held = redis.call('GET', KEYS[18])
+local token = ' ' .. ARGV[2]
+if not held or string.sub(held, -#token) ~= token then
+  return redis.error_reply('REBUILD_LOST the marker is ' .. tostring(held))
+end
 
 local origins = 0
 for i = 9, 14 do origins = origins + redis.call('ZCARD', KEYS[i]) end

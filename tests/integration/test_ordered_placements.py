@@ -72,15 +72,15 @@ def test_a_placement_during_a_rebuild_survives_the_rebuild(ctx: Context) -> None
         ctx.mirror.place("git", [during])
         yield from snapshot[1:]
 
-    ctx.mirror.begin_rebuild("git")
+    token = ctx.mirror.begin_rebuild("git")
     ctx.mirror.stage("git", read_from_postgres())
-    touched = ctx.mirror.end_bulk("git")
+    touched = ctx.mirror.end_bulk("git", token)
     # Past the bulk phase, a placement reaches the staging keys at once.
     ctx.mirror.place("git", [after])
     # The rebuild reads the touched origins again; Postgres has origin 2's
     # newer row by then.
     ctx.mirror.place_staged("git", [during])
-    held = ctx.mirror.finish_rebuild("git")
+    held = ctx.mirror.finish_rebuild("git", token)
 
     assert touched == {2}
     assert held == 4
@@ -97,7 +97,7 @@ def test_origins_placed_early_in_a_long_rebuild_are_still_reread_at_its_end(
     ctx: Context,
 ) -> None:
     staging = ctx.mirror.keys("git").staging()
-    ctx.mirror.begin_rebuild("git")
+    token = ctx.mirror.begin_rebuild("git")
     ctx.mirror.place("git", [Placement(1, "cooling", 900.0, "up_to_date", 40.0, 3)])
     # The set would expire long before the rebuild ends but for its renewals.
     ctx.mirror.client.pexpire(staging.touched, 300)
@@ -105,17 +105,17 @@ def test_origins_placed_early_in_a_long_rebuild_are_still_reread_at_its_end(
     ctx.mirror.stage("git", [Placement(2, "pool", 2.0, "no_last_update", 2.0, 1)])
     time.sleep(0.5)
 
-    assert ctx.mirror.end_bulk("git") == {1}
+    assert ctx.mirror.end_bulk("git", token) == {1}
 
 
 def test_a_reread_older_than_a_placement_after_the_bulk_phase_is_refused(ctx: Context) -> None:
-    ctx.mirror.begin_rebuild("git")
+    token = ctx.mirror.begin_rebuild("git")
     ctx.mirror.stage("git", [Placement(1, "pool", 1.0, "no_last_update", 1.0, 1)])
-    ctx.mirror.end_bulk("git")
+    ctx.mirror.end_bulk("git", token)
     ctx.mirror.place("git", [Placement(1, "cooling", 900.0, "up_to_date", 40.0, 3)])
 
     ctx.mirror.place_staged("git", [Placement(1, "pool", 5.0, "lagging", 5.0, 2)])
-    ctx.mirror.finish_rebuild("git")
+    ctx.mirror.finish_rebuild("git", token)
 
     assert ctx.mirror.contents("git") == {1: ("cooling", 900.0)}
     assert mirror_version(ctx, 1) == 3

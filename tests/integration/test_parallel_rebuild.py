@@ -14,6 +14,7 @@ from app.domain.placement import Placement
 from app.mirror_sync import check, id_shares, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
+from queues.mirror import RebuildInProgress, RebuildLost
 from tests.integration.helpers import cli, list_origins
 
 pytestmark = pytest.mark.every_mirror(sharded=True)
@@ -133,3 +134,68 @@ def test_the_rebuild_command_refuses_zero_processes_before_touching_redis(
     assert "greater than or equal to 1" in result.stderr
     assert ctx.mirror.contents("git") == before
     assert not ctx.mirror.client.exists(ctx.mirror.keys("git").staging().meta)
+
+
+def test_a_second_rebuild_is_refused_while_one_is_in_progress(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(20))
+    rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+    first = ctx.mirror.begin_rebuild("git")
+    staging = ctx.mirror.keys("git").staging()
+    # Id 300,000,000 lives in shard 0 whether the mirror has 1 shard or 3.
+    ctx.mirror.stage("git", [Placement(300_000_000, "pool", 1.0, "no_last_update", 1.0, 1)])
+
+    with pytest.raises(RebuildInProgress, match=r"in progress \(.*:\d+:[0-9a-f]{8}\)"):
+        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+
+    # The first one's staging keys are untouched, and it can still finish.
+    assert ctx.mirror.client.zscore(staging.pool("no_last_update"), str(300_000_000)) == 1.0
+    ctx.mirror.end_bulk("git", first)
+    assert ctx.mirror.finish_rebuild("git", first) == 1
+
+
+def test_a_rebuild_whose_marker_lapsed_and_was_taken_over_is_not_swapped_in(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(20))
+    lapsed = ctx.mirror.begin_rebuild("git")
+    for keys in ctx.mirror.shard_keys("git"):
+        ctx.mirror.client.delete(keys.staging().meta)  # its TTL ran out
+
+    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1) == 20
+    with pytest.raises(RebuildLost, match="REBUILD_LOST"):
+        ctx.mirror.finish_rebuild("git", lapsed)
+    assert len(ctx.mirror.contents("git")) == 20
+
+
+def test_the_scheduler_waits_while_another_process_rebuilds_the_lost_mirror(
+    conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, urls(20), now=now)
+    rebuild(conn, ctx, "git", now, processes=1)
+    ctx.mirror.client.delete(*[k.meta for k in ctx.mirror.shard_keys("git")])  # mirror lost
+    other = ctx.mirror.begin_rebuild("git")
+
+    waiting = schedule_step(conn, ctx, "git", 5, now + timedelta(seconds=1))
+
+    assert waiting.orders == [] and not waiting.rebuilt
+    assert "in progress" in waiting.waiting_for_rebuild
+    ctx.mirror.stage("git", [])
+    ctx.mirror.end_bulk("git", other)
+    ctx.mirror.finish_rebuild("git", other)  # an empty mirror, for this test
+    rebuild(conn, ctx, "git", now, processes=1)
+    assert len(schedule_step(conn, ctx, "git", 5, now + timedelta(seconds=2)).orders) == 5
+
+
+def test_the_rebuild_command_says_a_rebuild_is_in_progress(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(5))
+    ctx.mirror.begin_rebuild("git")
+
+    result = cli("mirror", "rebuild", "git")
+
+    assert result.returncode == 1
+    assert "git: a rebuild of the git mirror is in progress" in result.stderr
