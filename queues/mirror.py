@@ -270,15 +270,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         built = self.client.hget(every[0].meta, "shards")
         return int(built or 1) == len(every)
 
-    def rebuild(self, visit_type: str, placements: Iterable[Placement]) -> int:
-        """Replace the mirror of ``visit_type`` by ``placements``, atomically at the
-        end (per shard), when nothing places origins meanwhile (placements
-        made during it are not read again: ``app.mirror_sync.rebuild`` does)."""
-        token = self.begin_rebuild(visit_type)
-        self.stage(visit_type, placements)
-        self.end_bulk(visit_type, token)
-        return self.finish_rebuild(visit_type, token)
-
     def begin_rebuild(self, visit_type: str) -> str:
         """Empty the staging keys of every shard and mark a rebuild in progress,
         in its 'bulk' phase: from now on every ``place`` records its origins
