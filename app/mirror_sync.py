@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -10,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import redis
 from msgspec import structs
 from psycopg.rows import tuple_row
 
@@ -90,30 +92,37 @@ def rebuild(
         raise ValueError(f"a rebuild needs at least one process, not {wanted}")
     shares = id_shares(conn, visit_type, wanted)
     token = ctx.mirror.begin_rebuild(visit_type)
-    if len(shares) == 1:
-        stage_share(conn, ctx, visit_type, now, redis_lost, None)
-    else:
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=len(shares) - 1, mp_context=spawn) as pool:
-            others = [
-                pool.submit(_stage_in_process, ctx.settings, visit_type, now, redis_lost, share)
-                for share in shares[1:]
-            ]
-            stage_share(conn, ctx, visit_type, now, redis_lost, shares[0])
-            for other in others:
-                other.result()
-    # Origins placed while the shares were written may hold a newer place than
-    # the one staged: read them again, now that places reach the staging keys.
-    touched = sorted(ctx.mirror.end_bulk(visit_type, token))
-    for start in range(0, len(touched), REREAD_IDS):
-        with conn.transaction():
-            ids = touched[start : start + REREAD_IDS]
-            placements = placements_of(conn, ctx, visit_type, ids, now)
-            if redis_lost:
-                placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
-            ctx.mirror.place_staged(visit_type, placements)
-        ctx.mirror.renew_rebuild(visit_type)
-    return ctx.mirror.finish_rebuild(visit_type, token)
+    try:
+        if len(shares) == 1:
+            stage_share(conn, ctx, visit_type, now, redis_lost, None)
+        else:
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=len(shares) - 1, mp_context=spawn) as pool:
+                others = [
+                    pool.submit(_stage_in_process, ctx.settings, visit_type, now, redis_lost, share)
+                    for share in shares[1:]
+                ]
+                stage_share(conn, ctx, visit_type, now, redis_lost, shares[0])
+                for other in others:
+                    other.result()
+        # Origins placed while the shares were written may hold a newer place than
+        # the one staged: read them again, now that places reach the staging keys.
+        touched = sorted(ctx.mirror.end_bulk(visit_type, token))
+        for start in range(0, len(touched), REREAD_IDS):
+            with conn.transaction():
+                ids = touched[start : start + REREAD_IDS]
+                placements = placements_of(conn, ctx, visit_type, ids, now)
+                if redis_lost:
+                    placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
+                ctx.mirror.place_staged(visit_type, placements)
+            ctx.mirror.renew_rebuild(visit_type)
+        return ctx.mirror.finish_rebuild(visit_type, token)
+    except BaseException:
+        # Release the marker now: a retry (the scheduler's next step) would
+        # otherwise wait REBUILD_MARKER_TTL_S for it to lapse.
+        with contextlib.suppress(redis.RedisError):
+            ctx.mirror.abort_rebuild(visit_type, token)
+        raise
 
 
 def placements_of(

@@ -103,6 +103,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         self._claim = client.register_script(_script("claim"))
         self._swap = client.register_script(_script("swap"))
         self._begin = client.register_script(_script("begin"))
+        self._abort = client.register_script(_script("abort"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -351,6 +352,13 @@ class Mirror(PickBookkeeping, MirrorReads):
             pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
             pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
         pipe.execute()
+
+    def abort_rebuild(self, visit_type: str, token: str) -> None:
+        """Drop a failed rebuild's staging keys and release its marker (where it
+        still holds it), so that the next rebuild need not wait for it to lapse."""
+        for live in self.shard_keys(visit_type):
+            staging = live.staging()
+            self._abort(keys=[*_versioned(staging), staging.meta, staging.touched], args=[token])
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'

@@ -199,3 +199,23 @@ def test_the_rebuild_command_says_a_rebuild_is_in_progress(
 
     assert result.returncode == 1
     assert "git: a rebuild of the git mirror is in progress" in result.stderr
+
+
+def test_a_failed_rebuild_releases_its_marker_so_the_next_one_need_not_wait(
+    conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    list_origins(conn, ctx, urls(20))
+    staging = ctx.mirror.stage
+
+    def stage_then_fail(visit_type: str, placements: Iterable[Placement]) -> list[int]:
+        staging(visit_type, list(placements)[:5])
+        raise ConnectionError("PostgreSQL went away")
+
+    monkeypatch.setattr(ctx.mirror, "stage", stage_then_fail)
+    with pytest.raises(ConnectionError):
+        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+    monkeypatch.undo()
+
+    for keys in ctx.mirror.shard_keys("git"):
+        assert not ctx.mirror.client.exists(keys.staging().meta, *keys.staging().data_keys())
+    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1) == 20
