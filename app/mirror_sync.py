@@ -108,12 +108,13 @@ def rebuild(
         # Origins placed while the shares were written may hold a newer place than
         # the one staged: read them again, now that places reach the staging keys.
         touched = sorted(ctx.mirror.end_bulk(visit_type, token))
+        unstarted = unstarted_ids(conn, visit_type) if redis_lost and touched else None
         for start in range(0, len(touched), REREAD_IDS):
             with conn.transaction():
                 ids = touched[start : start + REREAD_IDS]
                 placements = placements_of(conn, ctx, visit_type, ids, now)
-                if redis_lost:
-                    placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
+                if unstarted is not None:
+                    placements = requeue_unstarted(ctx, placements, unstarted, now)
                 ctx.mirror.place_staged(visit_type, placements)
             ctx.mirror.renew_rebuild(visit_type)
         return ctx.mirror.finish_rebuild(visit_type, token)
@@ -174,31 +175,35 @@ def stage_share(
     now: datetime,
     redis_lost: bool,
     ids: IdRange | None,
-) -> list[int]:
+) -> None:
     """Read one share of a rebuild from Postgres (in one transaction, begun after
-    the rebuild's) and stage it; return how many origins went to each shard."""
+    the rebuild's) and stage it."""
     with conn.transaction():
         placements = expected_placements(conn, ctx, visit_type, now, ids)
         if redis_lost:
-            placements = requeue_unstarted(conn, ctx, visit_type, placements, now)
-        return ctx.mirror.stage(visit_type, placements)
+            unstarted = unstarted_ids(conn, visit_type)
+            placements = requeue_unstarted(ctx, placements, unstarted, now)
+        ctx.mirror.stage(visit_type, placements)
 
 
 def _stage_in_process(
     settings: Settings, visit_type: str, now: datetime, redis_lost: bool, ids: IdRange | None
-) -> list[int]:
+) -> None:
     """``stage_share`` in a spawned process, with connections of its own."""
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
-        return stage_share(conn, ctx, visit_type, now, redis_lost, ids)
+        stage_share(conn, ctx, visit_type, now, redis_lost, ids)
+
+
+def unstarted_ids(conn: DictConnection, visit_type: str) -> set[int]:
+    """The origins of ``visit_type`` sent to a worker whose visit never started
+    (no ``created`` status since they were sent)."""
+    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
+    return {int(r["id"]) for r in rows}
 
 
 def requeue_unstarted(
-    conn: DictConnection,
-    ctx: Context,
-    visit_type: str,
-    placements: Iterator[Placement],
-    now: datetime,
+    ctx: Context, placements: Iterator[Placement], unstarted: set[int], now: datetime
 ) -> Iterator[Placement]:
     """Placements where the in-flight origins whose visit never started (no
     ``created`` status since they were sent) return after ``lost_visit_grace_s``.
@@ -209,8 +214,6 @@ def requeue_unstarted(
     but whose ``created`` status the journal has not applied yet: set it
     above the journal's lag, or that origin may be visited twice at once.
     """
-    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
-    unstarted = {int(r["id"]) for r in rows}
     cooldown_s = ctx.settings.scheduled_cooldown_s
     back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
     for p in placements:

@@ -298,15 +298,14 @@ class Mirror(PickBookkeeping, MirrorReads):
                 )
         return token
 
-    def stage(self, visit_type: str, placements: Iterable[Placement]) -> list[int]:
+    def stage(self, visit_type: str, placements: Iterable[Placement]) -> None:
         """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
         phase, with plain variadic writes (no version check: nothing else
-        writes those keys then); return how many went to each shard.
+        writes those keys then). The swap counts what they hold.
 
         Several processes may stage disjoint sets of origins at once.
         """
         every = self.shard_keys(visit_type)
-        counts = [0] * len(every)
         # Redis writes a chunk while this thread reads and places the next
         # (the waits on Redis free the interpreter): one at a time, in order.
         with ThreadPoolExecutor(max_workers=1) as writer:
@@ -315,17 +314,13 @@ class Mirror(PickBookkeeping, MirrorReads):
                 pipe = self.client.pipeline(transaction=False)
                 for shard, part in self._split(visit_type, chunk).items():
                     staging = every[shard].staging()
-                    # The origins placed meanwhile must outlive the marker's renewals.
-                    pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
-                    pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
+                    _renew(pipe, staging)
                     _stage(pipe, staging, part)
-                    counts[shard] += len(part)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(pipe.execute)
             if writing is not None:
                 writing.result()
-        return counts
 
     def end_bulk(self, visit_type: str, token: str) -> set[int]:
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
@@ -348,9 +343,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         that writes nothing."""
         pipe = self.client.pipeline(transaction=False)
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
-            pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
+            _renew(pipe, live.staging())
         pipe.execute()
 
     def abort_rebuild(self, visit_type: str, token: str) -> None:
@@ -400,6 +393,13 @@ class Mirror(PickBookkeeping, MirrorReads):
             pipe.execute()
             count += len(chunk)
         return count
+
+
+def _renew(pipe: Any, staging: VisitTypeKeys) -> None:
+    """Renew a rebuild's marker and, with it, the origins placed meanwhile (which
+    must outlive every renewal of the marker, or they would not be read again)."""
+    pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
+    pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
 
 
 def _place_keys(keys: VisitTypeKeys) -> list[str]:

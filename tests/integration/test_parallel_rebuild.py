@@ -86,7 +86,7 @@ def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
     staging = ctx.mirror.stage
     scheduled: list[int] = []
 
-    def stage_with_a_step_midway(visit_type: str, placements: Iterable[Placement]) -> list[int]:
+    def stage_with_a_step_midway(visit_type: str, placements: Iterable[Placement]) -> None:
         def read() -> Iterator[Placement]:
             iterator = iter(placements)
             yield next(iterator)  # Postgres has been read: its snapshot is taken
@@ -96,7 +96,7 @@ def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
                 scheduled.extend(o.origin_id for o in step.orders)
             yield from iterator
 
-        return staging(visit_type, read())
+        staging(visit_type, read())
 
     monkeypatch.setattr(ctx.mirror, "stage", stage_with_a_step_midway)
 
@@ -207,7 +207,7 @@ def test_a_failed_rebuild_releases_its_marker_so_the_next_one_need_not_wait(
     list_origins(conn, ctx, urls(20))
     staging = ctx.mirror.stage
 
-    def stage_then_fail(visit_type: str, placements: Iterable[Placement]) -> list[int]:
+    def stage_then_fail(visit_type: str, placements: Iterable[Placement]) -> None:
         staging(visit_type, list(placements)[:5])
         raise ConnectionError("PostgreSQL went away")
 
