@@ -26,7 +26,11 @@ from app.listing_input import ListingInputError, NumberedRow, RowError, check_vi
 
 
 def record_listed_origins(
-    conn: DictConnection, ctx: Context, lister_id: uuid.UUID, rows: list[NumberedRow], now: datetime
+    conn: DictConnection,
+    ctx: Context,
+    lister_id: uuid.UUID,
+    rows: Sequence[NumberedRow],
+    now: datetime,
 ) -> int:
     """Validate then record one batch of ``rows`` for a lister, all or nothing.
 
@@ -39,7 +43,7 @@ def record_listed_origins(
 
 
 def _write_postgres(
-    conn: DictConnection, lister_id: uuid.UUID, rows: list[NumberedRow], now: datetime
+    conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[NumberedRow], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
     check_visit_types(rows, db.known_visit_types(conn))
     with conn.transaction():

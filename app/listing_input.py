@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.input_rules import LoaderArguments, OriginUrl
+from app.listing_codec import fast_listed
 
 
 class ListedOriginIn(BaseModel):
@@ -59,7 +61,25 @@ class ListingInputError(ValueError):
         super().__init__(f"{len(errors)} bad row(s): {shown}{more}")
 
 
-NumberedRow = tuple[int, ListedOriginIn]
+class ListedFields(Protocol):
+    """What is read of a listed origin once it is checked: a ``ListedOriginIn``,
+    or the fast path's ``app.listing_codec.ListedRow``."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def visit_type(self) -> str: ...
+    @property
+    def extra_loader_arguments(self) -> dict[str, Any]: ...
+    @property
+    def last_update(self) -> datetime | None: ...
+    @property
+    def is_fork(self) -> bool | None: ...
+    @property
+    def forked_from_url(self) -> str | None: ...
+
+
+NumberedRow = tuple[int, ListedFields]
 
 
 def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[NumberedRow]:
@@ -67,6 +87,9 @@ def parse_json_lines(lines: Iterable[str], first_line: int = 1) -> list[Numbered
     rows: list[NumberedRow] = []
     errors: list[RowError] = []
     for number, text in enumerate(lines, start=first_line):
+        if (fast := fast_listed(text)) is not None:
+            rows.append((number, fast))
+            continue
         if not text.strip():
             continue
         if not _is_utf8(text):
@@ -105,7 +128,7 @@ def _row_errors(number: int, exc: ValidationError) -> list[RowError]:
     ]
 
 
-def check_visit_types(rows: list[NumberedRow], known: set[str]) -> None:
+def check_visit_types(rows: Sequence[NumberedRow], known: set[str]) -> None:
     """Refuse rows whose visit type is not configured, naming the known ones."""
     errors = [
         RowError(

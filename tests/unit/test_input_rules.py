@@ -2,8 +2,11 @@ import math
 
 import pytest
 
-from app.input_rules import check_loader_arguments, check_url
+from app.input_rules import MAX_URL_BYTES, check_loader_arguments, check_url
 from app.loaders.base import VisitResult, checked_result
+
+#: What app.input_rules refuses in a URL: control characters, space and DEL.
+_FORBIDDEN_CHARS = {chr(c) for c in range(0x21)} | {"\x7f"}
 
 
 @pytest.mark.parametrize(
@@ -28,6 +31,23 @@ def test_urls_loaders_read_are_accepted(url: str) -> None:
 def test_urls_postgres_or_loaders_cannot_take_are_refused(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("\\", "\\\\").replace("(", "\\(")):
         check_url(url)
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in range(128)])
+def test_every_ascii_character_in_a_url_is_judged_as_the_forbidden_set_says(char: str) -> None:
+    url = f"https://forge.example/a{char}b"
+    if char in _FORBIDDEN_CHARS:
+        with pytest.raises(ValueError, match="forbidden character"):
+            check_url(url)
+    else:
+        assert check_url(url) == url
+
+
+def test_an_ascii_url_at_the_size_limit_is_accepted_and_one_byte_more_refused() -> None:
+    base = "https://x/"
+    assert check_url(base + "a" * (MAX_URL_BYTES - len(base)))
+    with pytest.raises(ValueError, match="longer than"):
+        check_url(base + "a" * (MAX_URL_BYTES - len(base) + 1))
 
 
 @pytest.mark.parametrize(
