@@ -26,6 +26,8 @@ PLACE_CHUNK = 2000
 REBUILD_CHUNK = 5000
 #: The rebuild-in-progress marker outlives a dead rebuild by at most this (s).
 REBUILD_MARKER_TTL_S = 600
+#: Origins taken per SPOP from a rebuild's touched set once its bulk phase ends.
+TOUCHED_BATCH = 10_000
 MAX_MOVES_PER_POP = 10000
 #: Lua place index of each place (pools are 1..4 in POOLS order).
 PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
@@ -326,16 +328,18 @@ class Mirror(PickBookkeeping, MirrorReads):
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
         staging keys too, keeping the newest version. Return the origins
         placed during that phase: read them again from Postgres and
-        ``place_staged`` them, since the bulk writes may hold an older place."""
+        ``place_staged`` them, since the bulk writes may hold an older place.
+
+        Once the phase is 'direct' nothing adds to the touched set, so it is
+        drained TOUCHED_BATCH at a time: a long rebuild of an archive may
+        gather millions, and one SMEMBERS would block Redis while it replies.
+        """
         touched: set[int] = set()
         for live in self.shard_keys(visit_type):
             staging = live.staging()
-            pipe = self.client.pipeline(transaction=True)
-            pipe.set(staging.meta, f"direct {token}", ex=REBUILD_MARKER_TTL_S)
-            pipe.smembers(staging.touched)
-            pipe.delete(staging.touched)
-            _set, members, _deleted = pipe.execute()
-            touched.update(int(m) for m in members)
+            self.client.set(staging.meta, f"direct {token}", ex=REBUILD_MARKER_TTL_S)
+            while members := self.client.spop(staging.touched, TOUCHED_BATCH):
+                touched.update(int(m) for m in members)
         return touched
 
     def renew_rebuild(self, visit_type: str) -> None:

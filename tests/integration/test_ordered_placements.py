@@ -20,6 +20,7 @@ from app.kafka import ensure_topics, producer_config
 from app.mirror_sync import check, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
+from queues.mirror import TOUCHED_BATCH
 from tests.integration.helpers import list_origins
 from tests.processes import wait_for
 
@@ -106,6 +107,27 @@ def test_origins_placed_early_in_a_long_rebuild_are_still_reread_at_its_end(
     time.sleep(0.5)
 
     assert ctx.mirror.end_bulk("git", token) == {1}
+
+
+def test_more_touched_origins_than_one_drain_batch_are_all_returned_and_the_set_is_gone(
+    ctx: Context,
+) -> None:
+    staging = ctx.mirror.keys("git").staging()
+    token = ctx.mirror.begin_rebuild("git")
+    count = TOUCHED_BATCH * 2 + 7
+    ctx.mirror.place(
+        "git",
+        [
+            Placement(i, "pool", float(i), "no_last_update", float(i), 1)
+            for i in range(1, count + 1)
+        ],
+    )
+
+    touched = ctx.mirror.end_bulk("git", token)
+
+    assert touched == set(range(1, count + 1))
+    assert not ctx.mirror.client.exists(staging.touched)
+    assert ctx.mirror.client.get(staging.meta) == f"direct {token}".encode()
 
 
 def test_a_reread_older_than_a_placement_after_the_bulk_phase_is_refused(ctx: Context) -> None:
