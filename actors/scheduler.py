@@ -51,7 +51,7 @@ from queues.dramatiq_broker import (
     return_dead_workers_messages,
     visit_message,
 )
-from queues.lease import LeaseLost, Leases, holder_name
+from queues.lease import LeaseKeeper, LeaseLost, Leases, holder_name
 from queues.workers import queue_capacity
 
 log = logging.getLogger("revisit.scheduler")
@@ -90,6 +90,8 @@ class SchedulerLoop:
             holder_name(),
             settings.mirror_shards,
         )
+        #: Renews the lease of a visit type whose step outlasts a third of it.
+        self.keeper = LeaseKeeper(self.leases, settings.scheduler_lease_s / 3)
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
@@ -145,7 +147,8 @@ class SchedulerLoop:
             if not self._hold_lease(visit_type):
                 continue
             try:
-                results.append(self.visit_type_step(config, now))
+                with self.keeper.during(visit_type):
+                    results.append(self.visit_type_step(config, now))
             except LeaseLost as exc:
                 log.warning("%s: lease lost before the pop, nothing sent (%s)", visit_type, exc)
             except UNAVAILABLE:
@@ -256,6 +259,7 @@ class SchedulerLoop:
         try:
             self._run(stop)
         finally:
+            self.keeper.close()
             with contextlib.suppress(redis.RedisError):
                 self.leases.release_all()
 

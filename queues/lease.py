@@ -15,14 +15,20 @@ and ``fence.lua`` refuses them once another process holds a newer one.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from importlib import resources
 
 import redis
 
 from queues.keys import scheduler_lease, scheduler_lease_tokens
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -104,3 +110,53 @@ class Leases:
             return None
         text = value.decode() if isinstance(value, bytes) else str(value)
         return text.partition("|")[2]
+
+
+class LeaseKeeper:
+    """Renews, from a thread of its own, the lease of a visit type whose step
+    runs longer than ``after_s`` (a mirror rebuild takes minutes at archive
+    scale). Without it the lease lapsed in the middle of the step: another
+    scheduler could take the visit type over, and this one's next pop was
+    refused (LeaseLost). A step that ends stops the renewals at once."""
+
+    def __init__(self, leases: Leases, after_s: float) -> None:
+        self.leases = leases
+        self.after_s = after_s
+        self.renewals = 0
+        self._current: tuple[str, float] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def during(self, visit_type: str) -> Iterator[None]:
+        """Keep ``visit_type``'s lease alive for as long as the block runs."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+            self._thread.start()
+        self._current = (visit_type, time.monotonic())
+        try:
+            yield
+        finally:
+            self._current = None
+
+    def close(self) -> None:
+        """Stop renewing (before the leases are given back)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.after_s / 2):
+            current = self._current
+            if current is None or time.monotonic() - current[1] < self.after_s:
+                continue
+            visit_type = current[0]
+            try:
+                held = self.leases.hold(visit_type)
+            except redis.RedisError as exc:
+                log.warning("%s: lease not renewed during a long step (%s)", visit_type, exc)
+                continue
+            if held is None:
+                log.warning("%s: lease lost during a long step", visit_type)
+            else:
+                self.renewals += 1

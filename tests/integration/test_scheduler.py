@@ -3,7 +3,11 @@ dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
 
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from actors.scheduler import SchedulerLoop
 from app.context import Context
@@ -19,6 +23,7 @@ from app.listing_input import ListedOriginIn
 from app.mirror_sync import check, ensure_built
 from app.scheduling import schedule_step
 from app.settings import Settings
+from queues.lease import Leases
 from tests.integration.helpers import list_origins, stats_by_url
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -260,3 +265,32 @@ def test_the_scheduler_counts_a_rebuild_of_a_lost_mirror_and_its_duration(
     assert MIRROR_REBUILDS.labels("git")._value.get() == rebuilds + 1
     assert MIRROR_REBUILD_SECONDS.labels("git")._value.get() == result.rebuild_s
     assert check(conn, ctx, "git", NOW + timedelta(seconds=3)) == []
+
+
+def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_next_step_sends(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.mirror_sync
+
+    list_origins(conn, ctx, URLS, now=NOW)
+    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
+    other = Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
+    ctx.mirror.client.flushdb()  # Redis restarted empty: the step rebuilds
+    taken_meanwhile: list[str | None] = []
+    real = app.mirror_sync.rebuild
+
+    def slow_rebuild(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(2.0)  # over three times the lease
+        taken_meanwhile.append(other.hold("git"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(app.mirror_sync, "rebuild", slow_rebuild)
+    # The step's pop after the rebuild is fenced with the token taken before
+    # it: had the lease lapsed, it would be refused (LeaseLost, no result).
+    [rebuilt] = loop.step(NOW + timedelta(seconds=2))
+    loop.keeper.close()
+
+    assert rebuilt.rebuilt and taken_meanwhile == [None]
+    assert loop.keeper.renewals > 0
+    assert other.holder_of("git") == loop.leases.holder
+    assert len(rebuilt.orders) == len(URLS)
