@@ -3,7 +3,7 @@
     python -m benchmarks.growth --origins 1000000 --json growth-1m.json
 
 On fresh embedded services (or the REVISIT_* addresses): imports ``--origins``
-git origins of benchmarks/scheduling_data.py (the CLI's import: 2 writers,
+git origins of benchmarks/scheduling_data.py (the CLI's import: IMPORT_WRITERS writers,
 batches of 50,000), writes their visit history, then measures the mirror
 rebuild, Redis and PostgreSQL bytes per origin, the pop of 1,000 as the
 Python caller sees it, sustained scheduling (schedule_step + enqueue_many,
@@ -26,7 +26,7 @@ from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import register_lister
 from app.kafka import ensure_topics
-from app.listing import import_listing
+from app.listing import IMPORT_WRITERS, import_listing
 from app.listing_input import batches
 from app.mirror_sync import rebuild
 from app.settings import Settings
@@ -51,7 +51,7 @@ def timed_import(conn: DictConnection, ctx: Context, settings: Settings, count: 
     a listing file written beforehand (making up the origins is not the import's
     work: it took 4.7 s of the interpreter for 1M)."""
     lister = register_lister(conn, "bench", "forge", None)
-    extra = connect(settings)
+    extra = [connect(settings) for _ in range(IMPORT_WRITERS - 1)]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "listing.jsonl"
         with path.open("w", encoding="utf-8") as out:
@@ -59,9 +59,10 @@ def timed_import(conn: DictConnection, ctx: Context, settings: Settings, count: 
         started = time.perf_counter()
         with path.open(encoding="utf-8", errors="surrogateescape") as lines:
             parsed = batches(lines, IMPORT_BATCH, csv_format=False)
-            report = import_listing(conn, ctx, lister, parsed, now, [extra])
+            report = import_listing(conn, ctx, lister, parsed, now, extra)
         elapsed = time.perf_counter() - started
-    extra.close()
+    for connection in extra:
+        connection.close()
     assert report.recorded == count and not report.refused
     return elapsed
 

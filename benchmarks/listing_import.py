@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
-from app.listing import import_listing
+from app.listing import IMPORT_WRITERS, import_listing
 from app.listing_input import ListingInputError, NumberedRow, batches
 from app.mirror_sync import rebuild
 from benchmarks.common import bench_settings, listing_lines
@@ -38,7 +38,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--origins", type=int, default=1_000_000)
     parser.add_argument("--batch-size", type=int, default=50_000)
-    parser.add_argument("--writers", type=int, default=2, help="Postgres connections writing")
+    parser.add_argument(
+        "--writers", type=int, default=IMPORT_WRITERS, help="Postgres connections writing"
+    )
     args = parser.parse_args()
     with bench_settings() as settings:
         ctx = Context.from_settings(settings)

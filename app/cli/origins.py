@@ -25,7 +25,7 @@ from app.cli.common import (
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
-from app.listing import ImportReport
+from app.listing import IMPORT_WRITERS, ImportReport
 from app.listing_input import ListingInputError
 from app.settings import get_settings
 
@@ -59,7 +59,7 @@ def origins_import(
     batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 50_000,
     writers: Annotated[
         int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
-    ] = 2,
+    ] = IMPORT_WRITERS,
     allow_mass_disable: Annotated[
         bool,
         typer.Option(
