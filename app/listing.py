@@ -77,7 +77,7 @@ _DONE = object()
 
 #: Postgres connections an import writes batches on by default: on 2 cores,
 #: 3 keep the server busy while the interpreter parses and places (1M origins:
-#: about 62,000 a second against 59,000 with 2; benchmarks/README.md).
+#: 64,878 a second against 58,921 with 2 in benchmarks/growth.py; benchmarks/README.md).
 IMPORT_WRITERS = 3
 
 

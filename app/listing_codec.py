@@ -4,11 +4,11 @@ pass, then the same rules as ``ListedOriginIn`` (app.input_rules) check it.
 Pydantic's ``model_validate_json`` took 5.8 µs per line of a bulk listing, the
 largest share of the import's Python time; this path takes about 2.7. It only
 answers for lines it can read exactly as pydantic would: ASCII without
-``\\u`` escapes, the declared fields with their strict JSON types, and
-timestamps in the plain RFC 3339 form. For any other line, and for any line a
-rule refuses, it returns None, and the caller asks ``ListedOriginIn``, which
-decides and names the error (tests/unit/test_listing_codec.py checks that
-both give the same rows).
+``\\u`` escapes and with few brackets (no deep nesting), the declared
+fields with their strict JSON types, and timestamps in the plain RFC 3339
+form. For any other line, and for any line a rule refuses, it returns None,
+and the caller asks ``ListedOriginIn``, which decides and names the error
+(tests/unit/test_listing_codec.py checks that both give the same rows).
 """
 
 from __future__ import annotations
@@ -44,12 +44,19 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True):
 
 _DECODER = msgspec.json.Decoder(_Line)
 #: The timestamps both parsers read alike (with a time zone, as required).
-_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+)
+#: Brackets beyond which a line goes to pydantic: its parser refuses nesting
+#: deeper than 200, and the argument checks recurse.
+_MAX_BRACKETS = 64
 
 
 def fast_listed(text: str) -> ListedRow | None:
     """The row of JSON line ``text``, or None where ``ListedOriginIn`` must decide."""
     if not text.isascii() or "\\u" in text:
+        return None
+    if text.count("{") + text.count("[") > _MAX_BRACKETS:
         return None
     try:
         line = _DECODER.decode(text)

@@ -31,6 +31,8 @@ TIMES = st.sampled_from(
         "0001-01-01T00:00:00Z",
         "9999-12-31T23:59:59+14:00",
         "2026-01-31T12:00:00+24:00",
+        "2026-01-31T12:00:00+05:60",
+        "2026-01-31T12:00:00+00:99",
     ]
 )
 URLS = st.sampled_from(
@@ -54,6 +56,7 @@ ARGUMENTS = (
     | st.just({"n": 1e308})
     | st.just({"nested": {"list": [1, "two", None, 3.5]}})
     | st.just({"big": "x" * 17_000})
+    | st.integers(1, 400).map(lambda depth: {"deep": json.loads("[" * depth + "]" * depth)})
 )
 
 
@@ -130,6 +133,15 @@ def test_the_fast_decoder_takes_the_usual_lines_as_pydantic_reads_them(text: str
         '{"url": "https://x/a", "visit_type": "git", "last_update": 1700000000}',
         '{"url": "https://x/a", "visit_type": "git", "last_update": "2026-01-31T12:00:00"}',
         '{"url": "x", "visit_type": "git"}',
+        '{"url": "https://x/a", "visit_type": "git", "last_update": "2026-01-31T12:00:00+05:60"}',
+        '{"url": "https://x/a", "visit_type": "git", "extra_loader_arguments": {"a": '
+        + "[" * 250
+        + "]" * 250
+        + "}}",
+        '{"url": "https://x/a", "visit_type": "git", "extra_loader_arguments": {"a": '
+        + "[" * 5000
+        + "]" * 5000
+        + "}}",
     ],
 )
 def test_lines_the_fast_decoder_leaves_to_pydantic_keep_pydantic_s_verdict(text: str) -> None:
