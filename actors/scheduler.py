@@ -90,8 +90,11 @@ class SchedulerLoop:
             holder_name(),
             settings.mirror_shards,
         )
-        #: Renews the lease of a visit type whose step outlasts a third of it.
-        self.keeper = LeaseKeeper(self.leases, settings.scheduler_lease_s / 3)
+        #: Renews the lease of a visit type whose step rebuilds its mirror for
+        #: longer than a third of the lease.
+        self.keeper = LeaseKeeper(
+            self.leases, settings.scheduler_lease_s / 3, self.ctx.mirror.rebuilding_here
+        )
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""

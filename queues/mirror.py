@@ -106,6 +106,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         self._swap = client.register_script(_script("swap"))
         self._begin = client.register_script(_script("begin"))
         self._abort = client.register_script(_script("abort"))
+        self._direct = client.register_script(_script("direct"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -333,14 +334,29 @@ class Mirror(PickBookkeeping, MirrorReads):
         Once the phase is 'direct' nothing adds to the touched set, so it is
         drained TOUCHED_BATCH at a time: a long rebuild of an archive may
         gather millions, and one SMEMBERS would block Redis while it replies.
+        Raise ``RebuildLost`` if the marker is no longer this rebuild's
+        (direct.lua): the newer rebuild's phase is then left alone.
         """
         touched: set[int] = set()
         for live in self.shard_keys(visit_type):
             staging = live.staging()
-            self.client.set(staging.meta, f"direct {token}", ex=REBUILD_MARKER_TTL_S)
+            if not self._direct(keys=[staging.meta], args=[token, REBUILD_MARKER_TTL_S]):
+                raise RebuildLost(
+                    f"the rebuild of the {visit_type} mirror lost its marker before the end of"
+                    f" its bulk writes (no write for {REBUILD_MARKER_TTL_S} s, then taken over)"
+                )
             while members := self.client.spop(staging.touched, TOUCHED_BATCH):
                 touched.update(int(m) for m in members)
         return touched
+
+    def rebuilding_here(self, visit_type: str) -> bool:
+        """Whether this process holds a live rebuild of ``visit_type`` (its
+        marker, which lapses when the rebuild stops writing, names this process)."""
+        held = self.client.get(self.keys(visit_type).staging().meta)
+        if held is None:
+            return False
+        text = held.decode() if isinstance(held, bytes) else str(held)
+        return text.partition(" ")[2].startswith(f"{holder_name()}:")
 
     def renew_rebuild(self, visit_type: str) -> None:
         """Keep a rebuild's marker (and touched set) alive during a long step

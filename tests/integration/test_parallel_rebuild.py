@@ -169,6 +169,25 @@ def test_a_rebuild_whose_marker_lapsed_and_was_taken_over_is_not_swapped_in(
     assert len(ctx.mirror.contents("git")) == 20
 
 
+def test_a_lapsed_rebuild_ending_its_bulk_writes_leaves_the_newer_rebuild_s_marker_alone(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, urls(20))
+    lapsed = ctx.mirror.begin_rebuild("git")
+    for keys in ctx.mirror.shard_keys("git"):
+        ctx.mirror.client.delete(keys.staging().meta)  # its TTL ran out
+    newer = ctx.mirror.begin_rebuild("git")
+
+    with pytest.raises(RebuildLost, match="lost its marker"):
+        ctx.mirror.end_bulk("git", lapsed)
+
+    markers = {ctx.mirror.client.get(k.staging().meta) for k in ctx.mirror.shard_keys("git")}
+    assert markers == {f"bulk {newer}".encode()}
+    ctx.mirror.stage("git", [Placement(300_000_000, "pool", 1.0, "no_last_update", 1.0, 1)])
+    ctx.mirror.end_bulk("git", newer)
+    assert ctx.mirror.finish_rebuild("git", newer) == 1
+
+
 def test_the_scheduler_waits_while_another_process_rebuilds_the_lost_mirror(
     conn: DictConnection, ctx: Context
 ) -> None:

@@ -23,7 +23,8 @@ from app.listing_input import ListedOriginIn
 from app.mirror_sync import check, ensure_built
 from app.scheduling import schedule_step
 from app.settings import Settings
-from queues.lease import Leases
+from queues.lease import LeaseLost, Leases
+from queues.mirror import Mirror
 from tests.integration.helpers import list_origins, stats_by_url
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -267,24 +268,22 @@ def test_the_scheduler_counts_a_rebuild_of_a_lost_mirror_and_its_duration(
     assert check(conn, ctx, "git", NOW + timedelta(seconds=3)) == []
 
 
-def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_next_step_sends(
+def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
     settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.mirror_sync
-
     list_origins(conn, ctx, URLS, now=NOW)
     loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
     other = Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
     ctx.mirror.client.flushdb()  # Redis restarted empty: the step rebuilds
     taken_meanwhile: list[str | None] = []
-    real = app.mirror_sync.rebuild
+    end_bulk = Mirror.end_bulk
 
-    def slow_rebuild(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(2.0)  # over three times the lease
+    def slow_end_bulk(self: Mirror, visit_type: str, token: str) -> set[int]:
+        time.sleep(2.0)  # inside the rebuild, over three times the lease
         taken_meanwhile.append(other.hold("git"))
-        return real(*args, **kwargs)
+        return end_bulk(self, visit_type, token)
 
-    monkeypatch.setattr(app.mirror_sync, "rebuild", slow_rebuild)
+    monkeypatch.setattr(Mirror, "end_bulk", slow_end_bulk)
     # The step's pop after the rebuild is fenced with the token taken before
     # it: had the lease lapsed, it would be refused (LeaseLost, no result).
     [rebuilt] = loop.step(NOW + timedelta(seconds=2))
@@ -294,3 +293,24 @@ def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_next_step_sends(
     assert loop.keeper.renewals > 0
     assert other.holder_of("git") == loop.leases.holder
     assert len(rebuilt.orders) == len(URLS)
+
+
+def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_scheduler(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
+    other = Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
+    taken_meanwhile: list[str | None] = []
+
+    def stuck(config: Any, now: datetime) -> Any:
+        time.sleep(2.0)  # a call that does not answer
+        taken_meanwhile.append(other.hold("git"))
+        raise LeaseLost("gave up")
+
+    monkeypatch.setattr(loop, "visit_type_step", stuck)
+    assert loop.step(NOW + timedelta(seconds=2)) == []
+    loop.keeper.close()
+
+    assert taken_meanwhile[0] is not None and loop.keeper.renewals == 0
+    assert other.holder_of("git") == "other:1"
