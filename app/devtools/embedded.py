@@ -98,11 +98,11 @@ def server_settings(memory_bytes: int) -> dict[str, str]:
     return {"shared_buffers": f"{buffers_mib}MB", "max_wal_size": "4GB"}
 
 
-def memory_bytes() -> int:
+def memory_bytes(cgroup_limit: Path = Path("/sys/fs/cgroup/memory.max")) -> int:
     """The memory this process may use: the machine's, or its cgroup's limit if lower."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     with contextlib.suppress(OSError, ValueError):
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        limit = cgroup_limit.read_text().strip()
         if limit != "max":
             memory = min(memory, int(limit))
     return memory

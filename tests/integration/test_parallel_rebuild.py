@@ -155,13 +155,19 @@ def test_a_second_rebuild_is_refused_while_one_is_in_progress(
     assert ctx.mirror.finish_rebuild("git", first) == 1
 
 
+def lapsed_rebuild(ctx: Context) -> str:
+    """The token of a rebuild begun then left to lapse (its marker's TTL ran out)."""
+    token = ctx.mirror.begin_rebuild("git")
+    for keys in ctx.mirror.shard_keys("git"):
+        ctx.mirror.client.delete(keys.staging().meta)
+    return token
+
+
 def test_a_rebuild_whose_marker_lapsed_and_was_taken_over_is_not_swapped_in(
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, urls(20))
-    lapsed = ctx.mirror.begin_rebuild("git")
-    for keys in ctx.mirror.shard_keys("git"):
-        ctx.mirror.client.delete(keys.staging().meta)  # its TTL ran out
+    lapsed = lapsed_rebuild(ctx)
 
     assert rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1) == 20
     with pytest.raises(RebuildLost, match="REBUILD_LOST"):
@@ -173,9 +179,7 @@ def test_a_lapsed_rebuild_ending_its_bulk_writes_leaves_the_newer_rebuild_s_mark
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, urls(20))
-    lapsed = ctx.mirror.begin_rebuild("git")
-    for keys in ctx.mirror.shard_keys("git"):
-        ctx.mirror.client.delete(keys.staging().meta)  # its TTL ran out
+    lapsed = lapsed_rebuild(ctx)
     newer = ctx.mirror.begin_rebuild("git")
 
     with pytest.raises(RebuildLost, match="lost its marker"):

@@ -268,12 +268,20 @@ def test_the_scheduler_counts_a_rebuild_of_a_lost_mirror_and_its_duration(
     assert check(conn, ctx, "git", NOW + timedelta(seconds=3)) == []
 
 
+def short_lease_and_another_holder(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> tuple[SchedulerLoop, Leases]:
+    """A scheduler on listed origins whose lease lasts 0.6 s, and another process
+    that would take the lease the moment it lapsed."""
+    list_origins(conn, ctx, URLS, now=NOW)
+    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
+    return loop, Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
+
+
 def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
     settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    list_origins(conn, ctx, URLS, now=NOW)
-    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
-    other = Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
+    loop, other = short_lease_and_another_holder(settings, conn, ctx)
     ctx.mirror.client.flushdb()  # Redis restarted empty: the step rebuilds
     taken_meanwhile: list[str | None] = []
     end_bulk = Mirror.end_bulk
@@ -298,9 +306,7 @@ def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
 def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_scheduler(
     settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    list_origins(conn, ctx, URLS, now=NOW)
-    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
-    other = Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
+    loop, other = short_lease_and_another_holder(settings, conn, ctx)
     taken_meanwhile: list[str | None] = []
 
     def stuck(config: Any, now: datetime) -> Any:
