@@ -1,10 +1,11 @@
 """``python -m actors PROCESS [ARGS]``: become one of revisit's long-running processes.
 
 The ``revisit`` commands that start a process (``scheduler``, ``journal``,
-``rpc``, ``lister scheduler``, and the Dramatiq pools of ``worker``, ``api``
-and ``lister worker``) check their options and ports, then replace themselves
-with this entry point, so that the command line imports no process code and
-no metrics (the layering in the README). Each process serves its /metrics
+``rpc``, ``lister scheduler``) check their options and ports, then replace
+themselves with this entry point, so that the command line imports no process
+code and no metrics (the layering in the README); the Dramatiq pools of
+``worker``, ``api`` and ``lister worker`` become ``python -m dramatiq``
+directly. Each process serves its /metrics
 and stops cleanly on SIGTERM or SIGINT. ``revisit journal --processes N``
 becomes ``journal-group N``, a supervisor of N ``journal-member`` processes
 that serves their /metrics.
@@ -98,7 +99,7 @@ def journal_group(args: list[str]) -> None:
     processes = int(args[0])
     # In the background: the brokers may not be up yet, and the group must start.
     threading.Thread(target=_warn_idle_members, args=(settings, processes), daemon=True).start()
-    argv = [sys.executable, "-m", "actors", "journal-member"]
+    argv = [sys.executable, "-P", "-m", "actors", "journal-member"]
     supervisor = Supervisor(argv, processes, dict(os.environ))
     if settings.journal_metrics_port:
         directory = journal_group_dir(settings)
@@ -152,15 +153,6 @@ def rpc(args: list[str]) -> None:
     serve_until(make_server(settings, lister_settings, observe), _stop_on_signal())
 
 
-def dramatiq(args: list[str]) -> None:
-    """A Dramatiq worker pool (``dramatiq MODULE OPTIONS``), its metrics set up first."""
-    from app.settings import get_settings
-    from monitoring.dramatiq_metrics import worker_metrics_env
-
-    os.environ.update(worker_metrics_env(get_settings()))
-    os.execv(sys.executable, [sys.executable, "-m", "dramatiq", *args])
-
-
 PROCESSES: dict[str, Callable[[list[str]], None]] = {
     "scheduler": scheduler,
     "journal": journal,
@@ -168,7 +160,6 @@ PROCESSES: dict[str, Callable[[list[str]], None]] = {
     "journal-member": journal_member,
     "lister-scheduler": lister_scheduler,
     "rpc": rpc,
-    "dramatiq": dramatiq,
 }
 
 

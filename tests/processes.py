@@ -16,16 +16,21 @@ BIN = Path(sys.executable).parent
 
 @contextlib.contextmanager
 def running(
-    commands: dict[str, list[str]], env: dict[str, str], logdir: Path
+    commands: dict[str, list[str]], env: dict[str, str], logdir: Path, cwd: Path | None = None
 ) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    """Start each named command with ``env``; stop them all (SIGTERM) on exit."""
+    """Start each named command with ``env`` (in ``cwd``); stop them all (SIGTERM) on exit."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     try:
         for name, argv in commands.items():
             log = (logdir / f"{name}.log").open("wb")
             procs[name] = subprocess.Popen(
-                argv, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=full_env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         yield procs
     finally:

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.processes import become
+from app.cli.processes import become, exec_dramatiq
 from app.db.connection import connect
 from app.settings import get_settings
 
@@ -25,7 +25,7 @@ _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def rpc() -> None:
     """Serve the reference scheduler's RPC protocol (lister interface) on
     REVISIT_RPC_HOST:REVISIT_RPC_PORT (127.0.0.1:5008)."""
-    become("rpc")
+    become("actors", "rpc")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -136,23 +136,14 @@ def lister_list() -> None:
 
 def lister_scheduler() -> None:
     """Run the lister scheduler: send each scheduled lister's due runs to the lister queue."""
-    become("lister-scheduler")
+    become("actors", "lister-scheduler")
 
 
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run Dramatiq workers for the lister queue (revisit.listers)."""
     from app.queue_names import LISTER_QUEUE
 
-    become(
-        "dramatiq",
-        "actors.listers",
-        "--processes",
-        "1",
-        "--threads",
-        str(threads),
-        "--queues",
-        LISTER_QUEUE,
-    )
+    exec_dramatiq("actors.listers", 1, threads, [LISTER_QUEUE])
 
 
 def register(app: typer.Typer, lister_app: typer.Typer) -> None:

@@ -32,9 +32,14 @@ def _warn_missing_loaders(settings: Settings, visit_types: list[str]) -> None:
         )
 
 
-def become(*args: str) -> None:
-    """Replace this process with ``python -m actors ARGS`` (the process code)."""
-    os.execv(sys.executable, [sys.executable, "-m", "actors", *args])
+def become(module: str, *args: str) -> None:
+    """Replace this process with ``python -P -m MODULE ARGS``: the process code
+    in a fresh interpreter. Safe-path mode (``-P``, and ``PYTHONSAFEPATH`` for
+    every interpreter it starts in turn) keeps the working directory off the
+    import path, so a folder named ``sql`` or ``app`` there cannot shadow
+    revisit's packages."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+    os.execv(sys.executable, [sys.executable, "-P", "-m", module, *args])
 
 
 def _port_free(port: int, address: str, setting: str) -> None:
@@ -58,7 +63,7 @@ def scheduler() -> None:
     _warn_missing_loaders(settings, settings.visit_types)
     port = settings.scheduler_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
-    become("scheduler")
+    become("actors", "scheduler")
 
 
 def journal(
@@ -80,9 +85,9 @@ def journal(
     port = settings.journal_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
     if processes == 1:
-        become("journal")
+        become("actors", "journal")
     else:
-        become("journal-group", str(processes))
+        become("actors", "journal-group", str(processes))
 
 
 class ServedLanes(StrEnum):
@@ -131,16 +136,25 @@ def worker(
     if not queues:
         raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
     _warn_missing_loaders(get_settings(), get_settings().served_visit_types())
-    _exec_dramatiq("actors.worker", processes, threads, queues)
+    exec_dramatiq("actors.worker", processes, threads, queues)
 
 
-def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
+def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
+    """Become a Dramatiq worker pool of ``module`` on ``queues``, its metrics set up first."""
     settings = get_settings()
     port = settings.worker_metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
+    from monitoring.dramatiq_metrics import worker_metrics_env
+
+    os.environ.update(worker_metrics_env(settings))
+    # Dramatiq puts its --path (default: the working directory) first on the
+    # import path: point it at where revisit's packages are installed instead.
+    installed = Path(__file__).resolve().parents[2]
     become(
         "dramatiq",
         module,
+        "--path",
+        str(installed),
         "--processes",
         str(processes),
         "--threads",
@@ -154,7 +168,7 @@ def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
     from app.queue_names import API_QUEUE
 
-    _exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
+    exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
 
 
 def demo(
