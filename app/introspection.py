@@ -7,7 +7,7 @@ from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
-from app.db.queries import query
+from app.db.origins import describe
 from app.domain.latency import wait_s
 from queues.mirror import Location
 
@@ -17,7 +17,7 @@ def describe_origin(
 ) -> list[dict[str, Any]]:
     """Stats, listing and mirror place of ``url`` (one report per visit type)."""
     reports = []
-    for row in conn.execute(query("describe_origin"), {"url": url, "visit_type": visit_type}):
+    for row in describe(conn, url, visit_type):
         report = dict(row)
         location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))
         report["mirror_place"] = location.pool or location.where

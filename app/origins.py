@@ -11,9 +11,8 @@ from datetime import datetime
 
 from app.api_models import RequestVisit
 from app.context import Context
+from app.db import origins as db
 from app.db.connection import DictConnection
-from app.db.listings import mirror_row
-from app.db.queries import query
 from app.listing import place_rows
 from app.requests import RequestError, create_request
 
@@ -29,18 +28,9 @@ def set_disabled(
 ) -> list[str]:
     """Disable (or enable) ``url`` for one or every visit type; return the visit
     types changed (empty: no such origin)."""
-    params = {"url": url, "visit_type": visit_type, "disabled": disabled}
-    with conn.transaction():
-        rows = [mirror_row(r) for r in conn.execute(query("set_origin_disabled"), params)]
+    rows = db.set_disabled(conn, url, visit_type, disabled=disabled)
     place_rows(ctx, rows, now)
     return sorted({r.visit_type for r in rows})
-
-
-def visit_types_of(conn: DictConnection, url: str) -> list[str]:
-    """The visit types ``url`` has stats for."""
-    return [
-        str(r["visit_type"]) for r in conn.execute(query("visit_types_of_origin"), {"url": url})
-    ]
 
 
 def send_visits(
@@ -50,7 +40,7 @@ def send_visits(
     type it is known with), all or none; return (url, visit type, request id)."""
     wanted: list[RequestVisit] = []
     for url in urls:
-        types = [visit_type] if visit_type is not None else visit_types_of(conn, url)
+        types = [visit_type] if visit_type is not None else db.visit_types_of(conn, url)
         if not types:
             raise RequestError(f"URL: {url!r} is not a known origin; give --visit-type")
         wanted += [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from datetime import datetime
 from typing import Annotated
 
@@ -16,7 +15,7 @@ from rich.text import Text
 from app.cli.common import console, now, visit_types_of
 from app.context import Context
 from app.db.connection import DictConnection, connect
-from app.db.queries import query
+from app.db.metrics import open_requests, schedule_drift
 from app.domain.lanes import LANES
 from app.queue_names import lane_queue
 from app.settings import get_settings
@@ -31,13 +30,8 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     settings = ctx.settings
     queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
     depths = dq.depths(ctx.redis, settings.dramatiq_namespace, queues)
-    requests: dict[str, dict[str, int]] = defaultdict(dict)
-    for r in conn.execute(query("open_requests_by_visit_type")):
-        requests[r["visit_type"]][r["status"]] = int(r["n"])
-    drift = {
-        str(r["visit_type"]): float(r["drift_s"])
-        for r in conn.execute(query("schedule_drift"), {"now": at})
-    }
+    requests = open_requests(conn)
+    drift = schedule_drift(conn, at)
     found = []
     for vt in visit_types:
         lanes = {}
@@ -48,7 +42,9 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
         raw: dict[bytes, bytes] = ctx.redis.hgetall(visit_outcomes(settings.redis_namespace, vt))  # type: ignore[assignment]
         outcomes = {k.decode(): int(v) for k, v in raw.items()}
         places = ctx.mirror.sizes(vt)
-        found.append(VisitTypeStatus(vt, places, lanes, outcomes, requests[vt], drift.get(vt)))
+        found.append(
+            VisitTypeStatus(vt, places, lanes, outcomes, requests.get(vt, {}), drift.get(vt))
+        )
     return Snapshot(at, found)
 
 

@@ -29,3 +29,11 @@ def is_refused_value(exc: BaseException) -> bool:
 def is_unavailable(exc: BaseException) -> bool:
     """True if the server could not do the work now but may later (wait and retry)."""
     return isinstance(exc, psycopg.OperationalError) and not is_refused_value(exc)
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What PostgreSQL said when it refused a value (None: not a refused value)."""
+    if not is_refused_value(exc):
+        return None
+    diag = getattr(exc, "diag", None)
+    return ((diag.message_primary if diag else None) or str(exc)).strip()

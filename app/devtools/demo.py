@@ -29,6 +29,7 @@ from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
+from app.db.origins import demo_summary, recently_visited
 from app.devtools import embedded
 from app.listers.runs import schedule_lister
 from app.listing import record_listed_origins
@@ -127,29 +128,10 @@ class Developer(threading.Thread):
             self.commits += 1
 
 
-SUMMARY_SQL = """
-select count(*) as listed,
-       count(*) filter (where last_final_date is not null) as visited,
-       coalesce(sum(eventful_visits), 0) as eventful,
-       coalesce(sum(uneventful_visits), 0) as uneventful,
-       coalesce(sum(failed_visits), 0) as failed,
-       count(*) filter (where last_visit_status = 'not_found') as not_found_origins
-from origin_visit_stats
-"""
-
-
-LISTER_RUNS_SQL = """
-select count(*) filter (where status = 'succeeded') as lister_runs,
-       coalesce(sum(origins_listed), 0) as origins_reported
-from lister_runs
-"""
-
-
 def summary(settings: Settings, developer: Developer, started: float) -> Table:
     """A table of what happened so far."""
     with connect(settings) as conn:
-        row = conn.execute(SUMMARY_SQL).fetchone() or {}
-        row = {**row, **(conn.execute(LISTER_RUNS_SQL).fetchone() or {})}
+        row = demo_summary(conn)
     table = Table(title=f"revisit demo, {time.monotonic() - started:.0f}s")
     counted = ("lister_runs", "listed", "visited", "eventful", "uneventful", "failed")
     for column in (*counted, "commits made"):
@@ -158,20 +140,10 @@ def summary(settings: Settings, developer: Developer, started: float) -> Table:
     return table
 
 
-RECENT_SQL = """
-select url, last_visit_status::text as status, last_final_date, last_eventful,
-       eventful_visits, last_duration_s
-from origin_visit_stats
-where last_final_date > %(since)s
-order by last_final_date desc
-limit 8
-"""
-
-
 def recent_visits(settings: Settings, since: datetime) -> list[str]:
     """One readable line per origin visited since ``since`` (newest first)."""
     with connect(settings) as conn:
-        rows = conn.execute(RECENT_SQL, {"since": since}).fetchall()
+        rows = recently_visited(conn, since)
     lines = []
     for r in rows:
         name = r["url"].rstrip("/").rsplit("/", 1)[-1]

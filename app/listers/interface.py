@@ -28,15 +28,14 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
-from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
 from app.api_models import first_error
 from app.context import Context
+from app.db import lister_api as sql
 from app.db import listings as db
 from app.db.connection import DictConnection
-from app.db.queries import query
+from app.db.errors import refusal
 from app.listers.models import (
     ListedOrigin,
     ListedOriginPage,
@@ -70,24 +69,20 @@ class ListerInterface:
 
     def get_listers(self, with_first_visits_to_schedule: bool = False) -> list[Lister]:
         """Every lister instance (or those whose first visits are still to schedule)."""
-        rows = self.conn.execute(
-            query("listers_all"),
-            {"only_first_visits_to_schedule": bool(with_first_visits_to_schedule)},
+        rows = sql.listers(
+            self.conn, only_first_visits_to_schedule=bool(with_first_visits_to_schedule)
         )
         return [Lister.model_validate(r) for r in rows]
 
     def get_listers_by_id(self, lister_ids: list[Any]) -> list[Lister]:
         """The lister instances of these ids (unknown ones are left out)."""
         ids = [_uuid(value, f"lister_ids[{i}]") for i, value in enumerate(lister_ids or [])]
-        rows = self.conn.execute(query("listers_by_id"), {"ids": ids})
+        rows = sql.listers_by_id(self.conn, ids)
         return [Lister.model_validate(r) for r in rows]
 
     def get_lister(self, name: str, instance_name: str | None = None) -> Lister | None:
         """The lister instance, or None if it is not registered."""
-        row = self.conn.execute(
-            query("lister_by_name"),
-            {"name": _text(name, "name"), "instance_name": instance_name or ""},
-        ).fetchone()
+        row = sql.lister_by_name(self.conn, _text(name, "name"), instance_name or "")
         return Lister.model_validate(row) if row else None
 
     def get_or_create_lister(
@@ -97,13 +92,9 @@ class ListerInterface:
         first_visits_queue_prefix: str | None = None,
     ) -> Lister:
         """The lister instance, registered first if new (an existing one is unchanged)."""
-        params = {
-            "name": _text(name, "name"),
-            "instance_name": instance_name or "",
-            "first_visits_queue_prefix": first_visits_queue_prefix,
-        }
-        row = self.conn.execute(query("lister_get_or_create"), params).fetchone()
-        assert row is not None  # the insert or the select returns the row
+        row = sql.get_or_create_lister(
+            self.conn, _text(name, "name"), instance_name or "", first_visits_queue_prefix
+        )
         return Lister.model_validate(row)
 
     def update_lister(self, lister: Any) -> Lister:
@@ -111,10 +102,8 @@ class ListerInterface:
         given = parse(Lister, lister, "lister")
         if given.id is None or given.updated is None:
             raise ListerInputError("lister.id and lister.updated: required to update a lister")
-        params = given.model_dump()
-        params["current_state"] = Jsonb(given.current_state)
         row = _refusing_bad_values(
-            lambda: self.conn.execute(query("lister_update"), params).fetchone(), "lister"
+            lambda: sql.update_lister(self.conn, given.model_dump()), "lister"
         )
         if row is None:
             raise StaleData("Stale data; Lister state not updated")
@@ -157,9 +146,7 @@ class ListerInterface:
         return recorded
 
     def _check_listers(self, by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]]) -> None:
-        found = {
-            r["id"] for r in self.conn.execute(query("listers_known"), {"ids": list(by_lister)})
-        }
+        found = sql.known_listers(self.conn, list(by_lister))
         for lister_id, rows in by_lister.items():
             if lister_id not in found:
                 raise ListerInputError(
@@ -174,9 +161,7 @@ class ListerInterface:
         def write() -> tuple[list[Any], list[dict[str, Any]]]:
             with self.conn.transaction():
                 changed = db.upsert_listed_origins(self.conn, lister_id, [r for _, r in rows], now)
-                stored = self.conn.execute(
-                    query("listed_origins_recorded"), {"lister_id": lister_id}
-                ).fetchall()
+                stored = sql.recorded_origins(self.conn, lister_id)
             return changed, stored
 
         changed, stored = _refusing_bad_values(write, "listed_origins")
@@ -198,7 +183,7 @@ class ListerInterface:
         wanted = [url] if url is not None else (list(urls) if urls else None)
         after = _page_token(page_token)
         if after and after[2] is None:
-            after = after[0], after[1], self._last_visit_type(after[0], after[1])
+            after = after[0], after[1], sql.last_visit_type(self.conn, after[0], after[1])
         params = {
             "lister_id": _uuid(lister_id, "lister_id") if lister_id is not None else None,
             "urls": wanted,
@@ -208,7 +193,7 @@ class ListerInterface:
             "after_visit_type": after[2] if after else None,
             "limit": limit,
         }
-        rows = self.conn.execute(query("listed_origins_page"), params).fetchall()
+        rows = sql.listed_origins_page(self.conn, params)
         results = [ListedOrigin.model_validate(r) for r in rows]
         token = None
         if len(results) == limit:
@@ -216,32 +201,23 @@ class ListerInterface:
             token = (str(last.lister_id), last.url, last.visit_type)
         return ListedOriginPage(results=results, next_page_token=token)
 
-    def _last_visit_type(self, lister_id: UUID, url: str) -> str:
-        row = self.conn.execute(
-            query("listed_origin_last_visit_type"), {"lister_id": lister_id, "url": url}
-        ).fetchone()
-        return str(row["visit_type"]) if row and row["visit_type"] is not None else ""
-
     def get_visit_types_for_listed_origins(self, lister: Any) -> list[str]:
         """The visit types of the origins a lister has listed."""
         given = parse(Lister, lister, "lister")
         if given.id is None:
             raise ListerInputError("lister.id: required")
-        rows = self.conn.execute(query("lister_visit_types"), {"lister_id": given.id})
-        return [str(r["visit_type"]) for r in rows]
+        return sql.lister_visit_types(self.conn, given.id)
 
     def origin_visit_stats_get(self, ids: Iterable[Any]) -> list[OriginVisitStats]:
         """The visit stats of these (url, visit_type) pairs; unknown pairs are left out."""
         pairs = [_pair(value, f"ids[{i}]") for i, value in enumerate(ids or [])]
         if not pairs:
             return []
-        params = {"urls": [p[0] for p in pairs], "visit_types": [p[1] for p in pairs]}
-        return [_stats(r) for r in self.conn.execute(query("visit_stats_get"), params)]
+        return [_stats(r) for r in sql.visit_stats(self.conn, pairs)]
 
     def visit_scheduler_queue_position_get(self) -> dict[str, int]:
         """The recurrent scheduler's queue position per visit type, in Unix seconds."""
-        rows = self.conn.execute(query("lister_api_queue_positions"))
-        return {str(r["visit_type"]): int(r["position"].timestamp()) for r in rows}
+        return sql.queue_positions(self.conn)
 
 
 def _as_listing_row(origin: ListedOrigin) -> ListedOriginIn:
@@ -259,8 +235,10 @@ def _refusing_bad_values(write: Callable[[], Any], field: str) -> Any:
     """Run ``write``; a value PostgreSQL refuses is bad input naming ``field``."""
     try:
         return write()
-    except (psycopg.errors.DataError, psycopg.errors.IntegrityError) as exc:
-        detail = (exc.diag.message_primary or str(exc)).strip()
+    except Exception as exc:
+        detail = refusal(exc)
+        if detail is None:
+            raise
         raise ListerInputError(f"{field}: refused by the database: {detail}") from None
 
 
