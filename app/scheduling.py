@@ -25,10 +25,10 @@ from app.db.scheduling import (
 from app.domain.placement import epoch_s
 from app.domain.policies import (
     default_policies,
+    plans_capacity,
     policy_of_pool,
     pool_weights,
     query_shares,
-    spacing_of,
 )
 from app.mirror_sync import confirm_scheduled, ensure_built
 from app.replan import replan_slice
@@ -149,9 +149,8 @@ def schedule_step(
         )
         for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
             picked.append((p.id, p.pool, policy))
-    config = (
-        visit_type_configs(conn).get(visit_type) if spacing_of(policies) == "age_optimal" else None
-    )
+    planned = plans_capacity(policies)
+    config = visit_type_configs(conn).get(visit_type) if planned else None
     head_start_s = (
         ctx.settings.known_change_head_start_share * config.max_interval_s if config else 0.0
     )
@@ -168,7 +167,7 @@ def schedule_step(
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]
     result.picks_by_pool = Counter(pool for _, pool, _ in picked)
-    if not dry_run and spacing_of(policies) == "age_optimal":
+    if not dry_run and planned:
         ctx.mirror.count_picks(visit_type, result.picks_by_pool)
         ctx.mirror.record_lateness(visit_type, planned_lateness(popped.popped, now_s))
         multiplier = refresh_allocation(conn, ctx, visit_type, now)
