@@ -176,7 +176,9 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     if not open_origins:
         return []
     events = [e for e in events if (e.origin, e.visit_type) in open_origins]
-    started = [e for e in events if not e.is_final]
+    # A request's visit is the first created after it was scheduled: a visit
+    # already under way then (a recurrent one) neither starts nor ends it.
+    started = [e for e in events if e.status == "created"]
     finished = [e for e in events if e.is_final]
     if started:
         conn.execute(
@@ -184,6 +186,7 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
             {
                 "urls": [e.origin for e in started],
                 "visit_types": [e.visit_type for e in started],
+                "visits": [e.visit for e in started],
                 "dates": [e.date for e in started],
             },
         )
@@ -194,6 +197,7 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
         {
             "urls": [e.origin for e in finished],
             "visit_types": [e.visit_type for e in finished],
+            "visits": [e.visit for e in finished],
             "dates": [e.date for e in finished],
             "statuses": [e.status for e in finished],
             "reasons": [_reason(e) for e in finished],

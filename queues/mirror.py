@@ -201,7 +201,6 @@ class Mirror(PickBookkeeping, MirrorReads):
                 head_start_s=head_start_s,
                 first_visit_share=first_visit_share,
             )
-        keys = self.keys(visit_type, shard or 0)
         weight_args = (
             [weights, repr(float(head_start_s)), repr(float(first_visit_share)), 0]
             if isinstance(weights, str)
@@ -209,20 +208,40 @@ class Mirror(PickBookkeeping, MirrorReads):
         )
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
-        cooled, lost, flat = self._fenced(
-            "pop",
-            keys,
-            script_keys=[*keys.data_keys(), keys.meta],
-            args=[
-                repr(now_s),
-                count,
-                repr(scheduled_cooldown_s),
-                MAX_MOVES_PER_POP,
-                *weight_args,
-                "peek" if peek else "pop",
-            ],
+        mode = "peek" if peek else "pop"
+        cooled, lost, flat = self._run_pop(
+            visit_type, shard or 0, [now_s, count, scheduled_cooldown_s, *weight_args, mode]
         )
         return PopResult(_popped_by_pool(flat), int(cooled), int(lost))
+
+    def due_order(
+        self,
+        visit_type: str,
+        shard: int,
+        count: int,
+        now_s: float,
+        scheduled_cooldown_s: float,
+        *,
+        peek: bool,
+        head_start_s: float = 0.0,
+    ) -> tuple[list[float], int, int]:
+        """The due times of the ``count`` origins a 'due' pop of one shard would take
+        by due time (no share set apart for first visits), in the order it takes
+        them, and how many origins came back from cooling and from lost visits
+        (unless ``peek``, as a pop does); nothing is taken."""
+        rest = ["due", repr(float(head_start_s)), "0", 0, "peek" if peek else "pop", "rank"]
+        cooled, lost, _, dues = self._run_pop(
+            visit_type, shard, [now_s, count, scheduled_cooldown_s, *rest]
+        )
+        return [float(d) for d in dues], int(cooled), int(lost)
+
+    def _run_pop(self, visit_type: str, shard: int, args: list[Any]) -> Any:
+        """pop.lua on one shard; ``args`` are its ARGV but the move limit (ARGV[4])."""
+        keys = self.keys(visit_type, shard)
+        now_s, count, scheduled_cooldown_s, *rest = args
+        script_keys = [*keys.data_keys(), keys.meta]
+        limits = [repr(now_s), count, repr(scheduled_cooldown_s), MAX_MOVES_PER_POP]
+        return self._fenced("pop", keys, script_keys=script_keys, args=[*limits, *rest])
 
     def claim(
         self,

@@ -4,24 +4,30 @@ One visit type's keys share a hash tag, so on a Redis Cluster they live on
 one node; git is most of an archive. Splitting its pools into N shards (one
 hash tag each, origin ``id`` in shard ``id mod N``) spreads it over the
 nodes. Every Lua script still works on one shard atomically (pop.lua,
-claim.lua, place.lua are unchanged); what spans shards is here:
+claim.lua, place.lua); what spans shards is here:
 
-- a pop of n origins asks each shard for a share of n in proportion to how
-  many origins its pools hold (largest remainder), in one atomic pop per
+- a pop of n origins asks each shard for a share of n, in one atomic pop per
   shard, then asks shards that gave all they were asked for the shortfall;
-  the results are merged in the order one pop returns them (pool, score);
+  the results are merged in the order one pop returns them (pool, score).
+  By due time ('due'), a shard's share is its part of the n origins due
+  first across every shard (a k-way merge of the shards' due orders, which
+  pop.lua ranks without taking), so the batch holds what one key set would
+  give; by weights, its share is in proportion to how many origins its
+  pools hold (largest remainder), each shard being a sample of the visit type;
 - a claim walks the shards in turn, each claiming at most what is left.
 
-What is lost against one key set: the pools' weights hold per shard (each
-shard is a sample of the visit type, so they hold overall), and a pop is
-atomic per shard, not across shards (no origin is in two shards, so none can
-be taken twice).
+What is lost against one key set: the pools' weights, and the share of a due
+pop set apart for first visits, hold per shard (each shard is a sample of the
+visit type, so they hold overall), and a pop is atomic per shard, not across
+shards (no origin is in two shards, so none can be taken twice).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from app.domain.placement import POOLS, Placement
@@ -64,6 +70,40 @@ def pool_sizes(mirror: Mirror, visit_type: str) -> list[int]:
     return [sum(counts[i : i + len(POOLS)]) for i in range(0, len(counts), len(POOLS))]
 
 
+def due_split(
+    mirror: Mirror,
+    visit_type: str,
+    count: int,
+    now_s: float,
+    scheduled_cooldown_s: float,
+    *,
+    peek: bool,
+    head_start_s: float,
+) -> tuple[list[int], int, int]:
+    """How many of the ``count`` origins due first across every shard each shard
+    holds, and how many origins came back from cooling and from lost visits."""
+    ranked = [
+        mirror.due_order(
+            visit_type,
+            shard,
+            count,
+            now_s,
+            scheduled_cooldown_s,
+            peek=peek,
+            head_start_s=head_start_s,
+        )
+        for shard in range(mirror.shards(visit_type))
+    ]
+    # heapq.merge takes the least head each time: the same merge as pop.lua's.
+    merged = heapq.merge(
+        *([(due, shard) for due in dues] for shard, (dues, _, _) in enumerate(ranked))
+    )
+    asked = [0] * len(ranked)
+    for _, shard in islice(merged, count):
+        asked[shard] += 1
+    return asked, sum(r[1] for r in ranked), sum(r[2] for r in ranked)
+
+
 def pop_across(
     mirror: Mirror,
     visit_type: str,
@@ -76,7 +116,8 @@ def pop_across(
     head_start_s: float = 0.0,
     first_visit_share: float = 0.0,
 ) -> PopResult:
-    """One pop per shard, counts in proportion to the shards' pools, merged."""
+    """One pop per shard, each of its share of the batch (``due_split`` by due
+    time, else in proportion to the shards' pools), merged."""
     from queues.mirror import PopResult
 
     def pop_from(shard: int, n: int) -> PopResult:
@@ -92,9 +133,20 @@ def pop_across(
             shard=shard,
         )
 
-    asked = split_count(count, pool_sizes(mirror, visit_type))
-    popped: list[Popped] = []
     cooled = lost = 0
+    if weights == "due":
+        asked, cooled, lost = due_split(
+            mirror,
+            visit_type,
+            count,
+            now_s,
+            scheduled_cooldown_s,
+            peek=peek,
+            head_start_s=head_start_s,
+        )
+    else:
+        asked = split_count(count, pool_sizes(mirror, visit_type))
+    popped: list[Popped] = []
     full: list[int] = []
     for shard, share in enumerate(asked):
         # Every shard is popped, even for 0: its cooled and lost origins return.

@@ -35,6 +35,10 @@
 --         (meta credit:first) while first visits wait.
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
+-- ARGV[10] optional, with 'due': 'rank' to take nothing and return
+--         {cooled, lost, {}, dues}: the due times of the n origins the merge
+--         would take (no first visits set apart), in its order; a sharded pop
+--         merges the shards' lists to share its batch out (queues.shards)
 --
 -- The batch is split by weight; the share of a pool that runs dry goes to the
 -- others, and when every weighted pool is dry the pools of weight 0 are served
@@ -73,6 +77,7 @@ local function unpark(from, upto)
 end
 
 local peek = ARGV[9] == 'peek'
+local rank = ARGV[10] == 'rank'
 local cooled, lost = 0, 0
 if not peek then
   cooled = unpark(cooling, now)
@@ -85,6 +90,7 @@ local take = {0, 0, 0, 0}
 
 -- Age-optimal: merge the heads of the four pools by due time.
 local head_start = tonumber(ARGV[6]) or 0
+local dues = {}
 local function by_due(first)
   local heads, pos = {}, {}
   for i = 1, 4 do
@@ -112,6 +118,8 @@ local function by_due(first)
     if best == nil then break end
     take[best] = take[best] + 1
     pos[best] = pos[best] + 2
+    -- a string: Redis would truncate a Lua number to an integer
+    if rank then dues[#dues + 1] = string.format('%.17g', best_due) end
   end
 end
 
@@ -120,7 +128,7 @@ local keep_credit = not peek and redis.call('EXISTS', meta) == 1
 if ARGV[5] == 'due' then
   local first_share = tonumber(ARGV[7]) or 0
   local first = 0
-  if first_share > 0 then
+  if first_share > 0 and not rank then
     local owed = keep_credit and tonumber(redis.call('HGET', meta, 'credit:first')) or 0
     local exact = n * first_share + owed
     first = math.min(math.floor(exact), n)
@@ -133,6 +141,7 @@ if ARGV[5] == 'due' then
     first = got
   end
   by_due(first)
+  if rank then return {cooled, lost, {}, dues} end
   for i = 1, 4 do weight[i] = 0 end
 elseif ARGV[5] == 'auto' then
   local b = avail[1] + avail[2] + avail[4]

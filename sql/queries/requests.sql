@@ -60,27 +60,33 @@ update visit_requests set superseded_by = %(new_id)s
 where id = %(id)s
 
 -- name: requests_started
--- A visit of the origin began (created / ongoing status): its scheduled
--- requests are running.
-update visit_requests r set status = 'running', started_at = k.date
-from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[])
-     as k(url, visit_type, date)
-where r.url = k.url and r.visit_type = k.visit_type and r.status = 'scheduled'
-  and r.scheduled_at <= k.date
+-- The first visit of the origin created after a scheduled request was sent is
+-- the request's own: the request is running, and only that visit ends it.
+update visit_requests r set status = 'running', started_at = own.date, visit = own.visit
+from (
+  select distinct on (r.id) r.id, k.date, k.visit
+  from visit_requests r
+  join unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
+              %(dates)s::timestamptz[]) as k(url, visit_type, visit, date)
+    on r.url = k.url and r.visit_type = k.visit_type
+  where r.status = 'scheduled' and r.scheduled_at <= k.date
+  order by r.id, k.date, k.visit
+) own
+where r.id = own.id and r.status = 'scheduled'
 returning r.id
 
 -- name: requests_finished
--- A visit of the origin ended: its scheduled or running requests end with it.
+-- The request's own visit ended: the request ends with it.
 update visit_requests r
 set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status,
-    started_at = coalesce(r.started_at, k.date),
     failure_reason = case when k.status = any(%(success)s::text[]) then null
                           else coalesce(k.reason, 'visit ended ' || k.status) end
-from unnest(%(urls)s::text[], %(visit_types)s::text[], %(dates)s::timestamptz[],
-            %(statuses)s::text[], %(reasons)s::text[]) as k(url, visit_type, date, status, reason)
-where r.url = k.url and r.visit_type = k.visit_type
-  and r.status in ('scheduled', 'running') and r.scheduled_at <= k.date
+from unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
+            %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
+     as k(url, visit_type, visit, date, status, reason)
+where r.url = k.url and r.visit_type = k.visit_type and r.status = 'running'
+  and r.visit = k.visit
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 
 -- name: open_request_origins

@@ -146,10 +146,11 @@ def test_a_batch_retried_message_by_message_still_reports_the_requests_it_finish
     # refuses the whole batch, which is then applied message by message.
     long_url = "https://forge.example/" + random.Random(12).randbytes(10_000).hex()
     publisher.publish(long_url, "git", 1, "full", b"l" * 20, date=now)
+    publisher.publish(URLS[0], "git", 1, "created", None, date=now - timedelta(minutes=3))
     publisher.publish(URLS[0], "git", 1, "full", SNAP[0], date=now)
     client = JournalClient(settings)
     batch: list[Message] = []
-    wait_for(lambda: len(batch.extend(client.poll_batch()) or batch) >= 2, 30, "both statuses")
+    wait_for(lambda: len(batch.extend(client.poll_batch()) or batch) >= 3, 30, "the statuses")
     before = request_latencies_observed()
 
     outcome = client.process(batch, datetime.now(tz=UTC))

@@ -3,7 +3,7 @@ behind a recurrent backlog, against real PostgreSQL, Redis and Dramatiq workers.
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dramatiq
@@ -15,7 +15,10 @@ from app.api_models import InvalidPayload, RequestVisit
 from app.client import RevisitClient
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.scheduling import visit_type_configs
 from app.devtools.demo import make_repo
+from app.domain.journal_event import VisitStatusEvent
+from app.journal import apply_events_batch
 from app.queue_names import API_QUEUE, priority_queue, visit_queue
 from app.requests import (
     RequestError,
@@ -72,6 +75,35 @@ def test_cancel_and_retry_follow_the_lifecycle(conn: DictConnection, ctx: Contex
 def test_unknown_visit_type_is_refused_with_the_known_ones(conn: DictConnection) -> None:
     with pytest.raises(RequestError, match=r"unknown visit type 'cvs' \(known: git, hg, svn\)"):
         create_request(conn, RequestVisit(url="https://r.example/c", visit_type="cvs"))
+
+
+def test_a_request_ends_with_its_own_visit_not_with_one_in_flight_when_it_was_scheduled(
+    conn: DictConnection, ctx: Context
+) -> None:
+    url = "https://r.example/busy"
+    list_origins(conn, ctx, [url], now=NOW)
+
+    def journal(visit: int, status: str, minutes: int) -> None:
+        at = NOW + timedelta(minutes=minutes)
+        snapshot = b"s" * 20 if status == "full" else None
+        event = VisitStatusEvent(url, "git", visit, at, status, snapshot, {"error": "boom"})
+        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+
+    journal(7, "created", 0)  # a recurrent visit is under way
+    request_id = ask(conn, url)
+    take_pending(conn, "git", 1, NOW + timedelta(minutes=1))
+    journal(7, "ongoing", 2)
+    journal(8, "created", 3)  # the request's own visit
+    journal(7, "failed", 4)
+    assert get_request(conn, request_id)["status"] == "running"
+    journal(8, "full", 5)
+
+    done = get_request(conn, request_id)
+    assert (done["status"], done["visit_status"]) == ("succeeded", "full")
+    assert (done["started_at"], done["finished_at"]) == (
+        NOW + timedelta(minutes=3),
+        NOW + timedelta(minutes=5),
+    )
 
 
 def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(

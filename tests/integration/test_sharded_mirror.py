@@ -135,3 +135,24 @@ def test_an_origins_rank_counts_the_origins_ahead_of_it_in_every_shard(
     location = ctx.mirror.locate("git", 10)
 
     assert (location.pool, location.score, location.rank) == ("no_last_update", 10.0, 9)
+
+
+@pytest.mark.every_mirror(sharded=True)
+def test_a_due_pop_takes_the_most_due_origins_however_they_are_spread_over_shards(
+    ctx: Context,
+) -> None:
+    now_s = 1e9
+    # Shard 1 (ids 1 mod 3) holds a few long overdue origins, shard 0 many due
+    # later, shard 2 many whose forge reports no change (not due yet).
+    overdue = [Placement(i, "pool", 100.0 + i, "no_last_update", 100.0 + i) for i in (1, 4, 7, 10)]
+    later = [Placement(i, "pool", 1e6 + i, "no_last_update", 1e6 + i) for i in range(0, 120, 3)]
+    not_due = [Placement(i, "pool", now_s + i, "up_to_date", now_s + i) for i in range(2, 120, 3)]
+    ctx.mirror.place("git", [*overdue, *later, *not_due])
+
+    peeked = ctx.mirror.pop("git", 10, now_s, 3600.0, "due", peek=True)
+    popped = ctx.mirror.pop("git", 10, now_s, 3600.0, "due")
+
+    most_due = {p.id for p in overdue} | {0, 3, 6, 9, 12, 15}
+    assert {p.id for p in peeked.popped} == most_due
+    assert {p.id for p in popped.popped} == most_due
+    assert ctx.mirror.sizes("git")["inflight"] == 10
