@@ -59,7 +59,7 @@ RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
 #: journal process (Python's default: 700). A batch allocates hundreds of
 #: thousands of short-lived objects and makes no reference cycles, so at the
 #: default the collector ran every few hundred rows and re-scanned the whole
-#: batch each time: 10-15 % of the process's CPU (benchmarks/README.md).
+#: batch each time, a large share of the process's CPU for nothing.
 JOURNAL_GC_THRESHOLD = 50_000
 
 

@@ -81,9 +81,8 @@ def refresh_allocation(
     current = config.age_multiplier_s2
     if current is not None and math.isfinite(current):
         # The median: an origin back from a failure's cooldown is picked weeks
-        # after its target, and a mean would read those as a lack of capacity.
-        # (Simulated on the default world, 90 days: git 1.08 times the age
-        # optimum with the median, 1.24 with a mean trimmed of 10 % each side.)
+        # after its target, and a mean (even a trimmed one) would read those as
+        # a lack of capacity and age the archive.
         lateness = statistics.median(late) if late else head_lateness_s(ctx, config, now_s)
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:

@@ -1,7 +1,7 @@
 """The reference archive's journal encoding (msgpack, Timestamp extension for dates).
 
 Two decoders of an origin_visit_status value: ``fast_event`` (msgspec, which
-checks the types while it decodes, ~4x faster) takes the messages it can vouch
+checks the types while it decodes, in a fraction of the time) takes the messages it can vouch
 for, and ``decode`` + ``event_from_dict`` takes the rest, so a rejected
 message gets the same reason whichever path saw it first.
 """

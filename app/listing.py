@@ -75,9 +75,9 @@ class ImportReport:
 
 _DONE = object()
 
-#: Postgres connections an import writes batches on by default: on 2 cores,
-#: 3 keep the server busy while the interpreter parses and places (1M origins:
-#: 64,878 a second against 58,921 with 2 in benchmarks/growth.py; benchmarks/README.md).
+#: Postgres connections an import writes batches on by default: one more than
+#: the 2 cores keeps the server busy while the interpreter parses and places
+#: (figures in benchmarks/README.md).
 IMPORT_WRITERS = 3
 
 

@@ -55,7 +55,6 @@ from app.queue_names import visit_queue
 from app.scheduling import VisitOrder, schedule_step
 from app.settings import Settings
 from benchmarks.common import bench_settings
-from benchmarks.journal_steps import postgres_cpu_s
 from benchmarks.scheduling_data import VISIT_TYPE, origins
 from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.mirror import Popped, Weights
@@ -160,6 +159,18 @@ def put_back(ctx: Context, popped: list[Popped]) -> None:
     ctx.mirror.place(
         VISIT_TYPE, [Placement(p.id, "pool", p.score, p.pool, p.score) for p in popped]
     )
+
+
+def postgres_cpu_s(postmaster: psutil.Process) -> float:
+    """CPU seconds (user + system) of one PostgreSQL server: its postmaster and children."""
+    total = 0.0
+    for proc in [postmaster, *postmaster.children()]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def redis_cpu_s(ctx: Context) -> float:

@@ -22,7 +22,7 @@ from queues.mirror_read import MirrorReads
 from queues.shards import by_shard, claim_across, pop_across
 
 PLACE_CHUNK = 2000
-#: Placements per place.lua call of a rebuild (one call blocks Redis ~10 ms).
+#: Placements per place.lua call of a rebuild (a call blocks Redis while it runs).
 REBUILD_CHUNK = 5000
 #: The rebuild-in-progress marker outlives a dead rebuild by at most this (s).
 REBUILD_MARKER_TTL_S = 600
@@ -52,7 +52,7 @@ class Popped(NamedTuple):
     """One origin taken by a pop: its id, the pool it came from and its score there.
 
     A named tuple: a pop builds a thousand of them, and a frozen dataclass's
-    ``__init__`` (one ``object.__setattr__`` per field) took twice as long.
+    ``__init__`` (one ``object.__setattr__`` per field) costs more.
     """
 
     id: int

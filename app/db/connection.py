@@ -22,9 +22,9 @@ def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
     The session's time zone is UTC from the start (``utc_options``): psycopg
     gives each timestamptz it reads the session's time zone, and for UTC it
     builds the date in C, where for any other zone name (``Etc/UTC``
-    included) it converts each one through zoneinfo (0.2 against 0.5 µs);
-    turning such a date into a mirror score (``epoch_s``) then takes 1.7
-    against 0.6 µs. A journal batch reads a dozen timestamps per origin, a
+    included) it converts each one through zoneinfo, which also makes
+    turning the date into a mirror score (``epoch_s``) slower. A journal
+    batch reads a dozen timestamps per origin, a
     rebuild or a listing batch a few. The instants are the same, and no
     statement depends on the zone (no ``::date``, ``date_trunc`` or ``at time
     zone``; a timestamp plus an interval of days, as a lister's next run,

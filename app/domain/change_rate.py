@@ -122,7 +122,7 @@ def _excess(
 def estimate_per_s(obs: ChangeObservations, prior_interval_s: float) -> float:
     """The estimated change rate (per second): the root of the likelihood equation
     with the prior's pseudo-observations, by Newton's method on log λ kept inside
-    a bracket (a few steps, where a plain bisection took 80: this runs once per
+    a bracket (a few steps, where a bisection takes dozens: this runs once per
     refolded origin in every journal batch)."""
     if prior_interval_s <= 0:
         raise ValueError(f"prior_interval_s: must be positive, got {prior_interval_s}")

@@ -55,8 +55,8 @@ class Cooldowns:
         changes, learned) shorter than ``failed_first``, the first rest is that
         interval, at least ``absolute``: an origin that changes several times a
         day and failed once is retried within hours, not a day later with a
-        day's changes more to fetch (simulated, loader_cap world: flaky origins
-        changing 5-10 times a day fell further behind at every failure)."""
+        day's changes more to fetch (a flaky fast changer would fall further
+        behind at every failure)."""
         first = self.failed_first
         if change_interval is not None and change_interval < first:
             first = max(change_interval, self.absolute)

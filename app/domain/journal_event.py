@@ -22,8 +22,8 @@ class VisitStatusEvent(msgspec.Struct, frozen=True, gc=False):
     """One origin_visit_status record as the archive publishes it.
 
     A frozen msgspec Struct, not a frozen dataclass: the journal builds one per
-    message, and a frozen dataclass set each field with ``object.__setattr__``
-    (0.5 against 0.05 µs). It compares, hashes and prints as the dataclass did
+    message, and a frozen dataclass sets each field with ``object.__setattr__``,
+    many times slower. It compares, hashes and prints as a dataclass would
     (``msgspec.structs`` has ``fields``, ``astuple`` and ``replace`` for it).
     Not tracked by the garbage collector: nothing it holds can refer back to it
     (its metadata is a decoded map).

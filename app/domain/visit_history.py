@@ -17,8 +17,8 @@ same folds, in the same order, from the same tally, so the same result.
 
 ``FinalVisit`` and ``Tally`` are frozen msgspec Structs, not frozen dataclasses:
 a batch builds several per origin, and a frozen dataclass sets each field with
-``object.__setattr__`` (1.9 µs for a Tally, 0.1 µs as a Struct). They compare,
-hash and print as the dataclasses did; ``msgspec.structs`` has ``fields``,
+``object.__setattr__``, many times slower to build. They compare, hash and
+print as dataclasses would; ``msgspec.structs`` has ``fields``,
 ``astuple`` and ``replace`` for them. msgspec reads them from arrays in field
 order (``array_like``; a longer array is refused): the stored visit history
 (``app.db.history_codec``) decodes straight into them.
@@ -114,9 +114,9 @@ class Folded(msgspec.Struct, frozen=True, gc=False):
 class VisitHistory(msgspec.Struct, frozen=True, eq=False, gc=False):
     """The fold of old visits (``base``) and the newest final visits, in visit order.
 
-    A frozen msgspec Struct (0.05 against 0.3 µs to build; a journal batch builds
-    several per origin). Equality, hash and repr are written out because the
-    fold it keeps is no part of them, as it was not of the dataclass's.
+    A frozen msgspec Struct (cheap to build; a journal batch builds several per
+    origin). Equality, hash and repr are written out because the fold it keeps
+    is no part of them.
     """
 
     base: Tally = msgspec.field(default_factory=Tally)

@@ -169,8 +169,7 @@ def next_target(
         # Real time from the failed visit, as after a success: the queue
         # position runs ahead of real time (by a month in the first weeks of a
         # deployment, when the ladder set the targets), and a retry anchored
-        # there waited that long. (Simulated, no_last_update world, seed 0: the
-        # flaky git origins whose first visit of the run failed waited 30 days.)
+        # there would wait that long.
         retry = tally.last_final_date + policy.min_interval
         if tally.last_successful is not None:
             # The floor counts from the last success. A visit that failed at or
@@ -204,12 +203,7 @@ def next_target(
 
 def _floor(policy: StatsPolicy) -> timedelta:
     """The longest interval planned: ``max_interval`` less a margin for the wait in
-    the queue, so that every live origin is visited at least once per max_interval.
-
-    (Planning the floor of an origin that failed before one failed rest earlier
-    was tried: on the default world it left as many origins past max_interval,
-    11 against 13, and made the mean age older, 1.11 against 1.08 times the
-    optimum.)"""
+    the queue, so that every live origin is visited at least once per max_interval."""
     return policy.max_interval * FLOOR_MARGIN
 
 

@@ -76,7 +76,7 @@ def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> di
     falls behind for good). The optimum gets the policy's worker time less
     what its visits spent fetching commits and less the first fetch of new
     origins' history, plus what fetching every change at the true rates costs
-    (``VisitCosts``). With commit fetching 73-95 % of the worker time (the shipped worlds), the
+    (``VisitCosts``). With commit fetching most of the worker time, the
     total alone would make the yardstick hang on how many changes the policy
     happened to fetch within the run."""
     floor = DAY_S / truth.max_interval_s
