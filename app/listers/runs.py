@@ -80,11 +80,6 @@ def schedule_lister(
     return lister_id
 
 
-def unschedule_lister(conn: DictConnection, lister_id: UUID) -> None:
-    """Stop sending runs of this lister instance (its history is kept)."""
-    conn.execute(query("lister_schedule_disable"), {"lister_id": lister_id})
-
-
 def claim_due_runs(
     conn: DictConnection, now: datetime, run_timeout: timedelta, limit: int = 100
 ) -> list[ScheduledRun]:

@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("queue", "lane"),
     [
-        ("visit.git", "recurrent"),
         ("visit.git.priority", "priority"),
         ("visit.git.express", "express"),
         ("first.visit.git", "first_visits"),
