@@ -21,14 +21,36 @@ be taken twice).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from app.domain.placement import POOLS, Placement
-from queues.keys import shard_of
+from app.domain.placement import POOLS, Placement, PoolName
+from queues.keys import VisitTypeKeys, shard_of
 
-if TYPE_CHECKING:
-    from queues.mirror import Mirror, Popped, PopResult, Weights
+#: Pool weights of a pop: one per pool in POOLS order, or a mode ('auto', 'due').
+Weights = Sequence[float] | str
+
+
+class Popped(NamedTuple):
+    """One origin taken by a pop: its id, the pool it came from and its score there.
+
+    A named tuple: a pop builds a thousand of them, and a frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field) took twice as long.
+    """
+
+    id: int
+    pool: PoolName
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class PopResult:
+    """What one pop did: origins now in flight, and how many came back to the pools."""
+
+    popped: list[Popped]
+    cooled: int
+    lost: int
 
 
 def split_count(count: int, sizes: Sequence[int]) -> list[int]:
@@ -54,10 +76,10 @@ def by_shard(placements: Iterable[Placement], shards: int) -> dict[int, list[Pla
     return groups
 
 
-def pool_sizes(mirror: Mirror, visit_type: str) -> list[int]:
+def pool_sizes(client: Any, shard_keys: Sequence[VisitTypeKeys]) -> list[int]:
     """How many origins wait in the pools of each shard."""
-    pipe = mirror.client.pipeline(transaction=False)
-    for keys in mirror.shard_keys(visit_type):
+    pipe = client.pipeline(transaction=False)
+    for keys in shard_keys:
         for key in keys.pools():
             pipe.zcard(key)
     counts = [int(n) for n in pipe.execute()]
@@ -65,34 +87,11 @@ def pool_sizes(mirror: Mirror, visit_type: str) -> list[int]:
 
 
 def pop_across(
-    mirror: Mirror,
-    visit_type: str,
-    count: int,
-    now_s: float,
-    scheduled_cooldown_s: float,
-    weights: Weights,
-    *,
-    peek: bool,
-    head_start_s: float = 0.0,
-    first_visit_share: float = 0.0,
+    pop_from: Callable[[int, int], PopResult], sizes: Sequence[int], count: int, *, peek: bool
 ) -> PopResult:
-    """One pop per shard, counts in proportion to the shards' pools, merged."""
-    from queues.mirror import PopResult
-
-    def pop_from(shard: int, n: int) -> PopResult:
-        return mirror.pop(
-            visit_type,
-            n,
-            now_s,
-            scheduled_cooldown_s,
-            weights,
-            peek=peek,
-            head_start_s=head_start_s,
-            first_visit_share=first_visit_share,
-            shard=shard,
-        )
-
-    asked = split_count(count, pool_sizes(mirror, visit_type))
+    """One pop per shard (``pop_from(shard, n)``), counts in proportion to the
+    shards' pool ``sizes``, merged."""
+    asked = split_count(count, sizes)
     popped: list[Popped] = []
     cooled = lost = 0
     full: list[int] = []
@@ -114,12 +113,15 @@ def pop_across(
 
 
 def claim_across(
-    mirror: Mirror, visit_type: str, ids: Sequence[int], now_s: float, most: int, *, peek: bool
+    claim_from: Callable[[int, list[int]], list[Popped]],
+    shards: int,
+    ids: Sequence[int],
+    most: int,
 ) -> list[Popped]:
     """Claim ``ids`` in windows of what is left to claim, each window's ids in one
-    claim per shard: at most ``most`` in all, no id claimed while a better-ranked
-    one that could be was passed over, returned in the order of ``ids``."""
-    shards = mirror.shards(visit_type)
+    claim per shard (``claim_from(shard, ids)``): at most ``most`` in all, no id
+    claimed while a better-ranked one that could be was passed over, returned in
+    the order of ``ids``."""
     claimed: list[Popped] = []
     start = 0
     while start < len(ids) and len(claimed) < most:
@@ -129,6 +131,6 @@ def claim_across(
         for origin in window:
             groups[shard_of(origin, shards)].append(origin)
         for shard, group in sorted(groups.items()):
-            claimed += mirror.claim(visit_type, group, now_s, len(group), peek=peek, shard=shard)
+            claimed += claim_from(shard, group)
     rank = {origin: i for i, origin in enumerate(ids)}
     return sorted(claimed, key=lambda p: rank[p.id])
