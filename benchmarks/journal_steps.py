@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import json
 import os
 import sys
@@ -34,7 +35,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.context import Context
-from app.db.live import RetryingConnections
+from app.db.connection import Connections
 from app.domain.visit_stats import keyed_fudge
 from app.journal import place_rows
 from app.journal_batch import BatchWriter
@@ -82,8 +83,9 @@ def redis_cpu_s(ctx: Context) -> float:
 def measure(settings: Settings, args: argparse.Namespace) -> dict[str, float]:
     ctx = Context.from_settings(settings)
     work = list(batches(args.messages, args.origins, args.batch_size, args.partitions))
-    connections = RetryingConnections(settings, settings.journal_writers, wait=lambda s: False)
-    writer = BatchWriter(ctx, keyed_fudge(), connections.run, settings.journal_writers)
+    connections = Connections(settings, settings.journal_writers)
+    run = functools.partial(connections.run, wait=lambda s: False)
+    writer = BatchWriter(ctx, keyed_fudge(), run, settings.journal_writers)
     if not args.default_gc:
         try:
             from actors.journal import tune_gc  # as the journal process does
@@ -92,7 +94,7 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, float]:
         else:
             tune_gc()
     now = datetime.now(tz=UTC)
-    backend = connections.run(lambda c: c.execute("select pg_backend_pid() as pid").fetchone())
+    backend = run(lambda c: c.execute("select pg_backend_pid() as pid").fetchone())
     postmaster = psutil.Process(int(backend["pid"])).parent()
     try:
         # One batch first, so every connection and script is warm.
