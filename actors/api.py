@@ -74,8 +74,8 @@ def _now() -> datetime:
     return datetime.now(tz=UTC)
 
 
-# Actors return nothing: without a results backend Dramatiq would discard the
-# value with a warning on every call. What they did is logged instead.
+# These actors return nothing: without a results backend Dramatiq would discard
+# the value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def request_visit(payload: Any) -> None:
     """Record a one-shot visit request."""
