@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,14 +47,21 @@ def _stop_on_signal() -> threading.Event:
 
 def scheduler(args: list[str]) -> None:
     """The scheduler: keep every visit queue fed from the Redis pools."""
+    from actors.loop import run_every
     from actors.scheduler import SchedulerLoop
     from app.settings import get_settings
     from monitoring.process import serve_scheduler
 
     settings = get_settings()
-    serve_scheduler(settings)
-    loop = SchedulerLoop(settings)
-    loop.run(_stop_on_signal())
+    stop = _stop_on_signal()
+    refresher = serve_scheduler(settings, datetime.now(tz=UTC))
+    if refresher is not None:
+        every_s, log = settings.metrics_refresh_interval_s, logging.getLogger("revisit.metrics")
+        refresh = functools.partial(
+            run_every, refresher.refresh, every_s, stop, log, "metrics refresh"
+        )
+        threading.Thread(target=refresh, name="metrics", daemon=True).start()
+    SchedulerLoop(settings).run(stop)
 
 
 def journal(args: list[str]) -> None:

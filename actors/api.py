@@ -8,6 +8,14 @@ Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
 actor names ``request_visit``, ``adjust_priority``, ``cancel_request``,
 ``record_listing``, queue ``revisit.api``, one keyword argument ``payload``
 holding the model's fields.
+
+The lister interface's writes share the queue: ``get_or_create_lister``,
+``update_lister``, ``record_listed_origins`` (payloads in
+``app.listers.api_models``). An unknown visit type, an unregistered lister or
+a stale ``updated`` is refused the same way.
+
+The actors of a process share its PostgreSQL connections (one per worker
+thread at work), kept from one message to the next and replaced when lost.
 """
 
 from __future__ import annotations
@@ -33,9 +41,12 @@ from app.api_models import (
     validated,
 )
 from app.context import Context
-from app.db.connection import DictConnection, connect
+from app.db.connection import Connections, DictConnection
 from app.db.listings import UnknownLister, find_lister
-from app.listing import MassDisable, finish_listing, record_listed_origins
+from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
+from app.listers.interface import ListerInterface
+from app.listing import MassDisable, finish_listing
+from app.listing import record_listed_origins as record_listing_origins
 from app.listing_input import ListingInputError
 from app.queue_names import API_QUEUE
 from app.settings import get_settings
@@ -50,16 +61,21 @@ def _ctx() -> Context:
     return Context.from_settings(get_settings())
 
 
-def _conn() -> DictConnection:
-    return connect(get_settings())
+@lru_cache(maxsize=1)
+def _connections() -> Connections:
+    return Connections(get_settings(), size=None)
+
+
+def _conn() -> contextlib.AbstractContextManager[DictConnection]:
+    return _connections().borrow()
 
 
 def _now() -> datetime:
     return datetime.now(tz=UTC)
 
 
-# Actors return nothing: without a results backend Dramatiq would discard the
-# value with a warning on every call. What they did is logged instead.
+# These actors return nothing: without a results backend Dramatiq would discard
+# the value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def request_visit(payload: Any) -> None:
     """Record a one-shot visit request."""
@@ -104,7 +120,7 @@ def record_listing(payload: Any) -> None:
             lister = find_lister(conn, listing.lister_name, listing.instance_name)["id"]
         except UnknownLister as exc:
             raise InvalidPayload(f"RecordListing: lister_name/instance_name: {exc}") from None
-        count = record_listed_origins(conn, ctx, lister, rows, now)
+        count = record_listing_origins(conn, ctx, lister, rows, now)
         if listing.last_batch:
             started = (
                 datetime.fromtimestamp(listing.listing_started_at, tz=UTC)
@@ -131,5 +147,28 @@ def _bad_input(model: str) -> Iterator[None]:
         raise InvalidPayload(f"{model}: PostgreSQL refused a value: {exc}") from None
 
 
-# The lister interface's writes (issue 15) share this queue and process.
-from actors import lister_api  # noqa: E402, F401
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def get_or_create_lister(payload: Any) -> str:
+    """Register the lister instance if new; returns its id."""
+    asked = validated(GetOrCreateLister, payload)
+    with _conn() as conn:
+        lister = ListerInterface(conn, _ctx(), _now).get_or_create_lister(**asked.model_dump())
+    return str(lister.id)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def update_lister(payload: Any) -> None:
+    """Write the lister's state, refusing a stale ``updated``."""
+    asked = validated(UpdateLister, payload)
+    with _conn() as conn:
+        ListerInterface(conn, _ctx(), _now).update_lister(asked.lister)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def record_listed_origins(payload: Any) -> int:
+    """Record listed origins (all or nothing per lister); returns how many."""
+    asked = validated(RecordListedOrigins, payload)
+    with _conn() as conn:
+        recorded = ListerInterface(conn, _ctx(), _now).record_listed_origins(asked.listed_origins)
+    log.info("recorded %d listed origins", len(recorded))
+    return len(recorded)

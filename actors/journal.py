@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import psycopg
 import redis
@@ -24,7 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Message
 
 from actors.journal_consumer import JournalConsumer
 from app.context import Context
-from app.db.live import RetryingConnections
+from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
 from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.journal import BatchOutcome, place_rows
@@ -44,8 +45,8 @@ from monitoring.metrics import (
 )
 
 log = logging.getLogger("revisit.journal")
+T = TypeVar("T")
 
-MAX_RECONNECT_DELAY_S = 30.0
 #: What a batch is retried after, as the label of JOURNAL_BATCH_RETRIES.
 RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
     (redis.RedisError, "redis"),
@@ -89,19 +90,21 @@ class JournalClient:
         self.settings = settings
         self.ctx = Context.from_settings(settings)
         self.stop = threading.Event()
-        self.connections = RetryingConnections(
-            settings,
-            settings.journal_writers,
-            wait=lambda delay_s: self.stop.wait(delay_s),
-            on_retry=lambda cause: JOURNAL_DATABASE_RETRIES.labels(cause).inc(),
-            max_delay_s=MAX_RECONNECT_DELAY_S,
-        )
+        self.connections = Connections(settings, settings.journal_writers)
         self.batch = BatchWriter(
-            self.ctx, fudge or keyed_fudge(), self.connections.run, settings.journal_writers
+            self.ctx, fudge or keyed_fudge(), self._run, settings.journal_writers
         )
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
+
+    def _run(self, work: Callable[[DictConnection], T]) -> T:
+        """Run ``work`` on a connection of its own, waiting out a PostgreSQL outage."""
+        return self.connections.run(
+            work,
+            wait=lambda delay_s: self.stop.wait(delay_s),
+            on_retry=lambda cause: JOURNAL_DATABASE_RETRIES.labels(cause).inc(),
+        )
 
     @property
     def consumer(self) -> Consumer:
@@ -172,7 +175,7 @@ class JournalClient:
         committed, and no later batch is taken before it is applied.
         """
         self.stop = self.dead_letters.stop = stop
-        backoff = Backoff(0.5, MAX_RECONNECT_DELAY_S)
+        backoff = Backoff(0.5, MAX_RETRY_DELAY_S)
         pending: list[Message] = []
         try:
             while not stop.is_set():

@@ -18,7 +18,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
 from actors.loop import run_every
-from app.db.connection import DictConnection, connect
+from app.db.connection import Connections
 from app.listers.runs import ScheduledRun, claim_due_runs, release_run
 from app.listers.settings import ListerSettings
 from app.queue_names import LISTER_QUEUE
@@ -40,34 +40,32 @@ class ListerScheduler:
 
     def __init__(self, settings: Settings, lister_settings: ListerSettings) -> None:
         self.settings, self.lister_settings = settings, lister_settings
-        self._conn: DictConnection | None = None
+        self.db = Connections(settings)
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
         self.broker = RedisBroker(  # type: ignore[no-untyped-call]
             url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace
         )
 
-    def _connection(self) -> DictConnection:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = connect(self.settings)
-        return self._conn
-
     def step(self, now: datetime) -> list[ScheduledRun]:
         """Claim the runs due at ``now`` and send them; returns them."""
         timeout = timedelta(seconds=self.lister_settings.lister_run_timeout_s)
-        conn = self._connection()
-        runs = claim_due_runs(conn, now, timeout)
-        for index, run in enumerate(runs):
-            try:
-                self.broker.enqueue(run_message(run.run_id))
-            except Exception as exc:  # Redis away: give back what was not sent
-                for unsent in runs[index:]:
-                    release_run(conn, unsent.run_id, now, f"not sent: {exc}"[:2000])
-                raise
-            LISTER_RUNS_SENT.labels("full" if run.full else "incremental").inc()
-            log.info("sent run %d of lister %s", run.run_id, run.lister_id)
+        with self.db.borrow() as conn:
+            runs = claim_due_runs(conn, now, timeout)
+            for index, run in enumerate(runs):
+                try:
+                    self.broker.enqueue(run_message(run.run_id))
+                except Exception as exc:  # Redis away: give back what was not sent
+                    for unsent in runs[index:]:
+                        release_run(conn, unsent.run_id, now, f"not sent: {exc}"[:2000])
+                    raise
+                LISTER_RUNS_SENT.labels("full" if run.full else "incremental").inc()
+                log.info("sent run %d of lister %s", run.run_id, run.lister_id)
         return runs
 
     def run(self, stop: threading.Event) -> None:
         """Step until ``stop`` is set; a failed step (PostgreSQL or Redis away) is retried."""
-        run_every(self.step, self.lister_settings.lister_poll_interval_s, stop, log)
+        try:
+            run_every(self.step, self.lister_settings.lister_poll_interval_s, stop, log)
+        finally:
+            self.db.close()

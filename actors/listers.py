@@ -19,7 +19,7 @@ import psycopg
 
 from actors.broker import make_broker
 from app.context import Context
-from app.db.connection import connect
+from app.db.connection import Connections
 from app.listers.runs import execute_run
 from app.listers.settings import get_lister_settings
 from app.queue_names import LISTER_QUEUE
@@ -34,6 +34,12 @@ broker.declare_queue(LISTER_QUEUE)
 @lru_cache(maxsize=1)
 def _ctx() -> Context:
     return Context.from_settings(get_settings())
+
+
+@lru_cache(maxsize=1)
+def _connections() -> Connections:
+    """The process's PostgreSQL connections, kept from one run to the next."""
+    return Connections(get_settings(), size=None)
 
 
 def _now() -> datetime:
@@ -58,7 +64,7 @@ DATABASE_RETRIES = 10
 )
 def run_lister(run_id: int) -> None:
     """Run one lister run (sent by the lister scheduler) and record its outcome."""
-    with connect(get_settings()) as conn:
+    with _connections().borrow() as conn:
         outcome = execute_run(conn, _ctx(), run_id, _now, get_lister_settings(), random.Random())
     if outcome is None:
         log.info("run %d: no longer due (lost and re-sent, or already running)", run_id)

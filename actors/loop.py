@@ -8,19 +8,61 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import psycopg
+import redis
+
+from app.db.errors import is_unavailable
+from app.domain.backoff import Backoff
+
+#: Longest wait between two attempts while a server is away.
+MAX_RETRY_DELAY_S = 30.0
+
 
 def run_every(
     step: Callable[[datetime], object],
     interval_s: float,
     stop: threading.Event,
     log: logging.Logger,
+    what: str = "step",
 ) -> None:
-    """Call ``step(now)`` every ``interval_s`` until ``stop`` is set; a failed step
-    (a service away) is logged and retried at the next beat, never fatal."""
+    """Call ``step(now)`` every ``interval_s`` until ``stop`` is set.
+
+    A failed step is logged and tried again, never fatal: after waits that
+    double from ``interval_s`` up to ``MAX_RETRY_DELAY_S`` while it keeps
+    failing (a server away), at the usual pace once it succeeds. A server
+    away is one line without a traceback (it says which); anything else is
+    logged with its traceback.
+    """
+    backoff = Backoff(interval_s, max(interval_s, MAX_RETRY_DELAY_S))
     while not stop.is_set():
         started = time.monotonic()
         try:
             step(datetime.now(tz=UTC))
-        except Exception:
-            log.exception("step failed; retrying")
+        except Exception as exc:
+            delay_s = backoff.next_delay_s()
+            server = unavailable_server(exc)
+            if server is None:
+                log.exception("%s failed; retrying in %.1fs", what, delay_s)
+            else:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                log.warning(
+                    "%s failed, %s unavailable (%s); retrying in %.1fs",
+                    what,
+                    server,
+                    first,
+                    delay_s,
+                )
+            stop.wait(delay_s)
+            continue
+        backoff.reset()
         stop.wait(max(0.0, interval_s - (time.monotonic() - started)))
+
+
+def unavailable_server(exc: BaseException) -> str | None:
+    """The server ``exc`` says is away ("PostgreSQL", "Redis"), None if it says
+    something else (a bug, a refused value)."""
+    if isinstance(exc, psycopg.Error) and is_unavailable(exc):
+        return "PostgreSQL"
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return "Redis"
+    return None

@@ -7,17 +7,22 @@ queue's wait.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
-import time
+from datetime import datetime
 from typing import Any
 
 import redis
 from dramatiq import Middleware
 
+from actors.loop import run_every
 from queues.dramatiq_broker import served_queues, worker_threads
 from queues.keys import queue_workers
 from queues.workers import REFRESH_S
+
+log = logging.getLogger("revisit.workers")
 
 
 class WorkerRegistry(Middleware):
@@ -29,19 +34,17 @@ class WorkerRegistry(Middleware):
         self._stop = threading.Event()
 
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
-        queues = served_queues(broker, worker)
-        threads = worker_threads(worker)
+        """Register now and every ``REFRESH_S`` until shutdown (through Redis outages)."""
+        queues, threads = served_queues(broker, worker), worker_threads(worker)
 
-        def refresh() -> None:
-            while True:
-                pipe = self.client.pipeline(transaction=False)
-                for queue in queues:
-                    key = queue_workers(self.namespace, queue)
-                    pipe.hset(key, str(os.getpid()), f"{threads}|{time.time():.0f}")
-                pipe.execute()
-                if self._stop.wait(REFRESH_S):
-                    return
+        def register(now: datetime) -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues:
+                key = queue_workers(self.namespace, queue)
+                pipe.hset(key, str(os.getpid()), f"{threads}|{now.timestamp():.0f}")
+            pipe.execute()
 
+        refresh = functools.partial(run_every, register, REFRESH_S, self._stop, log, "registering")
         threading.Thread(target=refresh, daemon=True, name="revisit-registry").start()
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:

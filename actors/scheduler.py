@@ -8,18 +8,17 @@ import math
 import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import datetime
 
 import psycopg
 import redis
 
 from actors.broker import make_broker
+from actors.loop import run_every
 from app.context import Context
-from app.db.connection import DictConnection
-from app.db.live import LiveConnection
+from app.db.connection import Connections, DictConnection
 from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.domain.backoff import Backoff
 from app.domain.lanes import LANES
 from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS
@@ -58,8 +57,6 @@ log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
 RATE_SMOOTHING = 0.1
-#: Longest wait between two attempts while PostgreSQL or Redis is away.
-MAX_RETRY_DELAY_S = 30.0
 #: Errors that say a server is away, not that a visit type's step is wrong.
 UNAVAILABLE = (psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError)
 
@@ -73,7 +70,7 @@ class SchedulerLoop:
         self.broker = make_broker(settings)
         # Opened on first use and again after a loss: the scheduler starts
         # before PostgreSQL is up and survives its restarts.
-        self.db = LiveConnection(settings)
+        self.db = Connections(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._policies: dict[str, dict[str, float]] = {}
         self._rates: dict[str, dict[str, float]] = {}
@@ -96,11 +93,11 @@ class SchedulerLoop:
             self.leases, settings.scheduler_lease_s / 3, self.ctx.mirror.rebuilding_here
         )
 
-    def configs(self) -> dict[str, VisitTypeConfig]:
+    def configs(self, conn: DictConnection) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
         if time.monotonic() - self._configs_at > CONFIG_REFRESH_S or not self._configs:
-            self._configs = visit_type_configs(self.conn)
-            self._policies = {vt: policies_of(self.conn, vt) for vt in self._configs}
+            self._configs = visit_type_configs(conn)
+            self._policies = {vt: policies_of(conn, vt) for vt in self._configs}
             self._configs_at = time.monotonic()
         return self._configs
 
@@ -134,8 +131,12 @@ class SchedulerLoop:
         A visit type whose step fails (bad weights, a database error...) is
         counted and logged; the others are scheduled all the same.
         """
+        with self.db.borrow() as conn:
+            return self._step(conn, now)
+
+    def _step(self, conn: DictConnection, now: datetime) -> list[StepResult]:
         results = []
-        configs = self.configs()
+        configs = self.configs(conn)
         for visit_type, queue, lane in self.known_queues():
             return_dead_workers_messages(self.broker, queue)
             if visit_type != "api":
@@ -151,7 +152,7 @@ class SchedulerLoop:
                 continue
             try:
                 with self.keeper.during(visit_type):
-                    results.append(self.visit_type_step(config, now))
+                    results.append(self.visit_type_step(conn, config, now))
             except LeaseLost as exc:
                 log.warning("%s: lease lost before the pop, nothing sent (%s)", visit_type, exc)
             except UNAVAILABLE:
@@ -159,7 +160,7 @@ class SchedulerLoop:
             except Exception:
                 SCHEDULER_STEP_FAILURES.labels(visit_type).inc()
                 log.exception("%s: scheduling step failed; the other visit types go on", visit_type)
-                self.conn.rollback()
+                conn.rollback()
         return results
 
     def _hold_lease(self, visit_type: str) -> bool:
@@ -172,12 +173,14 @@ class SchedulerLoop:
         self.ctx.mirror.fences[visit_type] = token
         return True
 
-    def visit_type_step(self, config: VisitTypeConfig, now: datetime) -> StepResult:
+    def visit_type_step(
+        self, conn: DictConnection, config: VisitTypeConfig, now: datetime
+    ) -> StepResult:
         """Plan one visit type's step (``app.scheduler_step``), send it, export it."""
         visit_type = config.name
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
-            plan = plan_step(self.conn, self.ctx, config, self._depth, now, policies)
+            plan = plan_step(conn, self.ctx, config, self._depth, now, policies)
         messages = [
             visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
         ]
@@ -247,43 +250,19 @@ class SchedulerLoop:
             rates[pool] = RATE_SMOOTHING * current + (1 - RATE_SMOOTHING) * rates[pool]
         self.ctx.mirror.record_pick_rates(vt, rates)
 
-    @property
-    def conn(self) -> DictConnection:
-        """The PostgreSQL connection, re-opened if it was lost."""
-        return self.db.get()
-
     def run(self, stop: threading.Event) -> None:
         """Step until ``stop`` is set, pausing between steps.
 
         A step that fails because PostgreSQL or Redis is unavailable is retried
-        with bounded exponential backoff (up to MAX_RETRY_DELAY_S) on a new
-        connection; the process never exits for it.
+        with bounded backoff (``actors.loop``), on a new connection if it was
+        lost; the process never exits for it.
         """
         try:
-            self._run(stop)
+            run_every(
+                self.step, self.settings.scheduler_poll_interval_s, stop, log, "scheduler step"
+            )
         finally:
             self.keeper.close()
             with contextlib.suppress(redis.RedisError):
                 self.leases.release_all()
-
-    def _run(self, stop: threading.Event) -> None:
-        backoff = Backoff(self.settings.scheduler_poll_interval_s, MAX_RETRY_DELAY_S)
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                self.step(datetime.now(tz=UTC))
-            except UNAVAILABLE as exc:
-                self.db.drop()
-                delay = backoff.next_delay_s()
-                log.warning("scheduler step failed (%s); retrying in %.1fs", exc, delay)
-                stop.wait(delay)
-                continue
-            except Exception:
-                self.db.drop()
-                delay = backoff.next_delay_s()
-                log.exception("scheduler step failed; retrying in %.1fs", delay)
-                stop.wait(delay)
-                continue
-            backoff.reset()
-            elapsed = time.monotonic() - started
-            stop.wait(max(0.0, self.settings.scheduler_poll_interval_s - elapsed))
+            self.db.close()

@@ -9,6 +9,7 @@ messages to the queue's dead letters with their reason.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import redis
 from dramatiq import Middleware
 
+from actors.loop import run_every
 from queues.dramatiq_broker import served_queues
 from queues.dramatiq_queues import dead_letter_undecodable
 from queues.keys import dead_letter_reason
@@ -55,17 +57,10 @@ class SweepUndecodable(Middleware):
     def after_worker_boot(self, broker: Any, worker: Any) -> None:
         """Start sweeping the queues this worker consumes."""
         queues = served_queues(broker, worker)
-
-        def loop() -> None:
-            while True:
-                try:
-                    self.sweep(queues)
-                except redis.RedisError as exc:
-                    log.warning("sweeping undecodable messages failed: %s", exc)
-                if self._stop.wait(self.interval_s):
-                    return
-
-        threading.Thread(target=loop, daemon=True, name="revisit-undecodable").start()
+        sweep = functools.partial(
+            run_every, lambda now: self.sweep(queues), self.interval_s, self._stop, log, "sweeping"
+        )
+        threading.Thread(target=sweep, daemon=True, name="revisit-undecodable").start()
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
         """Stop sweeping."""

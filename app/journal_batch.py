@@ -37,9 +37,9 @@ Written = tuple[BatchOutcome, list[MirrorRow]]
 
 
 class DatabaseRunner(Protocol):
-    """Runs ``work`` on connection number ``index`` and returns what it returns."""
+    """Runs ``work`` on a connection of its own and returns what it returns."""
 
-    def __call__(self, work: Callable[[DictConnection], T], index: int = 0) -> T: ...
+    def __call__(self, work: Callable[[DictConnection], T]) -> T: ...
 
 
 def split_by_origin(events: list[VisitStatusEvent], parts: int) -> list[list[VisitStatusEvent]]:
@@ -126,12 +126,10 @@ class BatchWriter:
         """Write disjoint groups of origins in parallel transactions, one per
         connection; the caller commits offsets only after every group committed."""
 
-        def on(index: int, group: list[VisitStatusEvent]) -> Written:
-            return self.run(
-                lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge), index
-            )
+        def on(group: list[VisitStatusEvent]) -> Written:
+            return self.run(lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge))
 
-        futures = [self._pool.submit(on, i, g) for i, g in enumerate(groups[1:], start=1)]
+        futures = [self._pool.submit(on, g) for g in groups[1:]]
         results = [write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)]
         results += [f.result() for f in futures]
         return merge_outcomes(results)

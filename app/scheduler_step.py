@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
@@ -194,8 +193,3 @@ def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send
 
 def _predicted(order: VisitOrder) -> float | None:
     return order.predicted_duration_s
-
-
-def send_kwargs(send: Send) -> dict[str, Any]:
-    """The visit actor's keyword arguments for one send."""
-    return {**send.order.as_kwargs(), "lane": send.lane}

@@ -299,7 +299,7 @@ def scheduler_loop_rate(conn: DictConnection, settings: Settings, batch: int, st
         elapsed += time.perf_counter() - started
         sent += sum(len(r.orders) for r in results)
         loop.broker.flush(queue)
-    loop.conn.close()
+    loop.db.close()
     rate = sent / elapsed
     print(
         f"  SchedulerLoop.step, {batch} free slots: {sent} visits in {elapsed:.2f} s"

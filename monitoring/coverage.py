@@ -3,26 +3,21 @@ and visit type (kept in ``scheduler_metrics`` and exported), seed 000's
 schedule drift, and the time newly listed origins waited for a first visit.
 
 They are read from PostgreSQL on a thread of their own with its own
-connection, so a slow refresh never delays scheduling.
+connections, so a slow refresh never delays scheduling.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import psycopg
 from prometheus_client import Gauge
 from psycopg.rows import tuple_row
 
 from app.context import cooldowns_from
-from app.db.connection import DictConnection, connect
-from app.db.errors import is_unavailable
+from app.db.connection import Connections, DictConnection
 from app.db.policies import policies_of
 from app.db.queries import query
 from app.domain.cooldown import Cooldowns
@@ -42,7 +37,6 @@ from monitoring.metrics import (
     SCHEDULE_DRIFT,
 )
 
-log = logging.getLogger("revisit.metrics")
 #: How late a first visit may reach PostgreSQL after its date and still be observed.
 FIRST_VISIT_LOOKBACK_S = 3600.0
 
@@ -147,55 +141,29 @@ def export_pools_by_lister(
 
 
 class CoverageRefresher:
-    """Refreshes the periodic figures every ``metrics_refresh_interval_s``."""
+    """Refreshes the periodic figures; the scheduler process calls ``refresh``
+    every ``metrics_refresh_interval_s``."""
 
-    def __init__(
-        self, settings: Settings, clock: Callable[[], datetime] = lambda: datetime.now(tz=UTC)
-    ) -> None:
+    def __init__(self, settings: Settings, now: datetime) -> None:
         self.settings = settings
-        self.clock = clock
-        self.conn: DictConnection | None = None
-        self.first_visits = FirstVisits(clock(), FIRST_VISIT_LOOKBACK_S)
+        self.db = Connections(settings)
+        self.first_visits = FirstVisits(now, FIRST_VISIT_LOOKBACK_S)
         self._pools_at = float("-inf")
 
-    def refresh(self) -> None:
+    def refresh(self, now: datetime) -> None:
         """One refresh of every figure."""
-        if self.conn is None or self.conn.closed:
-            self.conn = connect(self.settings)
-        now = self.clock()
         started = time.monotonic()
-        refresh_coverage(
-            self.conn,
-            now,
-            self.settings.metrics_active_window_s,
-            self.settings.metrics_never_visited_threshold_s,
-        )
-        export_drift(self.conn, now)
-        every = self.settings.metrics_pools_by_lister_interval_s
-        if every and time.monotonic() - self._pools_at >= every:
-            self._pools_at = time.monotonic()
-            export_pools_by_lister(self.conn, now, cooldowns_from(self.settings))
-        self.first_visits.observe(self.conn, now)
+        with self.db.borrow() as conn:
+            refresh_coverage(
+                conn,
+                now,
+                self.settings.metrics_active_window_s,
+                self.settings.metrics_never_visited_threshold_s,
+            )
+            export_drift(conn, now)
+            every = self.settings.metrics_pools_by_lister_interval_s
+            if every and time.monotonic() - self._pools_at >= every:
+                self._pools_at = time.monotonic()
+                export_pools_by_lister(conn, now, cooldowns_from(self.settings))
+            self.first_visits.observe(conn, now)
         COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)
-
-    def run(self, stop: threading.Event) -> None:
-        """Refresh until ``stop`` is set; a failed refresh is logged and retried."""
-        while not stop.is_set():
-            try:
-                self.refresh()
-            except psycopg.Error as exc:
-                if is_unavailable(exc):  # a restart or an outage: one line, no traceback
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    log.warning("metrics refresh failed, PostgreSQL unavailable (%s)", first)
-                else:
-                    log.exception("metrics refresh failed; retrying")
-                if self.conn is not None:
-                    self.conn.close()
-                self.conn = None
-            stop.wait(self.settings.metrics_refresh_interval_s)
-
-    def start(self) -> threading.Event:
-        """Run in a daemon thread; set the returned event to stop it."""
-        stop = threading.Event()
-        threading.Thread(target=self.run, args=(stop,), name="coverage", daemon=True).start()
-        return stop

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from app.queue_names import FIRST_VISITS
 
-__all__ = ["FIRST_VISITS", "RECURRENT", "lane_of"]
-
-#: The lane of the plain visit queue of a visit type (``visit.<vt>``).
-RECURRENT = "recurrent"
+__all__ = ["FIRST_VISITS", "lane_of"]
 
 
 def lane_of(queue_name: str, visit_type: str) -> str:
-    """The lane of ``queue_name``: ``recurrent`` for ``visit.<vt>``, the suffix for
-    ``visit.<vt>.<lane>`` (priority, express, slow, ...), ``first_visits`` for a
-    lister's ``<prefix>.visit.<vt>``, and the queue name itself otherwise."""
+    """The lane of ``queue_name``: the suffix for ``visit.<vt>.<lane>`` (priority,
+    express, slow), ``first_visits`` for a lister's ``<prefix>.visit.<vt>``, and
+    the queue name itself otherwise."""
     base = f"visit.{visit_type}"
-    if queue_name == base:
-        return RECURRENT
     if queue_name.startswith(base + "."):
         return queue_name[len(base) + 1 :]
     if queue_name.endswith("." + base):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-import threading
+from datetime import datetime
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -40,17 +40,17 @@ DEAD_LETTER_REASONS = (
 )
 
 
-def serve_scheduler(settings: Settings) -> threading.Event | None:
-    """Serve the scheduler's /metrics and start the periodic figures (coverage
-    into scheduler_metrics, drift, time to first visit) unless their interval
-    is 0; returns the event that stops them. The time-to-first-visit series
-    exist from the start, so a rate sees the first visits (see serve_journal)."""
+def serve_scheduler(settings: Settings, now: datetime) -> CoverageRefresher | None:
+    """Serve the scheduler's /metrics; returns what refreshes the periodic figures
+    (coverage into scheduler_metrics, drift, time to first visit), None if their
+    interval is 0. The time-to-first-visit series exist from the start, so a
+    rate sees the first visits (see serve_journal)."""
     serve(settings.scheduler_metrics_port, settings.metrics_address, SCHEDULER_OWNED)
     for visit_type in settings.visit_types:
         FIRST_VISIT_WAIT.labels(visit_type)
     if not settings.metrics_refresh_interval_s:
         return None
-    return CoverageRefresher(settings).start()
+    return CoverageRefresher(settings, now)
 
 
 def serve_journal(settings: Settings) -> None:

@@ -5,21 +5,30 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from importlib import resources
 from itertools import islice, repeat
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import uuid4
 
 import redis
 
-from app.domain.placement import POOLS, Placement, PoolName
+from app.domain.placement import POOLS, Placement
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
 from queues.mirror_read import Location as Location
 from queues.mirror_read import MirrorReads
-from queues.shards import by_shard, claim_across, pop_across
+from queues.shards import Popped as Popped
+from queues.shards import PopResult as PopResult
+from queues.shards import Weights as Weights
+from queues.shards import (
+    by_shard,
+    claim_across,
+    due_split,
+    pool_sizes,
+    pop_across,
+    split_count,
+)
 
 PLACE_CHUNK = 2000
 #: Placements per place.lua call of a rebuild (a call blocks Redis while it runs).
@@ -48,18 +57,6 @@ def returns_to(p: Placement) -> tuple[str, float]:
     return p.pool, p.pool_score
 
 
-class Popped(NamedTuple):
-    """One origin taken by a pop: its id, the pool it came from and its score there.
-
-    A named tuple: a pop builds a thousand of them, and a frozen dataclass's
-    ``__init__`` (one ``object.__setattr__`` per field) costs more.
-    """
-
-    id: int
-    pool: PoolName
-    score: float
-
-
 class RebuildInProgress(Exception):
     """Another process is rebuilding the visit type's mirror."""
 
@@ -69,22 +66,12 @@ class RebuildLost(Exception):
     rebuild took it over: this one's staging keys were not swapped in."""
 
 
-@dataclass(frozen=True, slots=True)
-class PopResult:
-    """What one pop did: origins now in flight, and how many came back to the pools."""
-
-    popped: list[Popped]
-    cooled: int
-    lost: int
-
-
 def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
 
 
-Weights = Sequence[float] | str
 #: The mirror lives in one Redis or on a Redis Cluster (keys of one visit type,
 #: or of one shard, share a hash slot, which the Lua scripts need).
 MirrorClient = redis.Redis | redis.RedisCluster
@@ -190,16 +177,39 @@ class Mirror(PickBookkeeping, MirrorReads):
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         if shard is None and self.shards(visit_type) > 1:
+            cooled = lost = 0
+            if weights == "due":
+                asked, cooled, lost = due_split(
+                    lambda shard: self.due_order(
+                        visit_type,
+                        shard,
+                        count,
+                        now_s,
+                        scheduled_cooldown_s,
+                        peek=peek,
+                        head_start_s=head_start_s,
+                    ),
+                    self.shards(visit_type),
+                    count,
+                )
+            else:
+                asked = split_count(count, pool_sizes(self.client, self.shard_keys(visit_type)))
             return pop_across(
-                self,
-                visit_type,
+                lambda shard, n: self.pop(
+                    visit_type,
+                    n,
+                    now_s,
+                    scheduled_cooldown_s,
+                    weights,
+                    peek=peek,
+                    head_start_s=head_start_s,
+                    first_visit_share=first_visit_share,
+                    shard=shard,
+                ),
+                asked,
                 count,
-                now_s,
-                scheduled_cooldown_s,
-                weights,
                 peek=peek,
-                head_start_s=head_start_s,
-                first_visit_share=first_visit_share,
+                returned=(cooled, lost),
             )
         weight_args = (
             [weights, repr(float(head_start_s)), repr(float(first_visit_share)), 0]
@@ -259,7 +269,14 @@ class Mirror(PickBookkeeping, MirrorReads):
         if not ids or most <= 0:
             return []
         if shard is None and self.shards(visit_type) > 1:
-            return claim_across(self, visit_type, ids, now_s, most, peek=peek)
+            return claim_across(
+                lambda shard, group: self.claim(
+                    visit_type, group, now_s, len(group), peek=peek, shard=shard
+                ),
+                self.shards(visit_type),
+                ids,
+                most,
+            )
         keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
         return _popped(

@@ -26,15 +26,37 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import Any, NamedTuple
 
-from app.domain.placement import POOLS, Placement
-from queues.keys import shard_of
+from app.domain.placement import POOLS, Placement, PoolName
+from queues.keys import VisitTypeKeys, shard_of
 
-if TYPE_CHECKING:
-    from queues.mirror import Mirror, Popped, PopResult, Weights
+#: Pool weights of a pop: one per pool in POOLS order, or a mode ('auto', 'due').
+Weights = Sequence[float] | str
+
+
+class Popped(NamedTuple):
+    """One origin taken by a pop: its id, the pool it came from and its score there.
+
+    A named tuple: a pop builds a thousand of them, and a frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field) took twice as long.
+    """
+
+    id: int
+    pool: PoolName
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class PopResult:
+    """What one pop did: origins now in flight, and how many came back to the pools."""
+
+    popped: list[Popped]
+    cooled: int
+    lost: int
 
 
 def split_count(count: int, sizes: Sequence[int]) -> list[int]:
@@ -60,10 +82,10 @@ def by_shard(placements: Iterable[Placement], shards: int) -> dict[int, list[Pla
     return groups
 
 
-def pool_sizes(mirror: Mirror, visit_type: str) -> list[int]:
+def pool_sizes(client: Any, shard_keys: Sequence[VisitTypeKeys]) -> list[int]:
     """How many origins wait in the pools of each shard."""
-    pipe = mirror.client.pipeline(transaction=False)
-    for keys in mirror.shard_keys(visit_type):
+    pipe = client.pipeline(transaction=False)
+    for keys in shard_keys:
         for key in keys.pools():
             pipe.zcard(key)
     counts = [int(n) for n in pipe.execute()]
@@ -71,82 +93,35 @@ def pool_sizes(mirror: Mirror, visit_type: str) -> list[int]:
 
 
 def due_split(
-    mirror: Mirror,
-    visit_type: str,
-    count: int,
-    now_s: float,
-    scheduled_cooldown_s: float,
-    *,
-    peek: bool,
-    head_start_s: float,
+    rank_from: Callable[[int], tuple[list[float], int, int]], shards: int, count: int
 ) -> tuple[list[int], int, int]:
     """How many of the ``count`` origins due first across every shard each shard
-    holds, and how many origins came back from cooling and from lost visits."""
-    ranked = [
-        mirror.due_order(
-            visit_type,
-            shard,
-            count,
-            now_s,
-            scheduled_cooldown_s,
-            peek=peek,
-            head_start_s=head_start_s,
-        )
-        for shard in range(mirror.shards(visit_type))
-    ]
+    holds (``rank_from(shard)``: a shard's due times in pop order, and how many
+    origins came back from cooling and from lost visits), with those two sums."""
+    ranked = [rank_from(shard) for shard in range(shards)]
     # heapq.merge takes the least head each time: the same merge as pop.lua's.
     merged = heapq.merge(
         *([(due, shard) for due in dues] for shard, (dues, _, _) in enumerate(ranked))
     )
-    asked = [0] * len(ranked)
+    asked = [0] * shards
     for _, shard in islice(merged, count):
         asked[shard] += 1
     return asked, sum(r[1] for r in ranked), sum(r[2] for r in ranked)
 
 
 def pop_across(
-    mirror: Mirror,
-    visit_type: str,
+    pop_from: Callable[[int, int], PopResult],
+    asked: Sequence[int],
     count: int,
-    now_s: float,
-    scheduled_cooldown_s: float,
-    weights: Weights,
     *,
     peek: bool,
-    head_start_s: float = 0.0,
-    first_visit_share: float = 0.0,
+    returned: tuple[int, int] = (0, 0),
 ) -> PopResult:
-    """One pop per shard, each of its share of the batch (``due_split`` by due
-    time, else in proportion to the shards' pools), merged."""
-    from queues.mirror import PopResult
-
-    def pop_from(shard: int, n: int) -> PopResult:
-        return mirror.pop(
-            visit_type,
-            n,
-            now_s,
-            scheduled_cooldown_s,
-            weights,
-            peek=peek,
-            head_start_s=head_start_s,
-            first_visit_share=first_visit_share,
-            shard=shard,
-        )
-
-    cooled = lost = 0
-    if weights == "due":
-        asked, cooled, lost = due_split(
-            mirror,
-            visit_type,
-            count,
-            now_s,
-            scheduled_cooldown_s,
-            peek=peek,
-            head_start_s=head_start_s,
-        )
-    else:
-        asked = split_count(count, pool_sizes(mirror, visit_type))
+    """One pop per shard (``pop_from(shard, n)``) of its share ``asked`` of the
+    ``count``, merged; ``returned``: origins already brought back from cooling
+    and from lost visits (by ``due_split``)."""
     popped: list[Popped] = []
+    cooled, lost = returned
     full: list[int] = []
     for shard, share in enumerate(asked):
         # Every shard is popped, even for 0: its cooled and lost origins return.
@@ -166,12 +141,15 @@ def pop_across(
 
 
 def claim_across(
-    mirror: Mirror, visit_type: str, ids: Sequence[int], now_s: float, most: int, *, peek: bool
+    claim_from: Callable[[int, list[int]], list[Popped]],
+    shards: int,
+    ids: Sequence[int],
+    most: int,
 ) -> list[Popped]:
     """Claim ``ids`` in windows of what is left to claim, each window's ids in one
-    claim per shard: at most ``most`` in all, no id claimed while a better-ranked
-    one that could be was passed over, returned in the order of ``ids``."""
-    shards = mirror.shards(visit_type)
+    claim per shard (``claim_from(shard, ids)``): at most ``most`` in all, no id
+    claimed while a better-ranked one that could be was passed over, returned in
+    the order of ``ids``."""
     claimed: list[Popped] = []
     start = 0
     while start < len(ids) and len(claimed) < most:
@@ -181,6 +159,6 @@ def claim_across(
         for origin in window:
             groups[shard_of(origin, shards)].append(origin)
         for shard, group in sorted(groups.items()):
-            claimed += mirror.claim(visit_type, group, now_s, len(group), peek=peek, shard=shard)
+            claimed += claim_from(shard, group)
     rank = {origin: i for i, origin in enumerate(ids)}
     return sorted(claimed, key=lambda p: rank[p.id])

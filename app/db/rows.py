@@ -9,7 +9,7 @@ tables and the COPY statements by ``tests/integration/test_staging_columns.py``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -21,11 +21,6 @@ def column_index(cursor: Cursor[Any]) -> dict[str, int]:
     if cursor.description is None:
         raise ValueError("the statement returned no rows to read by name")
     return {column.name: i for i, column in enumerate(cursor.description)}
-
-
-def copy_row(columns: Mapping[str, str], values: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The COPY row of ``values`` in the staging table's column order."""
-    return tuple(values[name] for name in columns)
 
 
 def json_array(values: Sequence[Any]) -> str:

@@ -9,10 +9,10 @@ an incremental one every ``incremental_interval``. After a run:
 | incremental succeeded | unchanged | now + incremental interval | 0 |
 | failed | that kind's run: now + retry wait | (the other kind unchanged) | + 1 |
 
-The retry wait doubles with each failure in a row from ``retry_base`` up to
-``retry_max``, never beyond the kind's own interval, times a jitter in
-[0.9, 1.1) drawn from the ``rng`` passed in, so failing listers of one forge
-do not retry in step.
+The retry wait doubles with each failure in a row from the backoff's initial
+wait up to its maximum (``app.domain.backoff``), never beyond the kind's own
+interval, times a jitter in [0.9, 1.1) drawn from the ``rng`` passed in, so
+failing listers of one forge do not retry in step.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+
+from app.domain.backoff import Backoff
 
 
 @dataclass(frozen=True)
@@ -33,18 +35,9 @@ class ListerSchedule:
     failures_in_a_row: int = 0
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Retry waits after failures: ``base`` * 2^(failures - 1), at most ``maximum``."""
-
-    base: timedelta
-    maximum: timedelta
-
-
 def retry_wait(failures_in_a_row: int, interval: timedelta, backoff: Backoff) -> timedelta:
     """The wait before retrying after ``failures_in_a_row`` (≥ 1) failures, before jitter."""
-    doubled: timedelta = backoff.base * (2 ** min(failures_in_a_row - 1, 30))
-    return min(doubled, backoff.maximum, interval)
+    return min(timedelta(seconds=backoff.delay_s(failures_in_a_row)), interval)
 
 
 def after_run(

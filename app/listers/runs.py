@@ -25,7 +25,8 @@ from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.queries import query
-from app.domain.lister_schedule import Backoff, ListerSchedule, after_run
+from app.domain.backoff import Backoff
+from app.domain.lister_schedule import ListerSchedule, after_run
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
 from app.listers.settings import ListerSettings
 from app.listing import finish_listing, record_listed_origins, start_listing
@@ -79,11 +80,6 @@ def schedule_lister(
     return lister_id
 
 
-def unschedule_lister(conn: DictConnection, lister_id: UUID) -> None:
-    """Stop sending runs of this lister instance (its history is kept)."""
-    conn.execute(query("lister_schedule_disable"), {"lister_id": lister_id})
-
-
 def claim_due_runs(
     conn: DictConnection, now: datetime, run_timeout: timedelta, limit: int = 100
 ) -> list[ScheduledRun]:
@@ -121,10 +117,7 @@ def execute_run(
         listed = _list(conn, ctx, run, load(run["name"]), clock, settings.lister_batch_size)
     except Exception as exc:  # a lister's failure is its run's outcome, not the worker's
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
-    backoff = Backoff(
-        timedelta(seconds=settings.lister_retry_base_s),
-        timedelta(seconds=settings.lister_retry_max_s),
-    )
+    backoff = Backoff(settings.lister_retry_base_s, settings.lister_retry_max_s)
     schedule = _finish(conn, run_id, lister_id, full, error, clock(), backoff, rng)
     name = f"{run['name']}/{run['instance_name']}"
     return RunOutcome(run_id, name, full, error is None, listed, error, schedule)

@@ -7,26 +7,24 @@ by default (``REVISIT_RPC_HOST``, ``REVISIT_RPC_PORT``): it has no
 authentication, like the reference's, so expose it through a proxy that has.
 
 Each request thread borrows one of ``REVISIT_RPC_DATABASE_CONNECTIONS``
-PostgreSQL connections; a connection that failed is dropped and replaced on
-the next request, so the server outlives a PostgreSQL restart (callers get
-503 meanwhile, which the reference's client retries).
+PostgreSQL connections (``app.db.connection.Connections``); one that was lost
+is replaced at the next request, so the server outlives a PostgreSQL restart
+(callers get 503 meanwhile, which the reference's client retries).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 
 from app.context import Context
-from app.db.connection import DictConnection, connect
+from app.db.connection import Connections
 from app.listers.interface import ListerInterface
 from app.listers.settings import ListerSettings
 from app.rpc.codec import encode_error
@@ -37,34 +35,6 @@ log = logging.getLogger("revisit.rpc")
 
 MSGPACK = "application/x-msgpack"
 MAX_BODY_BYTES = 256 * 1024 * 1024
-
-
-class ConnectionPool:
-    """At most ``size`` connections, opened on demand; a broken one is dropped."""
-
-    def __init__(self, settings: Settings, size: int) -> None:
-        self.settings = settings
-        self.slots: queue.LifoQueue[DictConnection | None] = queue.LifoQueue()
-        for _ in range(size):
-            self.slots.put(None)
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[DictConnection]:
-        """Borrow a connection for one request."""
-        conn = self.slots.get()
-        try:
-            if conn is None or conn.closed or conn.broken:
-                conn = connect(self.settings)
-            yield conn
-        finally:
-            self.slots.put(conn if conn is not None and not conn.broken else None)
-
-    def close(self) -> None:
-        """Close every idle connection."""
-        while not self.slots.empty():
-            conn = self.slots.get_nowait()
-            if conn is not None:
-                conn.close()
 
 
 def index_page() -> bytes:
@@ -85,7 +55,7 @@ def make_server(
     """The RPC server bound to ``REVISIT_RPC_HOST:REVISIT_RPC_PORT`` (port 0: any free);
     ``observe`` is told each request's endpoint, HTTP status and seconds (metrics)."""
     ctx = Context.from_settings(settings)
-    pool = ConnectionPool(settings, lister_settings.rpc_database_connections)
+    pool = Connections(settings, lister_settings.rpc_database_connections)
 
     def clock() -> datetime:
         return datetime.now(tz=UTC)
@@ -117,7 +87,7 @@ def make_server(
 
         def _call(self, body: bytes) -> tuple[int, bytes]:
             try:
-                with pool.connection() as conn:
+                with pool.borrow() as conn:
                     return call(self.path, body, lambda: ListerInterface(conn, ctx, clock))
             except psycopg.OperationalError as exc:  # could not even connect
                 log.warning("database unavailable: %s", exc)

@@ -16,9 +16,6 @@ on conflict (lister_id) do update
                                                 excluded.next_incremental_run) end,
       enabled = true
 
--- name: lister_schedule_disable
-update lister_schedules set enabled = false where lister_id = %(lister_id)s
-
 -- name: lister_runs_claim_due
 -- Due schedules with no run out (or one out longer than the run time-out,
 -- which is then marked lost) get a new run: full if the full listing is due,

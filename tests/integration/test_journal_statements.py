@@ -12,8 +12,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
-from app.db.connection import DictConnection, connect
-from app.db.live import RetryingConnections
+from app.db.connection import Connections, DictConnection, connect
 from app.db.stats import advance_last_visit, lock_stats
 from app.settings import Settings
 
@@ -56,9 +55,9 @@ def test_a_journal_connection_reads_timestamps_in_utc_whatever_the_server_zone(
     conn.execute(f"alter database \"{database['d']}\" set timezone to 'Europe/Paris'")
     with psycopg.connect(settings.database_dsn()) as plain:
         assert plain.execute("show timezone").fetchone() == ("Europe/Paris",)
-    connections = RetryingConnections(settings, 1, wait=lambda delay_s: True)
+    connections = Connections(settings, 1)
     try:
-        journal = connections.run(lambda c: c)
+        journal = connections.run(lambda c: c, wait=lambda delay_s: True)
         zone = journal.execute("show timezone").fetchone()
         read = journal.execute("select '2026-03-04 05:06:07+00'::timestamptz as t").fetchone()
     finally:

@@ -3,11 +3,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.lister_schedule import Backoff, ListerSchedule, after_run, retry_wait
+from app.domain.backoff import Backoff
+from app.domain.lister_schedule import ListerSchedule, after_run, retry_wait
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 DAY, HOUR, MINUTE = timedelta(days=1), timedelta(hours=1), timedelta(minutes=1)
-BACKOFF = Backoff(base=MINUTE, maximum=6 * HOUR)
+BACKOFF = Backoff(MINUTE.total_seconds(), (6 * HOUR).total_seconds())
 SCHEDULE = ListerSchedule(DAY, HOUR, NOW, NOW, failures_in_a_row=2)
 
 

@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("queue", "lane"),
     [
-        ("visit.git", "recurrent"),
         ("visit.git.priority", "priority"),
         ("visit.git.express", "express"),
         ("first.visit.git", "first_visits"),
@@ -165,26 +164,3 @@ def test_the_journal_serves_its_dead_letter_series_from_the_start_so_a_rate_sees
     for reason in ("value", "database"):
         sample = REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason})
         assert sample is not None
-
-
-def test_a_metrics_refresh_without_postgresql_is_one_line_without_a_traceback(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    import threading
-
-    import psycopg
-
-    from monitoring.coverage import CoverageRefresher
-
-    refresher = CoverageRefresher(Settings())
-    stop = threading.Event()
-
-    def refresh() -> None:
-        stop.set()
-        raise psycopg.OperationalError("connection failed: the server is restarting")
-
-    refresher.refresh = refresh  # type: ignore[method-assign]
-    refresher.run(stop)
-    [record] = [r for r in caplog.records if r.name == "revisit.metrics"]
-    assert "PostgreSQL unavailable (connection failed: the server is restarting)" in record.message
-    assert record.exc_info is None
