@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -114,6 +114,9 @@ class Mirror(PickBookkeeping, MirrorReads):
         }
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
+        #: Called with the visit type at each write of a rebuild (the scheduler
+        #: renews its lease there: a rebuild at archive scale outlasts it).
+        self.on_rebuild_write: Callable[[str], None] | None = None
 
     def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
         """Key names of one visit type (of one of its shards)."""
@@ -305,8 +308,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
         phase, with plain variadic writes (no version check: nothing else
         writes those keys then). The swap counts what they hold.
-
-        Several processes may stage disjoint sets of origins at once.
         """
         every = self.shard_keys(visit_type)
         # Redis writes a chunk while this thread reads and places the next
@@ -319,6 +320,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                     staging = every[shard].staging()
                     _renew(pipe, staging)
                     _stage(pipe, staging, part)
+                self._rebuild_wrote(visit_type)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(pipe.execute)
@@ -349,15 +351,6 @@ class Mirror(PickBookkeeping, MirrorReads):
                 touched.update(int(m) for m in members)
         return touched
 
-    def rebuilding_here(self, visit_type: str) -> bool:
-        """Whether this process holds a live rebuild of ``visit_type`` (its
-        marker, which lapses when the rebuild stops writing, names this process)."""
-        held = self.client.get(self.keys(visit_type).staging().meta)
-        if held is None:
-            return False
-        text = held.decode() if isinstance(held, bytes) else str(held)
-        return text.partition(" ")[2].startswith(f"{holder_name()}:")
-
     def renew_rebuild(self, visit_type: str) -> None:
         """Keep a rebuild's marker (and touched set) alive during a long step
         that writes nothing."""
@@ -365,6 +358,11 @@ class Mirror(PickBookkeeping, MirrorReads):
         for live in self.shard_keys(visit_type):
             _renew(pipe, live.staging())
         pipe.execute()
+        self._rebuild_wrote(visit_type)
+
+    def _rebuild_wrote(self, visit_type: str) -> None:
+        if self.on_rebuild_write is not None:
+            self.on_rebuild_write(visit_type)
 
     def abort_rebuild(self, visit_type: str, token: str) -> None:
         """Drop a failed rebuild's staging keys and release its marker (where it
