@@ -103,10 +103,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
-        self._swap = client.register_script(_script("swap"))
-        self._begin = client.register_script(_script("begin"))
-        self._abort = client.register_script(_script("abort"))
-        self._direct = client.register_script(_script("direct"))
+        self._rebuild = client.register_script(_script("rebuild"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -290,11 +287,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         """
         token = f"{holder_name()}:{uuid4().hex[:8]}"
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            held = self._begin(
-                keys=[*_versioned(staging), staging.meta, staging.touched],
-                args=[f"bulk {token}", REBUILD_MARKER_TTL_S, "nx" if live.shard == 0 else ""],
-            )
+            nx = "nx" if live.shard == 0 else ""
+            held = self._rebuild_step(live, "begin", token, REBUILD_MARKER_TTL_S, nx)
             if held is not None:
                 holder = held.decode() if isinstance(held, bytes) else str(held)
                 raise RebuildInProgress(
@@ -337,17 +331,16 @@ class Mirror(PickBookkeeping, MirrorReads):
         drained TOUCHED_BATCH at a time: a long rebuild of an archive may
         gather millions, and one SMEMBERS would block Redis while it replies.
         Raise ``RebuildLost`` if the marker is no longer this rebuild's
-        (direct.lua): the newer rebuild's phase is then left alone.
+        (rebuild.lua): the newer rebuild's phase is then left alone.
         """
         touched: set[int] = set()
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            if not self._direct(keys=[staging.meta], args=[token, REBUILD_MARKER_TTL_S]):
+            if not self._rebuild_step(live, "direct", token, REBUILD_MARKER_TTL_S):
                 raise RebuildLost(
                     f"the rebuild of the {visit_type} mirror lost its marker before the end of"
                     f" its bulk writes (no write for {REBUILD_MARKER_TTL_S} s, then taken over)"
                 )
-            while members := self.client.spop(staging.touched, TOUCHED_BATCH):
+            while members := self.client.spop(live.staging().touched, TOUCHED_BATCH):
                 touched.update(int(m) for m in members)
         return touched
 
@@ -368,8 +361,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Drop a failed rebuild's staging keys and release its marker (where it
         still holds it), so that the next rebuild need not wait for it to lapse."""
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            self._abort(keys=[*_versioned(staging), staging.meta, staging.touched], args=[token])
+            self._rebuild_step(live, "abort", token)
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -387,12 +379,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         built = int(self.client.hget(every[0].meta, "shards") or 1)
         origins = 0
         for live in every:
-            staging = live.staging()
-            keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta]
             try:
-                origins += int(
-                    self._swap(keys=[*keys, staging.touched], args=[repr(time.time()), token])
-                )
+                origins += int(self._rebuild_step(live, "swap", token, repr(time.time())))
             except redis.ResponseError as exc:
                 if "REBUILD_LOST" in str(exc):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
@@ -402,6 +390,12 @@ class Mirror(PickBookkeeping, MirrorReads):
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
                 self.client.delete(key)
         return origins
+
+    def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
+        """Run one step of rebuild.lua on one shard (``live``: its keys)."""
+        staging = live.staging()
+        keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta, staging.touched]
+        return self._rebuild(keys=keys, args=[step, token, *args])
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
