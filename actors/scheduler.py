@@ -50,7 +50,7 @@ from queues.dramatiq_broker import (
     return_dead_workers_messages,
     visit_message,
 )
-from queues.lease import LeaseKeeper, LeaseLost, Leases, holder_name
+from queues.lease import LeaseLost, Leases, holder_name
 from queues.workers import queue_capacity
 
 log = logging.getLogger("revisit.scheduler")
@@ -87,11 +87,9 @@ class SchedulerLoop:
             holder_name(),
             settings.mirror_shards,
         )
-        #: Renews the lease of a visit type whose step rebuilds its mirror for
-        #: longer than a third of the lease.
-        self.keeper = LeaseKeeper(
-            self.leases, settings.scheduler_lease_s / 3, self.ctx.mirror.rebuilding_here
-        )
+        #: When each visit type's lease was last taken or renewed (monotonic s).
+        self._lease_held_at: dict[str, float] = {}
+        self.ctx.mirror.on_rebuild_write = self._keep_lease
 
     def configs(self, conn: DictConnection) -> dict[str, VisitTypeConfig]:
         """Visit type configuration and policies, re-read from Postgres every 30 s."""
@@ -151,8 +149,7 @@ class SchedulerLoop:
             if not self._hold_lease(visit_type):
                 continue
             try:
-                with self.keeper.during(visit_type):
-                    results.append(self.visit_type_step(conn, config, now))
+                results.append(self.visit_type_step(conn, config, now))
             except LeaseLost as exc:
                 log.warning("%s: lease lost before the pop, nothing sent (%s)", visit_type, exc)
             except UNAVAILABLE:
@@ -171,7 +168,36 @@ class SchedulerLoop:
             self.ctx.mirror.fences.pop(visit_type, None)
             return False
         self.ctx.mirror.fences[visit_type] = token
+        self._lease_held_at[visit_type] = time.monotonic()
         return True
+
+    def _keep_lease(self, visit_type: str) -> None:
+        """Renew the lease of ``visit_type`` while this process rebuilds its mirror,
+        every third of the lease (called at each of the rebuild's writes).
+
+        A rebuild of a lost mirror takes minutes at archive scale: were the
+        lease left to lapse, another scheduler could take the visit type over
+        and the step's own pop after the rebuild would be refused. A rebuild
+        that stops writing, or a step stuck elsewhere, renews nothing: its
+        lease lapses for another scheduler. A lease taken again with a newer
+        token is not adopted (the step read its queue depths under the old
+        one), so its pop is refused.
+        """
+        if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < (
+            self.settings.scheduler_lease_s / 3
+        ):
+            return
+        token = self.ctx.mirror.fences.get(visit_type)
+        if token is None:
+            return
+        self._lease_held_at[visit_type] = time.monotonic()
+        held = self.leases.hold(visit_type)
+        if held != token:
+            log.warning(
+                "%s: the lease lapsed during a rebuild (%s); its pops are refused",
+                visit_type,
+                "taken again with a newer token" if held else "held by another",
+            )
 
     def visit_type_step(
         self, conn: DictConnection, config: VisitTypeConfig, now: datetime
@@ -262,7 +288,6 @@ class SchedulerLoop:
                 self.step, self.settings.scheduler_poll_interval_s, stop, log, "scheduler step"
             )
         finally:
-            self.keeper.close()
             with contextlib.suppress(redis.RedisError):
                 self.leases.release_all()
             self.db.close()

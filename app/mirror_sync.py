@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -16,43 +14,25 @@ from msgspec import structs
 from psycopg.rows import tuple_row
 
 from app.context import Context
-from app.db.connection import DictConnection, connect
+from app.db.connection import DictConnection
 from app.db.listings import MIRROR_COLUMNS, mirror_row
 from app.db.queries import query
 from app.db.rows import column_index
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
-from app.settings import Settings
 from queues.mirror import returns_to
-
-#: A rebuild is split over processes only from this many ids in the visit
-#: type's span: starting an interpreter (about half a second) costs more than
-#: it saves below it.
-PARALLEL_REBUILD_MIN_IDS = 200_000
 
 #: Rows per fetch of a rebuild's server-side cursor.
 FETCH_ROWS = 20_000
 #: Origins placed during a rebuild's bulk phase read again per query.
 REREAD_IDS = 20_000
 
-#: An inclusive range of origin_visit_stats ids.
-IdRange = tuple[int, int]
-
 
 def expected_placements(
-    conn: DictConnection,
-    ctx: Context,
-    visit_type: str,
-    now: datetime,
-    ids: IdRange | None = None,
+    conn: DictConnection, ctx: Context, visit_type: str, now: datetime
 ) -> Iterator[Placement]:
-    """Where Postgres says every origin of ``visit_type`` (with an id in ``ids``,
-    if given) belongs at ``now``."""
+    """Where Postgres says every origin of ``visit_type`` belongs at ``now``."""
     with conn.cursor(name="mirror_rows", row_factory=tuple_row) as cursor:
-        if ids is None:
-            cursor.execute(query("mirror_rows_for_visit_type"), {"visit_type": visit_type})
-        else:
-            params = {"visit_type": visit_type, "lo": ids[0], "hi": ids[1]}
-            cursor.execute(query("mirror_rows_in_id_range"), params)
+        cursor.execute(query("mirror_rows_for_visit_type"), {"visit_type": visit_type})
         # Tuples straight into MirrorRow (the query selects exactly its fields,
         # in order, checked here): a dict per row was a third of the Python time.
         names = list(column_index(cursor))
@@ -73,39 +53,29 @@ def rebuild(
     now: datetime,
     *,
     redis_lost: bool = False,
-    processes: int | None = None,
 ) -> int:
     """Rebuild the mirror of ``visit_type`` from Postgres; return how many origins it holds.
+
+    The origins are read in one transaction, begun once the rebuild is marked
+    in progress, and written to staging keys; the origins placed meanwhile
+    are read again, and one swap makes the new mirror live
+    (``queues.mirror.Mirror.begin_rebuild``).
 
     With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
     the same Redis), visits sent but not started are sent again after
     ``lost_visit_grace_s`` instead of the scheduled cooldown (see
     ``requeue_unstarted``).
-
-    A large visit type is read and staged by ``processes`` processes
-    (default: the ``rebuild_processes`` setting), each a range of its ids: this
-    one and ``processes - 1`` spawned interpreters. The one swap at the end
-    makes the new mirror live, as with one process.
     """
-    wanted = ctx.settings.rebuild_processes if processes is None else processes
-    if wanted < 1:
-        raise ValueError(f"a rebuild needs at least one process, not {wanted}")
-    shares = id_shares(conn, visit_type, wanted)
     token = ctx.mirror.begin_rebuild(visit_type)
     try:
-        if len(shares) == 1:
-            stage_share(conn, ctx, visit_type, now, redis_lost, None)
-        else:
-            spawn = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=len(shares) - 1, mp_context=spawn) as pool:
-                others = [
-                    pool.submit(_stage_in_process, ctx.settings, visit_type, now, redis_lost, share)
-                    for share in shares[1:]
-                ]
-                stage_share(conn, ctx, visit_type, now, redis_lost, shares[0])
-                for other in others:
-                    other.result()
-        # Origins placed while the shares were written may hold a newer place than
+        with conn.transaction():
+            placements = expected_placements(conn, ctx, visit_type, now)
+            if redis_lost:
+                placements = requeue_unstarted(
+                    ctx, placements, unstarted_ids(conn, visit_type), now
+                )
+            ctx.mirror.stage(visit_type, placements)
+        # Origins placed while the bulk was written may hold a newer place than
         # the one staged: read them again, now that places reach the staging keys.
         touched = sorted(ctx.mirror.end_bulk(visit_type, token))
         unstarted = unstarted_ids(conn, visit_type) if redis_lost and touched else None
@@ -141,58 +111,6 @@ def placements_of(
     for i in wanted:
         if i not in found:
             yield Placement(i, "absent", 0.0, "never_visited", 0.0)
-
-
-def id_shares(conn: DictConnection, visit_type: str, processes: int) -> list[IdRange | None]:
-    """The id ranges a rebuild of ``visit_type`` is split into: ``[None]`` (every
-    id, one process) unless ``processes`` > 1 and the span of its ids reaches
-    ``PARALLEL_REBUILD_MIN_IDS``; else ``processes`` ranges of equal width."""
-    if processes == 1:
-        return [None]
-    row = conn.execute(query("mirror_id_span"), {"visit_type": visit_type}).fetchone()
-    if row is None or row["lo"] is None:
-        return [None]
-    lo, hi = int(row["lo"]), int(row["hi"])
-    if hi - lo + 1 < PARALLEL_REBUILD_MIN_IDS:
-        return [None]
-    return list(split_span(lo, hi, processes))
-
-
-def split_span(lo: int, hi: int, parts: int) -> Iterator[IdRange]:
-    """``[lo, hi]`` cut into ``parts`` contiguous ranges whose widths differ by at most one."""
-    width, extra = divmod(hi - lo + 1, parts)
-    start = lo
-    for k in range(parts):
-        end = start + width + (1 if k < extra else 0) - 1
-        yield start, end
-        start = end + 1
-
-
-def stage_share(
-    conn: DictConnection,
-    ctx: Context,
-    visit_type: str,
-    now: datetime,
-    redis_lost: bool,
-    ids: IdRange | None,
-) -> None:
-    """Read one share of a rebuild from Postgres (in one transaction, begun after
-    the rebuild's) and stage it."""
-    with conn.transaction():
-        placements = expected_placements(conn, ctx, visit_type, now, ids)
-        if redis_lost:
-            unstarted = unstarted_ids(conn, visit_type)
-            placements = requeue_unstarted(ctx, placements, unstarted, now)
-        ctx.mirror.stage(visit_type, placements)
-
-
-def _stage_in_process(
-    settings: Settings, visit_type: str, now: datetime, redis_lost: bool, ids: IdRange | None
-) -> None:
-    """``stage_share`` in a spawned process, with connections of its own."""
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
-        stage_share(conn, ctx, visit_type, now, redis_lost, ids)
 
 
 def unstarted_ids(conn: DictConnection, visit_type: str) -> set[int]:

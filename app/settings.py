@@ -73,15 +73,6 @@ class Settings(BaseSettings):
     journal_writers: int = Field(
         default=2, ge=1, le=8, description="Postgres connections writing a journal batch"
     )
-    rebuild_processes: int = Field(
-        default=3,
-        ge=1,
-        le=64,
-        description="processes that read and stage a large mirror rebuild, each a share of "
-        "the visit type's ids; they wait on PostgreSQL and Redis in turn, so one more than "
-        "the cores they have was fastest on 2 cores (benchmarks/rebuild.py); a visit type "
-        "whose ids span less than 200,000 is rebuilt in one",
-    )
     journal_history_length: int = Field(
         default=8,
         ge=1,

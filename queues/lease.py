@@ -15,20 +15,14 @@ and ``fence.lua`` refuses them once another process holds a newer one.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import socket
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from importlib import resources
 
 import redis
 
 from queues.keys import scheduler_lease, scheduler_lease_tokens
-
-log = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -110,63 +104,3 @@ class Leases:
             return None
         text = value.decode() if isinstance(value, bytes) else str(value)
         return text.partition("|")[2]
-
-
-class LeaseKeeper:
-    """Renews, from a thread of its own, the lease of a visit type while its
-    step rebuilds the mirror (minutes at archive scale) and ``rebuilding``
-    says that rebuild is alive (its marker, renewed at each of its writes, is
-    this process's). Without it the lease lapsed in the middle: another
-    scheduler could take the visit type over, and the step's own pop after
-    the rebuild was refused (LeaseLost). A step stuck elsewhere, or a rebuild
-    that stopped writing, is not kept: its lease lapses as before, and another
-    scheduler takes over."""
-
-    def __init__(self, leases: Leases, after_s: float, rebuilding: Callable[[str], bool]) -> None:
-        self.leases = leases
-        self.after_s = after_s
-        self.rebuilding = rebuilding
-        self.renewals = 0
-        self._current: tuple[str, float, str | None] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def during(self, visit_type: str) -> Iterator[None]:
-        """Keep ``visit_type``'s lease alive while the block rebuilds its mirror."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
-            self._thread.start()
-        self._current = (visit_type, time.monotonic(), self.leases.tokens.get(visit_type))
-        try:
-            yield
-        finally:
-            self._current = None
-
-    def close(self) -> None:
-        """Stop renewing (before the leases are given back)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(1.0, self.after_s))
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.after_s / 2):
-            current = self._current
-            if current is None or time.monotonic() - current[1] < self.after_s:
-                continue
-            visit_type, _started, token = current
-            try:
-                if not self.rebuilding(visit_type):
-                    continue
-                held = self.leases.hold(visit_type)
-            except Exception as exc:  # the thread must outlive any failure
-                log.warning("%s: lease not renewed during a rebuild (%s)", visit_type, exc)
-                continue
-            if held is not None and held == token:
-                self.renewals += 1
-            else:
-                log.warning(
-                    "%s: the lease lapsed during a rebuild (%s); its pops are refused",
-                    visit_type,
-                    "taken again with a newer token" if held else "held by another",
-                )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from itertools import islice, repeat
@@ -90,10 +90,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         self._pop = client.register_script(_script("pop"))
         self._place = client.register_script(_script("place"))
         self._claim = client.register_script(_script("claim"))
-        self._swap = client.register_script(_script("swap"))
-        self._begin = client.register_script(_script("begin"))
-        self._abort = client.register_script(_script("abort"))
-        self._direct = client.register_script(_script("direct"))
+        self._rebuild = client.register_script(_script("rebuild"))
         fence = _script("fence")
         self._guarded = {
             "pop": client.register_script(fence + _script("pop")),
@@ -101,6 +98,9 @@ class Mirror(PickBookkeeping, MirrorReads):
         }
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
+        #: Called with the visit type at each write of a rebuild (the scheduler
+        #: renews its lease there: a rebuild at archive scale outlasts it).
+        self.on_rebuild_write: Callable[[str], None] | None = None
 
     def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
         """Key names of one visit type (of one of its shards)."""
@@ -323,11 +323,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         """
         token = f"{holder_name()}:{uuid4().hex[:8]}"
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            held = self._begin(
-                keys=[*_versioned(staging), staging.meta, staging.touched],
-                args=[f"bulk {token}", REBUILD_MARKER_TTL_S, "nx" if live.shard == 0 else ""],
-            )
+            nx = "nx" if live.shard == 0 else ""
+            held = self._rebuild_step(live, "begin", token, REBUILD_MARKER_TTL_S, nx)
             if held is not None:
                 holder = held.decode() if isinstance(held, bytes) else str(held)
                 raise RebuildInProgress(
@@ -341,8 +338,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
         phase, with plain variadic writes (no version check: nothing else
         writes those keys then). The swap counts what they hold.
-
-        Several processes may stage disjoint sets of origins at once.
         """
         every = self.shard_keys(visit_type)
         # Redis writes a chunk while this thread reads and places the next
@@ -355,6 +350,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                     staging = every[shard].staging()
                     _renew(pipe, staging)
                     _stage(pipe, staging, part)
+                self._rebuild_wrote(visit_type)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(pipe.execute)
@@ -371,28 +367,18 @@ class Mirror(PickBookkeeping, MirrorReads):
         drained TOUCHED_BATCH at a time: a long rebuild of an archive may
         gather millions, and one SMEMBERS would block Redis while it replies.
         Raise ``RebuildLost`` if the marker is no longer this rebuild's
-        (direct.lua): the newer rebuild's phase is then left alone.
+        (rebuild.lua): the newer rebuild's phase is then left alone.
         """
         touched: set[int] = set()
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            if not self._direct(keys=[staging.meta], args=[token, REBUILD_MARKER_TTL_S]):
+            if not self._rebuild_step(live, "direct", token, REBUILD_MARKER_TTL_S):
                 raise RebuildLost(
                     f"the rebuild of the {visit_type} mirror lost its marker before the end of"
                     f" its bulk writes (no write for {REBUILD_MARKER_TTL_S} s, then taken over)"
                 )
-            while members := self.client.spop(staging.touched, TOUCHED_BATCH):
+            while members := self.client.spop(live.staging().touched, TOUCHED_BATCH):
                 touched.update(int(m) for m in members)
         return touched
-
-    def rebuilding_here(self, visit_type: str) -> bool:
-        """Whether this process holds a live rebuild of ``visit_type`` (its
-        marker, which lapses when the rebuild stops writing, names this process)."""
-        held = self.client.get(self.keys(visit_type).staging().meta)
-        if held is None:
-            return False
-        text = held.decode() if isinstance(held, bytes) else str(held)
-        return text.partition(" ")[2].startswith(f"{holder_name()}:")
 
     def renew_rebuild(self, visit_type: str) -> None:
         """Keep a rebuild's marker (and touched set) alive during a long step
@@ -401,13 +387,17 @@ class Mirror(PickBookkeeping, MirrorReads):
         for live in self.shard_keys(visit_type):
             _renew(pipe, live.staging())
         pipe.execute()
+        self._rebuild_wrote(visit_type)
+
+    def _rebuild_wrote(self, visit_type: str) -> None:
+        if self.on_rebuild_write is not None:
+            self.on_rebuild_write(visit_type)
 
     def abort_rebuild(self, visit_type: str, token: str) -> None:
         """Drop a failed rebuild's staging keys and release its marker (where it
         still holds it), so that the next rebuild need not wait for it to lapse."""
         for live in self.shard_keys(visit_type):
-            staging = live.staging()
-            self._abort(keys=[*_versioned(staging), staging.meta, staging.touched], args=[token])
+            self._rebuild_step(live, "abort", token)
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -425,12 +415,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         built = int(self.client.hget(every[0].meta, "shards") or 1)
         origins = 0
         for live in every:
-            staging = live.staging()
-            keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta]
             try:
-                origins += int(
-                    self._swap(keys=[*keys, staging.touched], args=[repr(time.time()), token])
-                )
+                origins += int(self._rebuild_step(live, "swap", token, repr(time.time())))
             except redis.ResponseError as exc:
                 if "REBUILD_LOST" in str(exc):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
@@ -440,6 +426,12 @@ class Mirror(PickBookkeeping, MirrorReads):
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
                 self.client.delete(key)
         return origins
+
+    def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
+        """Run one step of rebuild.lua on one shard (``live``: its keys)."""
+        staging = live.staging()
+        keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta, staging.touched]
+        return self._rebuild(keys=keys, args=[step, token, *args])
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0

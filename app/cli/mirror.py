@@ -20,15 +20,6 @@ mirror_app = typer.Typer(
 @mirror_app.command("rebuild")
 def mirror_rebuild(
     visit_type: Annotated[str | None, typer.Argument()] = None,
-    processes: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=64,
-            help="processes reading and writing a large visit type, each a share of its ids "
-            "(default: REVISIT_REBUILD_PROCESSES, 3)",
-        ),
-    ] = None,
 ) -> None:
     """Rebuild the Redis mirror from PostgreSQL."""
     from app.mirror_sync import rebuild
@@ -40,7 +31,7 @@ def mirror_rebuild(
         for vt in visit_types_of(settings, visit_type):
             with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
                 try:
-                    mirrored = rebuild(conn, ctx, vt, now(), processes=processes)
+                    mirrored = rebuild(conn, ctx, vt, now())
                 except (RebuildInProgress, RebuildLost) as exc:
                     err.print(f"{vt}: {exc}")
                     raise typer.Exit(1) from None

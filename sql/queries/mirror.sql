@@ -17,24 +17,11 @@ select {{mirror_columns}}
 from origin_visit_stats st
 where st.visit_type = %(visit_type)s and st.listed
 
--- name: mirror_rows_in_id_range
--- The listed origins of a visit type whose id is in [lo, hi]: one process's share
--- of a parallel rebuild.
-select {{mirror_columns}}
-from origin_visit_stats st
-where st.visit_type = %(visit_type)s and st.listed and st.id between %(lo)s and %(hi)s
-
 -- name: mirror_rows_of_ids
 -- Some origins of a visit type, listed or not (an unlisted one is placed absent).
 select {{mirror_columns}}
 from origin_visit_stats st
 where st.visit_type = %(visit_type)s and st.id = any(%(ids)s)
-
--- name: mirror_id_span
--- The smallest and largest id of a visit type's listed origins (nulls if none).
-select min(st.id) as lo, max(st.id) as hi
-from origin_visit_stats st
-where st.visit_type = %(visit_type)s and st.listed
 
 -- name: advance_queue_position
 insert into visit_scheduler_queue_position (visit_type, position)

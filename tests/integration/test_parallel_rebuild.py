@@ -1,4 +1,4 @@
-"""A rebuild split over processes, and placements made while a rebuild writes."""
+"""A mirror rebuild: placements made while it writes, one rebuild at a time, failures."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import app.mirror_sync as mirror_sync
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.domain.placement import Placement
-from app.mirror_sync import check, id_shares, rebuild
+from app.mirror_sync import check, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
 from queues.mirror import RebuildInProgress, RebuildLost
@@ -26,63 +25,12 @@ def urls(count: int) -> list[str]:
     return [f"https://forge.example/parallel/{i}.git" for i in range(count)]
 
 
-def give_history(conn: DictConnection) -> None:
-    """Vary the origins' places: some visited (cooling or due), some in flight."""
-    conn.execute(
-        """
-        update origin_visit_stats set
-          last_successful = now() - make_interval(days => (id % 40)::int),
-          last_visit = now() - make_interval(days => (id % 40)::int),
-          last_visit_status = 'full',
-          last_snapshot = '\\x01'::bytea
-        where id % 3 = 0;
-        update origin_visit_stats set last_scheduled = now() - interval '1 hour'
-        where id % 7 = 0;
-        """
-    )
-
-
-def test_a_rebuild_over_three_processes_gives_the_mirror_one_process_gives(
-    conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(mirror_sync, "PARALLEL_REBUILD_MIN_IDS", 1)
-    now = datetime.now(tz=UTC)
-    list_origins(conn, ctx, urls(ORIGINS), now=now)
-    give_history(conn)
-
-    alone = rebuild(conn, ctx, "git", now, processes=1)
-    one_process = ctx.mirror.contents("git")
-    assert len(id_shares(conn, "git", 3)) == 3
-    split = rebuild(conn, ctx, "git", now, processes=3)
-
-    assert alone == split == ORIGINS
-    assert ctx.mirror.contents("git") == one_process
-    assert check(conn, ctx, "git", now) == []
-
-
-def test_a_small_visit_type_is_rebuilt_in_one_process(conn: DictConnection, ctx: Context) -> None:
-    list_origins(conn, ctx, urls(10))
-
-    assert id_shares(conn, "git", 4) == [None]
-    assert id_shares(conn, "hg", 4) == [None]
-
-
-def test_a_rebuild_refuses_zero_processes(conn: DictConnection, ctx: Context) -> None:
-    list_origins(conn, ctx, urls(3))
-
-    with pytest.raises(ValueError, match="at least one process, not 0"):
-        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=0)
-    assert len(ctx.mirror.contents("git")) == 3
-    assert not ctx.mirror.client.exists(ctx.mirror.keys("git").staging().meta)
-
-
 def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
     conn: DictConnection, ctx: Context, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mirror_sync, "PARALLEL_REBUILD_MIN_IDS", 1)
     now = datetime.now(tz=UTC)
     list_origins(conn, ctx, urls(ORIGINS), now=now)
-    rebuild(conn, ctx, "git", now, processes=1)
+    rebuild(conn, ctx, "git", now)
     staging = ctx.mirror.stage
     scheduled: list[int] = []
 
@@ -100,7 +48,7 @@ def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
 
     monkeypatch.setattr(ctx.mirror, "stage", stage_with_a_step_midway)
 
-    rebuild(conn, ctx, "git", now + timedelta(seconds=2), processes=2)
+    rebuild(conn, ctx, "git", now + timedelta(seconds=2))
 
     assert len(scheduled) == 50
     contents = ctx.mirror.contents("git")
@@ -108,46 +56,29 @@ def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
     assert check(conn, ctx, "git", now + timedelta(seconds=2)) == []
 
 
-def test_the_rebuild_command_splits_over_the_processes_asked_for(
-    conn: DictConnection, ctx: Context
-) -> None:
+def test_the_rebuild_command_rebuilds_a_lost_mirror(conn: DictConnection, ctx: Context) -> None:
     list_origins(conn, ctx, urls(40))
     ctx.mirror.client.delete(*ctx.mirror.keys("git").data_keys())
 
-    result = cli("mirror", "rebuild", "git", "--processes", "2")
+    result = cli("mirror", "rebuild", "git")
 
     assert result.returncode == 0, result.stderr
     assert "git: 40 origins mirrored" in result.stdout
     assert len(ctx.mirror.contents("git")) == 40
 
 
-def test_the_rebuild_command_refuses_zero_processes_before_touching_redis(
-    conn: DictConnection, ctx: Context
-) -> None:
-    list_origins(conn, ctx, urls(5))
-    before = ctx.mirror.contents("git")
-
-    result = cli("mirror", "rebuild", "git", "--processes", "0")
-
-    assert result.returncode == 2
-    assert "Invalid value for '--processes'" in result.stderr
-    assert "greater than or equal to 1" in result.stderr
-    assert ctx.mirror.contents("git") == before
-    assert not ctx.mirror.client.exists(ctx.mirror.keys("git").staging().meta)
-
-
 def test_a_second_rebuild_is_refused_while_one_is_in_progress(
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, urls(20))
-    rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+    rebuild(conn, ctx, "git", datetime.now(tz=UTC))
     first = ctx.mirror.begin_rebuild("git")
     staging = ctx.mirror.keys("git").staging()
     # Id 300,000,000 lives in shard 0 whether the mirror has 1 shard or 3.
     ctx.mirror.stage("git", [Placement(300_000_000, "pool", 1.0, "no_last_update", 1.0, 1)])
 
     with pytest.raises(RebuildInProgress, match=r"in progress \(.*:\d+:[0-9a-f]{8}\)"):
-        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+        rebuild(conn, ctx, "git", datetime.now(tz=UTC))
 
     # The first one's staging keys are untouched, and it can still finish.
     assert ctx.mirror.client.zscore(staging.pool("no_last_update"), str(300_000_000)) == 1.0
@@ -169,7 +100,7 @@ def test_a_rebuild_whose_marker_lapsed_and_was_taken_over_is_not_swapped_in(
     list_origins(conn, ctx, urls(20))
     lapsed = lapsed_rebuild(ctx)
 
-    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1) == 20
+    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC)) == 20
     with pytest.raises(RebuildLost, match="REBUILD_LOST"):
         ctx.mirror.finish_rebuild("git", lapsed)
     assert len(ctx.mirror.contents("git")) == 20
@@ -197,7 +128,7 @@ def test_the_scheduler_waits_while_another_process_rebuilds_the_lost_mirror(
 ) -> None:
     now = datetime.now(tz=UTC)
     list_origins(conn, ctx, urls(20), now=now)
-    rebuild(conn, ctx, "git", now, processes=1)
+    rebuild(conn, ctx, "git", now)
     ctx.mirror.client.delete(*[k.meta for k in ctx.mirror.shard_keys("git")])  # mirror lost
     other = ctx.mirror.begin_rebuild("git")
 
@@ -208,7 +139,7 @@ def test_the_scheduler_waits_while_another_process_rebuilds_the_lost_mirror(
     ctx.mirror.stage("git", [])
     ctx.mirror.end_bulk("git", other)
     ctx.mirror.finish_rebuild("git", other)  # an empty mirror, for this test
-    rebuild(conn, ctx, "git", now, processes=1)
+    rebuild(conn, ctx, "git", now)
     assert len(schedule_step(conn, ctx, "git", 5, now + timedelta(seconds=2)).orders) == 5
 
 
@@ -236,9 +167,9 @@ def test_a_failed_rebuild_releases_its_marker_so_the_next_one_need_not_wait(
 
     monkeypatch.setattr(ctx.mirror, "stage", stage_then_fail)
     with pytest.raises(ConnectionError):
-        rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1)
+        rebuild(conn, ctx, "git", datetime.now(tz=UTC))
     monkeypatch.undo()
 
     for keys in ctx.mirror.shard_keys("git"):
         assert not ctx.mirror.client.exists(keys.staging().meta, *keys.staging().data_keys())
-    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC), processes=1) == 20
+    assert rebuild(conn, ctx, "git", datetime.now(tz=UTC)) == 20

@@ -4,11 +4,13 @@ dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+import queues.mirror
 from actors.scheduler import SchedulerLoop
 from app.context import Context
 from app.db.connection import DictConnection
@@ -16,6 +18,7 @@ from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.db.scheduling import mark_scheduled, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.placement import Placement
 from app.introspection import describe_origin
 from app.journal import apply_events_batch
 from app.listing import record_listed_origins
@@ -284,21 +287,24 @@ def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
     loop, other = short_lease_and_another_holder(settings, conn, ctx)
     ctx.mirror.client.flushdb()  # Redis restarted empty: the step rebuilds
     taken_meanwhile: list[str | None] = []
-    end_bulk = Mirror.end_bulk
+    stage = Mirror.stage
 
-    def slow_end_bulk(self: Mirror, visit_type: str, token: str) -> set[int]:
-        time.sleep(2.0)  # inside the rebuild, over three times the lease
-        taken_meanwhile.append(other.hold("git"))
-        return end_bulk(self, visit_type, token)
+    def slow_stage(self: Mirror, visit_type: str, placements: Iterable[Placement]) -> None:
+        def slowly() -> Iterator[Placement]:
+            for placement in placements:
+                time.sleep(2.0 / len(URLS))  # over three times the lease in all
+                yield placement
+            taken_meanwhile.append(other.hold("git"))
 
-    monkeypatch.setattr(Mirror, "end_bulk", slow_end_bulk)
+        stage(self, visit_type, slowly())
+
+    monkeypatch.setattr(queues.mirror, "REBUILD_CHUNK", 1)
+    monkeypatch.setattr(Mirror, "stage", slow_stage)
     # The step's pop after the rebuild is fenced with the token taken before
     # it: had the lease lapsed, it would be refused (LeaseLost, no result).
     [rebuilt] = loop.step(NOW + timedelta(seconds=2))
-    loop.keeper.close()
 
     assert rebuilt.rebuilt and taken_meanwhile == [None]
-    assert loop.keeper.renewals > 0
     assert other.holder_of("git") == loop.leases.holder
     assert len(rebuilt.orders) == len(URLS)
 
@@ -316,7 +322,6 @@ def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_schedul
 
     monkeypatch.setattr(loop, "visit_type_step", stuck)
     assert loop.step(NOW + timedelta(seconds=2)) == []
-    loop.keeper.close()
 
-    assert taken_meanwhile[0] is not None and loop.keeper.renewals == 0
+    assert taken_meanwhile[0] is not None
     assert other.holder_of("git") == "other:1"

@@ -1,0 +1,80 @@
+-- The rebuild of one shard of a visit type's mirror, one step per call. A
+-- rebuild writes a staging copy of the live keys, then swaps it in; its
+-- marker says which phase it is in, for place.lua:
+--
+--   (none) --begin--> 'bulk <token>' --direct--> 'direct <token>' --swap--> (none)
+--   any phase --abort--> (none)
+--
+-- 'bulk': the rebuild writes the staging keys without looking; a placement
+-- meanwhile only adds its origin to the touched set, which the rebuild reads
+-- again from PostgreSQL. 'direct': placements reach the staging keys too,
+-- keeping the newest version. Every step but 'begin' acts only while the
+-- marker names the rebuild's token: a rebuild whose marker lapsed (no write
+-- for its time to live) and was taken over leaves the newer one alone.
+--
+-- KEYS[1..8]   live keys: the four pools, inflight, cooling, parked, version
+-- KEYS[9..16]  the staging keys, in the same order
+-- KEYS[17]     live meta        hash: 'rebuilt_at' and 'origins' set by 'swap'
+-- KEYS[18]     staging meta     the marker: '<phase> <token>'
+-- KEYS[19]     staging touched  set: origins placed during the 'bulk' phase
+-- ARGV[1] the step: 'begin', 'direct', 'swap' or 'abort'
+-- ARGV[2] the rebuild's token
+-- ARGV[3] 'begin', 'direct': the marker's time to live (s); 'swap': rebuilt_at (unix s)
+-- ARGV[4] 'begin': 'nx' to refuse while another rebuild holds the marker,
+--         anything else to take it over (the shards after the first)
+--
+-- Returns: 'begin' nil once begun, or the marker of the rebuild in progress;
+-- 'direct', 'abort' 1, or 0 when the marker is not this rebuild's; 'swap' how
+-- many origins the new mirror holds, or the error 'REBUILD_LOST'.
+
+local step, token = ARGV[1], ARGV[2]
+local staging = {unpack(KEYS, 9, 16)}
+staging[#staging + 1] = KEYS[18]
+staging[#staging + 1] = KEYS[19]
+
+if step == 'begin' then
+  -- Emptying the staging keys and setting the marker in one step: no
+  -- placement is noted between the two and then lost.
+  if ARGV[4] == 'nx' then
+    local held = redis.call('GET', KEYS[18])
+    if held then return held end
+  end
+  redis.call('DEL', unpack(staging))
+  redis.call('SET', KEYS[18], 'bulk ' .. token, 'EX', ARGV[3])
+  return false
+end
+
+local held = redis.call('GET', KEYS[18])
+local mine = held and string.sub(held, -(#token + 1)) == ' ' .. token
+
+if step == 'direct' then
+  if held ~= 'bulk ' .. token then return 0 end
+  redis.call('SET', KEYS[18], 'direct ' .. token, 'EX', ARGV[3])
+  return 1
+end
+
+if step == 'abort' then
+  if not mine then return 0 end
+  redis.call('DEL', unpack(staging))
+  return 1
+end
+
+-- 'swap': the staging keys replace the live ones, atomically (a reader sees
+-- the old mirror or the new one, never a mix).
+if not mine then
+  return redis.error_reply('REBUILD_LOST the marker is ' .. tostring(held))
+end
+local origins = 0
+for i = 9, 14 do origins = origins + redis.call('ZCARD', KEYS[i]) end
+-- UNLINK, not DEL: the old mirror is gone at once, but its memory (a whole
+-- visit type's origins) is freed in the background instead of blocking Redis
+-- for seconds inside this script.
+for i = 1, 8 do
+  redis.call('UNLINK', KEYS[i])
+  if redis.call('EXISTS', KEYS[8 + i]) == 1 then
+    redis.call('RENAME', KEYS[8 + i], KEYS[i])
+  end
+end
+redis.call('DEL', KEYS[18], KEYS[19])
+redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[3], 'origins', origins)
+return origins
