@@ -10,7 +10,6 @@ reason a dead letter carries.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from app.domain.journal_event import (
     VisitStatusEvent,
 )
 from app.domain.visit_status import ALL_STATUSES
+from app.msgspec_errors import fault
 
 
 class UndecodableMessage(InvalidEvent):
@@ -139,18 +139,16 @@ _EXPECTED = {
     "snapshot": f"expected {SNAPSHOT_ID_LENGTH} bytes or nil",
     "metadata": "expected a map or nil",
 }
-_MISSING = re.compile(r"Object missing required field `(\w+)`")
-_AT_FIELD = re.compile(r"(.*) - at `\$\.(\w+)`")
 
 
 def _reason(error: str) -> str:
     """``field: what is wrong`` of msgspec's validation error text."""
-    if missing := _MISSING.fullmatch(error):
-        return f"{missing[1]}: missing"
-    if at := _AT_FIELD.fullmatch(error):
-        field = at[2]
-        return f"{field}: {_EXPECTED.get(field) or _plain(at[1])}"
-    return "value: " + _plain(error.replace("`object`", "a map"))
+    kind, field, text = fault(error)
+    if field is None:
+        return "value: " + _plain(text.replace("`object`", "a map"))
+    if kind == "missing":
+        return f"{field}: missing"
+    return f"{field}: {_EXPECTED.get(field) or _plain(text)}"
 
 
 def _plain(text: str) -> str:

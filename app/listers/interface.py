@@ -30,9 +30,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
-from pydantic import ValidationError
 
-from app.api_models import first_error
 from app.context import Context
 from app.db import listings as db
 from app.db.connection import DictConnection
@@ -136,10 +134,8 @@ class ListerInterface:
         for index, origin in enumerate(origins):
             try:
                 row = _as_listing_row(origin)
-            except ValidationError as exc:  # the listing rules shared with import and API
-                raise ListerInputError(
-                    f"listed_origins[{index}].{first_error(exc, 'origin')}"
-                ) from None
+            except ValueError as exc:  # the listing rules shared with import and API
+                raise ListerInputError(f"listed_origins[{index}].{exc}") from None
             by_lister[origin.lister_id].append((index, row))
         self._check_listers(by_lister)
         known = db.known_visit_types(self.conn)
