@@ -57,8 +57,8 @@ def _rule(field: str, check: Callable[[Any], object], value: Any) -> None:
 
 
 LISTING_FIELDS: tuple[str, ...] = ListedOriginIn.__struct_fields__
-#: Lax as a listing needs: "true" and 1 are booleans, a number is a Unix time
-#: (CSV cells are all text).
+#: Lax (``strict=False``, as for CSV cells and API payloads, which are all
+#: text or JSON): "true" and 1 are booleans, a number is a Unix time.
 _JSON_LINE = msgspec.json.Decoder(ListedOriginIn, strict=False)
 
 
