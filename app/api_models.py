@@ -7,12 +7,14 @@ them again on receipt.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError
+from pydantic_core import PydanticCustomError
 
 from app.input_rules import MAX_TIMESTAMP_S, LoaderArguments, OriginUrl, StoredText
-from app.listing_input import ListedOriginIn
+from app.listing_input import ListedOriginIn, listed_origin
 
 #: Who asks for a one-shot visit (a label of the request latency metric, so a
 #: closed list).
@@ -58,12 +60,28 @@ class CancelRequest(_Payload):
     request_id: int = Field(ge=1, lt=2**63)
 
 
+def _listed_origin(value: Any) -> ListedOriginIn:
+    try:
+        return listed_origin(value)
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        context = {"field": "" if field == "(row)" else field, "message": message}
+        raise PydanticCustomError("listed_origin", "{message}", context) from None
+
+
+#: A listed origin inside a pydantic payload: validated by its one (msgspec)
+#: declaration, sent as its JSON fields.
+ListedOriginField = Annotated[
+    ListedOriginIn, PlainValidator(_listed_origin), PlainSerializer(msgspec.to_builtins)
+]
+
+
 class RecordListing(_Payload):
     """A batch of a lister's output; ``full`` with ``last_batch`` ends a full listing."""
 
     lister_name: StoredText = Field(min_length=1, max_length=200)
     instance_name: StoredText = Field(min_length=1, max_length=200)
-    origins: list[ListedOriginIn] = Field(max_length=MAX_ORIGINS_PER_MESSAGE)
+    origins: list[ListedOriginField] = Field(max_length=MAX_ORIGINS_PER_MESSAGE)
     full: bool = False
     listing_started_at: float | None = Field(
         default=None,
@@ -90,7 +108,10 @@ Model = TypeVar("Model", bound=BaseModel)
 def first_error(exc: ValidationError, whole: str) -> str:
     """'field: message' of the first error (``whole`` when it is about no field)."""
     first = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc']) or whole}: {first['msg']}"
+    loc = [str(p) for p in first["loc"]]
+    if first["type"] == "listed_origin" and first["ctx"]["field"]:
+        loc.append(first["ctx"]["field"])  # named by the listed origin's own decoder
+    return f"{'.'.join(loc) or whole}: {first['msg']}"
 
 
 def validated(model: type[Model], payload: Any) -> Model:

@@ -10,10 +10,10 @@ from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig
 from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
-from app.domain.journal_event import InvalidEvent, VisitStatusEvent, event_from_dict
+from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow, Placement, place
 from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
-from app.journal_codec import UndecodableMessage, decode, fast_event
+from app.journal_codec import decode_event
 from app.requests import FinishedRequest, follow_visits
 
 
@@ -45,13 +45,9 @@ def decode_batch(
     events: list[VisitStatusEvent] = []
     rejected: list[Rejected] = []
     for index, payload in enumerate(payloads):
-        event = fast_event(payload, known_visit_types)
-        if event is not None:
-            events.append(event)
-            continue
         try:
-            events.append(event_from_dict(decode(payload), known_visit_types))
-        except (UndecodableMessage, InvalidEvent) as exc:
+            events.append(decode_event(payload, known_visit_types))
+        except InvalidEvent as exc:
             rejected.append(Rejected(index, str(exc)))
     return events, rejected
 

@@ -1,9 +1,11 @@
 """The reference archive's journal encoding (msgpack, Timestamp extension for dates).
 
-Two decoders of an origin_visit_status value: ``fast_event`` (msgspec, which
-checks the types while it decodes, in a fraction of the time) takes the messages it can vouch
-for, and ``decode`` + ``event_from_dict`` takes the rest, so a rejected
-message gets the same reason whichever path saw it first.
+One decoder of an origin_visit_status value, ``decode_event``: msgspec reads
+and type-checks the map in one pass (the bounds of ``visit`` and ``snapshot``
+are ``msgspec.Meta`` constraints), then the rules that depend on known values
+(statuses, visit types) are checked. A refused value raises ``InvalidEvent``
+whose text starts with the field at fault (``field: what is wrong``), the
+reason a dead letter carries.
 """
 
 from __future__ import annotations
@@ -14,22 +16,37 @@ from typing import Annotated, Any
 import msgpack
 import msgspec
 
-from app.domain.journal_event import MAX_VISIT, SNAPSHOT_ID_LENGTH, VisitStatusEvent
+from app.domain.journal_event import (
+    MAX_VISIT,
+    SNAPSHOT_ID_LENGTH,
+    InvalidEvent,
+    VisitStatusEvent,
+)
 from app.domain.visit_status import ALL_STATUSES
+from app.msgspec_errors import fault
 
 
-class UndecodableMessage(ValueError):
+class UndecodableMessage(InvalidEvent):
     """Bytes that are not a msgpack value."""
 
 
+def _ext(code: int, data: memoryview) -> msgpack.ExtType:
+    # Extension values inside metadata come back as msgpack's own ExtType, the
+    # type ``encode`` writes them from (Timestamps are dates).
+    return msgpack.ExtType(code, bytes(data))
+
+
+_ANY = msgspec.msgpack.Decoder(ext_hook=_ext)
+
+
 def decode(payload: bytes | None) -> Any:
-    """Decode one journal value; dates come back as aware UTC datetimes."""
+    """Decode one journal value as it is, unchecked (dates as aware UTC datetimes)."""
     if payload is None:
         raise UndecodableMessage("value: empty (tombstone)")
     try:
-        return msgpack.unpackb(payload, raw=False, timestamp=3, strict_map_key=False)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise UndecodableMessage(f"value: not msgpack ({type(exc).__name__}: {exc})") from exc
+        return _ANY.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise UndecodableMessage(f"value: not msgpack ({exc})") from None
 
 
 def encode(value: dict[str, Any]) -> bytes:
@@ -65,12 +82,12 @@ def visit_status_key(origin: str, visit: int, date: datetime) -> bytes:
 
 
 class _StatusRecord(msgspec.Struct):
-    """The fields of an origin_visit_status value that msgspec checks while decoding."""
+    """An origin_visit_status value as it travels (other fields are ignored)."""
 
     origin: str
     visit: Annotated[int, msgspec.Meta(ge=0, le=MAX_VISIT)]
     # Any, not datetime: msgspec would also read an RFC 3339 string as a date,
-    # which the archive never sends and the exact path refuses.
+    # which the archive never sends; a Timestamp decodes as an aware UTC date.
     date: Any
     status: str
     type: str
@@ -78,43 +95,61 @@ class _StatusRecord(msgspec.Struct):
         Annotated[bytes, msgspec.Meta(min_length=SNAPSHOT_ID_LENGTH, max_length=SNAPSHOT_ID_LENGTH)]
         | None
     ) = None
-    metadata: Any = None
-
-
-def _ext(code: int, data: memoryview) -> msgpack.ExtType:
-    # Extension values inside metadata come back as msgpack's own ExtType, as
-    # the exact path gives them (Timestamps are dates on both paths).
-    return msgpack.ExtType(code, bytes(data))
+    metadata: dict[Any, Any] | None = None
 
 
 _DECODER = msgspec.msgpack.Decoder(_StatusRecord, ext_hook=_ext)
 
 
-def fast_event(payload: bytes | None, known_visit_types: frozenset[str]) -> VisitStatusEvent | None:
-    """The event of a well-formed value, or None when this path cannot vouch for it.
-
-    None is not a rejection: the caller decodes the value again with ``decode``
-    and ``event_from_dict``, which name the field at fault. Whatever this
-    accepts, that path accepts too, as the same event (a property test).
-    """
+def decode_event(payload: bytes | None, known_visit_types: frozenset[str]) -> VisitStatusEvent:
+    """The event of one journal value; InvalidEvent naming the field when it cannot apply."""
     if payload is None:
-        return None
+        raise UndecodableMessage("value: empty (tombstone)")
     try:
         record = _DECODER.decode(payload)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    date = record.date
-    metadata = record.metadata
-    if (
-        not record.origin
-        or "\x00" in record.origin
-        or not isinstance(date, datetime)
-        or date.tzinfo is None
-        or record.status not in ALL_STATUSES
-        or record.type not in known_visit_types
-        or not (metadata is None or isinstance(metadata, dict))
-    ):
-        return None
+    except msgspec.ValidationError as exc:
+        raise InvalidEvent(_reason(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise UndecodableMessage(f"value: not msgpack ({exc})") from None
+    if not record.origin:
+        raise InvalidEvent("origin: empty")
+    if "\x00" in record.origin:
+        raise InvalidEvent("origin: contains a NUL character")
+    if not isinstance(record.date, datetime):
+        raise InvalidEvent(f"date: expected datetime, got {type(record.date).__name__}")
+    if record.status not in ALL_STATUSES:
+        raise InvalidEvent(f"status: unknown status {record.status!r}")
+    if record.type not in known_visit_types:
+        known = ", ".join(sorted(known_visit_types))
+        raise InvalidEvent(f"type: unknown visit type {record.type!r} (known: {known})")
     return VisitStatusEvent(
-        record.origin, record.type, record.visit, date, record.status, record.snapshot, metadata
+        record.origin,
+        record.type,
+        record.visit,
+        record.date,
+        record.status,
+        record.snapshot,
+        record.metadata,
     )
+
+
+#: What a field bound by a constraint must hold, said as the archive's terms.
+_EXPECTED = {
+    "visit": "expected an integer in [0, 2^63)",
+    "snapshot": f"expected {SNAPSHOT_ID_LENGTH} bytes or nil",
+    "metadata": "expected a map or nil",
+}
+
+
+def _reason(error: str) -> str:
+    """``field: what is wrong`` of msgspec's validation error text."""
+    kind, field, text = fault(error)
+    if field is None:
+        return "value: " + _plain(text.replace("`object`", "a map"))
+    if kind == "missing":
+        return f"{field}: missing"
+    return f"{field}: {_EXPECTED.get(field) or _plain(text)}"
+
+
+def _plain(text: str) -> str:
+    return (text[:1].lower() + text[1:]).replace("`", "")

@@ -25,8 +25,8 @@ from monitoring.multiprocess import OwnedFiles, fresh_directory
 #: Request kinds whose latency series exist from the start (others appear when seen).
 REQUEST_KINDS = ("save_code_now",)
 OUTCOMES = ("eventful", "uneventful", "failed")
-#: The fields a dead letter's reason names (app/domain/journal_event.py,
-#: app/journal_codec.py), and "database" for a value PostgreSQL refused.
+#: The fields a dead letter's reason names (app/journal_codec.py), and
+#: "database" for a value PostgreSQL refused.
 DEAD_LETTER_REASONS = (
     "value",
     "origin",

@@ -9,22 +9,17 @@ the history keeps (``visit_history.Folded``; both nil when it is not known).
 Dates are msgpack Timestamps (UTC). Version 1, ``[1, base, recent]``, is read
 as a history whose fold is not known.
 
-A version-2 history is decoded by msgspec straight into its Tallies and
-FinalVisits (the fast path); anything it refuses (another version, a value
-of an unexpected type) is decoded by msgpack
-(``_decode_any``), which reads or rejects it. The two give
-equal histories (a property test): msgspec reads a float field stored as the
-integer 0 as 0.0, the same number.
+msgspec decodes either version straight into its Tallies and FinalVisits
+(``_Stored``, an array whose fold fields are absent in version 1); a value it
+refuses, or an unknown version, raises ValueError naming the column.
 """
 
 from __future__ import annotations
 
 import math
-from itertools import starmap
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any
 
-import msgpack
 import msgspec
 from msgspec.structs import fields
 
@@ -66,32 +61,29 @@ def _tally_list(tally: Tally) -> list[Any]:
     return values
 
 
-_STORED = msgspec.msgpack.Decoder(
-    tuple[Literal[2], Tally, tuple[FinalVisit, ...], int | None, Tally | None]
-)
+class _Stored(msgspec.Struct, array_like=True):
+    """A stored history: version 2, or version 1 without its fold."""
+
+    version: int
+    base: Tally
+    recent: tuple[FinalVisit, ...]
+    top_index: int | None = None
+    tally: Tally | None = None
+
+
+_STORED = msgspec.msgpack.Decoder(_Stored)
 
 
 def decode_history(data: bytes) -> VisitHistory:
     """The history stored as ``data``."""
     try:
-        _version, base, recent, top, tally = _STORED.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return _decode_any(data)
-    if tally is None:
-        return VisitHistory(base, recent)
-    if top is None:  # never written so
-        return _decode_any(data)
-    return VisitHistory(base, recent, Folded(top, tally))
-
-
-def _decode_any(data: bytes) -> VisitHistory:
-    """``decode_history`` of any version, or the error that names what is wrong."""
-    version, base, recent, *rest = msgpack.unpackb(data, raw=False, timestamp=3)
-    visits = tuple(starmap(FinalVisit, recent))
-    if version == FORMAT_VERSION:
-        top, tally = rest
-        folded = None if tally is None else Folded(top, Tally(*tally))
-        return VisitHistory(Tally(*base), visits, folded)
-    if version == 1 and not rest:
-        return VisitHistory(Tally(*base), visits)
-    raise ValueError(f"visit_history: unknown format version {version!r}")
+        stored = _STORED.decode(data)
+    except msgspec.MsgspecError as exc:
+        raise ValueError(f"visit_history: {exc}") from None
+    if stored.version not in (1, FORMAT_VERSION):
+        raise ValueError(f"visit_history: unknown format version {stored.version!r}")
+    if stored.tally is None:
+        return VisitHistory(stored.base, stored.recent)
+    if stored.top_index is None:
+        raise ValueError("visit_history: a fold without its top index")
+    return VisitHistory(stored.base, stored.recent, Folded(stored.top_index, stored.tally))

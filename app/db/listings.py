@@ -16,7 +16,7 @@ from app.db.connection import DictConnection
 from app.db.queries import query
 from app.db.rows import column_index
 from app.domain.placement import MirrorRow
-from app.listing_input import ListedFields
+from app.listing_input import ListedOriginIn
 
 
 class UnknownLister(LookupError):
@@ -79,7 +79,7 @@ LISTING_STAGING = {
 }
 
 
-def listing_row(row: ListedFields) -> tuple[Any, ...]:
+def listing_row(row: ListedOriginIn) -> tuple[Any, ...]:
     """The COPY row of one listed origin, in LISTING_STAGING's order (a test copies
     it and reads each column back by name)."""
     arguments = row.extra_loader_arguments
@@ -94,7 +94,7 @@ def listing_row(row: ListedFields) -> tuple[Any, ...]:
 
 
 def upsert_listed_origins(
-    conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[ListedFields], now: datetime
+    conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[ListedOriginIn], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
     """Record a batch of listed origins (COPY then one upsert per table) inside the
     caller's transaction; return the mirror rows whose place may have changed,

@@ -28,9 +28,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import ValidationError
-
-from app.api_models import first_error
 from app.context import Context
 from app.db import lister_api as sql
 from app.db import listings as db
@@ -125,10 +122,8 @@ class ListerInterface:
         for index, origin in enumerate(origins):
             try:
                 row = _as_listing_row(origin)
-            except ValidationError as exc:  # the listing rules shared with import and API
-                raise ListerInputError(
-                    f"listed_origins[{index}].{first_error(exc, 'origin')}"
-                ) from None
+            except ValueError as exc:  # the listing rules shared with import and API
+                raise ListerInputError(f"listed_origins[{index}].{exc}") from None
             by_lister[origin.lister_id].append((index, row))
         self._check_listers(by_lister)
         known = db.known_visit_types(self.conn)
