@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from monitoring.dashboard import ROWS, Panel
+from monitoring.dashboard import panels
 from monitoring.prometheus_api import query_range, with_rate_window
 
 _LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
@@ -31,19 +31,19 @@ def render_png(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels: list[tuple[str, Panel]] = [(row, p) for row, items in ROWS for p in items]
-    rows = (len(panels) + COLUMNS - 1) // COLUMNS
+    shown = panels()
+    rows = (len(shown) + COLUMNS - 1) // COLUMNS
     fig, axes = plt.subplots(rows, COLUMNS, figsize=(5.2 * COLUMNS, 3.3 * rows), squeeze=False)
-    for ax in axes.flat[len(panels) :]:
+    for ax in axes.flat[len(shown) :]:
         ax.axis("off")
-    for ax, (row, panel) in zip(axes.flat, panels, strict=False):
+    for ax, panel in zip(axes.flat, shown, strict=False):
         for target in panel.targets:
             expr = with_rate_window(target.expr, rate_window)
             for series in query_range(base_url, expr, start, end, step_s):
                 xs = [(float(t) - start) for t, _ in series["values"]]
                 ys = [float(v) for _, v in series["values"]]
                 ax.plot(xs, ys, label=legend(target.legend, series["metric"]), linewidth=1.2)
-        ax.set_title(f"{panel.title}  [{row}]", fontsize=9)
+        ax.set_title(f"{panel.title}  [{panel.row}]", fontsize=9)
         ax.set_xlabel("seconds", fontsize=7)
         ax.set_ylabel(panel.unit, fontsize=7)
         ax.tick_params(labelsize=7)

@@ -6,7 +6,7 @@ import pytest
 
 from app.domain.latency import wait_s
 from app.settings import Settings
-from monitoring.dashboard import JSON_PATH, RATE, panels, render_json
+from monitoring.dashboard import JSON_PATH, RATE, panels
 from monitoring.dramatiq_metrics import MULTIPROC_ENV, worker_metrics_env
 from monitoring.lanes import lane_of
 from monitoring.queue_wait import QueueWatch
@@ -41,8 +41,11 @@ def test_queue_watch_measures_the_drain_between_steps() -> None:
     assert watch.observe("git", "visit.test", "recurrent", 60, 40, now_s=10.0) == pytest.approx(25)
 
 
-def test_the_committed_dashboard_is_the_generated_one() -> None:
-    assert JSON_PATH.read_text() == render_json()
+def test_every_panel_says_what_it_shows_and_under_which_row() -> None:
+    read = panels()
+    assert read and all(p.row and p.title and p.description and p.unit for p in read)
+    assert all(p.targets and all(t.expr and t.legend for t in p.targets) for p in read)
+    assert len({p.title for p in read}) == len(read)
 
 
 def test_every_panel_reads_the_datasource_variable() -> None:
