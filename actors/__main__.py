@@ -126,18 +126,16 @@ def _warn_idle_members(settings: Settings, processes: int) -> None:
 def lister_scheduler(args: list[str]) -> None:
     """The lister scheduler: send each scheduled lister's due runs to the lister queue."""
     from actors.lister_scheduler import ListerScheduler
-    from app.listers.settings import get_lister_settings
     from app.settings import get_settings
     from monitoring.metrics import serve
 
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.lister_scheduler_metrics_port, settings.metrics_address)
-    ListerScheduler(settings, lister_settings).run(_stop_on_signal())
+    settings = get_settings()
+    serve(settings.lister_scheduler_metrics_port, settings.metrics_address)
+    ListerScheduler(settings).run(_stop_on_signal())
 
 
 def rpc(args: list[str]) -> None:
     """The reference scheduler's RPC protocol (lister interface)."""
-    from app.listers.settings import get_lister_settings
     from app.rpc.server import make_server, serve_until
     from app.settings import get_settings
     from monitoring.listers import RPC_REQUESTS, RPC_SECONDS
@@ -147,9 +145,9 @@ def rpc(args: list[str]) -> None:
         RPC_REQUESTS.labels(endpoint, str(status)).inc()
         RPC_SECONDS.labels(endpoint).observe(seconds)
 
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.rpc_metrics_port, settings.metrics_address)
-    serve_until(make_server(settings, lister_settings, observe), _stop_on_signal())
+    settings = get_settings()
+    serve(settings.rpc_metrics_port, settings.metrics_address)
+    serve_until(make_server(settings, observe), _stop_on_signal())
 
 
 def dramatiq(args: list[str]) -> None:

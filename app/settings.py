@@ -2,10 +2,12 @@
 beneath it, from the TOML file named by ``REVISIT_CONFIG`` (keys are the
 field names without the prefix: ``redis_url = "redis://..."``).
 
-Every Procfile process reads the same settings, so one environment (or one
-file) configures the whole deployment; a variable overrides the file. Service
-addresses that embed credentials are SecretStr so they never show up in logs
-or ``repr``.
+Every Procfile process, the lister ones included, reads the same settings, so
+one environment (or one file) configures the whole deployment; a variable
+overrides the file. A key of the file or a ``REVISIT_*`` variable that names
+no setting is refused, naming it, rather than silently ignored (a misspelt
+setting would otherwise leave its default in force). Service addresses that
+embed credentials are SecretStr so they never show up in logs or ``repr``.
 """
 
 from __future__ import annotations
@@ -26,16 +28,32 @@ from pydantic_settings import (
 
 #: The variable naming the settings file.
 CONFIG_VARIABLE = "REVISIT_CONFIG"
+#: ``REVISIT_*`` variables that are not settings: the settings file, the log
+#: level (read before the settings), the Procfile's per-process metrics ports.
+OTHER_VARIABLES = frozenset(
+    {
+        CONFIG_VARIABLE,
+        "REVISIT_LOG_LEVEL",
+        "REVISIT_EXPRESS_WORKER_METRICS_PORT",
+        "REVISIT_SLOW_WORKER_METRICS_PORT",
+        "REVISIT_PRIORITY_WORKER_METRICS_PORT",
+        "REVISIT_API_METRICS_PORT",
+        "REVISIT_LISTER_WORKER_METRICS_PORT",
+    }
+)
+#: Variables of the test suite and its tools, never read by revisit itself.
+TEST_VARIABLE_PREFIX = "REVISIT_TEST_"
 
 
 class ConfigFileError(ValueError):
-    """The settings file cannot be read; the text names it."""
+    """The settings file cannot be read, or it or the environment names an unknown
+    setting; the text names the file or variable."""
 
 
 class Settings(BaseSettings):
     """All knobs of revisit; defaults suit a single-host deployment."""
 
-    model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="forbid")
 
     database_url: SecretStr = Field(
         default=SecretStr("postgresql://postgres@127.0.0.1:5432/revisit"),
@@ -254,6 +272,13 @@ class Settings(BaseSettings):
         default=86400.0, gt=0, description="listed this long ago and never visited: overdue"
     )
 
+    rpc_host: str = Field(
+        default="127.0.0.1", description="address the RPC server binds (loopback by default)"
+    )
+    rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
+    rpc_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+    lister_scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -264,15 +289,21 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Arguments, then the environment, then the REVISIT_CONFIG file."""
+        names = set(settings_cls.model_fields)
+        for variable in sorted(os.environ):
+            name = variable.removeprefix("REVISIT_").lower()
+            if (
+                variable.startswith("REVISIT_")
+                and name not in names
+                and variable not in OTHER_VARIABLES
+                and not variable.startswith(TEST_VARIABLE_PREFIX)
+            ):
+                raise ConfigFileError(f"{variable}: no such setting (unset it)")
         sources = [init_settings, env_settings]
         path = os.environ.get(CONFIG_VARIABLE)
         if path:
-            if not Path(path).is_file():
-                raise ConfigFileError(f"{CONFIG_VARIABLE}: no settings file {path!r}")
-            try:
-                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-            except (tomllib.TOMLDecodeError, OSError) as exc:
-                raise ConfigFileError(f"{CONFIG_VARIABLE}: {path} is not TOML: {exc}") from None
+            _check_file(path, names)
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
     def served_visit_types(self) -> list[str]:
@@ -296,6 +327,19 @@ class Settings(BaseSettings):
         """The Dramatiq broker's Redis URL (the mirror's unless set apart)."""
         url = self.broker_redis_url or self.redis_url
         return url.get_secret_value()
+
+
+def _check_file(path: str, names: set[str]) -> None:
+    """Refuse a settings file that is missing, not TOML, or has a key naming no setting."""
+    if not Path(path).is_file():
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: no settings file {path!r}")
+    try:
+        keys = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: {path} is not TOML: {exc}") from None
+    unknown = sorted(set(keys) - names)
+    if unknown:
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: {path}: {unknown[0]}: no such setting")
 
 
 @lru_cache(maxsize=1)

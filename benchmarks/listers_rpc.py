@@ -43,7 +43,6 @@ from app.context import Context
 from app.db.connection import connect
 from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
-from app.listers.settings import ListerSettings
 from app.rpc.server import make_server, serve_until
 from app.settings import Settings
 from benchmarks.common import bench_settings
@@ -83,7 +82,7 @@ def service_env(settings: Settings) -> dict[str, str]:
 
 
 def run_rpc(settings: Settings, reference: Path, count: int, batch: int) -> float:
-    server = make_server(settings, ListerSettings(rpc_port=0))
+    server = make_server(settings.model_copy(update={"rpc_port": 0}))
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()

@@ -211,18 +211,23 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
             wait_for(all_panels_have_data, 120, "data in every dashboard query", logs)
         except AssertionError as exc:
             raise AssertionError(f"panels without data: {empty}") from exc
-        if os.environ.get("REVISIT_DASHBOARD_PNG"):
+        if os.environ.get("REVISIT_TEST_DASHBOARD_PNG"):
             # The README's picture: a few minutes of work (commits, requests) first.
             from monitoring.render import render_png
 
-            for i in range(int(os.environ.get("REVISIT_DASHBOARD_SECONDS", "120")) // 5):
+            for i in range(int(os.environ.get("REVISIT_TEST_DASHBOARD_SECONDS", "120")) // 5):
                 commit(repos[i % 3], f"change {i}")
                 if i % 4 == 0:
                     create_request(conn, RequestVisit(url=urls[i % 6], visit_type="git"))
                 time.sleep(5)
 
             render_png(
-                url, Path(os.environ["REVISIT_DASHBOARD_PNG"]), start, time.time(), 2, RATE_WINDOW
+                url,
+                Path(os.environ["REVISIT_TEST_DASHBOARD_PNG"]),
+                start,
+                time.time(),
+                2,
+                RATE_WINDOW,
             )
         _assert_targets_up_and_rules_read_series(url)
 
