@@ -43,6 +43,21 @@ def _stop_on_signal() -> threading.Event:
     return stop
 
 
+def _table_visit_types(settings: Settings) -> set[str]:
+    """The visit types of the table, or none while PostgreSQL is away (the process
+    waits for it; their series are then created at their first change)."""
+    import psycopg
+
+    from app.db.connection import connect
+    from app.db.listings import known_visit_types
+
+    try:
+        with connect(settings) as conn:
+            return known_visit_types(conn)
+    except psycopg.OperationalError:
+        return set()
+
+
 def scheduler(args: list[str]) -> None:
     """The scheduler: keep every visit queue fed from the Redis pools."""
     from actors.scheduler import SchedulerLoop
@@ -60,7 +75,8 @@ def journal(args: list[str]) -> None:
     from app.settings import get_settings
     from monitoring.process import serve_journal
 
-    serve_journal(get_settings())
+    settings = get_settings()
+    serve_journal(settings, _table_visit_types(settings))
     _run_journal_client(_stop_on_signal())
 
 
@@ -73,7 +89,7 @@ def journal_member(args: list[str]) -> None:
 
     stop = _stop_on_signal()
     watch_parent(stop)
-    start_journal_series(get_settings())
+    start_journal_series(_table_visit_types(get_settings()))
     _run_journal_client(stop)
 
 

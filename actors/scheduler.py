@@ -16,6 +16,7 @@ import redis
 from actors.broker import make_broker
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.listings import first_visits_prefixes
 from app.db.live import LiveConnection
 from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
@@ -30,6 +31,7 @@ from app.settings import Settings
 from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
     AGE_MULTIPLIER,
+    FIRST_VISIT_WAIT,
     MIRROR_ORIGINS,
     MIRROR_REBUILD_SECONDS,
     MIRROR_REBUILDS,
@@ -76,6 +78,7 @@ class SchedulerLoop:
         self.db = LiveConnection(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._policies: dict[str, dict[str, float]] = {}
+        self._prefixes: list[str] = []
         self._rates: dict[str, dict[str, float]] = {}
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
@@ -97,10 +100,15 @@ class SchedulerLoop:
         )
 
     def configs(self) -> dict[str, VisitTypeConfig]:
-        """Visit type configuration and policies, re-read from Postgres every 30 s."""
+        """Visit types (the table's, every one), their configuration and policies, and
+        the listers' first-visits prefixes, re-read from Postgres every 30 s: a visit
+        type added is scheduled within that time."""
         if time.monotonic() - self._configs_at > CONFIG_REFRESH_S or not self._configs:
             self._configs = visit_type_configs(self.conn)
             self._policies = {vt: policies_of(self.conn, vt) for vt in self._configs}
+            self._prefixes = first_visits_prefixes(self.conn)
+            for visit_type in self._configs:  # a rate sees the first visits (serve_journal)
+                FIRST_VISIT_WAIT.labels(visit_type)
             self._configs_at = time.monotonic()
         return self._configs
 
@@ -120,11 +128,11 @@ class SchedulerLoop:
     def known_queues(self) -> list[tuple[str, str, str]]:
         """Every Dramatiq queue revisit feeds, as (visit type, queue, lane)."""
         queues = [("api", API_QUEUE, "api")]
-        for visit_type in self.settings.visit_types:
+        for visit_type in sorted(self.configs()):
             queues += [(visit_type, lane_queue(visit_type, lane), lane) for lane in LANES]
             queues += [
                 (visit_type, first_visits_queue(p, visit_type), FIRST_VISITS)
-                for p in self.settings.first_visits_prefixes
+                for p in self._prefixes
             ]
         return queues
 
@@ -140,10 +148,7 @@ class SchedulerLoop:
             return_dead_workers_messages(self.broker, queue)
             if visit_type != "api":
                 self._estimate_wait(visit_type, queue, lane)
-        for visit_type in self.settings.visit_types:
-            config = configs.get(visit_type)
-            if config is None:
-                continue
+        for visit_type, config in sorted(configs.items()):
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
             MIRROR_REBUILDS.labels(visit_type).inc(0)
             MIRROR_REBUILD_SECONDS.labels(visit_type).inc(0)

@@ -17,7 +17,9 @@ then reported failed.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from functools import cache, lru_cache
 from typing import Any
@@ -35,8 +37,8 @@ from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
-from app.queue_names import first_visits_queue, lane_queue
-from app.settings import get_settings
+from app.queue_names import lane_queue
+from app.settings import WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
@@ -63,11 +65,11 @@ broker.add_middleware(
         on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
     )
 )
-for _visit_type in settings.served_visit_types():
-    for _lane in ("express", "slow", "priority"):
-        broker.declare_queue(lane_queue(_visit_type, _lane))
-    for _prefix in settings.first_visits_prefixes:
-        broker.declare_queue(first_visits_queue(_prefix, _visit_type))
+# The queues ``revisit worker`` chose from the visit_types table (Dramatiq
+# consumes declared queues only); none when imported elsewhere.
+QUEUES: list[str] = json.loads(os.environ.get(WORKER_QUEUES_VARIABLE, "[]"))
+for _queue in QUEUES:
+    broker.declare_queue(_queue)
 
 
 # Derives from dramatiq.Retry (as HosterBusy does): Dramatiq then logs one INFO
@@ -111,7 +113,7 @@ def _retry_transient(retries: int, exception: BaseException) -> bool:
 
 @dramatiq.actor(
     actor_name="visit",
-    queue_name=lane_queue(settings.visit_types[0], "express"),
+    queue_name=QUEUES[0] if QUEUES else lane_queue("git", "express"),  # sends name a queue
     time_limit=int(settings.slow_time_limit_s * 1000),
     retry_when=_retry_transient,
     min_backoff=int(settings.visit_retry_backoff_s * 1000),

@@ -30,6 +30,7 @@ from typing import Any
 
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.listings import known_visit_types
 from app.db.policies import first_visit_candidates, first_visits_done, listers_with_first_visits_due
 from app.db.scheduling import VisitTypeConfig
 from app.domain.lanes import assign_lanes
@@ -166,7 +167,7 @@ def _first_visits(step: _Step) -> list[Send]:
         orders, done = first_visits_step(conn, ctx, config.name, lister, slots, now)
         sends += [Send(queue, FIRST_VISITS, o, limit, step.tuning) for o in orders]
         if done and all(
-            not first_visit_candidates(conn, lister, vt, 1) for vt in ctx.settings.visit_types
+            not first_visit_candidates(conn, lister, vt, 1) for vt in known_visit_types(conn)
         ):
             first_visits_done(conn, lister["id"], now)
     return sends

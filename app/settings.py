@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -28,8 +29,11 @@ from pydantic_settings import (
 
 #: The variable naming the settings file.
 CONFIG_VARIABLE = "REVISIT_CONFIG"
+#: The queues ``revisit worker`` has its Dramatiq processes declare (a JSON list).
+WORKER_QUEUES_VARIABLE = "REVISIT_WORKER_QUEUES"
 #: ``REVISIT_*`` variables that are not settings: the settings file, the log
-#: level (read before the settings), the Procfile's per-process metrics ports.
+#: level (read before the settings), the Procfile's per-process metrics ports,
+#: the worker's queues.
 OTHER_VARIABLES = frozenset(
     {
         CONFIG_VARIABLE,
@@ -39,6 +43,7 @@ OTHER_VARIABLES = frozenset(
         "REVISIT_PRIORITY_WORKER_METRICS_PORT",
         "REVISIT_API_METRICS_PORT",
         "REVISIT_LISTER_WORKER_METRICS_PORT",
+        WORKER_QUEUES_VARIABLE,
     }
 )
 #: Variables of the test suite and its tools, never read by revisit itself.
@@ -132,14 +137,6 @@ class Settings(BaseSettings):
         "that Dramatiq cannot decode",
     )
 
-    visit_types: list[str] = Field(
-        default=["git", "hg", "svn"],
-        description="visit types whose Dramatiq queues the worker processes declare",
-    )
-    first_visits_prefixes: list[str] = Field(
-        default=["first"],
-        description="first_visits_queue_prefix values whose queues workers declare",
-    )
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
     scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
     scheduler_lease_s: float = Field(
@@ -306,14 +303,15 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
-    def served_visit_types(self) -> list[str]:
-        """The visit types a worker pool serves: allowlist, then denylist (seed 004)."""
-        allowed = (
-            self.visit_types
-            if self.worker_visit_types_allow is None
-            else [vt for vt in self.visit_types if vt in self.worker_visit_types_allow]
-        )
-        return [vt for vt in allowed if vt not in self.worker_visit_types_deny]
+    def served_visit_types(self, known: Iterable[str]) -> list[str]:
+        """Which of the ``known`` visit types (the table's) a worker pool serves:
+        allowlist, then denylist (seed 004)."""
+        allowed = self.worker_visit_types_allow
+        return [
+            vt
+            for vt in sorted(known)
+            if (allowed is None or vt in allowed) and vt not in self.worker_visit_types_deny
+        ]
 
     def database_dsn(self) -> str:
         """The PostgreSQL connection string, unwrapped for the driver."""

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         "REVISIT_DEAD_LETTER_TOPIC": f"bench-dead-letter-{name}",
         "REVISIT_JOURNAL_GROUP_ID": f"bench-{name}",
         "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "6000",
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     }
     if args.batch_size:
         overrides["REVISIT_JOURNAL_BATCH_SIZE"] = str(args.batch_size)

@@ -77,7 +77,7 @@ def service_env(settings: Settings) -> dict[str, str]:
         "REVISIT_DATABASE_URL": settings.database_dsn(),
         "REVISIT_REDIS_URL": settings.redis_dsn(),
         "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     }
 
 

@@ -65,7 +65,7 @@ INPUT_FAULTS = ("poison", "bad_api")
 ALL_FAULTS = tuple(f"kill_{p}" for p in PROCESSES) + SERVICE_FAULTS + INPUT_FAULTS
 #: Short cooldowns, so origins come round again within the run.
 SOAK_ENV = {
-    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]',
     "REVISIT_LADDER_UNIT_S": "1",
     "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
     "REVISIT_FAILED_COOLDOWN_S": "5",

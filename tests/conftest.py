@@ -153,7 +153,7 @@ def settings(
         "REVISIT_JOURNAL_GROUP_ID": f"group-{suffix}",
         "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
         "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
         # The test forges are git repositories on local disk (file:// URLs).
         "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }

@@ -37,9 +37,9 @@ def schedule(
     from app.scheduling import schedule_step
 
     settings = get_settings()
-    visit_types_of(settings, visit_type)
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
+        visit_types_of(conn, visit_type)
         policies = policies_of(conn, visit_type)
         result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
         config = visit_type_configs(conn)[visit_type]

@@ -126,8 +126,8 @@ def status(
     workers, visits/s, failure rate, open requests, schedule drift, dead letters."""
     settings = get_settings()
     ctx = Context.from_settings(settings)
-    types = visit_types_of(settings, visit_type)
     with connect(settings) as conn:
+        types = visit_types_of(conn, visit_type)
         previous = snapshot(conn, ctx, types, now())
         if once:
             console.print(render(previous, None))

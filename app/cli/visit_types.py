@@ -110,10 +110,9 @@ def visit_type_add(
     """Add a visit type (with the project's default policy, age_optimal)."""
     _apply(add_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"added visit type {name}")
-    if name not in get_settings().visit_types:
-        console.print(
-            f"note: add {name} to REVISIT_VISIT_TYPES so the scheduler and workers serve it"
-        )
+    console.print(
+        f"note: the scheduler feeds {name} within 30 s; running workers serve it once restarted"
+    )
     if name not in installed_loaders():
         console.print(f"note: no loader is installed for {name}: its visits would fail")
 
@@ -136,7 +135,8 @@ def visit_type_set(
 
 @visit_type_app.command("list")
 def visit_type_list() -> None:
-    """Every visit type: settings, origins, whether it is served and has a loader."""
+    """Every visit type: settings, origins, whether this environment's workers serve
+    it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
     settings = get_settings()
     loaders = installed_loaders()
     table = Table(
@@ -160,7 +160,7 @@ def visit_type_list() -> None:
                 _duration(float(r["max_interval_s"])),
                 str(r["max_queue_length"]),
                 str(r["origins"]),
-                "yes" if r["name"] in settings.visit_types else "no",
+                "yes" if settings.served_visit_types([r["name"]]) else "no",
                 "yes" if r["name"] in loaders else "no",
                 _optional_duration(r["time_limit_s"]),
                 "default" if r["num_retries"] is None else str(r["num_retries"]),

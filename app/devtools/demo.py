@@ -39,7 +39,7 @@ PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
-    "REVISIT_VISIT_TYPES": '["git"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
     "REVISIT_ABSOLUTE_COOLDOWN_S": "4",

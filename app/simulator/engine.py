@@ -99,7 +99,7 @@ class _VisitType:
 
 
 def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
-    """``settings`` with the world's scheduler knobs and visit types."""
+    """``settings`` with the world's scheduler knobs."""
     update: dict[str, Any] = {
         # One pool of simulated workers serves the recurrent visits: no visit is
         # predicted to outlast the express lane, and the slow lane stays empty.
@@ -110,7 +110,6 @@ def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
         "allocation_interval_s": SIMULATED_ALLOCATION_INTERVAL_S,
         **config.settings,
     }
-    update["visit_types"] = [vt.name for vt in config.visit_types]
     return settings.model_copy(update=update)
 
 

@@ -14,7 +14,10 @@ from queues.workers import queue_capacity
 from tests.integration.helpers import run_visits, stats_by_url
 from tests.processes import running, wait_for
 
-SIMULATED = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}
+SIMULATED = {
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]',
+    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
+}
 
 
 def list_simulated(

@@ -33,7 +33,7 @@ DRAMATIQ_FAST = {
 }
 FAST = {
     **DRAMATIQ_FAST,
-    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]',
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
 }
 WORKER = ["revisit", "worker", "--processes", "1", "--threads", "4"]

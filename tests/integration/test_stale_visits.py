@@ -16,7 +16,7 @@ from queues.dramatiq_broker import enqueue_many, visit_message
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for
 
-ENV = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULED_COOLDOWN_S": "600"}
+ENV = {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]', "REVISIT_SCHEDULED_COOLDOWN_S": "600"}
 
 
 def test_a_visit_queued_past_the_scheduled_cooldown_is_skipped_and_a_fresh_one_runs(

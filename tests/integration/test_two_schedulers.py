@@ -33,9 +33,7 @@ FAST = {
 
 
 def queues(settings: Settings) -> list[str]:
-    return [lane_queue("git", lane) for lane in LANES] + [
-        first_visits_queue(prefix, "git") for prefix in settings.first_visits_prefixes
-    ]
+    return [lane_queue("git", lane) for lane in LANES] + [first_visits_queue("first", "git")]
 
 
 def drain(client: redis.Redis, settings: Settings) -> tuple[list[int], int]:

@@ -13,7 +13,7 @@ from app.settings import Settings
 from tests.processes import running, wait_for
 
 ENV = {
-    "REVISIT_VISIT_TYPES": '["simulated", "hg"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated", "hg"]',
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
 }
 

@@ -161,7 +161,7 @@ def test_the_journal_serves_its_dead_letter_series_from_the_start_so_a_rate_sees
 
     from monitoring.process import serve_journal
 
-    serve_journal(Settings(journal_metrics_port=0))
+    serve_journal(Settings(journal_metrics_port=0), ["git"])
     for reason in ("value", "database"):
         sample = REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason})
         assert sample is not None
