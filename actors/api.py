@@ -35,7 +35,7 @@ from app.api_models import (
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister
-from app.listing import MassDisable, finish_listing, record_listed_origins
+from app.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing, record_listed_origins
 from app.listing_input import ListingInputError
 from app.queue_names import API_QUEUE
 from app.settings import get_settings
@@ -111,9 +111,7 @@ def record_listing(payload: Any) -> None:
                 if listing.listing_started_at is not None
                 else now
             )
-            share = (
-                1.0 if listing.allow_mass_disable else ctx.settings.full_listing_max_disable_share
-            )
+            share = 1.0 if listing.allow_mass_disable else MAX_DISABLE_SHARE
             finish_listing(
                 conn, ctx, lister, started, now, full=listing.full, max_disable_share=share
             )

@@ -43,6 +43,9 @@ from monitoring.metrics import (
     REQUEST_LATENCY,
 )
 
+#: PostgreSQL connections writing a journal batch, each a share of its origins.
+JOURNAL_WRITERS = 2
+
 log = logging.getLogger("revisit.journal")
 
 MAX_RECONNECT_DELAY_S = 30.0
@@ -91,13 +94,13 @@ class JournalClient:
         self.stop = threading.Event()
         self.connections = RetryingConnections(
             settings,
-            settings.journal_writers,
+            JOURNAL_WRITERS,
             wait=lambda delay_s: self.stop.wait(delay_s),
             on_retry=lambda cause: JOURNAL_DATABASE_RETRIES.labels(cause).inc(),
             max_delay_s=MAX_RECONNECT_DELAY_S,
         )
         self.batch = BatchWriter(
-            self.ctx, fudge or keyed_fudge(), self.connections.run, settings.journal_writers
+            self.ctx, fudge or keyed_fudge(), self.connections.run, JOURNAL_WRITERS
         )
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)

@@ -36,6 +36,9 @@ from app.domain.placement import PoolName, epoch_s
 from app.domain.visit_stats import DAY_S, FLOOR_MARGIN, visit_cost_s
 from queues.mirror import Popped
 
+#: Time constant of the capacity average behind the allocation.
+ALLOCATION_SMOOTHING_S = 2 * 86400.0
+
 log = logging.getLogger(__name__)
 
 #: Pools whose picks pay for the visits planned by rate (and by the floor).
@@ -72,7 +75,7 @@ def refresh_allocation(
         # Until a time constant has passed, a plain running mean.
         first = ctx.mirror.picks_first(config.name) or since
         weight = max(
-            -math.expm1(-(now_s - since) / ctx.settings.allocation_smoothing_s),
+            -math.expm1(-(now_s - since) / ALLOCATION_SMOOTHING_S),
             (now_s - since) / max(now_s - first, now_s - since),
         )
         capacity = previous + weight * (capacity - previous)

@@ -16,6 +16,9 @@ from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events
 from app.journal_codec import UndecodableMessage, decode, fast_event
 from app.requests import FinishedRequest, follow_visits
 
+#: Final visits kept per origin, to refold when a status arrives late.
+HISTORY_LENGTH = 8
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -63,7 +66,7 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         min_interval=timedelta(seconds=config.min_interval_s),
         max_interval=timedelta(seconds=config.max_interval_s),
         max_failures_in_a_row=ctx.settings.max_failures_in_a_row,
-        history_length=ctx.settings.journal_history_length,
+        history_length=HISTORY_LENGTH,
         spacing=config.spacing,
         age_multiplier_s2=config.age_multiplier_s2,
         prior_interval=timedelta(

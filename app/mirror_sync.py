@@ -24,6 +24,10 @@ from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from app.settings import Settings
 from queues.mirror import returns_to
 
+#: After a Redis wipe, a visit sent but not started (no 'created' status) is sent
+#: again after this long instead of the scheduled cooldown.
+LOST_VISIT_GRACE_S = 600.0
+
 #: A rebuild is split over processes only from this many ids in the visit
 #: type's span: starting an interpreter (about half a second) costs more than
 #: it saves below it.
@@ -79,7 +83,7 @@ def rebuild(
 
     With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
     the same Redis), visits sent but not started are sent again after
-    ``lost_visit_grace_s`` instead of the scheduled cooldown (see
+    ``LOST_VISIT_GRACE_S`` instead of the scheduled cooldown (see
     ``requeue_unstarted``).
 
     A large visit type is read and staged by ``processes`` processes
@@ -206,7 +210,7 @@ def requeue_unstarted(
     ctx: Context, placements: Iterator[Placement], unstarted: set[int], now: datetime
 ) -> Iterator[Placement]:
     """Placements where the in-flight origins whose visit never started (no
-    ``created`` status since they were sent) return after ``lost_visit_grace_s``.
+    ``created`` status since they were sent) return after ``LOST_VISIT_GRACE_S``.
 
     Their messages were lost with Redis, so waiting the scheduled cooldown
     (7 days by default) would leave them unvisited that long. A visit that
@@ -215,7 +219,7 @@ def requeue_unstarted(
     above the journal's lag, or that origin may be visited twice at once.
     """
     cooldown_s = ctx.settings.scheduled_cooldown_s
-    back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
+    back_s = epoch_s(now) + LOST_VISIT_GRACE_S - cooldown_s
     for p in placements:
         if p.where == "inflight" and p.id in unstarted and p.score > back_s:
             p = structs.replace(p, score=back_s)
@@ -308,8 +312,8 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     is one difference naming both.
     """
     actual, parked = ctx.mirror.snapshot(visit_type)
-    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - ctx.settings.lost_visit_grace_s)
-    lost_before_s = epoch_s(now) - ctx.settings.lost_visit_grace_s
+    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - LOST_VISIT_GRACE_S)
+    lost_before_s = epoch_s(now) - LOST_VISIT_GRACE_S
     resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():

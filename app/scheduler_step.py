@@ -46,6 +46,9 @@ from app.requests import take_pending
 from app.scheduling import StepResult, VisitOrder, first_visits_step, free_slots, schedule_step
 from app.scheduling import visit_number as visit_number_of
 
+#: Share of a visit type's queue room that must be free before a step fills it.
+MIN_FREE_FRACTION = 0.1
+
 
 @dataclass(frozen=True)
 class Tuning:
@@ -179,9 +182,7 @@ def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send
     bound = config.max_queue_length
     express_free = max(0, bound - depth(express_q))
     slow_free = max(0, bound - depth(slow_q))
-    slots = free_slots(
-        2 * bound, 2 * bound - express_free - slow_free, ctx.settings.scheduler_min_free_fraction
-    )
+    slots = free_slots(2 * bound, 2 * bound - express_free - slow_free, MIN_FREE_FRACTION)
     result = schedule_step(conn, ctx, config.name, slots, now, policies)
     settings = ctx.settings
     express, slow = assign_lanes(

@@ -93,9 +93,6 @@ class Settings(BaseSettings):
         default=10000, ge=1, description="messages per batch (benchmarks/README.md)"
     )
     journal_batch_timeout_s: float = Field(default=0.5, gt=0)
-    journal_writers: int = Field(
-        default=2, ge=1, le=8, description="Postgres connections writing a journal batch"
-    )
     rebuild_processes: int = Field(
         default=3,
         ge=1,
@@ -105,25 +102,12 @@ class Settings(BaseSettings):
         "the cores they have was fastest on 2 cores (benchmarks/rebuild.py); a visit type "
         "whose ids span less than 200,000 is rebuilt in one",
     )
-    journal_history_length: int = Field(
-        default=8,
-        ge=1,
-        description="final visits kept per origin to refold when a status arrives late",
-    )
     kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
     journal_rejoin_after_s: float = Field(
         default=60.0,
         gt=0,
         description="replace the journal's consumer after this long without a partition "
         "assignment (its group lost, e.g. by a restarted broker)",
-    )
-    kafka_publish_attempt_s: float = Field(
-        default=5.0,
-        gt=0,
-        description="wait for the broker's acknowledgement before replacing the producer",
-    )
-    kafka_publish_timeout_s: float = Field(
-        default=120.0, gt=0, description="give up publishing after this long (broker away)"
     )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
@@ -138,20 +122,11 @@ class Settings(BaseSettings):
     )
 
     scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
-    scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
     scheduler_lease_s: float = Field(
         default=10.0,
         gt=0,
         description="a visit type is fed by one scheduler process at a time, the holder of its "
         "Redis lease; another takes over within this long after the holder dies",
-    )
-
-    full_listing_max_disable_share: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="most of a lister's origins a full listing may disable without an explicit "
-        "flag (revisit origins import --allow-mass-disable, record_listing allow_mass_disable)",
     )
 
     ladder_unit_s: float = Field(
@@ -183,11 +158,6 @@ class Settings(BaseSettings):
         gt=0,
         description="how often the scheduler re-solves the age-optimal allocation",
     )
-    allocation_smoothing_s: float = Field(
-        default=2 * 86400.0,
-        gt=0,
-        description="time constant (s) of the capacity average behind the allocation",
-    )
     known_change_head_start_share: float = Field(
         default=0.0,
         ge=0,
@@ -208,12 +178,6 @@ class Settings(BaseSettings):
         ge=0,
         description="origins whose age-optimal target the scheduler re-plans per step "
         "and visit type (a sweep of the table; 0: never)",
-    )
-    lost_visit_grace_s: float = Field(
-        default=600.0,
-        ge=0,
-        description="after a Redis wipe, a visit sent but not started (no 'created' status) "
-        "is sent again after this long instead of the scheduled cooldown",
     )
 
     express_time_limit_s: float = Field(
@@ -248,11 +212,6 @@ class Settings(BaseSettings):
     worker_metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Dramatiq processes (worker, api); 0: off"
     )
-    metrics_multiproc_dir: str = Field(
-        default="",
-        description="prometheus_client multiprocess directory of a Dramatiq process, emptied "
-        "at start (default: <tmp>/revisit-metrics-<worker_metrics_port>)",
-    )
     metrics_refresh_interval_s: float = Field(
         default=60.0, ge=0, description="coverage, drift and first-visit figures; 0: off"
     )
@@ -261,9 +220,6 @@ class Settings(BaseSettings):
         ge=0,
         description="how often to count origins per pool and lister (a scan of the listings: "
         "about 7 s of a core per 1M origins); 0: never",
-    )
-    metrics_active_window_s: float = Field(
-        default=86400.0, gt=0, description="an origin updated this recently is active"
     )
     metrics_never_visited_threshold_s: float = Field(
         default=86400.0, gt=0, description="listed this long ago and never visited: overdue"

@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--journal-messages", type=int, default=200_000)
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         figures = measure(settings, args.origins, args.journal_messages)
     if args.json:
         Path(args.json).write_text(json.dumps(figures))

@@ -82,8 +82,8 @@ def redis_cpu_s(ctx: Context) -> float:
 def measure(settings: Settings, args: argparse.Namespace) -> dict[str, float]:
     ctx = Context.from_settings(settings)
     work = list(batches(args.messages, args.origins, args.batch_size, args.partitions))
-    connections = RetryingConnections(settings, settings.journal_writers, wait=lambda s: False)
-    writer = BatchWriter(ctx, keyed_fudge(), connections.run, settings.journal_writers)
+    connections = RetryingConnections(settings, args.writers, wait=lambda s: False)
+    writer = BatchWriter(ctx, keyed_fudge(), connections.run, args.writers)
     if not args.default_gc:
         try:
             from actors.journal import tune_gc  # as the journal process does
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
     os.environ.setdefault("REVISIT_KAFKA_BROKERS", "127.0.0.1:9")  # not used: no broker
-    with bench_settings(visit_types=["git"], journal_writers=args.writers) as settings:
+    with bench_settings() as settings:
         list_origins(settings, args.origins)
         figures = measure(settings, args)
     print(

@@ -196,7 +196,7 @@ def main() -> None:
     workdir = ROOT / ".revisit" / "bench-listers"
     workdir.mkdir(parents=True, exist_ok=True)
     rates: dict[str, list[float]] = {"rpc": [], "reference": [], "actor": [], "cli": []}
-    with bench_settings(visit_types=["git"]) as settings:
+    with bench_settings() as settings:
         for run in range(1, 4):
             for path in rates:
                 reset(settings)

@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     times: dict[int, list[float]] = {1: [], args.processes: []}
     mirrors: set[tuple[tuple[str, int], ...]] = set()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         ctx = Context.from_settings(settings)
         ctx.redis.flushdb()
         with connect(settings) as conn:

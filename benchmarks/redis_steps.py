@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         ctx = Context.from_settings(settings)
         ctx.redis.flushdb()
         fill(ctx, args.origins)

@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
     with (
-        bench_settings(visit_types=["simulated"]) as settings,
+        bench_settings() as settings,
         tempfile.TemporaryDirectory() as tmp,
     ):
         env = {

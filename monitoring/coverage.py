@@ -42,6 +42,9 @@ from monitoring.metrics import (
     SCHEDULE_DRIFT,
 )
 
+#: An origin updated this recently is active.
+ACTIVE_WINDOW_S = 86400.0
+
 log = logging.getLogger("revisit.metrics")
 #: How late a first visit may reach PostgreSQL after its date and still be observed.
 FIRST_VISIT_LOOKBACK_S = 3600.0
@@ -167,7 +170,7 @@ class CoverageRefresher:
         refresh_coverage(
             self.conn,
             now,
-            self.settings.metrics_active_window_s,
+            ACTIVE_WINDOW_S,
             self.settings.metrics_never_visited_threshold_s,
         )
         export_drift(self.conn, now)

@@ -36,8 +36,6 @@ from monitoring.multiprocess import MULTIPROC_ENV, OwnedFiles, fresh_directory
 
 def multiproc_dir(settings: Settings) -> Path:
     """The multiprocess directory of a Dramatiq process exporting on its port."""
-    if settings.metrics_multiproc_dir:
-        return Path(settings.metrics_multiproc_dir)
     return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.worker_metrics_port}"
 
 

@@ -229,7 +229,7 @@ ORIGINS_PENDING_CHANGES = Gauge(
 ORIGINS_ACTIVE = Gauge(
     "revisit_origins_active",
     "Enabled origins whose reported last update falls within the active window "
-    "(metrics_active_window_s)",
+    "(monitoring.coverage.ACTIVE_WINDOW_S)",
     _COVERAGE,
 )
 ORIGINS_NEVER_VISITED_OVERDUE = Gauge(

@@ -32,7 +32,7 @@ from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
 from app.kafka import StatusPublisher, producer_config
-from app.mirror_sync import check
+from app.mirror_sync import LOST_VISIT_GRACE_S, check
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
@@ -278,7 +278,7 @@ def test_after_a_redis_wipe_a_visit_sent_but_not_started_is_sent_again_after_the
     ctx.redis.flushdb()  # the mirror and every Dramatiq message are gone
 
     wiped = T0 + timedelta(hours=1)
-    grace = timedelta(seconds=ctx.settings.lost_visit_grace_s)
+    grace = timedelta(seconds=LOST_VISIT_GRACE_S)
     first = schedule_step(conn, ctx, "git", 10, wiped)
     assert first.rebuilt
     assert first.orders == []

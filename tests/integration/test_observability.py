@@ -167,7 +167,6 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
         "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
         "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
         "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
-        "REVISIT_METRICS_MULTIPROC_DIR": str(tmp_path / "multiproc"),
         "REVISIT_METRICS_REFRESH_INTERVAL_S": "1",
         "REVISIT_METRICS_POOLS_BY_LISTER_INTERVAL_S": "1",
         "REVISIT_METRICS_NEVER_VISITED_THRESHOLD_S": "1",

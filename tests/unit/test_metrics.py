@@ -1,5 +1,6 @@
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,12 +68,15 @@ def test_legend_fills_label_placeholders() -> None:
     )
 
 
-def test_worker_metrics_env_empties_the_multiprocess_directory(tmp_path: Path) -> None:
-    stale = tmp_path / "counter_123.db"
+def test_worker_metrics_env_empties_the_multiprocess_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale = tmp_path / "revisit-metrics-9999" / "counter_123.db"
+    stale.parent.mkdir()
     stale.write_bytes(b"old run")
-    settings = Settings(worker_metrics_port=9999, metrics_multiproc_dir=str(tmp_path))
-    env = worker_metrics_env(settings)
-    assert env[MULTIPROC_ENV] == str(tmp_path) == env["dramatiq_prom_db"]
+    env = worker_metrics_env(Settings(worker_metrics_port=9999))
+    assert env[MULTIPROC_ENV] == str(stale.parent) == env["dramatiq_prom_db"]
     assert env["dramatiq_prom_port"] == "9999" and env["dramatiq_prom_host"] == "127.0.0.1"
     assert not stale.exists()
 
