@@ -152,9 +152,6 @@ def schedule_step(
     config = (
         visit_type_configs(conn).get(visit_type) if spacing_of(policies) == "age_optimal" else None
     )
-    head_start_s = (
-        ctx.settings.known_change_head_start_share * config.max_interval_s if config else 0.0
-    )
     popped = ctx.mirror.pop(
         visit_type,
         slots - len(picked),
@@ -162,7 +159,6 @@ def schedule_step(
         ctx.cooldowns.scheduled.total_seconds(),
         pool_weights(policies),
         peek=dry_run,
-        head_start_s=head_start_s,
         first_visit_share=ctx.settings.first_visit_share if config else 0.0,
     )
     result.cooled, result.lost = popped.cooled, popped.lost

@@ -158,13 +158,6 @@ class Settings(BaseSettings):
         gt=0,
         description="how often the scheduler re-solves the age-optimal allocation",
     )
-    known_change_head_start_share: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description="age_optimal: a change the forge reported goes before a planned visit "
-        "unless that one is overdue by more than this share of max_interval",
-    )
     first_visit_share: float = Field(
         default=0.1,
         ge=0,

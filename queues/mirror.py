@@ -179,14 +179,13 @@ class Mirror(PickBookkeeping, MirrorReads):
         weights: Weights = "auto",
         *,
         peek: bool = False,
-        head_start_s: float = 0.0,
         first_visit_share: float = 0.0,
         shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
-        ``head_start_s`` of known work and the ``first_visit_share`` of each
-        batch kept for never visited origins), to in flight.
+        ``first_visit_share`` of each batch kept for never visited origins), to
+        in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         if shard is None and self.shards(visit_type) > 1:
@@ -198,12 +197,11 @@ class Mirror(PickBookkeeping, MirrorReads):
                 scheduled_cooldown_s,
                 weights,
                 peek=peek,
-                head_start_s=head_start_s,
                 first_visit_share=first_visit_share,
             )
         keys = self.keys(visit_type, shard or 0)
         weight_args = (
-            [weights, repr(float(head_start_s)), repr(float(first_visit_share)), 0]
+            [weights, repr(float(first_visit_share)), 0, 0]
             if isinstance(weights, str)
             else [repr(float(w)) for w in weights]
         )

@@ -73,7 +73,6 @@ def pop_across(
     weights: Weights,
     *,
     peek: bool,
-    head_start_s: float = 0.0,
     first_visit_share: float = 0.0,
 ) -> PopResult:
     """One pop per shard, counts in proportion to the shards' pools, merged."""
@@ -87,7 +86,6 @@ def pop_across(
             scheduled_cooldown_s,
             weights,
             peek=peek,
-            head_start_s=head_start_s,
             first_visit_share=first_visit_share,
             shard=shard,
         )

@@ -30,7 +30,6 @@ KNOBS = frozenset(
         "max_failures_in_a_row",
         "change_rate_prior_units",
         "allocation_interval_s",
-        "known_change_head_start_share",
         "first_visit_share",
         "replan_batch",
     }
