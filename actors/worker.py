@@ -32,7 +32,7 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from app.context import cooldowns_from, redis_client
+from app.context import Tuning, redis_client
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
@@ -98,7 +98,7 @@ def _redis() -> redis.Redis:
 
 @cache
 def _cooldowns() -> Cooldowns:
-    return cooldowns_from(settings)
+    return Tuning().cooldowns(settings.ladder_unit_s)
 
 
 def _aborted(request_id: int) -> bool:

@@ -56,7 +56,7 @@ def refresh_allocation(
     the picks were last counted; return the new μ (None when not yet due)."""
     now_s = epoch_s(now)
     since = ctx.mirror.picks_since(visit_type)
-    if since is not None and now_s - since < ctx.settings.allocation_interval_s:
+    if since is not None and now_s - since < ctx.tuning.allocation_interval_s:
         return None
     config = visit_type_configs(conn).get(visit_type)
     if config is None:
@@ -91,7 +91,7 @@ def refresh_allocation(
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:
         lateness = 0.0
-        prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
+        prior_s = ctx.tuning.change_rate_prior_units * ctx.settings.ladder_unit_s
         classes = change_rate_classes(conn, config.name, math.log(2) / prior_s * DAY_S)
         for_rates = capacity / DAY_S - floor_only_origins(conn, config.name) / floor_s
         multiplier = multiplier_for_capacity(

@@ -218,7 +218,7 @@ def requeue_unstarted(
     but whose ``created`` status the journal has not applied yet: set it
     above the journal's lag, or that origin may be visited twice at once.
     """
-    cooldown_s = ctx.settings.scheduled_cooldown_s
+    cooldown_s = ctx.cooldowns.scheduled.total_seconds()
     back_s = epoch_s(now) + LOST_VISIT_GRACE_S - cooldown_s
     for p in placements:
         if p.where == "inflight" and p.id in unstarted and p.score > back_s:
@@ -312,7 +312,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     is one difference naming both.
     """
     actual, parked = ctx.mirror.snapshot(visit_type)
-    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - LOST_VISIT_GRACE_S)
+    early_return_s = max(0.0, ctx.cooldowns.scheduled.total_seconds() - LOST_VISIT_GRACE_S)
     lost_before_s = epoch_s(now) - LOST_VISIT_GRACE_S
     resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []

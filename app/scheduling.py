@@ -159,7 +159,7 @@ def schedule_step(
         ctx.cooldowns.scheduled.total_seconds(),
         pool_weights(policies),
         peek=dry_run,
-        first_visit_share=ctx.settings.first_visit_share if config else 0.0,
+        first_visit_share=ctx.tuning.first_visit_share if config else 0.0,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]

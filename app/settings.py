@@ -132,46 +132,6 @@ class Settings(BaseSettings):
     ladder_unit_s: float = Field(
         default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
     )
-    absolute_cooldown_s: float = Field(default=12 * 3600.0, ge=0)
-    scheduled_cooldown_s: float = Field(default=7 * 86400.0, ge=0)
-    failed_cooldown_s: float = Field(
-        default=14 * 86400.0,
-        ge=0,
-        description="longest rest after failed visits in a row (the reference's flat failed "
-        "cooldown)",
-    )
-    failed_retry_s: float = Field(
-        default=86400.0,
-        ge=0,
-        description="rest after a first failed visit, doubled per further failure in a row "
-        "up to failed_cooldown_s (set it to failed_cooldown_s for the reference's flat rest)",
-    )
-    not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
-    max_failures_in_a_row: int = Field(default=3, ge=1)
-    change_rate_prior_units: float = Field(
-        default=30.0,
-        gt=0,
-        description="a new origin is expected to change once per this many ladder days",
-    )
-    allocation_interval_s: float = Field(
-        default=600.0,
-        gt=0,
-        description="how often the scheduler re-solves the age-optimal allocation",
-    )
-    first_visit_share: float = Field(
-        default=0.1,
-        ge=0,
-        le=1,
-        description="age_optimal: share of each batch kept for never visited origins, "
-        "however much other work is due earlier (seed 000: visit every origin once as soon "
-        "as possible)",
-    )
-    replan_batch: int = Field(
-        default=2000,
-        ge=0,
-        description="origins whose age-optimal target the scheduler re-plans per step "
-        "and visit type (a sweep of the table; 0: never)",
-    )
 
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"

@@ -47,7 +47,7 @@ RUNS = 3
 def pop_latency_s(ctx: Context, batch: int, pops: int) -> float:
     """Median time of one pop of ``batch``, the origins put back after each."""
     times = []
-    cooldown_s = ctx.settings.scheduled_cooldown_s
+    cooldown_s = ctx.cooldowns.scheduled.total_seconds()
     for _ in range(pops):
         started = time.perf_counter()
         result = ctx.mirror.pop(VISIT_TYPE, batch, time.time(), cooldown_s, DEFAULT_WEIGHTS)

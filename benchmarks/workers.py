@@ -192,7 +192,6 @@ def main() -> None:
             "REVISIT_REDIS_URL": settings.redis_dsn(),
             "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
             "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]',
-            "REVISIT_ABSOLUTE_COOLDOWN_S": "1",
             "REVISIT_LADDER_UNIT_S": "1",
             "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
             "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.1",

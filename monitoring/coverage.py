@@ -20,7 +20,7 @@ import psycopg
 from prometheus_client import Gauge
 from psycopg.rows import tuple_row
 
-from app.context import cooldowns_from
+from app.context import Tuning
 from app.db.connection import DictConnection, connect
 from app.db.errors import is_unavailable
 from app.db.policies import policies_of
@@ -177,7 +177,7 @@ class CoverageRefresher:
         every = self.settings.metrics_pools_by_lister_interval_s
         if every and time.monotonic() - self._pools_at >= every:
             self._pools_at = time.monotonic()
-            export_pools_by_lister(self.conn, now, cooldowns_from(self.settings))
+            export_pools_by_lister(self.conn, now, Tuning().cooldowns(self.settings.ladder_unit_s))
         self.first_visits.observe(self.conn, now)
         COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)
 

@@ -11,7 +11,6 @@ from tests.processes import running, wait_for
 
 FAST = {
     "REVISIT_LADDER_UNIT_S": "1",
-    "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
     "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
 }
 PROCESSES = {

@@ -57,7 +57,6 @@ def test_seed_003_example_fast_jobs_finish_before_slow_ones(
         **SIMULATED,
         "REVISIT_EXPRESS_TIME_LIMIT_S": "2",
         "REVISIT_SLOW_TIME_LIMIT_S": "30",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
     }
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -98,7 +97,6 @@ def test_visit_of_a_sigkilled_worker_is_completed_by_another_within_the_bound(
     env = {
         **SIMULATED,
         "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
     }
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -135,7 +133,7 @@ def test_sigterm_lets_the_running_visit_finish(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     list_simulated(conn, ctx, {"sim://steady": {"duration_s": 3.0}})
-    env = {**SIMULATED, "REVISIT_ABSOLUTE_COOLDOWN_S": "3600"}
+    env = SIMULATED
     logs = tmp_path / "logs"
     logs.mkdir()
     with running(
@@ -184,7 +182,6 @@ def test_a_hoster_never_has_more_visits_running_than_its_limit(
         **SIMULATED,
         "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}',
         "REVISIT_VISIT_RETRY_BACKOFF_S": "0.2",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
     }
     logs = run_visits(tmp_path, env, lambda: finished(conn, list(jobs)), "all visits")
     stats = stats_by_url(conn)

@@ -62,7 +62,7 @@ def test_flushed_redis_is_rebuilt_equal_to_postgres(conn: DictConnection, ctx: C
     assert ctx.mirror.contents("git") == {}
     assert ensure_built(conn, ctx, "git", NOW) is True
     # The visits in flight lost their messages with Redis: they return after the grace.
-    back = epoch_s(NOW) + LOST_VISIT_GRACE_S - ctx.settings.scheduled_cooldown_s
+    back = epoch_s(NOW) + LOST_VISIT_GRACE_S - ctx.cooldowns.scheduled.total_seconds()
     assert ctx.mirror.contents("git") == {
         i: ("inflight", back) if place == "inflight" else (place, score)
         for i, (place, score) in before.items()

@@ -90,7 +90,9 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             # and visits lost with Redis, which return after the grace.
             after = ctx.mirror.contents("git")
             assert set(after) == set(before)
-            grace_back = epoch_s(self.now) + LOST_VISIT_GRACE_S - ctx.settings.scheduled_cooldown_s
+            grace_back = (
+                epoch_s(self.now) + LOST_VISIT_GRACE_S - ctx.cooldowns.scheduled.total_seconds()
+            )
             sent = {
                 int(r["id"]): epoch_s(r["last_scheduled"])
                 for r in conn.execute("select id, last_scheduled from origin_visit_stats")

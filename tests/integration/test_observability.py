@@ -162,7 +162,6 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     urls = [make_repo(path) for path in repos]
     env = {
         "REVISIT_LADDER_UNIT_S": "1",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
         "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
         "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
         "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
