@@ -18,6 +18,7 @@ from app.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 from queues.dramatiq_broker import redis_broker
+from queues.keys import DRAMATIQ_NAMESPACE
 
 
 def make_broker(settings: Settings) -> RedisBroker:
@@ -38,7 +39,7 @@ def make_broker(settings: Settings) -> RedisBroker:
     broker.add_middleware(
         SweepUndecodable(
             redis_client(settings),
-            settings.dramatiq_namespace,
+            DRAMATIQ_NAMESPACE,
             settings.redis_namespace,
             settings.undecodable_sweep_interval_s,
         )

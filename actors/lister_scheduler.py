@@ -23,6 +23,7 @@ from app.listers.runs import LISTER_RUN_TIMEOUT_S, ScheduledRun, claim_due_runs,
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from monitoring.listers import LISTER_RUNS_SENT
+from queues.keys import DRAMATIQ_NAMESPACE
 
 log = logging.getLogger("revisit.lister_scheduler")
 
@@ -46,7 +47,7 @@ class ListerScheduler:
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
         self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace
+            url=settings.broker_redis_dsn(), namespace=DRAMATIQ_NAMESPACE
         )
 
     def _connection(self) -> DictConnection:

@@ -54,7 +54,6 @@ broker.add_middleware(
         redis_client(settings),
         settings.redis_namespace,
         settings.hoster_limits,
-        settings.default_hoster_limit,
         slot_ttl_ms=int(settings.slow_time_limit_s * 1000) + 60_000,
         on_busy=lambda visit_type: HOSTER_BUSY.labels(visit_type).inc(),
     )

@@ -111,7 +111,6 @@ class Settings(BaseSettings):
     )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
-    dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
     dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
     dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
     undecodable_sweep_interval_s: float = Field(
@@ -147,10 +146,9 @@ class Settings(BaseSettings):
         "covers local paths, which lets a visit read the worker's filesystem: demo only)",
     )
     hoster_limits: dict[str, int] = Field(
-        default={}, description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4}'
-    )
-    default_hoster_limit: int | None = Field(
-        default=None, ge=1, description="visits in flight allowed for any other hoster"
+        default={},
+        description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4, "*": 8} '
+        '("*": any other hoster)',
     )
     worker_visit_types_allow: list[str] | None = Field(
         default=None, description="visit types this worker pool serves (default: all)"

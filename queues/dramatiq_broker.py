@@ -43,6 +43,7 @@ from redis.client import Pipeline
 
 from app.settings import Settings
 from queues import keys
+from queues.keys import DRAMATIQ_NAMESPACE
 
 
 class Tuning(Protocol):
@@ -66,7 +67,7 @@ def redis_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, with Dramatiq's default middleware."""
     return RedisBroker(  # type: ignore[no-untyped-call]
         url=settings.broker_redis_dsn(),
-        namespace=settings.dramatiq_namespace,
+        namespace=DRAMATIQ_NAMESPACE,
         heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
         maintenance_chance=settings.dramatiq_maintenance_chance,
     )

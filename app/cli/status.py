@@ -22,7 +22,7 @@ from app.queue_names import lane_queue
 from app.settings import get_settings
 from app.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
-from queues.keys import visit_outcomes
+from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
 from queues.workers import queue_capacity
 
 
@@ -30,7 +30,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     """Read the state of ``visit_types`` now (``at`` stamps it)."""
     settings = ctx.settings
     queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
-    depths = dq.depths(ctx.redis, settings.dramatiq_namespace, queues)
+    depths = dq.depths(ctx.redis, DRAMATIQ_NAMESPACE, queues)
     requests: dict[str, dict[str, int]] = defaultdict(dict)
     for r in conn.execute(query("open_requests_by_visit_type")):
         requests[r["visit_type"]][r["status"]] = int(r["n"])

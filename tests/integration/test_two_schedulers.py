@@ -20,6 +20,7 @@ from app.domain.placement import Placement
 from app.queue_names import first_visits_queue, lane_queue
 from app.settings import Settings
 from queues import keys
+from queues.keys import DRAMATIQ_NAMESPACE
 from queues.lease import LeaseLost, Leases
 from tests.integration.helpers import list_origins
 from tests.processes import running, wait_for
@@ -39,7 +40,7 @@ def queues(settings: Settings) -> list[str]:
 def drain(client: redis.Redis, settings: Settings) -> tuple[list[int], int]:
     """Take every queued message away, as workers would: the origins they
     carried, and the deepest queue found."""
-    ns = settings.dramatiq_namespace
+    ns = DRAMATIQ_NAMESPACE
     origins: list[int] = []
     deepest = 0
     for queue in queues(settings):

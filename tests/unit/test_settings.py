@@ -87,3 +87,12 @@ def test_the_cli_names_an_unknown_setting_in_one_line(
     )
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip().splitlines() == [f"error: {expected}"]
+
+
+def test_a_hoster_takes_its_own_limit_else_the_star_one_else_none() -> None:
+    from app.domain.hosts import hoster_limit
+
+    limits = Settings(hoster_limits={"gitlab.example": 4, "*": 8}).hoster_limits
+    assert hoster_limit("gitlab.example", limits) == 4
+    assert hoster_limit("elsewhere.example", limits) == 8
+    assert hoster_limit("elsewhere.example", {"gitlab.example": 4}) is None
