@@ -13,7 +13,7 @@ from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
-from actors.undecodable import SweepUndecodable
+from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
 from app.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
@@ -41,7 +41,7 @@ def make_broker(settings: Settings) -> RedisBroker:
             redis_client(settings),
             DRAMATIQ_NAMESPACE,
             settings.redis_namespace,
-            settings.undecodable_sweep_interval_s,
+            SWEEP_INTERVAL_S,
         )
     )
     dramatiq.set_broker(broker)

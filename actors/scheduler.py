@@ -56,6 +56,12 @@ from queues.dramatiq_broker import (
 from queues.lease import LeaseKeeper, LeaseLost, Leases, holder_name
 from queues.workers import queue_capacity
 
+#: Pause between two steps.
+POLL_INTERVAL_S = 1.0
+#: A visit type is fed by one scheduler process at a time, the holder of its Redis
+#: lease; another takes over within this long after the holder dies.
+LEASE_S = 10.0
+
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
@@ -89,15 +95,13 @@ class SchedulerLoop:
         self.leases = Leases(
             self.ctx.mirror.client,
             settings.redis_namespace,
-            settings.scheduler_lease_s,
+            LEASE_S,
             holder_name(),
             settings.mirror_shards,
         )
         #: Renews the lease of a visit type whose step rebuilds its mirror for
         #: longer than a third of the lease.
-        self.keeper = LeaseKeeper(
-            self.leases, settings.scheduler_lease_s / 3, self.ctx.mirror.rebuilding_here
-        )
+        self.keeper = LeaseKeeper(self.leases, LEASE_S / 3, self.ctx.mirror.rebuilding_here)
 
     def configs(self) -> dict[str, VisitTypeConfig]:
         """Visit types (the table's, every one), their configuration and policies, and
@@ -272,7 +276,7 @@ class SchedulerLoop:
                 self.leases.release_all()
 
     def _run(self, stop: threading.Event) -> None:
-        backoff = Backoff(self.settings.scheduler_poll_interval_s, MAX_RETRY_DELAY_S)
+        backoff = Backoff(POLL_INTERVAL_S, MAX_RETRY_DELAY_S)
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -291,4 +295,4 @@ class SchedulerLoop:
                 continue
             backoff.reset()
             elapsed = time.monotonic() - started
-            stop.wait(max(0.0, self.settings.scheduler_poll_interval_s - elapsed))
+            stop.wait(max(0.0, POLL_INTERVAL_S - elapsed))

@@ -26,6 +26,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
 
+#: The journal consumer's group session timeout.
+SESSION_TIMEOUT_MS = 10000
+
 #: Wait for the broker's acknowledgement this long before replacing the producer.
 PUBLISH_ATTEMPT_S = 5.0
 #: Give up publishing after this long (the broker away).
@@ -88,7 +91,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
 
 def consumer_config(settings: Settings) -> dict[str, Any]:
     """A group consumer that never commits on its own: offsets follow Postgres commits."""
-    session = settings.kafka_session_timeout_ms
+    session = SESSION_TIMEOUT_MS
     return {
         "bootstrap.servers": settings.kafka_brokers,
         "group.id": settings.journal_group_id,

@@ -89,10 +89,6 @@ class Settings(BaseSettings):
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
     dead_letter_topic: str = Field(default="revisit.journal.dead_letter")
     journal_group_id: str = Field(default="revisit-journal-client")
-    journal_batch_size: int = Field(
-        default=10000, ge=1, description="messages per batch (benchmarks/README.md)"
-    )
-    journal_batch_timeout_s: float = Field(default=0.5, gt=0)
     rebuild_processes: int = Field(
         default=3,
         ge=1,
@@ -102,31 +98,8 @@ class Settings(BaseSettings):
         "the cores they have was fastest on 2 cores (benchmarks/rebuild.py); a visit type "
         "whose ids span less than 200,000 is rebuilt in one",
     )
-    kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
-    journal_rejoin_after_s: float = Field(
-        default=60.0,
-        gt=0,
-        description="replace the journal's consumer after this long without a partition "
-        "assignment (its group lost, e.g. by a restarted broker)",
-    )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
-    dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
-    dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
-    undecodable_sweep_interval_s: float = Field(
-        default=30.0,
-        gt=0,
-        description="how often each worker process dead-letters the messages of its queues "
-        "that Dramatiq cannot decode",
-    )
-
-    scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
-    scheduler_lease_s: float = Field(
-        default=10.0,
-        gt=0,
-        description="a visit type is fed by one scheduler process at a time, the holder of its "
-        "Redis lease; another takes over within this long after the holder dies",
-    )
 
     ladder_unit_s: float = Field(
         default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
@@ -162,18 +135,6 @@ class Settings(BaseSettings):
     journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
     worker_metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Dramatiq processes (worker, api); 0: off"
-    )
-    metrics_refresh_interval_s: float = Field(
-        default=60.0, ge=0, description="coverage, drift and first-visit figures; 0: off"
-    )
-    metrics_pools_by_lister_interval_s: float = Field(
-        default=600.0,
-        ge=0,
-        description="how often to count origins per pool and lister (a scan of the listings: "
-        "about 7 s of a core per 1M origins); 0: never",
-    )
-    metrics_never_visited_threshold_s: float = Field(
-        default=86400.0, gt=0, description="listed this long ago and never visited: overdue"
     )
 
     rpc_host: str = Field(

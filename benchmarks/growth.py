@@ -86,7 +86,6 @@ def journal_rate(settings: Settings, count: int, messages: int) -> float:
             "journal_topic": f"growth-journal-{name}",
             "dead_letter_topic": f"growth-dead-{name}",
             "journal_group_id": f"growth-{name}",
-            "kafka_session_timeout_ms": 6000,
         }
     )
     ensure_topics(journal)

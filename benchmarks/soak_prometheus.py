@@ -36,10 +36,10 @@ PORT_SETTING = {
     "api": "REVISIT_WORKER_METRICS_PORT",
 }
 #: Periodic figures often enough to draw (the defaults suit a real archive).
-METRICS_ENV = {
-    "REVISIT_METRICS_REFRESH_INTERVAL_S": "5",
-    "REVISIT_METRICS_POOLS_BY_LISTER_INTERVAL_S": "30",
-    "REVISIT_METRICS_NEVER_VISITED_THRESHOLD_S": "60",
+METRICS_CONSTANTS = {
+    "monitoring.coverage.REFRESH_INTERVAL_S": 5,
+    "monitoring.coverage.POOLS_BY_LISTER_INTERVAL_S": 30,
+    "monitoring.coverage.NEVER_VISITED_THRESHOLD_S": 60,
 }
 SCRAPE_S = 2
 #: Rates over this window in the picture (Grafana's $__rate_interval).

@@ -42,6 +42,13 @@ from monitoring.metrics import (
     SCHEDULE_DRIFT,
 )
 
+#: How often the coverage, drift and first-visit figures are refreshed.
+REFRESH_INTERVAL_S = 60.0
+#: How often origins are counted per pool and lister (a scan of the listings).
+POOLS_BY_LISTER_INTERVAL_S = 600.0
+#: Listed this long ago and never visited: overdue.
+NEVER_VISITED_THRESHOLD_S = 86400.0
+
 #: An origin updated this recently is active.
 ACTIVE_WINDOW_S = 86400.0
 
@@ -150,7 +157,7 @@ def export_pools_by_lister(
 
 
 class CoverageRefresher:
-    """Refreshes the periodic figures every ``metrics_refresh_interval_s``."""
+    """Refreshes the periodic figures every ``REFRESH_INTERVAL_S``."""
 
     def __init__(
         self, settings: Settings, clock: Callable[[], datetime] = lambda: datetime.now(tz=UTC)
@@ -171,10 +178,10 @@ class CoverageRefresher:
             self.conn,
             now,
             ACTIVE_WINDOW_S,
-            self.settings.metrics_never_visited_threshold_s,
+            NEVER_VISITED_THRESHOLD_S,
         )
         export_drift(self.conn, now)
-        every = self.settings.metrics_pools_by_lister_interval_s
+        every = POOLS_BY_LISTER_INTERVAL_S
         if every and time.monotonic() - self._pools_at >= every:
             self._pools_at = time.monotonic()
             export_pools_by_lister(self.conn, now, Tuning().cooldowns(self.settings.ladder_unit_s))
@@ -195,7 +202,7 @@ class CoverageRefresher:
                 if self.conn is not None:
                     self.conn.close()
                 self.conn = None
-            stop.wait(self.settings.metrics_refresh_interval_s)
+            stop.wait(REFRESH_INTERVAL_S)
 
     def start(self) -> threading.Event:
         """Run in a daemon thread; set the returned event to stop it."""

@@ -42,13 +42,11 @@ DEAD_LETTER_REASONS = (
 
 def serve_scheduler(settings: Settings) -> threading.Event | None:
     """Serve the scheduler's /metrics and start the periodic figures (coverage
-    into scheduler_metrics, drift, time to first visit) unless their interval
-    is 0; returns the event that stops them. The scheduler creates the
+    into scheduler_metrics, drift, time to first visit); returns the event that
+    stops them. The scheduler creates the
     time-to-first-visit series of each visit type when it reads the table, so a
     rate sees the first visits (see serve_journal)."""
     serve(settings.scheduler_metrics_port, settings.metrics_address, SCHEDULER_OWNED)
-    if not settings.metrics_refresh_interval_s:
-        return None
     return CoverageRefresher(settings).start()
 
 

@@ -45,6 +45,12 @@ from app.settings import Settings
 from queues import keys
 from queues.keys import DRAMATIQ_NAMESPACE
 
+#: A worker silent this long is dead: its unacknowledged messages go back to their queue.
+HEARTBEAT_TIMEOUT_MS = 15000
+#: Chance, per million fetches, that a fetch also runs Dramatiq's maintenance
+#: (requeueing dead workers' messages, trimming dead letters).
+MAINTENANCE_CHANCE = 50000
+
 
 class Tuning(Protocol):
     """How a visit runs (``app.scheduler_step.Tuning``)."""
@@ -68,8 +74,8 @@ def redis_broker(settings: Settings) -> RedisBroker:
     return RedisBroker(  # type: ignore[no-untyped-call]
         url=settings.broker_redis_dsn(),
         namespace=DRAMATIQ_NAMESPACE,
-        heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
-        maintenance_chance=settings.dramatiq_maintenance_chance,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT_MS,
+        maintenance_chance=MAINTENANCE_CHANCE,
     )
 
 

@@ -42,10 +42,6 @@ DEMO_ENV = {
     "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
-    "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
-    "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
-    "REVISIT_LISTER_POLL_INTERVAL_S": "1",
 }
 #: How often the demo's incremental listing reports the repositories that changed.
 DEMO_INCREMENTAL_S = 4

@@ -21,7 +21,7 @@ from app.settings import Settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE
 from tests.integration.helpers import cli
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 QUEUE = "test.dead"
 
@@ -103,7 +103,7 @@ def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
     def unacked() -> int:
         return sum(client.scard(k) for k in client.scan_iter(match=f"{ns}:__acks__.*"))
 
-    env = {"REVISIT_UNDECODABLE_SWEEP_INTERVAL_S": "0.5"}
+    env = with_constants({"actors.undecodable.SWEEP_INTERVAL_S": 0.5})
     with running({"api": ["revisit", "api"]}, env, logs):
         wait_for(lambda: client.zcard(f"{ns}:{queue}.XQ") == 6, 30, "six dead letters", logs)
         wait_for(lambda: unacked() == 0, 30, "nothing left unacknowledged", logs)

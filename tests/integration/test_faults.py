@@ -142,12 +142,16 @@ def test_journal_client_survives_a_redis_restart_and_places_what_it_wrote(
 
 
 def test_scheduler_starts_before_postgresql_and_survives_losing_it(
-    service_env: dict[str, str], settings: Settings, conn: DictConnection, ctx: Context
+    service_env: dict[str, str],
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     list_origins(conn, ctx, URLS[:3], now=T0)
     dbname = str(conn.info.dbname)
     admin = service_env["REVISIT_DATABASE_URL"]
-    settings = settings.model_copy(update={"scheduler_poll_interval_s": 0.2})
+    monkeypatch.setattr("actors.scheduler.POLL_INTERVAL_S", 0.2)
     set_database_available(admin, dbname, False)
     try:
         loop = SchedulerLoop(settings)  # PostgreSQL refuses connections here

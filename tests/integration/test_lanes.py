@@ -12,12 +12,10 @@ from app.db.connection import DictConnection
 from app.settings import Settings
 from queues.workers import queue_capacity
 from tests.integration.helpers import run_visits, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
-SIMULATED = {
-    "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]',
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-}
+FAST_POLL = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
+SIMULATED = with_constants(FAST_POLL, {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]'})
 
 
 def list_simulated(
@@ -94,10 +92,9 @@ def test_visit_of_a_sigkilled_worker_is_completed_by_another_within_the_bound(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     list_simulated(conn, ctx, {"sim://long": {"duration_s": 3.0}})
-    env = {
-        **SIMULATED,
-        "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
-    }
+    env = with_constants(
+        {**FAST_POLL, "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 5000}, SIMULATED
+    )
     logs = tmp_path / "logs"
     logs.mkdir()
     with running(

@@ -19,7 +19,7 @@ from app.listers.runs import claim_due_runs, execute_run, schedule_lister
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from tests.integration.helpers import cli, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 HOUR = timedelta(hours=1)
 
@@ -45,7 +45,7 @@ def test_a_scheduled_run_is_executed_by_a_worker_and_its_origins_are_visited(
         "worker": ["revisit", "worker", "--processes", "1", "--threads", "2"],
         "journal": ["revisit", "journal"],
     }
-    with running(processes, {"REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}, logs):
+    with running(processes, with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}), logs):
         sent = ListerScheduler(settings).step(datetime.now(tz=UTC))
         assert len(sent) == 1 and sent[0].full
         wait_for(lambda: runs(conn)[0]["status"] == "succeeded", 60, "the lister run", logs)

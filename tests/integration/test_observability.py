@@ -33,7 +33,7 @@ from app.settings import Settings
 from monitoring.dashboard import panels
 from monitoring.prometheus_api import api, finite_points, query_range, with_rate_window
 from tests.conftest import IN_CI
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus"
 RATE_WINDOW = "20s"
@@ -160,16 +160,21 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     set_policies(conn, "git", reference_policies("git"))
     repos = [tmp_path / "forge" / f"r{i}" for i in range(6)]
     urls = [make_repo(path) for path in repos]
-    env = {
-        "REVISIT_LADDER_UNIT_S": "1",
-        "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-        "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
-        "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
-        "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
-        "REVISIT_METRICS_REFRESH_INTERVAL_S": "1",
-        "REVISIT_METRICS_POOLS_BY_LISTER_INTERVAL_S": "1",
-        "REVISIT_METRICS_NEVER_VISITED_THRESHOLD_S": "1",
+    constants = {
+        "actors.scheduler.POLL_INTERVAL_S": 0.2,
+        "monitoring.coverage.REFRESH_INTERVAL_S": 1,
+        "monitoring.coverage.POOLS_BY_LISTER_INTERVAL_S": 1,
+        "monitoring.coverage.NEVER_VISITED_THRESHOLD_S": 1,
     }
+    env = with_constants(
+        constants,
+        {
+            "REVISIT_LADDER_UNIT_S": "1",
+            "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
+            "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
+            "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
+        },
+    )
     commands = {
         "scheduler": ["revisit", "scheduler"],
         "worker": ["revisit", "worker", "--lane", "all", "--processes", "2", "--threads", "2"],

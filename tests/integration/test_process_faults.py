@@ -21,22 +21,22 @@ from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 VISIT_TYPE = "simulated"
 #: Long enough to be killed in the middle of a visit.
 VISIT_S = 3.0
 #: Dramatiq gives a dead worker's messages back after its heartbeat timeout,
 #: at a maintenance pass: both made short and certain here.
-DRAMATIQ_FAST = {
-    "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "2000",
-    "REVISIT_DRAMATIQ_MAINTENANCE_CHANCE": "1000000",
+DRAMATIQ_CONSTANTS = {
+    "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 2000,
+    "queues.dramatiq_broker.MAINTENANCE_CHANCE": 1_000_000,
 }
-FAST = {
-    **DRAMATIQ_FAST,
-    "REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]',
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-}
+DRAMATIQ_FAST = with_constants(DRAMATIQ_CONSTANTS)
+FAST = with_constants(
+    {**DRAMATIQ_CONSTANTS, "actors.scheduler.POLL_INTERVAL_S": 0.2},
+    {"REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]'},
+)
 WORKER = ["revisit", "worker", "--processes", "1", "--threads", "4"]
 
 

@@ -277,7 +277,9 @@ def short_lease_and_another_holder(
     """A scheduler on listed origins whose lease lasts 0.6 s, and another process
     that would take the lease the moment it lapsed."""
     list_origins(conn, ctx, URLS, now=NOW)
-    loop = SchedulerLoop(settings.model_copy(update={"scheduler_lease_s": 0.6}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("actors.scheduler.LEASE_S", 0.6)
+        loop = SchedulerLoop(settings)
     return loop, Leases(ctx.mirror.client, settings.redis_namespace, 60, "other:1")
 
 

@@ -23,14 +23,13 @@ from queues import keys
 from queues.keys import DRAMATIQ_NAMESPACE
 from queues.lease import LeaseLost, Leases
 from tests.integration.helpers import list_origins
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 BOUND = 6
-FAST = {
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.1",
-    "REVISIT_SCHEDULER_LEASE_S": "2",
-    "REVISIT_SCHEDULER_METRICS_PORT": "0",
-}
+FAST = with_constants(
+    {"actors.scheduler.POLL_INTERVAL_S": 0.1, "actors.scheduler.LEASE_S": 2},
+    {"REVISIT_SCHEDULER_METRICS_PORT": "0"},
+)
 
 
 def queues(settings: Settings) -> list[str]:
