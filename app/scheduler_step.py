@@ -52,7 +52,7 @@ MIN_FREE_FRACTION = 0.1
 
 @dataclass(frozen=True)
 class Tuning:
-    """How the visits of one visit type run: its visit_types row, else the settings."""
+    """How the visits of one visit type run: its visit_types row."""
 
     visit_time_limit_s: float
     """Longest a visit may run (the slow lane's limit; an express visit that
@@ -61,16 +61,9 @@ class Tuning:
     retry_delay_s: float
 
 
-def tuning_of(config: VisitTypeConfig, ctx: Context) -> Tuning:
-    """The tuning of ``config``'s visit type: each column, or its setting when null."""
-    settings = ctx.settings
-    return Tuning(
-        visit_time_limit_s=config.time_limit_s or settings.slow_time_limit_s,
-        max_retries=(
-            settings.visit_max_retries if config.num_retries is None else config.num_retries
-        ),
-        retry_delay_s=config.retry_delay_s or settings.visit_retry_backoff_s,
-    )
+def tuning_of(config: VisitTypeConfig) -> Tuning:
+    """The tuning of ``config``'s visit type: its columns."""
+    return Tuning(config.time_limit_s, config.num_retries, config.retry_delay_s)
 
 
 @dataclass(frozen=True)
@@ -115,7 +108,7 @@ def plan_step(
         depths[queue] = depth(queue)
         return depths[queue]
 
-    step = _Step(conn, ctx, config, read, now, tuning_of(config, ctx))
+    step = _Step(conn, ctx, config, read, now, tuning_of(config))
     sends = _requests(step) + _first_visits(step)
     lane_sends, result = _lanes(step, policies)
     return StepPlan(visit_type, result, sends + lane_sends, depths)

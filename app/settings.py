@@ -108,11 +108,6 @@ class Settings(BaseSettings):
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
     )
-    slow_time_limit_s: float = Field(
-        default=4 * 3600.0, gt=0, description="longest a visit may run at all"
-    )
-    visit_max_retries: int = Field(default=3, ge=0, le=20)
-    visit_retry_backoff_s: float = Field(default=30.0, gt=0)
     git_allowed_schemes: list[str] = Field(
         default=["https", "http", "git"],
         description="URL schemes the git loader visits ('ssh' also covers host:path; 'file' "

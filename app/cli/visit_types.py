@@ -76,23 +76,18 @@ QueueLength = Annotated[
 ]
 TimeLimit = Annotated[
     str | None,
-    typer.Option(
-        help=f"longest a visit may run, {DURATION_HELP} (default REVISIT_SLOW_TIME_LIMIT_S)"
-    ),
+    typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)"),
 ]
 Retries = Annotated[
     int | None,
     typer.Option(
         "--retries",
-        help="retries after a transient failure, 0..20 (default REVISIT_VISIT_MAX_RETRIES)",
+        help="retries after a transient failure, 0..20 (default 3)",
     ),
 ]
 RetryDelay = Annotated[
     str | None,
-    typer.Option(
-        help=f"first retry's delay, doubling, {DURATION_HELP} "
-        "(default REVISIT_VISIT_RETRY_BACKOFF_S)"
-    ),
+    typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)"),
 ]
 
 
@@ -162,16 +157,12 @@ def visit_type_list() -> None:
                 str(r["origins"]),
                 "yes" if settings.served_visit_types([r["name"]]) else "no",
                 "yes" if r["name"] in loaders else "no",
-                _optional_duration(r["time_limit_s"]),
-                "default" if r["num_retries"] is None else str(r["num_retries"]),
-                _optional_duration(r["retry_delay_s"]),
+                _duration(float(r["time_limit_s"])),
+                str(r["num_retries"]),
+                _duration(float(r["retry_delay_s"])),
                 r["description"],
             )
     console.print(table)
-
-
-def _optional_duration(seconds: Any) -> str:
-    return "default" if seconds is None else _duration(float(seconds))
 
 
 def _duration(seconds: float) -> str:

@@ -104,7 +104,6 @@ def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
         # One pool of simulated workers serves the recurrent visits: no visit is
         # predicted to outlast the express lane, and the slow lane stays empty.
         "express_time_limit_s": NO_LANE_LIMIT_S,
-        "slow_time_limit_s": NO_LANE_LIMIT_S,
         **{k: v for k, v in config.settings.items() if k not in TUNING_KNOBS},
     }
     return settings.model_copy(update=update)
@@ -149,7 +148,7 @@ class Simulation:
                 )
             if vt.policies is not None:
                 set_policies(conn, vt.name, vt.policies)
-            set_max_queue_length(conn, vt.name, max(1, vt.queue_length))
+            set_max_queue_length(conn, vt.name, max(1, vt.queue_length), NO_LANE_LIMIT_S)
             count = request_rng.poisson(vt.requests_per_day * days)
             self.types[vt.name] = _VisitType(
                 world=world,

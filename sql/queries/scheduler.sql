@@ -82,4 +82,7 @@ where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(vi
 order by st.visit_type
 
 -- name: set_max_queue_length
-update visit_types set max_queue_length = %(length)s where name = %(visit_type)s
+-- The simulator's bound of a visit type's queues, and its time limit.
+update visit_types set max_queue_length = %(length)s,
+  time_limit = coalesce(make_interval(secs => %(time_limit_s)s), time_limit)
+where name = %(visit_type)s

@@ -51,11 +51,8 @@ def test_seed_003_example_fast_jobs_finish_before_slow_ones(
         "sim://fast2": {"duration_s": 0.2},
     }
     list_simulated(conn, ctx, jobs)
-    env = {
-        **SIMULATED,
-        "REVISIT_EXPRESS_TIME_LIMIT_S": "2",
-        "REVISIT_SLOW_TIME_LIMIT_S": "30",
-    }
+    conn.execute("update visit_types set time_limit = interval '30 s' where name = 'simulated'")
+    env = {**SIMULATED, "REVISIT_EXPRESS_TIME_LIMIT_S": "2"}
     logs = tmp_path / "logs"
     logs.mkdir()
     procs = {
@@ -174,12 +171,11 @@ def test_a_hoster_never_has_more_visits_running_than_its_limit(
     jobs = {f"sim://busy.example/{i}": {"duration_s": 1.0} for i in range(3)}
     jobs["sim://free.example/x"] = {"duration_s": 1.0}
     list_simulated(conn, ctx, jobs)
-    conn.execute("update visit_types set max_queue_length = 10 where name = 'simulated'")
-    env = {
-        **SIMULATED,
-        "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}',
-        "REVISIT_VISIT_RETRY_BACKOFF_S": "0.2",
-    }
+    conn.execute(
+        "update visit_types set max_queue_length = 10, retry_delay = interval '0.2 s' "
+        "where name = 'simulated'"
+    )
+    env = {**SIMULATED, "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}'}
     logs = run_visits(tmp_path, env, lambda: finished(conn, list(jobs)), "all visits")
     stats = stats_by_url(conn)
     busy = sorted(stats[u]["last_final_date"] for u in jobs if "busy" in u)
