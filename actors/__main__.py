@@ -116,7 +116,7 @@ def journal_group(args: list[str]) -> None:
     threading.Thread(target=_warn_idle_members, args=(settings, processes), daemon=True).start()
     argv = [sys.executable, "-m", "actors", "journal-member"]
     supervisor = Supervisor(argv, processes, dict(os.environ))
-    if settings.journal_metrics_port:
+    if settings.metrics_port:
         directory = journal_group_dir(settings)
         supervisor.env[MULTIPROC_ENV] = str(directory)
         supervisor.on_exit = functools.partial(mark_dead, directory=directory)
@@ -146,7 +146,7 @@ def lister_scheduler(args: list[str]) -> None:
     from monitoring.metrics import serve
 
     settings = get_settings()
-    serve(settings.lister_scheduler_metrics_port, settings.metrics_address)
+    serve(settings.metrics_port, settings.metrics_address)
     ListerScheduler(settings).run(_stop_on_signal())
 
 
@@ -162,7 +162,7 @@ def rpc(args: list[str]) -> None:
         RPC_SECONDS.labels(endpoint).observe(seconds)
 
     settings = get_settings()
-    serve(settings.rpc_metrics_port, settings.metrics_address)
+    serve(settings.metrics_port, settings.metrics_address)
     serve_until(make_server(settings, observe), _stop_on_signal())
 
 

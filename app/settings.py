@@ -32,12 +32,16 @@ CONFIG_VARIABLE = "REVISIT_CONFIG"
 #: The queues ``revisit worker`` has its Dramatiq processes declare (a JSON list).
 WORKER_QUEUES_VARIABLE = "REVISIT_WORKER_QUEUES"
 #: ``REVISIT_*`` variables that are not settings: the settings file, the log
-#: level (read before the settings), the Procfile's per-process metrics ports,
-#: the worker's queues.
+#: level (read before the settings), the Procfile's per-process metrics ports
+#: (each sets REVISIT_METRICS_PORT for its process), the worker's queues.
 OTHER_VARIABLES = frozenset(
     {
         CONFIG_VARIABLE,
         "REVISIT_LOG_LEVEL",
+        "REVISIT_SCHEDULER_METRICS_PORT",
+        "REVISIT_JOURNAL_METRICS_PORT",
+        "REVISIT_RPC_METRICS_PORT",
+        "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
         "REVISIT_EXPRESS_WORKER_METRICS_PORT",
         "REVISIT_SLOW_WORKER_METRICS_PORT",
         "REVISIT_PRIORITY_WORKER_METRICS_PORT",
@@ -126,18 +130,18 @@ class Settings(BaseSettings):
     )
 
     metrics_address: str = Field(default="127.0.0.1")
-    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
-    journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
-    worker_metrics_port: int = Field(
-        default=0, ge=0, le=65535, description="Dramatiq processes (worker, api); 0: off"
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="port this process serves its /metrics on (the Procfile gives each "
+        "process its own, from REVISIT_<PROCESS>_METRICS_PORT); 0: off",
     )
 
     rpc_host: str = Field(
         default="127.0.0.1", description="address the RPC server binds (loopback by default)"
     )
     rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
-    rpc_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
-    lister_scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
 
     @classmethod
     def settings_customise_sources(

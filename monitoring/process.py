@@ -46,20 +46,20 @@ def serve_scheduler(settings: Settings) -> threading.Event | None:
     stops them. The scheduler creates the
     time-to-first-visit series of each visit type when it reads the table, so a
     rate sees the first visits (see serve_journal)."""
-    serve(settings.scheduler_metrics_port, settings.metrics_address, SCHEDULER_OWNED)
+    serve(settings.metrics_port, settings.metrics_address, SCHEDULER_OWNED)
     return CoverageRefresher(settings).start()
 
 
 def serve_journal(settings: Settings, visit_types: Iterable[str]) -> None:
     """Serve the journal client's /metrics, its known series present from the start."""
-    serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
+    serve(settings.metrics_port, settings.metrics_address, JOURNAL_OWNED)
     start_journal_series(visit_types)
 
 
 def journal_group_dir(settings: Settings) -> Path:
     """The multiprocess directory of the journal's client processes, named after
     the port (one group serves a port), emptied of a previous run's files."""
-    name = f"revisit-journal-metrics-{settings.journal_metrics_port}"
+    name = f"revisit-journal-metrics-{settings.metrics_port}"
     return fresh_directory(Path(tempfile.gettempdir()) / name)
 
 
@@ -85,7 +85,7 @@ def serve_journal_group(settings: Settings, directory: Path) -> None:
     """
     registry = CollectorRegistry()
     registry.register(OwnedFiles(directory, JOURNAL_OWNED))
-    serve_registry(settings.journal_metrics_port, settings.metrics_address, registry)
+    serve_registry(settings.metrics_port, settings.metrics_address, registry)
 
 
 def start_journal_series(visit_types: Iterable[str]) -> None:

@@ -70,8 +70,8 @@ def scheduler() -> None:
     settings = get_settings()
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
         _warn_missing_loaders(_table(settings)[0])
-    port = settings.scheduler_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("scheduler")
 
 
@@ -88,11 +88,11 @@ def journal(
     """Run the journal client: apply origin_visit_status messages to the visit stats.
 
     With ``--processes N`` (N > 1) a supervisor runs N clients in one consumer
-    group, serves their metrics summed on REVISIT_JOURNAL_METRICS_PORT, and
+    group, serves their metrics summed on REVISIT_METRICS_PORT, and
     exits non-zero if one of them dies (actors/supervisor.py)."""
     settings = get_settings()
-    port = settings.journal_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     if processes == 1:
         become("journal")
     else:
@@ -150,8 +150,8 @@ def worker(
 
 def _exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
     settings = get_settings()
-    port = settings.worker_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become(
         "dramatiq",
         module,

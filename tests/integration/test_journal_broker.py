@@ -54,7 +54,7 @@ def journal_process(settings: Settings, logdir: Path, metrics_port: int) -> subp
     env = {
         **os.environ,
         "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
-        "REVISIT_JOURNAL_METRICS_PORT": str(metrics_port),
+        "REVISIT_METRICS_PORT": str(metrics_port),
         "REVISIT_LOG_LEVEL": "INFO",
     }
     log = (logdir / "journal.log").open("wb")

@@ -170,9 +170,6 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
         constants,
         {
             "REVISIT_LADDER_UNIT_S": "1",
-            "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
-            "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
-            "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
         },
     )
     commands = {
@@ -180,6 +177,11 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
         "worker": ["revisit", "worker", "--lane", "all", "--processes", "2", "--threads", "2"],
         # As the Procfile runs it: one endpoint for two client processes.
         "journal": ["revisit", "journal", "--processes", "2"],
+    }
+    # Each its own port, as the Procfile gives them.
+    commands = {
+        name: ["env", f"REVISIT_METRICS_PORT={ports[name]}", *argv]
+        for name, argv in commands.items()
     }
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -169,11 +169,8 @@ def test_a_taken_metrics_port_is_refused_naming_the_setting(settings: Settings) 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        for command, setting in (
-            ("scheduler", "REVISIT_SCHEDULER_METRICS_PORT"),
-            ("journal", "REVISIT_JOURNAL_METRICS_PORT"),
-            ("worker", "REVISIT_WORKER_METRICS_PORT"),
-        ):
+        setting = "REVISIT_METRICS_PORT"
+        for command in ("scheduler", "journal", "worker"):
             result = cli_with(setting, port, command)
             assert result.returncode == 2, (command, result.stderr)
             assert f"{setting}: cannot serve metrics on 127.0.0.1:{port}" in result.stderr

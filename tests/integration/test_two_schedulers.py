@@ -28,7 +28,7 @@ from tests.processes import running, wait_for, with_constants
 BOUND = 6
 FAST = with_constants(
     {"actors.scheduler.POLL_INTERVAL_S": 0.1, "actors.scheduler.LEASE_S": 2},
-    {"REVISIT_SCHEDULER_METRICS_PORT": "0"},
+    {"REVISIT_METRICS_PORT": "0"},
 )
 
 
