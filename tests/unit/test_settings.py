@@ -20,12 +20,18 @@ def _no_revisit_variables(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(variable)
 
 
+def config_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> Path:
+    """A settings file holding ``text``, named by REVISIT_CONFIG."""
+    config = tmp_path / "revisit.toml"
+    config.write_text(text)
+    monkeypatch.setenv("REVISIT_CONFIG", str(config))
+    return config
+
+
 def test_lister_settings_come_from_the_file_beneath_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = tmp_path / "revisit.toml"
-    config.write_text('rpc_port = 5999\nrpc_host = "0.0.0.0"\n')
-    monkeypatch.setenv("REVISIT_CONFIG", str(config))
+    config_file(monkeypatch, tmp_path, 'rpc_port = 5999\nrpc_host = "0.0.0.0"\n')
     monkeypatch.setenv("REVISIT_RPC_HOST", "127.0.0.2")
     settings = Settings()
     assert (settings.rpc_port, settings.rpc_host) == (5999, "127.0.0.2")
@@ -34,9 +40,8 @@ def test_lister_settings_come_from_the_file_beneath_the_environment(
 def test_a_key_of_the_file_that_names_no_setting_is_refused_naming_it_and_the_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = tmp_path / "revisit.toml"
-    config.write_text('redis_url = "redis://127.0.0.1:6379/0"\nrpc_prot = 5999\n')
-    monkeypatch.setenv("REVISIT_CONFIG", str(config))
+    text = 'redis_url = "redis://127.0.0.1:6379/0"\nrpc_prot = 5999\n'
+    config = config_file(monkeypatch, tmp_path, text)
     with pytest.raises(ConfigFileError) as raised:
         Settings()
     assert str(raised.value) == f"REVISIT_CONFIG: {config}: rpc_prot: no such setting"
@@ -71,9 +76,7 @@ def test_the_cli_names_an_unknown_setting_in_one_line(
     where: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     if where == "file":
-        config = tmp_path / "revisit.toml"
-        config.write_text("journal_topik = 'x'\n")
-        monkeypatch.setenv("REVISIT_CONFIG", str(config))
+        config = config_file(monkeypatch, tmp_path, "journal_topik = 'x'\n")
         expected = f"REVISIT_CONFIG: {config}: journal_topik: no such setting"
     else:
         monkeypatch.setenv("REVISIT_JOURNAL_TOPIK", "x")
