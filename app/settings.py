@@ -60,7 +60,9 @@ class ConfigFileError(ValueError):
 
 
 class Settings(BaseSettings):
-    """All knobs of revisit; defaults suit a single-host deployment."""
+    """What an operator sets (README, Configuration); defaults suit a single host.
+    The research knobs are constants beside their code, and visit types and
+    their tuning are rows of the visit_types table."""
 
     model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="forbid")
 
@@ -106,7 +108,9 @@ class Settings(BaseSettings):
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
 
     ladder_unit_s: float = Field(
-        default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
+        default=86400.0,
+        gt=0,
+        description="length of one ladder 'day' (seed 000); the cooldowns scale with it",
     )
 
     express_time_limit_s: float = Field(
