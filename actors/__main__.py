@@ -45,22 +45,37 @@ def _stop_on_signal() -> threading.Event:
     return stop
 
 
+def _table_visit_types(settings: Settings) -> set[str]:
+    """The visit types of the table, or none while PostgreSQL is away (the process
+    waits for it; their series are then created at their first change)."""
+    import psycopg
+
+    from app.db.connection import connect
+    from app.db.listings import known_visit_types
+
+    try:
+        with connect(settings) as conn:
+            return known_visit_types(conn)
+    except psycopg.OperationalError:
+        return set()
+
+
 def scheduler(args: list[str]) -> None:
     """The scheduler: keep every visit queue fed from the Redis pools."""
     from actors.loop import run_every
     from actors.scheduler import SchedulerLoop
     from app.settings import get_settings
+    from monitoring.coverage import REFRESH_INTERVAL_S
     from monitoring.process import serve_scheduler
 
     settings = get_settings()
     stop = _stop_on_signal()
     refresher = serve_scheduler(settings, datetime.now(tz=UTC))
-    if refresher is not None:
-        every_s, log = settings.metrics_refresh_interval_s, logging.getLogger("revisit.metrics")
-        refresh = functools.partial(
-            run_every, refresher.refresh, every_s, stop, log, "metrics refresh"
-        )
-        threading.Thread(target=refresh, name="metrics", daemon=True).start()
+    log = logging.getLogger("revisit.metrics")
+    refresh = functools.partial(
+        run_every, refresher.refresh, REFRESH_INTERVAL_S, stop, log, "metrics refresh"
+    )
+    threading.Thread(target=refresh, name="metrics", daemon=True).start()
     SchedulerLoop(settings).run(stop)
 
 
@@ -69,7 +84,8 @@ def journal(args: list[str]) -> None:
     from app.settings import get_settings
     from monitoring.process import serve_journal
 
-    serve_journal(get_settings())
+    settings = get_settings()
+    serve_journal(settings, _table_visit_types(settings))
     _run_journal_client(_stop_on_signal())
 
 
@@ -82,7 +98,7 @@ def journal_member(args: list[str]) -> None:
 
     stop = _stop_on_signal()
     watch_parent(stop)
-    start_journal_series(get_settings())
+    start_journal_series(_table_visit_types(get_settings()))
     _run_journal_client(stop)
 
 
@@ -109,7 +125,7 @@ def journal_group(args: list[str]) -> None:
     threading.Thread(target=_warn_idle_members, args=(settings, processes), daemon=True).start()
     argv = [sys.executable, "-P", "-m", "actors", "journal-member"]
     supervisor = Supervisor(argv, processes, dict(os.environ))
-    if settings.journal_metrics_port:
+    if settings.metrics_port:
         directory = journal_group_dir(settings)
         supervisor.env[MULTIPROC_ENV] = str(directory)
         supervisor.on_exit = functools.partial(mark_dead, directory=directory)
@@ -135,18 +151,16 @@ def _warn_idle_members(settings: Settings, processes: int) -> None:
 def lister_scheduler(args: list[str]) -> None:
     """The lister scheduler: send each scheduled lister's due runs to the lister queue."""
     from actors.lister_scheduler import ListerScheduler
-    from app.listers.settings import get_lister_settings
     from app.settings import get_settings
     from monitoring.metrics import serve
 
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.lister_scheduler_metrics_port, settings.metrics_address)
-    ListerScheduler(settings, lister_settings).run(_stop_on_signal())
+    settings = get_settings()
+    serve(settings.metrics_port, settings.metrics_address)
+    ListerScheduler(settings).run(_stop_on_signal())
 
 
 def rpc(args: list[str]) -> None:
     """The reference scheduler's RPC protocol (lister interface)."""
-    from app.listers.settings import get_lister_settings
     from app.rpc.server import make_server, serve_until
     from app.settings import get_settings
     from monitoring.listers import RPC_REQUESTS, RPC_SECONDS
@@ -156,9 +170,9 @@ def rpc(args: list[str]) -> None:
         RPC_REQUESTS.labels(endpoint, str(status)).inc()
         RPC_SECONDS.labels(endpoint).observe(seconds)
 
-    settings, lister_settings = get_settings(), get_lister_settings()
-    serve(lister_settings.rpc_metrics_port, settings.metrics_address)
-    serve_until(make_server(settings, lister_settings, observe), _stop_on_signal())
+    settings = get_settings()
+    serve(settings.metrics_port, settings.metrics_address)
+    serve_until(make_server(settings, observe), _stop_on_signal())
 
 
 PROCESSES: dict[str, Callable[[list[str]], None]] = {

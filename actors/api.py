@@ -45,7 +45,7 @@ from app.db.connection import Connections, DictConnection
 from app.db.listings import UnknownLister, find_lister
 from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
 from app.listers.interface import ListerInterface
-from app.listing import MassDisable, finish_listing
+from app.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing
 from app.listing import record_listed_origins as record_listing_origins
 from app.listing_input import ListingInputError
 from app.queue_names import API_QUEUE
@@ -127,9 +127,7 @@ def record_listing(payload: Any) -> None:
                 if listing.listing_started_at is not None
                 else now
             )
-            share = (
-                1.0 if listing.allow_mass_disable else ctx.settings.full_listing_max_disable_share
-            )
+            share = 1.0 if listing.allow_mass_disable else MAX_DISABLE_SHARE
             finish_listing(
                 conn, ctx, lister, started, now, full=listing.full, max_disable_share=share
             )

@@ -13,11 +13,12 @@ from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
-from actors.undecodable import SweepUndecodable
+from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
 from app.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 from queues.dramatiq_broker import redis_broker
+from queues.keys import DRAMATIQ_NAMESPACE
 
 
 def make_broker(settings: Settings) -> RedisBroker:
@@ -38,9 +39,9 @@ def make_broker(settings: Settings) -> RedisBroker:
     broker.add_middleware(
         SweepUndecodable(
             redis_client(settings),
-            settings.dramatiq_namespace,
+            DRAMATIQ_NAMESPACE,
             settings.redis_namespace,
-            settings.undecodable_sweep_interval_s,
+            SWEEP_INTERVAL_S,
         )
     )
     dramatiq.set_broker(broker)

@@ -46,14 +46,12 @@ class HosterLimits(Middleware):
         client: redis.Redis,
         namespace: str,
         limits: dict[str, int],
-        default_limit: int | None,
         slot_ttl_ms: int,
         on_busy: Callable[[str], None] = lambda visit_type: None,
     ) -> None:
         self.client = client
         self.namespace = namespace
         self.limits = limits
-        self.default_limit = default_limit
         self.slot_ttl_ms = slot_ttl_ms
         self.on_busy = on_busy
         self._held: dict[str, contextlib.ExitStack] = {}
@@ -71,7 +69,7 @@ class HosterLimits(Middleware):
             return
         url = str(message.kwargs["url"])
         host = hoster_of(url)
-        limit = hoster_limit(host, self.limits, self.default_limit)
+        limit = hoster_limit(host, self.limits)
         if limit is None:
             return
         # A slot outlives its visit's own limit (its visit type's, when it has one)

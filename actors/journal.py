@@ -44,6 +44,9 @@ from monitoring.metrics import (
     REQUEST_LATENCY,
 )
 
+#: PostgreSQL connections writing a journal batch, each a share of its origins.
+JOURNAL_WRITERS = 2
+
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
 
@@ -90,9 +93,9 @@ class JournalClient:
         self.settings = settings
         self.ctx = Context.from_settings(settings)
         self.stop = threading.Event()
-        self.connections = Connections(settings, settings.journal_writers)
+        self.connections = Connections(settings, JOURNAL_WRITERS)
         self.batch = BatchWriter(
-            self.ctx, fudge or keyed_fudge(), self._run, settings.journal_writers
+            self.ctx, fudge or keyed_fudge(), self._run, JOURNAL_WRITERS
         )
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)

@@ -11,7 +11,7 @@ same group was served at once:
   new topic id) did not make librdkafka rejoin. The same happens on Apache
   Kafka to a topic deleted and created again.
 
-So a consumer that has had no assignment for ``journal_rejoin_after_s``, or an
+So a consumer that has had no assignment for ``REJOIN_AFTER_S``, or an
 empty one while the broker says no member of the group owns some partition of
 the topic, is closed and replaced. A healthy group on Apache Kafka never meets
 either rule (an extra member with nothing to do sees the others own every
@@ -37,6 +37,13 @@ from monitoring.metrics import (
     JOURNAL_KAFKA_ERRORS,
 )
 from monitoring.multiprocess import forget
+
+#: Messages per batch (the figures of benchmarks/README.md).
+BATCH_SIZE = 10000
+#: Longest wait for a batch to fill.
+BATCH_TIMEOUT_S = 0.5
+#: Replace the consumer after this long without a (useful) assignment.
+REJOIN_AFTER_S = 60.0
 
 log = logging.getLogger("revisit.journal")
 #: Least time between two attempts to re-create a missing topic.
@@ -117,9 +124,7 @@ class JournalConsumer:
     def poll(self) -> list[Message]:
         """The next batch of messages (possibly empty)."""
         self.replace_if_unassigned()
-        messages = self.consumer.consume(
-            self.settings.journal_batch_size, timeout=self.settings.journal_batch_timeout_s
-        )
+        messages = self.consumer.consume(BATCH_SIZE, timeout=BATCH_TIMEOUT_S)
         good = []
         for message in messages:
             error = message.error()
@@ -134,9 +139,9 @@ class JournalConsumer:
 
     def replace_if_unassigned(self) -> bool:
         """Replace the consumer if its group has not served it for
-        ``journal_rejoin_after_s`` (see the module's docstring); whether it did."""
+        ``REJOIN_AFTER_S`` (see the module's docstring); whether it did."""
         now = self._clock()
-        bound_s = self.settings.journal_rejoin_after_s
+        bound_s = REJOIN_AFTER_S
         if self.unassigned_since is not None and now - self.unassigned_since >= bound_s:
             reason = f"no assignment for {now - self.unassigned_since:.0f}s"
         elif self.empty_since is not None and now - self.empty_since >= bound_s:
@@ -151,8 +156,7 @@ class JournalConsumer:
         else:
             return False
         log.warning(
-            "%s (REVISIT_JOURNAL_REJOIN_AFTER_S): replacing the Kafka consumer, to join its "
-            "group afresh",
+            "%s (REJOIN_AFTER_S): replacing the Kafka consumer, to join its group afresh",
             reason,
         )
         self.close()

@@ -5,7 +5,7 @@ schedulers never claim the same schedule), then sends a ``run_lister``
 message per run. A run that cannot be sent (Redis away) is given back at
 once and claimed again by a later step; one claimed but never sent because
 the process died in between is declared lost and sent again after
-``REVISIT_LISTER_RUN_TIMEOUT_S``.
+``LISTER_RUN_TIMEOUT_S`` (app.listers.runs).
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ from dramatiq.brokers.redis import RedisBroker
 
 from actors.loop import run_every
 from app.db.connection import Connections
-from app.listers.runs import ScheduledRun, claim_due_runs, release_run
-from app.listers.settings import ListerSettings
+from app.listers.runs import LISTER_RUN_TIMEOUT_S, ScheduledRun, claim_due_runs, release_run
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from monitoring.listers import LISTER_RUNS_SENT
+from queues.keys import DRAMATIQ_NAMESPACE
 
 log = logging.getLogger("revisit.lister_scheduler")
+
+#: How often the lister scheduler looks for due runs.
+LISTER_POLL_INTERVAL_S = 5.0
 
 
 def run_message(run_id: int) -> dramatiq.Message[None]:
@@ -38,18 +41,18 @@ def run_message(run_id: int) -> dramatiq.Message[None]:
 class ListerScheduler:
     """The loop of the lister scheduler process; ``step`` is one iteration."""
 
-    def __init__(self, settings: Settings, lister_settings: ListerSettings) -> None:
-        self.settings, self.lister_settings = settings, lister_settings
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.db = Connections(settings)
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
         self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace
+            url=settings.broker_redis_dsn(), namespace=DRAMATIQ_NAMESPACE
         )
 
     def step(self, now: datetime) -> list[ScheduledRun]:
         """Claim the runs due at ``now`` and send them; returns them."""
-        timeout = timedelta(seconds=self.lister_settings.lister_run_timeout_s)
+        timeout = timedelta(seconds=LISTER_RUN_TIMEOUT_S)
         with self.db.borrow() as conn:
             runs = claim_due_runs(conn, now, timeout)
             for index, run in enumerate(runs):
@@ -66,6 +69,6 @@ class ListerScheduler:
     def run(self, stop: threading.Event) -> None:
         """Step until ``stop`` is set; a failed step (PostgreSQL or Redis away) is retried."""
         try:
-            run_every(self.step, self.lister_settings.lister_poll_interval_s, stop, log)
+            run_every(self.step, LISTER_POLL_INTERVAL_S, stop, log)
         finally:
             self.db.close()

@@ -20,8 +20,7 @@ import psycopg
 from actors.broker import make_broker
 from app.context import Context
 from app.db.connection import Connections
-from app.listers.runs import execute_run
-from app.listers.settings import get_lister_settings
+from app.listers.runs import LISTER_RUN_TIMEOUT_S, execute_run
 from app.queue_names import LISTER_QUEUE
 from app.settings import get_settings
 from monitoring.listers import LISTER_ORIGINS, LISTER_RUNS
@@ -60,12 +59,12 @@ DATABASE_RETRIES = 10
     retry_when=_database_away,
     min_backoff=1000,
     max_backoff=60_000,
-    time_limit=int(get_lister_settings().lister_run_timeout_s * 1000),
+    time_limit=int(LISTER_RUN_TIMEOUT_S * 1000),
 )
 def run_lister(run_id: int) -> None:
     """Run one lister run (sent by the lister scheduler) and record its outcome."""
     with _connections().borrow() as conn:
-        outcome = execute_run(conn, _ctx(), run_id, _now, get_lister_settings(), random.Random())
+        outcome = execute_run(conn, _ctx(), run_id, _now, random.Random())
     if outcome is None:
         log.info("run %d: no longer due (lost and re-sent, or already running)", run_id)
         return

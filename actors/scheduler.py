@@ -17,6 +17,7 @@ from actors.broker import make_broker
 from actors.loop import run_every
 from app.context import Context
 from app.db.connection import Connections, DictConnection
+from app.db.listings import first_visits_prefixes
 from app.db.policies import policies_of
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.lanes import LANES
@@ -29,6 +30,7 @@ from app.settings import Settings
 from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
     AGE_MULTIPLIER,
+    FIRST_VISIT_WAIT,
     MIRROR_ORIGINS,
     MIRROR_REBUILD_SECONDS,
     MIRROR_REBUILDS,
@@ -53,6 +55,12 @@ from queues.dramatiq_broker import (
 from queues.lease import LeaseLost, Leases, holder_name
 from queues.workers import queue_capacity
 
+#: Pause between two steps.
+POLL_INTERVAL_S = 1.0
+#: A visit type is fed by one scheduler process at a time, the holder of its Redis
+#: lease; another takes over within this long after the holder dies.
+LEASE_S = 10.0
+
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
@@ -73,6 +81,7 @@ class SchedulerLoop:
         self.db = Connections(settings)
         self._configs: dict[str, VisitTypeConfig] = {}
         self._policies: dict[str, dict[str, float]] = {}
+        self._prefixes: list[str] = []
         self._rates: dict[str, dict[str, float]] = {}
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
@@ -83,7 +92,7 @@ class SchedulerLoop:
         self.leases = Leases(
             self.ctx.mirror.client,
             settings.redis_namespace,
-            settings.scheduler_lease_s,
+            LEASE_S,
             holder_name(),
             settings.mirror_shards,
         )
@@ -92,10 +101,15 @@ class SchedulerLoop:
         self.ctx.mirror.on_rebuild_write = self._keep_lease
 
     def configs(self, conn: DictConnection) -> dict[str, VisitTypeConfig]:
-        """Visit type configuration and policies, re-read from Postgres every 30 s."""
+        """Visit types (the table's, every one), their configuration and policies, and
+        the listers' first-visits prefixes, re-read from Postgres every 30 s: a visit
+        type added is scheduled within that time."""
         if time.monotonic() - self._configs_at > CONFIG_REFRESH_S or not self._configs:
             self._configs = visit_type_configs(conn)
             self._policies = {vt: policies_of(conn, vt) for vt in self._configs}
+            self._prefixes = first_visits_prefixes(conn)
+            for visit_type in self._configs:  # a rate sees the first visits (serve_journal)
+                FIRST_VISIT_WAIT.labels(visit_type)
             self._configs_at = time.monotonic()
         return self._configs
 
@@ -115,11 +129,11 @@ class SchedulerLoop:
     def known_queues(self) -> list[tuple[str, str, str]]:
         """Every Dramatiq queue revisit feeds, as (visit type, queue, lane)."""
         queues = [("api", API_QUEUE, "api")]
-        for visit_type in self.settings.visit_types:
+        for visit_type in sorted(self.configs()):
             queues += [(visit_type, lane_queue(visit_type, lane), lane) for lane in LANES]
             queues += [
                 (visit_type, first_visits_queue(p, visit_type), FIRST_VISITS)
-                for p in self.settings.first_visits_prefixes
+                for p in self._prefixes
             ]
         return queues
 
@@ -139,10 +153,7 @@ class SchedulerLoop:
             return_dead_workers_messages(self.broker, queue)
             if visit_type != "api":
                 self._estimate_wait(visit_type, queue, lane)
-        for visit_type in self.settings.visit_types:
-            config = configs.get(visit_type)
-            if config is None:
-                continue
+        for visit_type, config in sorted(configs.items()):
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
             MIRROR_REBUILDS.labels(visit_type).inc(0)
             MIRROR_REBUILD_SECONDS.labels(visit_type).inc(0)

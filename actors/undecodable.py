@@ -23,6 +23,10 @@ from queues.dramatiq_broker import served_queues
 from queues.dramatiq_queues import dead_letter_undecodable
 from queues.keys import dead_letter_reason
 
+#: How often each worker process dead-letters the messages of its queues that
+#: Dramatiq cannot decode.
+SWEEP_INTERVAL_S = 30.0
+
 log = logging.getLogger("revisit.undecodable")
 REASON = "not a Dramatiq message: Dramatiq cannot decode it"
 

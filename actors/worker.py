@@ -17,7 +17,9 @@ then reported failed.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from functools import cache, lru_cache
 from typing import Any
@@ -30,16 +32,23 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from app.context import cooldowns_from, redis_client
+from app.context import Tuning, redis_client
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import Lane
 from app.kafka import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
-from app.queue_names import first_visits_queue, lane_queue
-from app.settings import get_settings
+from app.queue_names import lane_queue
+from app.settings import WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
+
+#: The longest any visit may run (a visit type's own limit is in its row, sent
+#: with each message): the actor's limit, and a hoster slot's life.
+MAX_TIME_LIMIT_S = 4 * 3600.0
+#: Retries and first retry delay of a message sent without its visit type's.
+DEFAULT_RETRIES = 3
+DEFAULT_RETRY_DELAY_S = 30.0
 
 log = logging.getLogger("revisit.worker")
 
@@ -52,22 +61,21 @@ broker.add_middleware(
         redis_client(settings),
         settings.redis_namespace,
         settings.hoster_limits,
-        settings.default_hoster_limit,
-        slot_ttl_ms=int(settings.slow_time_limit_s * 1000) + 60_000,
+        slot_ttl_ms=int(MAX_TIME_LIMIT_S * 1000) + 60_000,
         on_busy=lambda visit_type: HOSTER_BUSY.labels(visit_type).inc(),
     )
 )
 broker.add_middleware(
     ExpressEscalation(
-        int(settings.slow_time_limit_s * 1000),
+        int(MAX_TIME_LIMIT_S * 1000),
         on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
     )
 )
-for _visit_type in settings.served_visit_types():
-    for _lane in ("express", "slow", "priority"):
-        broker.declare_queue(lane_queue(_visit_type, _lane))
-    for _prefix in settings.first_visits_prefixes:
-        broker.declare_queue(first_visits_queue(_prefix, _visit_type))
+# The queues ``revisit worker`` chose from the visit_types table (Dramatiq
+# consumes declared queues only); none when imported elsewhere.
+QUEUES: list[str] = json.loads(os.environ.get(WORKER_QUEUES_VARIABLE, "[]"))
+for _queue in QUEUES:
+    broker.declare_queue(_queue)
 
 
 # Derives from dramatiq.Retry (as HosterBusy does): Dramatiq then logs one INFO
@@ -96,7 +104,7 @@ def _redis() -> redis.Redis:
 
 @cache
 def _cooldowns() -> Cooldowns:
-    return cooldowns_from(settings)
+    return Tuning().cooldowns(settings.ladder_unit_s)
 
 
 def _aborted(request_id: int) -> bool:
@@ -104,18 +112,18 @@ def _aborted(request_id: int) -> bool:
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
-    # Transient failures are bounded by the actor itself (visit_max_retries); a
+    # Transient failures are bounded by the actor itself (its visit type's num_retries); a
     # busy hoster is waited for with the same backoff, as long as it takes.
     return isinstance(exception, TransientVisitError | HosterBusy)
 
 
 @dramatiq.actor(
     actor_name="visit",
-    queue_name=lane_queue(settings.visit_types[0], "express"),
-    time_limit=int(settings.slow_time_limit_s * 1000),
+    queue_name=QUEUES[0] if QUEUES else lane_queue("git", "express"),  # sends name a queue
+    time_limit=int(MAX_TIME_LIMIT_S * 1000),
     retry_when=_retry_transient,
-    min_backoff=int(settings.visit_retry_backoff_s * 1000),
-    max_backoff=int(settings.visit_retry_backoff_s * 1000 * 2**settings.visit_max_retries),
+    min_backoff=int(DEFAULT_RETRY_DELAY_S * 1000),
+    max_backoff=int(DEFAULT_RETRY_DELAY_S * 1000 * 2**DEFAULT_RETRIES),
 )
 def visit(
     origin_id: int,
@@ -138,9 +146,7 @@ def visit(
         return
     message = CurrentMessage.get_current_message()
     options = message.options if message is not None else {}
-    default_limit_s = (
-        settings.express_time_limit_s if lane == "express" else settings.slow_time_limit_s
-    )
+    default_limit_s = settings.express_time_limit_s if lane == "express" else MAX_TIME_LIMIT_S
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
     publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
     started = time.monotonic()
@@ -162,7 +168,7 @@ def visit(
         result = VisitResult(
             "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
         )
-    max_retries = options.get("max_retries", settings.visit_max_retries)
+    max_retries = options.get("max_retries", DEFAULT_RETRIES)
     if result.transient and options.get("retries", 0) < max_retries:
         log.info("%s: transient failure (%s), retrying", url, result.error)
         raise TransientVisitError(result.error or "transient failure")

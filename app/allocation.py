@@ -36,6 +36,9 @@ from app.domain.placement import PoolName, epoch_s
 from app.domain.visit_stats import DAY_S, FLOOR_MARGIN, visit_cost_s
 from queues.mirror import Popped
 
+#: Time constant of the capacity average behind the allocation.
+ALLOCATION_SMOOTHING_S = 2 * 86400.0
+
 log = logging.getLogger(__name__)
 
 #: Pools whose picks pay for the visits planned by rate (and by the floor).
@@ -53,7 +56,7 @@ def refresh_allocation(
     the picks were last counted; return the new μ (None when not yet due)."""
     now_s = epoch_s(now)
     since = ctx.mirror.picks_since(visit_type)
-    if since is not None and now_s - since < ctx.settings.allocation_interval_s:
+    if since is not None and now_s - since < ctx.tuning.allocation_interval_s:
         return None
     config = visit_type_configs(conn).get(visit_type)
     if config is None:
@@ -72,7 +75,7 @@ def refresh_allocation(
         # Until a time constant has passed, a plain running mean.
         first = ctx.mirror.picks_first(config.name) or since
         weight = max(
-            -math.expm1(-(now_s - since) / ctx.settings.allocation_smoothing_s),
+            -math.expm1(-(now_s - since) / ALLOCATION_SMOOTHING_S),
             (now_s - since) / max(now_s - first, now_s - since),
         )
         capacity = previous + weight * (capacity - previous)
@@ -87,7 +90,7 @@ def refresh_allocation(
         multiplier = corrected_multiplier(current, lateness, weight, floor_s, config.min_interval_s)
     else:
         lateness = 0.0
-        prior_s = ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
+        prior_s = ctx.tuning.change_rate_prior_units * ctx.settings.ladder_unit_s
         classes = change_rate_classes(conn, config.name, math.log(2) / prior_s * DAY_S)
         for_rates = capacity / DAY_S - floor_only_origins(conn, config.name) / floor_s
         multiplier = multiplier_for_capacity(

@@ -93,8 +93,7 @@ class RecordListing(_Payload):
     last_batch: bool = True
     allow_mass_disable: bool = Field(
         default=False,
-        description="let a full listing disable more than REVISIT_FULL_LISTING_MAX_DISABLE_SHARE "
-        "of the lister's origins",
+        description="let a full listing disable more than half of the lister's origins",
     )
 
 

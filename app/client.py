@@ -27,6 +27,7 @@ from app.api_models import (
 )
 from app.queue_names import API_QUEUE
 from app.settings import Settings, get_settings
+from queues.keys import DRAMATIQ_NAMESPACE
 
 
 def _checked(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +51,7 @@ class RevisitClient:
     def from_settings(cls, settings: Settings | None = None) -> RevisitClient:
         """A client on the Redis broker of ``settings`` (REVISIT_* environment)."""
         settings = settings or get_settings()
-        broker = RedisBroker(url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace)  # type: ignore[no-untyped-call]
+        broker = RedisBroker(url=settings.broker_redis_dsn(), namespace=DRAMATIQ_NAMESPACE)  # type: ignore[no-untyped-call]
         return cls(broker)
 
     def _send(self, actor: str, model: type[BaseModel], fields: dict[str, Any]) -> str:

@@ -16,6 +16,9 @@ from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events
 from app.journal_codec import decode_event
 from app.requests import FinishedRequest, follow_visits
 
+#: Final visits kept per origin, to refold when a status arrives late.
+HISTORY_LENGTH = 8
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -58,12 +61,12 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         ladder_unit=timedelta(seconds=ctx.settings.ladder_unit_s),
         min_interval=timedelta(seconds=config.min_interval_s),
         max_interval=timedelta(seconds=config.max_interval_s),
-        max_failures_in_a_row=ctx.settings.max_failures_in_a_row,
-        history_length=ctx.settings.journal_history_length,
+        max_failures_in_a_row=ctx.tuning.max_failures_in_a_row,
+        history_length=HISTORY_LENGTH,
         spacing=config.spacing,
         age_multiplier_s2=config.age_multiplier_s2,
         prior_interval=timedelta(
-            seconds=ctx.settings.change_rate_prior_units * ctx.settings.ladder_unit_s
+            seconds=ctx.tuning.change_rate_prior_units * ctx.settings.ladder_unit_s
         ),
         visit_cost_reference_s=config.visit_cost_reference_s,
     )

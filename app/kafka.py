@@ -26,6 +26,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from app.journal_codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
 
+#: The journal consumer's group session timeout.
+SESSION_TIMEOUT_MS = 10000
+
+#: Wait for the broker's acknowledgement this long before replacing the producer.
+PUBLISH_ATTEMPT_S = 5.0
+#: Give up publishing after this long (the broker away).
+PUBLISH_TIMEOUT_S = 120.0
+
 log = logging.getLogger("revisit.kafka.client")
 #: Pause between two publish attempts that failed at once (not by a timeout).
 RETRY_PAUSE_S = 1.0
@@ -83,7 +91,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
 
 def consumer_config(settings: Settings) -> dict[str, Any]:
     """A group consumer that never commits on its own: offsets follow Postgres commits."""
-    session = settings.kafka_session_timeout_ms
+    session = SESSION_TIMEOUT_MS
     return {
         "bootstrap.servers": settings.kafka_brokers,
         "group.id": settings.journal_group_id,
@@ -175,7 +183,7 @@ def idle_members(processes: int, partitions: int | None, topic: str) -> str | No
 
 
 class PublishError(RuntimeError):
-    """The broker did not acknowledge records within ``kafka_publish_timeout_s``."""
+    """The broker did not acknowledge records within ``PUBLISH_TIMEOUT_S``."""
 
 
 @dataclass(frozen=True)
@@ -199,8 +207,8 @@ class ResilientProducer:
 
     def __init__(self, settings: Settings, stop: threading.Event | None = None) -> None:
         self._config = producer_config(settings)
-        self.attempt_s = settings.kafka_publish_attempt_s
-        self.timeout_s = settings.kafka_publish_timeout_s
+        self.attempt_s = PUBLISH_ATTEMPT_S
+        self.timeout_s = PUBLISH_TIMEOUT_S
         #: Set when the process is told to stop: every wait below watches it.
         self.stop = stop or threading.Event()
         self._fatal: KafkaError | None = None
@@ -219,7 +227,7 @@ class ResilientProducer:
     def send(self, records: list[Record]) -> None:
         """Produce ``records`` and wait until the broker has them all.
 
-        Raises PublishError after ``kafka_publish_timeout_s`` without success, or
+        Raises PublishError after ``PUBLISH_TIMEOUT_S`` without success, or
         within about ``STOP_CHECK_S`` of ``stop`` being set (the records may
         then be lost: a caller that needs them retries after its restart).
         """

@@ -24,6 +24,10 @@ from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
 from app.listing_input import ListingInputError, NumberedRow, RowError, check_visit_types
 
+#: Most of a lister's origins a full listing may disable without an explicit flag
+#: (``revisit origins import --allow-mass-disable``, record_listing allow_mass_disable).
+MAX_DISABLE_SHARE = 0.5
+
 
 def record_listed_origins(
     conn: DictConnection,
@@ -174,7 +178,7 @@ class MassDisable(ValueError):
         self.unseen, self.enabled, self.share = unseen, enabled, share
         super().__init__(
             f"full: the listing would disable {unseen} of the lister's {enabled} origins, "
-            f"more than the allowed share {share:g} (REVISIT_FULL_LISTING_MAX_DISABLE_SHARE); "
+            f"more than the allowed share {share:g}; "
             "nothing was disabled"
         )
 

@@ -21,6 +21,9 @@ from app.db.rows import column_index
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from queues.mirror import returns_to
 
+#: After a Redis wipe, a visit sent but not started (no 'created' status) is sent
+#: again after this long instead of the scheduled cooldown.
+LOST_VISIT_GRACE_S = 600.0
 #: Rows per fetch of a rebuild's server-side cursor.
 FETCH_ROWS = 20_000
 #: Origins placed during a rebuild's bulk phase read again per query.
@@ -63,7 +66,7 @@ def rebuild(
 
     With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
     the same Redis), visits sent but not started are sent again after
-    ``lost_visit_grace_s`` instead of the scheduled cooldown (see
+    ``LOST_VISIT_GRACE_S`` instead of the scheduled cooldown (see
     ``requeue_unstarted``).
     """
     token = ctx.mirror.begin_rebuild(visit_type)
@@ -124,7 +127,7 @@ def requeue_unstarted(
     ctx: Context, placements: Iterator[Placement], unstarted: set[int], now: datetime
 ) -> Iterator[Placement]:
     """Placements where the in-flight origins whose visit never started (no
-    ``created`` status since they were sent) return after ``lost_visit_grace_s``.
+    ``created`` status since they were sent) return after ``LOST_VISIT_GRACE_S``.
 
     Their messages were lost with Redis, so waiting the scheduled cooldown
     (7 days by default) would leave them unvisited that long. A visit that
@@ -132,8 +135,8 @@ def requeue_unstarted(
     but whose ``created`` status the journal has not applied yet: set it
     above the journal's lag, or that origin may be visited twice at once.
     """
-    cooldown_s = ctx.settings.scheduled_cooldown_s
-    back_s = epoch_s(now) + ctx.settings.lost_visit_grace_s - cooldown_s
+    cooldown_s = ctx.cooldowns.scheduled.total_seconds()
+    back_s = epoch_s(now) + LOST_VISIT_GRACE_S - cooldown_s
     for p in placements:
         if p.where == "inflight" and p.id in unstarted and p.score > back_s:
             p = structs.replace(p, score=back_s)
@@ -226,8 +229,8 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     is one difference naming both.
     """
     actual, parked = ctx.mirror.snapshot(visit_type)
-    early_return_s = max(0.0, ctx.settings.scheduled_cooldown_s - ctx.settings.lost_visit_grace_s)
-    lost_before_s = epoch_s(now) - ctx.settings.lost_visit_grace_s
+    early_return_s = max(0.0, ctx.cooldowns.scheduled.total_seconds() - LOST_VISIT_GRACE_S)
+    lost_before_s = epoch_s(now) - LOST_VISIT_GRACE_S
     resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():

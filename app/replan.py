@@ -62,7 +62,7 @@ def replan_slice(
 ) -> int:
     """Re-plan the next slice of the sweep of ``config``'s visit type; return how
     many targets moved."""
-    limit = ctx.settings.replan_batch
+    limit = ctx.tuning.replan_batch
     policy = stats_policy(config, ctx)
     if limit <= 0 or policy.spacing != "age_optimal" or policy.age_multiplier_s2 is None:
         return 0

@@ -29,6 +29,7 @@ from datetime import datetime
 
 from app.context import Context
 from app.db.connection import DictConnection
+from app.db.listings import known_visit_types
 from app.db.policies import first_visit_candidates, first_visits_done, listers_with_first_visits_due
 from app.db.scheduling import VisitTypeConfig
 from app.domain.lanes import assign_lanes
@@ -44,10 +45,13 @@ from app.requests import take_pending
 from app.scheduling import StepResult, VisitOrder, first_visits_step, free_slots, schedule_step
 from app.scheduling import visit_number as visit_number_of
 
+#: Share of a visit type's queue room that must be free before a step fills it.
+MIN_FREE_FRACTION = 0.1
+
 
 @dataclass(frozen=True)
 class Tuning:
-    """How the visits of one visit type run: its visit_types row, else the settings."""
+    """How the visits of one visit type run: its visit_types row."""
 
     visit_time_limit_s: float
     """Longest a visit may run (the slow lane's limit; an express visit that
@@ -56,16 +60,9 @@ class Tuning:
     retry_delay_s: float
 
 
-def tuning_of(config: VisitTypeConfig, ctx: Context) -> Tuning:
-    """The tuning of ``config``'s visit type: each column, or its setting when null."""
-    settings = ctx.settings
-    return Tuning(
-        visit_time_limit_s=config.time_limit_s or settings.slow_time_limit_s,
-        max_retries=(
-            settings.visit_max_retries if config.num_retries is None else config.num_retries
-        ),
-        retry_delay_s=config.retry_delay_s or settings.visit_retry_backoff_s,
-    )
+def tuning_of(config: VisitTypeConfig) -> Tuning:
+    """The tuning of ``config``'s visit type: its columns."""
+    return Tuning(config.time_limit_s, config.num_retries, config.retry_delay_s)
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,7 @@ def plan_step(
         depths[queue] = depth(queue)
         return depths[queue]
 
-    step = _Step(conn, ctx, config, read, now, tuning_of(config, ctx))
+    step = _Step(conn, ctx, config, read, now, tuning_of(config))
     sends = _requests(step) + _first_visits(step)
     lane_sends, result = _lanes(step, policies)
     return StepPlan(visit_type, result, sends + lane_sends, depths)
@@ -165,7 +162,7 @@ def _first_visits(step: _Step) -> list[Send]:
         orders, done = first_visits_step(conn, ctx, config.name, lister, slots, now)
         sends += [Send(queue, FIRST_VISITS, o, limit, step.tuning) for o in orders]
         if done and all(
-            not first_visit_candidates(conn, lister, vt, 1) for vt in ctx.settings.visit_types
+            not first_visit_candidates(conn, lister, vt, 1) for vt in known_visit_types(conn)
         ):
             first_visits_done(conn, lister["id"], now)
     return sends
@@ -177,9 +174,7 @@ def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send
     bound = config.max_queue_length
     express_free = max(0, bound - depth(express_q))
     slow_free = max(0, bound - depth(slow_q))
-    slots = free_slots(
-        2 * bound, 2 * bound - express_free - slow_free, ctx.settings.scheduler_min_free_fraction
-    )
+    slots = free_slots(2 * bound, 2 * bound - express_free - slow_free, MIN_FREE_FRACTION)
     result = schedule_step(conn, ctx, config.name, slots, now, policies)
     settings = ctx.settings
     express, slow = assign_lanes(

@@ -151,9 +151,6 @@ def schedule_step(
             picked.append((p.id, p.pool, policy))
     planned = plans_capacity(policies)
     config = visit_type_configs(conn).get(visit_type) if planned else None
-    head_start_s = (
-        ctx.settings.known_change_head_start_share * config.max_interval_s if config else 0.0
-    )
     popped = ctx.mirror.pop(
         visit_type,
         slots - len(picked),
@@ -161,8 +158,7 @@ def schedule_step(
         ctx.cooldowns.scheduled.total_seconds(),
         pool_weights(policies),
         peek=dry_run,
-        head_start_s=head_start_s,
-        first_visit_share=ctx.settings.first_visit_share if config else 0.0,
+        first_visit_share=ctx.tuning.first_visit_share if config else 0.0,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]

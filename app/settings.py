@@ -2,16 +2,19 @@
 beneath it, from the TOML file named by ``REVISIT_CONFIG`` (keys are the
 field names without the prefix: ``redis_url = "redis://..."``).
 
-Every Procfile process reads the same settings, so one environment (or one
-file) configures the whole deployment; a variable overrides the file. Service
-addresses that embed credentials are SecretStr so they never show up in logs
-or ``repr``.
+Every Procfile process, the lister ones included, reads the same settings, so
+one environment (or one file) configures the whole deployment; a variable
+overrides the file. A key of the file or a ``REVISIT_*`` variable that names
+no setting is refused, naming it, rather than silently ignored (a misspelt
+setting would otherwise leave its default in force). Service addresses that
+embed credentials are SecretStr so they never show up in logs or ``repr``.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -26,16 +29,42 @@ from pydantic_settings import (
 
 #: The variable naming the settings file.
 CONFIG_VARIABLE = "REVISIT_CONFIG"
+#: The queues ``revisit worker`` has its Dramatiq processes declare (a JSON list).
+WORKER_QUEUES_VARIABLE = "REVISIT_WORKER_QUEUES"
+#: ``REVISIT_*`` variables that are not settings: the settings file, the log
+#: level (read before the settings), the Procfile's per-process metrics ports
+#: (each sets REVISIT_METRICS_PORT for its process), the worker's queues.
+OTHER_VARIABLES = frozenset(
+    {
+        CONFIG_VARIABLE,
+        "REVISIT_LOG_LEVEL",
+        "REVISIT_SCHEDULER_METRICS_PORT",
+        "REVISIT_JOURNAL_METRICS_PORT",
+        "REVISIT_RPC_METRICS_PORT",
+        "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
+        "REVISIT_EXPRESS_WORKER_METRICS_PORT",
+        "REVISIT_SLOW_WORKER_METRICS_PORT",
+        "REVISIT_PRIORITY_WORKER_METRICS_PORT",
+        "REVISIT_API_METRICS_PORT",
+        "REVISIT_LISTER_WORKER_METRICS_PORT",
+        WORKER_QUEUES_VARIABLE,
+    }
+)
+#: Variables of the test suite and its tools, never read by revisit itself.
+TEST_VARIABLE_PREFIX = "REVISIT_TEST_"
 
 
 class ConfigFileError(ValueError):
-    """The settings file cannot be read; the text names it."""
+    """The settings file cannot be read, or it or the environment names an unknown
+    setting; the text names the file or variable."""
 
 
 class Settings(BaseSettings):
-    """All knobs of revisit; defaults suit a single-host deployment."""
+    """What an operator sets (README, Configuration); defaults suit a single host.
+    The research knobs are constants beside their code, and visit types and
+    their tuning are rows of the visit_types table."""
 
-    model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="REVISIT_", extra="forbid")
 
     database_url: SecretStr = Field(
         default=SecretStr("postgresql://postgres@127.0.0.1:5432/revisit"),
@@ -66,150 +95,28 @@ class Settings(BaseSettings):
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
     dead_letter_topic: str = Field(default="revisit.journal.dead_letter")
     journal_group_id: str = Field(default="revisit-journal-client")
-    journal_batch_size: int = Field(
-        default=10000, ge=1, description="messages per batch (benchmarks/README.md)"
-    )
-    journal_batch_timeout_s: float = Field(default=0.5, gt=0)
-    journal_writers: int = Field(
-        default=2, ge=1, le=8, description="Postgres connections writing a journal batch"
-    )
-    journal_history_length: int = Field(
-        default=8,
-        ge=1,
-        description="final visits kept per origin to refold when a status arrives late",
-    )
-    kafka_session_timeout_ms: int = Field(default=10000, ge=1000)
-    journal_rejoin_after_s: float = Field(
-        default=60.0,
-        gt=0,
-        description="replace the journal's consumer after this long without a partition "
-        "assignment (its group lost, e.g. by a restarted broker)",
-    )
-    kafka_publish_attempt_s: float = Field(
-        default=5.0,
-        gt=0,
-        description="wait for the broker's acknowledgement before replacing the producer",
-    )
-    kafka_publish_timeout_s: float = Field(
-        default=120.0, gt=0, description="give up publishing after this long (broker away)"
     )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
-    dramatiq_namespace: str = Field(default="dramatiq", pattern=r"^[a-z][a-z0-9_]*$")
-    dramatiq_heartbeat_timeout_ms: int = Field(default=15000, ge=1000)
-    dramatiq_maintenance_chance: int = Field(default=50000, ge=0, le=1_000_000)
-    undecodable_sweep_interval_s: float = Field(
-        default=30.0,
-        gt=0,
-        description="how often each worker process dead-letters the messages of its queues "
-        "that Dramatiq cannot decode",
-    )
-
-    visit_types: list[str] = Field(
-        default=["git", "hg", "svn"],
-        description="visit types whose Dramatiq queues the worker processes declare",
-    )
-    first_visits_prefixes: list[str] = Field(
-        default=["first"],
-        description="first_visits_queue_prefix values whose queues workers declare",
-    )
-    scheduler_poll_interval_s: float = Field(default=1.0, gt=0)
-    scheduler_min_free_fraction: float = Field(default=0.1, ge=0, le=1)
-    scheduler_lease_s: float = Field(
-        default=10.0,
-        gt=0,
-        description="a visit type is fed by one scheduler process at a time, the holder of its "
-        "Redis lease; another takes over within this long after the holder dies",
-    )
-
-    full_listing_max_disable_share: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="most of a lister's origins a full listing may disable without an explicit "
-        "flag (revisit origins import --allow-mass-disable, record_listing allow_mass_disable)",
-    )
 
     ladder_unit_s: float = Field(
-        default=86400.0, gt=0, description="length of one ladder 'day' (seed 000)"
-    )
-    absolute_cooldown_s: float = Field(default=12 * 3600.0, ge=0)
-    scheduled_cooldown_s: float = Field(default=7 * 86400.0, ge=0)
-    failed_cooldown_s: float = Field(
-        default=14 * 86400.0,
-        ge=0,
-        description="longest rest after failed visits in a row (the reference's flat failed "
-        "cooldown)",
-    )
-    failed_retry_s: float = Field(
         default=86400.0,
-        ge=0,
-        description="rest after a first failed visit, doubled per further failure in a row "
-        "up to failed_cooldown_s (set it to failed_cooldown_s for the reference's flat rest)",
-    )
-    not_found_cooldown_s: float = Field(default=31 * 86400.0, ge=0)
-    max_failures_in_a_row: int = Field(default=3, ge=1)
-    change_rate_prior_units: float = Field(
-        default=30.0,
         gt=0,
-        description="a new origin is expected to change once per this many ladder days",
-    )
-    allocation_interval_s: float = Field(
-        default=600.0,
-        gt=0,
-        description="how often the scheduler re-solves the age-optimal allocation",
-    )
-    allocation_smoothing_s: float = Field(
-        default=2 * 86400.0,
-        gt=0,
-        description="time constant (s) of the capacity average behind the allocation",
-    )
-    known_change_head_start_share: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description="age_optimal: a change the forge reported goes before a planned visit "
-        "unless that one is overdue by more than this share of max_interval",
-    )
-    first_visit_share: float = Field(
-        default=0.1,
-        ge=0,
-        le=1,
-        description="age_optimal: share of each batch kept for never visited origins, "
-        "however much other work is due earlier (seed 000: visit every origin once as soon "
-        "as possible)",
-    )
-    replan_batch: int = Field(
-        default=2000,
-        ge=0,
-        description="origins whose age-optimal target the scheduler re-plans per step "
-        "and visit type (a sweep of the table; 0: never)",
-    )
-    lost_visit_grace_s: float = Field(
-        default=600.0,
-        ge=0,
-        description="after a Redis wipe, a visit sent but not started (no 'created' status) "
-        "is sent again after this long instead of the scheduled cooldown",
+        description="length of one ladder 'day' (seed 000); the cooldowns scale with it",
     )
 
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
     )
-    slow_time_limit_s: float = Field(
-        default=4 * 3600.0, gt=0, description="longest a visit may run at all"
-    )
-    visit_max_retries: int = Field(default=3, ge=0, le=20)
-    visit_retry_backoff_s: float = Field(default=30.0, gt=0)
     git_allowed_schemes: list[str] = Field(
         default=["https", "http", "git"],
         description="URL schemes the git loader visits ('ssh' also covers host:path; 'file' "
         "covers local paths, which lets a visit read the worker's filesystem: demo only)",
     )
     hoster_limits: dict[str, int] = Field(
-        default={}, description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4}'
-    )
-    default_hoster_limit: int | None = Field(
-        default=None, ge=1, description="visits in flight allowed for any other hoster"
+        default={},
+        description='visits in flight allowed per hoster, e.g. {"gitlab.example": 4, "*": 8} '
+        '("*": any other hoster)',
     )
     worker_visit_types_allow: list[str] | None = Field(
         default=None, description="visit types this worker pool serves (default: all)"
@@ -219,31 +126,18 @@ class Settings(BaseSettings):
     )
 
     metrics_address: str = Field(default="127.0.0.1")
-    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
-    journal_metrics_port: int = Field(default=0, ge=0, le=65535, description="0: off")
-    worker_metrics_port: int = Field(
-        default=0, ge=0, le=65535, description="Dramatiq processes (worker, api); 0: off"
-    )
-    metrics_multiproc_dir: str = Field(
-        default="",
-        description="prometheus_client multiprocess directory of a Dramatiq process, emptied "
-        "at start (default: <tmp>/revisit-metrics-<worker_metrics_port>)",
-    )
-    metrics_refresh_interval_s: float = Field(
-        default=60.0, ge=0, description="coverage, drift and first-visit figures; 0: off"
-    )
-    metrics_pools_by_lister_interval_s: float = Field(
-        default=600.0,
+    metrics_port: int = Field(
+        default=0,
         ge=0,
-        description="how often to count origins per pool and lister (a scan of the listings: "
-        "about 7 s of a core per 1M origins); 0: never",
+        le=65535,
+        description="port this process serves its /metrics on (the Procfile gives each "
+        "process its own, from REVISIT_<PROCESS>_METRICS_PORT); 0: off",
     )
-    metrics_active_window_s: float = Field(
-        default=86400.0, gt=0, description="an origin updated this recently is active"
+
+    rpc_host: str = Field(
+        default="127.0.0.1", description="address the RPC server binds (loopback by default)"
     )
-    metrics_never_visited_threshold_s: float = Field(
-        default=86400.0, gt=0, description="listed this long ago and never visited: overdue"
-    )
+    rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
 
     @classmethod
     def settings_customise_sources(
@@ -255,25 +149,32 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Arguments, then the environment, then the REVISIT_CONFIG file."""
+        names = set(settings_cls.model_fields)
+        for variable in sorted(os.environ):
+            name = variable.removeprefix("REVISIT_").lower()
+            if (
+                variable.startswith("REVISIT_")
+                and name not in names
+                and variable not in OTHER_VARIABLES
+                and not variable.startswith(TEST_VARIABLE_PREFIX)
+            ):
+                raise ConfigFileError(f"{variable}: no such setting (unset it)")
         sources = [init_settings, env_settings]
         path = os.environ.get(CONFIG_VARIABLE)
         if path:
-            if not Path(path).is_file():
-                raise ConfigFileError(f"{CONFIG_VARIABLE}: no settings file {path!r}")
-            try:
-                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-            except (tomllib.TOMLDecodeError, OSError) as exc:
-                raise ConfigFileError(f"{CONFIG_VARIABLE}: {path} is not TOML: {exc}") from None
+            _check_file(path, names)
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
-    def served_visit_types(self) -> list[str]:
-        """The visit types a worker pool serves: allowlist, then denylist (seed 004)."""
-        allowed = (
-            self.visit_types
-            if self.worker_visit_types_allow is None
-            else [vt for vt in self.visit_types if vt in self.worker_visit_types_allow]
-        )
-        return [vt for vt in allowed if vt not in self.worker_visit_types_deny]
+    def served_visit_types(self, known: Iterable[str]) -> list[str]:
+        """Which of the ``known`` visit types (the table's) a worker pool serves:
+        allowlist, then denylist (seed 004)."""
+        allowed = self.worker_visit_types_allow
+        return [
+            vt
+            for vt in sorted(known)
+            if (allowed is None or vt in allowed) and vt not in self.worker_visit_types_deny
+        ]
 
     def database_dsn(self) -> str:
         """The PostgreSQL connection string, unwrapped for the driver."""
@@ -287,6 +188,19 @@ class Settings(BaseSettings):
         """The Dramatiq broker's Redis URL (the mirror's unless set apart)."""
         url = self.broker_redis_url or self.redis_url
         return url.get_secret_value()
+
+
+def _check_file(path: str, names: set[str]) -> None:
+    """Refuse a settings file that is missing, not TOML, or has a key naming no setting."""
+    if not Path(path).is_file():
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: no settings file {path!r}")
+    try:
+        keys = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: {path} is not TOML: {exc}") from None
+    unknown = sorted(set(keys) - names)
+    if unknown:
+        raise ConfigFileError(f"{CONFIG_VARIABLE}: {path}: {unknown[0]}: no such setting")
 
 
 @lru_cache(maxsize=1)

@@ -46,7 +46,8 @@ class VisitTypeChange(BaseModel):
 
 
 def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
-    """Create a visit type with the project's default policies; refuse a known name."""
+    """Create a visit type with the project's default policies, and the columns'
+    defaults for what ``change`` leaves unset; refuse a known name."""
     low = change.min_interval_s or 12 * 3600.0
     high = change.max_interval_s or 64 * 86400.0
     if low > high:
@@ -57,9 +58,9 @@ def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
         "min_interval_s": low,
         "max_interval_s": high,
         "max_queue_length": change.max_queue_length or 1000,
-        "time_limit_s": change.time_limit_s,
-        "num_retries": change.num_retries,
-        "retry_delay_s": change.retry_delay_s,
+        "time_limit_s": change.time_limit_s or 4 * 3600.0,
+        "num_retries": 3 if change.num_retries is None else change.num_retries,
+        "retry_delay_s": change.retry_delay_s or 30.0,
     }
     with conn.transaction():
         if conn.execute(query("insert_visit_type"), params).fetchone() is None:

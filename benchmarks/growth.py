@@ -86,7 +86,6 @@ def journal_rate(settings: Settings, count: int, messages: int) -> float:
             "journal_topic": f"growth-journal-{name}",
             "dead_letter_topic": f"growth-dead-{name}",
             "journal_group_id": f"growth-{name}",
-            "kafka_session_timeout_ms": 6000,
         }
     )
     ensure_topics(journal)
@@ -143,7 +142,7 @@ def main() -> None:
     parser.add_argument("--journal-messages", type=int, default=200_000)
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         figures = measure(settings, args.origins, args.journal_messages)
     if args.json:
         Path(args.json).write_text(json.dumps(figures))

@@ -30,6 +30,7 @@ from confluent_kafka import Producer
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.journal import JournalClient, tune_gc
+from actors.journal_consumer import BATCH_SIZE
 from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
@@ -42,6 +43,7 @@ from app.listing_input import ListedOriginIn
 from app.settings import Settings
 from benchmarks.journal_clients import consume_with_processes
 from benchmarks.journal_messages import START, origin_url, visit_statuses
+from tests.processes import with_constants
 
 LISTING_CHUNK = 10000
 
@@ -154,11 +156,12 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         "REVISIT_JOURNAL_TOPIC": f"bench-journal-{name}",
         "REVISIT_DEAD_LETTER_TOPIC": f"bench-dead-letter-{name}",
         "REVISIT_JOURNAL_GROUP_ID": f"bench-{name}",
-        "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "6000",
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     }
+    constants: dict[str, float] = {"app.kafka.SESSION_TIMEOUT_MS": 6000}
     if args.batch_size:
-        overrides["REVISIT_JOURNAL_BATCH_SIZE"] = str(args.batch_size)
+        constants["actors.journal_consumer.BATCH_SIZE"] = args.batch_size
+    overrides |= with_constants(constants)
     os.environ.update(overrides)
     settings = Settings()
     migrate(settings.database_dsn())
@@ -178,7 +181,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
-        f"({batches} batches of up to {settings.journal_batch_size}, "
+        f"({batches} batches of up to {args.batch_size or BATCH_SIZE}, "
         f"{args.partitions} partitions, {args.clients} client processes)"
     )
     with psycopg.connect(settings.database_dsn()) as conn:

@@ -43,7 +43,6 @@ from app.context import Context
 from app.db.connection import connect
 from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
-from app.listers.settings import ListerSettings
 from app.rpc.server import make_server, serve_until
 from app.settings import Settings
 from benchmarks.common import bench_settings
@@ -78,12 +77,12 @@ def service_env(settings: Settings) -> dict[str, str]:
         "REVISIT_DATABASE_URL": settings.database_dsn(),
         "REVISIT_REDIS_URL": settings.redis_dsn(),
         "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     }
 
 
 def run_rpc(settings: Settings, reference: Path, count: int, batch: int) -> float:
-    server = make_server(settings, ListerSettings(rpc_port=0))
+    server = make_server(settings.model_copy(update={"rpc_port": 0}))
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()
@@ -197,7 +196,7 @@ def main() -> None:
     workdir = ROOT / ".revisit" / "bench-listers"
     workdir.mkdir(parents=True, exist_ok=True)
     rates: dict[str, list[float]] = {"rpc": [], "reference": [], "actor": [], "cli": []}
-    with bench_settings(visit_types=["git"]) as settings:
+    with bench_settings() as settings:
         for run in range(1, 4):
             for path in rates:
                 reset(settings)

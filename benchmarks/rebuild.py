@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     times: list[float] = []
     mirrors: set[tuple[tuple[str, int], ...]] = set()
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         ctx = Context.from_settings(settings)
         ctx.redis.flushdb()
         with connect(settings) as conn:

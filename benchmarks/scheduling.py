@@ -131,7 +131,7 @@ def load(conn: DictConnection, ctx: Context, count: int) -> None:
 @contextlib.contextmanager
 def loaded(count: int) -> Iterator[tuple[Settings, Context, DictConnection]]:
     """Fresh servers holding ``count`` origins (``load``): settings, context, connection."""
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         ctx = Context.from_settings(settings)
         ctx.redis.flushdb()
         with connect(settings) as conn:
@@ -468,7 +468,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     figures: dict[str, float] = {}
-    with bench_settings(visit_types=[VISIT_TYPE]) as settings:
+    with bench_settings() as settings:
         ctx = Context.from_settings(settings)
         ctx.redis.flushdb()
         with connect(settings) as conn:

@@ -39,8 +39,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from app.context import Tuning
 from app.domain.policies import check_policies
-from app.settings import Settings
 from app.simulator.config import WorldConfig, load_config
 
 DEFAULT_DAYS = 90.0
@@ -58,7 +58,7 @@ DEFAULT_WORLDS = (
 #: The reference scheduler's default weights for git, hg and svn.
 #: The reference's failed cooldown (swh-scheduler's grab_next_visits), the
 #: rest after every failed visit there (s); revisit's default as the longest rest.
-FLAT_FAILED_COOLDOWN_S = Settings.model_fields["failed_cooldown_s"].default
+FLAT_FAILED_COOLDOWN_S = Tuning().failed_cooldown_s
 
 REFERENCE = {
     "already_visited_order_by_lag": 49.0,

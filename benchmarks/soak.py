@@ -48,8 +48,9 @@ from app.listing_input import ListedOriginIn
 from app.mirror_sync import check_settled
 from app.settings import Settings
 from benchmarks.soak_checks import JournalWatch, places_report
-from benchmarks.soak_prometheus import METRICS_ENV, Requests, draw, metrics_env, prometheus
+from benchmarks.soak_prometheus import METRICS_CONSTANTS, Requests, draw, metrics_env, prometheus
 from benchmarks.soak_supervisor import Supervisor
+from tests.processes import with_constants
 
 VISIT_TYPE = "simulated"
 PROCESSES = {
@@ -65,19 +66,17 @@ INPUT_FAULTS = ("poison", "bad_api")
 ALL_FAULTS = tuple(f"kill_{p}" for p in PROCESSES) + SERVICE_FAULTS + INPUT_FAULTS
 #: Short cooldowns, so origins come round again within the run.
 SOAK_ENV = {
-    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]',
     "REVISIT_LADDER_UNIT_S": "1",
-    "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
-    "REVISIT_FAILED_COOLDOWN_S": "5",
-    "REVISIT_NOT_FOUND_COOLDOWN_S": "10",
-    "REVISIT_SCHEDULED_COOLDOWN_S": "25",
-    "REVISIT_LOST_VISIT_GRACE_S": "10",
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
-    "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
-    "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "3000",
-    "REVISIT_JOURNAL_REJOIN_AFTER_S": "10",
-    "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
     "REVISIT_LOG_LEVEL": "WARNING",
+}
+#: Quick loops, so faults are noticed and healed within the run.
+SOAK_CONSTANTS = {
+    "actors.scheduler.POLL_INTERVAL_S": 0.5,
+    "actors.journal_consumer.BATCH_TIMEOUT_S": 0.2,
+    "app.kafka.SESSION_TIMEOUT_MS": 3000,
+    "actors.journal_consumer.REJOIN_AFTER_S": 10,
+    "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 5000,
 }
 OUTAGE_S = 3.0
 
@@ -243,8 +242,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings = Settings()
             list_origins(settings, args.origins, rng)
             own = metrics_env(list(PROCESSES)) if args.dashboard else {}
-            extra = METRICS_ENV if args.dashboard else {}
-            supervisor = Supervisor(PROCESSES, {**env, **extra}, logdir, own)
+            extra = {**SOAK_CONSTANTS, **(METRICS_CONSTANTS if args.dashboard else {})}
+            supervisor = Supervisor(PROCESSES, with_constants(extra, env), logdir, own)
             soak = Soak(settings, admin_dsn, redis_service, broker_service, supervisor, rng)
             if not args.dashboard:
                 return drive(soak, kinds, args)

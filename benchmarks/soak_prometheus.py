@@ -26,20 +26,11 @@ from app.settings import Settings
 from monitoring.prometheus_api import api
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[1] / "monitoring" / "prometheus"
-#: The setting that names each soak process's metrics port.
-PORT_SETTING = {
-    "scheduler": "REVISIT_SCHEDULER_METRICS_PORT",
-    "journal": "REVISIT_JOURNAL_METRICS_PORT",
-    "express_worker": "REVISIT_WORKER_METRICS_PORT",
-    "slow_worker": "REVISIT_WORKER_METRICS_PORT",
-    "priority_worker": "REVISIT_WORKER_METRICS_PORT",
-    "api": "REVISIT_WORKER_METRICS_PORT",
-}
 #: Periodic figures often enough to draw (the defaults suit a real archive).
-METRICS_ENV = {
-    "REVISIT_METRICS_REFRESH_INTERVAL_S": "5",
-    "REVISIT_METRICS_POOLS_BY_LISTER_INTERVAL_S": "30",
-    "REVISIT_METRICS_NEVER_VISITED_THRESHOLD_S": "60",
+METRICS_CONSTANTS = {
+    "monitoring.coverage.REFRESH_INTERVAL_S": 5,
+    "monitoring.coverage.POOLS_BY_LISTER_INTERVAL_S": 30,
+    "monitoring.coverage.NEVER_VISITED_THRESHOLD_S": 60,
 }
 SCRAPE_S = 2
 #: Rates over this window in the picture (Grafana's $__rate_interval).
@@ -50,7 +41,7 @@ REQUEST_EVERY_S = 5.0
 
 def metrics_env(names: list[str]) -> dict[str, dict[str, str]]:
     """Each process's own metrics port (and Dramatiq multiprocess directory)."""
-    return {name: {PORT_SETTING[name]: str(free_port())} for name in names}
+    return {name: {"REVISIT_METRICS_PORT": str(free_port())} for name in names}
 
 
 @contextlib.contextmanager

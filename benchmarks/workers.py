@@ -40,6 +40,7 @@ from app.scheduling import VisitOrder
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from queues.dramatiq_broker import enqueue_many
+from tests.processes import with_constants
 
 BIN = Path(sys.executable).parent
 
@@ -183,7 +184,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = parser.parse_args()
     with (
-        bench_settings(visit_types=["simulated"]) as settings,
+        bench_settings() as settings,
         tempfile.TemporaryDirectory() as tmp,
     ):
         env = {
@@ -191,12 +192,15 @@ def main() -> None:
             "REVISIT_DATABASE_URL": settings.database_dsn(),
             "REVISIT_REDIS_URL": settings.redis_dsn(),
             "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
-            "REVISIT_VISIT_TYPES": '["simulated"]',
-            "REVISIT_ABSOLUTE_COOLDOWN_S": "1",
+            "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]',
             "REVISIT_LADDER_UNIT_S": "1",
-            "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-            "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.1",
-            "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
+            **with_constants(
+                {
+                    "actors.scheduler.POLL_INTERVAL_S": 0.2,
+                    "actors.journal_consumer.BATCH_TIMEOUT_S": 0.1,
+                    "app.kafka.SESSION_TIMEOUT_MS": 1000,
+                }
+            ),
         }
         figures = {
             "noop_visits_per_s": noop_rate(settings, env, Path(tmp), args.visits, args.threads)

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import Gauge
 from psycopg.rows import tuple_row
 
-from app.context import cooldowns_from
+from app.context import Tuning
 from app.db.connection import Connections, DictConnection
 from app.db.policies import policies_of
 from app.db.queries import query
@@ -37,6 +37,15 @@ from monitoring.metrics import (
     SCHEDULE_DRIFT,
 )
 
+#: How often the coverage, drift and first-visit figures are refreshed.
+REFRESH_INTERVAL_S = 60.0
+#: How often origins are counted per pool and lister (a scan of the listings).
+POOLS_BY_LISTER_INTERVAL_S = 600.0
+#: Listed this long ago and never visited: overdue.
+NEVER_VISITED_THRESHOLD_S = 86400.0
+
+#: An origin updated this recently is active.
+ACTIVE_WINDOW_S = 86400.0
 #: How late a first visit may reach PostgreSQL after its date and still be observed.
 FIRST_VISIT_LOOKBACK_S = 3600.0
 
@@ -142,7 +151,7 @@ def export_pools_by_lister(
 
 class CoverageRefresher:
     """Refreshes the periodic figures; the scheduler process calls ``refresh``
-    every ``metrics_refresh_interval_s``."""
+    every ``REFRESH_INTERVAL_S``."""
 
     def __init__(self, settings: Settings, now: datetime) -> None:
         self.settings = settings
@@ -154,16 +163,11 @@ class CoverageRefresher:
         """One refresh of every figure."""
         started = time.monotonic()
         with self.db.borrow() as conn:
-            refresh_coverage(
-                conn,
-                now,
-                self.settings.metrics_active_window_s,
-                self.settings.metrics_never_visited_threshold_s,
-            )
+            refresh_coverage(conn, now, ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S)
             export_drift(conn, now)
-            every = self.settings.metrics_pools_by_lister_interval_s
-            if every and time.monotonic() - self._pools_at >= every:
+            if time.monotonic() - self._pools_at >= POOLS_BY_LISTER_INTERVAL_S:
                 self._pools_at = time.monotonic()
-                export_pools_by_lister(conn, now, cooldowns_from(self.settings))
+                cooldowns = Tuning().cooldowns(self.settings.ladder_unit_s)
+                export_pools_by_lister(conn, now, cooldowns)
             self.first_visits.observe(conn, now)
         COVERAGE_REFRESH_SECONDS.observe(time.monotonic() - started)

@@ -36,22 +36,20 @@ from monitoring.multiprocess import MULTIPROC_ENV, OwnedFiles, fresh_directory
 
 def multiproc_dir(settings: Settings) -> Path:
     """The multiprocess directory of a Dramatiq process exporting on its port."""
-    if settings.metrics_multiproc_dir:
-        return Path(settings.metrics_multiproc_dir)
-    return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.worker_metrics_port}"
+    return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.metrics_port}"
 
 
 def worker_metrics_env(settings: Settings) -> dict[str, str]:
     """The environment a Dramatiq process needs to export its metrics, its
-    multiprocess directory emptied; nothing when ``worker_metrics_port`` is 0."""
-    if not settings.worker_metrics_port:
+    multiprocess directory emptied; nothing when ``metrics_port`` is 0."""
+    if not settings.metrics_port:
         return {}
     directory = fresh_directory(multiproc_dir(settings))
     return {
         MULTIPROC_ENV: str(directory),
         "dramatiq_prom_db": str(directory),
         "dramatiq_prom_host": settings.metrics_address,
-        "dramatiq_prom_port": str(settings.worker_metrics_port),
+        "dramatiq_prom_port": str(settings.metrics_port),
     }
 
 

@@ -77,7 +77,7 @@ JOURNAL_ASSIGNED_PARTITIONS = Gauge(
 )
 JOURNAL_CONSUMERS_REPLACED = Counter(
     "revisit_journal_consumers_replaced_total",
-    "Kafka consumers replaced after REVISIT_JOURNAL_REJOIN_AFTER_S without an assignment",
+    "Kafka consumers replaced after a minute without an assignment",
 )
 JOURNAL_CONSUMER_LAG = Gauge(
     "revisit_journal_consumer_lag",
@@ -229,13 +229,13 @@ ORIGINS_PENDING_CHANGES = Gauge(
 ORIGINS_ACTIVE = Gauge(
     "revisit_origins_active",
     "Enabled origins whose reported last update falls within the active window "
-    "(metrics_active_window_s)",
+    "(monitoring.coverage.ACTIVE_WINDOW_S)",
     _COVERAGE,
 )
 ORIGINS_NEVER_VISITED_OVERDUE = Gauge(
     "revisit_origins_never_visited_overdue",
     "Enabled origins never successfully visited although first listed longer ago than "
-    "metrics_never_visited_threshold_s",
+    "monitoring.coverage.NEVER_VISITED_THRESHOLD_S",
     _COVERAGE,
 )
 FIRST_VISIT_WAIT = Histogram(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +12,6 @@ from prometheus_client import CollectorRegistry
 from app.settings import Settings
 from monitoring.coverage import CoverageRefresher
 from monitoring.metrics import (
-    FIRST_VISIT_WAIT,
     JOURNAL_DEAD_LETTERS,
     JOURNAL_OUTCOMES,
     JOURNAL_OWNED,
@@ -40,29 +40,25 @@ DEAD_LETTER_REASONS = (
 )
 
 
-def serve_scheduler(settings: Settings, now: datetime) -> CoverageRefresher | None:
+def serve_scheduler(settings: Settings, now: datetime) -> CoverageRefresher:
     """Serve the scheduler's /metrics; returns what refreshes the periodic figures
-    (coverage into scheduler_metrics, drift, time to first visit), None if their
-    interval is 0. The time-to-first-visit series exist from the start, so a
-    rate sees the first visits (see serve_journal)."""
-    serve(settings.scheduler_metrics_port, settings.metrics_address, SCHEDULER_OWNED)
-    for visit_type in settings.visit_types:
-        FIRST_VISIT_WAIT.labels(visit_type)
-    if not settings.metrics_refresh_interval_s:
-        return None
+    (coverage into scheduler_metrics, drift, time to first visit). The scheduler
+    creates the time-to-first-visit series of each visit type when it reads the
+    table, so a rate sees the first visits (see serve_journal)."""
+    serve(settings.metrics_port, settings.metrics_address, SCHEDULER_OWNED)
     return CoverageRefresher(settings, now)
 
 
-def serve_journal(settings: Settings) -> None:
+def serve_journal(settings: Settings, visit_types: Iterable[str]) -> None:
     """Serve the journal client's /metrics, its known series present from the start."""
-    serve(settings.journal_metrics_port, settings.metrics_address, JOURNAL_OWNED)
-    start_journal_series(settings)
+    serve(settings.metrics_port, settings.metrics_address, JOURNAL_OWNED)
+    start_journal_series(visit_types)
 
 
 def journal_group_dir(settings: Settings) -> Path:
     """The multiprocess directory of the journal's client processes, named after
     the port (one group serves a port), emptied of a previous run's files."""
-    name = f"revisit-journal-metrics-{settings.journal_metrics_port}"
+    name = f"revisit-journal-metrics-{settings.metrics_port}"
     return fresh_directory(Path(tempfile.gettempdir()) / name)
 
 
@@ -88,19 +84,20 @@ def serve_journal_group(settings: Settings, directory: Path) -> None:
     """
     registry = CollectorRegistry()
     registry.register(OwnedFiles(directory, JOURNAL_OWNED))
-    serve_registry(settings.journal_metrics_port, settings.metrics_address, registry)
+    serve_registry(settings.metrics_port, settings.metrics_address, registry)
 
 
-def start_journal_series(settings: Settings) -> None:
+def start_journal_series(visit_types: Iterable[str]) -> None:
     """Create the journal's known series at zero, in a client process.
 
     A labelled series is born at its first change, and a rate cannot see the
     jump from nothing to that first value: a save code now request served
-    right after start would never show in a latency quantile.
+    right after start would never show in a latency quantile. ``visit_types``:
+    the table's, as the process found it at start.
     """
     for reason in DEAD_LETTER_REASONS:
         JOURNAL_DEAD_LETTERS.labels(reason)
-    for visit_type in settings.visit_types:
+    for visit_type in visit_types:
         for kind in REQUEST_KINDS:
             REQUEST_LATENCY.labels(kind, visit_type)
         for outcome in OUTCOMES:

@@ -43,6 +43,13 @@ from redis.client import Pipeline
 
 from app.settings import Settings
 from queues import keys
+from queues.keys import DRAMATIQ_NAMESPACE
+
+#: A worker silent this long is dead: its unacknowledged messages go back to their queue.
+HEARTBEAT_TIMEOUT_MS = 15000
+#: Chance, per million fetches, that a fetch also runs Dramatiq's maintenance
+#: (requeueing dead workers' messages, trimming dead letters).
+MAINTENANCE_CHANCE = 50000
 
 
 class Tuning(Protocol):
@@ -66,9 +73,9 @@ def redis_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, with Dramatiq's default middleware."""
     return RedisBroker(  # type: ignore[no-untyped-call]
         url=settings.broker_redis_dsn(),
-        namespace=settings.dramatiq_namespace,
-        heartbeat_timeout=settings.dramatiq_heartbeat_timeout_ms,
-        maintenance_chance=settings.dramatiq_maintenance_chance,
+        namespace=DRAMATIQ_NAMESPACE,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT_MS,
+        maintenance_chance=MAINTENANCE_CHANCE,
     )
 
 

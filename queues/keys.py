@@ -165,6 +165,10 @@ def dead_letter_reason(namespace: str, message_id: str) -> str:
     return f"{namespace}:dead_letter_reason:{message_id}"
 
 
+#: The prefix of Dramatiq's own keys (its default), in the broker's Redis.
+DRAMATIQ_NAMESPACE = "dramatiq"
+
+
 def dramatiq_queue(namespace: str, queue: str) -> str:
     """Dramatiq's list of the ids of a queue's waiting messages (its dispatch.lua layout)."""
     return f"{namespace}:{queue}"

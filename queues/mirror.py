@@ -166,14 +166,13 @@ class Mirror(PickBookkeeping, MirrorReads):
         weights: Weights = "auto",
         *,
         peek: bool = False,
-        head_start_s: float = 0.0,
         first_visit_share: float = 0.0,
         shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
-        ``head_start_s`` of known work and the ``first_visit_share`` of each
-        batch kept for never visited origins), to in flight.
+        ``first_visit_share`` of each batch kept for never visited origins), to
+        in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         if shard is None and self.shards(visit_type) > 1:
@@ -187,7 +186,6 @@ class Mirror(PickBookkeeping, MirrorReads):
                         now_s,
                         scheduled_cooldown_s,
                         peek=peek,
-                        head_start_s=head_start_s,
                     ),
                     self.shards(visit_type),
                     count,
@@ -202,7 +200,6 @@ class Mirror(PickBookkeeping, MirrorReads):
                     scheduled_cooldown_s,
                     weights,
                     peek=peek,
-                    head_start_s=head_start_s,
                     first_visit_share=first_visit_share,
                     shard=shard,
                 ),
@@ -212,7 +209,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 returned=(cooled, lost),
             )
         weight_args = (
-            [weights, repr(float(head_start_s)), repr(float(first_visit_share)), 0]
+            [weights, repr(float(first_visit_share)), 0, 0]
             if isinstance(weights, str)
             else [repr(float(w)) for w in weights]
         )
@@ -233,13 +230,12 @@ class Mirror(PickBookkeeping, MirrorReads):
         scheduled_cooldown_s: float,
         *,
         peek: bool,
-        head_start_s: float = 0.0,
     ) -> tuple[list[float], int, int]:
         """The due times of the ``count`` origins a 'due' pop of one shard would take
         by due time (no share set apart for first visits), in the order it takes
         them, and how many origins came back from cooling and from lost visits
         (unless ``peek``, as a pop does); nothing is taken."""
-        rest = ["due", repr(float(head_start_s)), "0", 0, "peek" if peek else "pop", "rank"]
+        rest = ["due", "0", 0, 0, "peek" if peek else "pop", "rank"]
         cooled, lost, _, dues = self._run_pop(
             visit_type, shard, [now_s, count, scheduled_cooldown_s, *rest]
         )

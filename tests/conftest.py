@@ -23,6 +23,7 @@ from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
 from app.settings import Settings
+from tests.processes import with_constants
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -151,9 +152,7 @@ def settings(
         "REVISIT_JOURNAL_TOPIC": f"journal-{suffix}",
         "REVISIT_DEAD_LETTER_TOPIC": f"dead-letter-{suffix}",
         "REVISIT_JOURNAL_GROUP_ID": f"group-{suffix}",
-        "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
-        "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
-        "REVISIT_VISIT_TYPES": '["git"]',
+        "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
         # The test forges are git repositories on local disk (file:// URLs).
         "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
     }
@@ -165,6 +164,14 @@ def settings(
         values["REVISIT_BROKER_REDIS_URL"] = redis_url
     if mirror_backend == "sharded_cluster":
         values["REVISIT_MIRROR_SHARDS"] = '{"git": 3}'
+    # Quicker Kafka rebalances and batches, here and in the processes a test starts.
+    constants = {
+        "app.kafka.SESSION_TIMEOUT_MS": 1000,
+        "actors.journal_consumer.BATCH_TIMEOUT_S": 0.2,
+    }
+    for name, constant in constants.items():
+        monkeypatch.setattr(name, constant)
+    values |= with_constants(constants)
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     return Settings()

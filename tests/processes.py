@@ -3,15 +3,48 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+
+
+#: The module constants a started process sets (tests/process_constants/sitecustomize.py).
+CONSTANTS_VARIABLE = "REVISIT_TEST_CONSTANTS"
+CONSTANTS_HOOK = str(Path(__file__).parent / "process_constants")
+
+
+def with_constants(
+    constants: Mapping[str, float], env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """``env`` with module constants of the started processes set, ``{"module.NAME":
+    value}``: the timings no operator tunes, shortened for a test (or a benchmark)."""
+    env = {**(env or {}), CONSTANTS_VARIABLE: json.dumps(constants)}
+    path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (CONSTANTS_HOOK, path) if p)
+    return env
+
+
+def _environment(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a started process: this one's, ``env`` over it, the
+    constants of both merged."""
+    full = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    constants = {
+        **json.loads(os.environ.get(CONSTANTS_VARIABLE, "{}")),
+        **json.loads(env.get(CONSTANTS_VARIABLE, "{}")),
+    }
+    if constants:
+        full[CONSTANTS_VARIABLE] = json.dumps(constants)
+        full["PYTHONPATH"] = os.pathsep.join(
+            p for p in (CONSTANTS_HOOK, full.get("PYTHONPATH")) if p
+        )
+    return full
 
 
 @contextlib.contextmanager
@@ -20,7 +53,7 @@ def running(
 ) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
     """Start each named command with ``env`` (in ``cwd``); stop them all (SIGTERM) on exit."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    full_env = {**os.environ, **env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    full_env = _environment(env)
     try:
         for name, argv in commands.items():
             log = (logdir / f"{name}.log").open("wb")

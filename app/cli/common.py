@@ -21,7 +21,6 @@ from rich.progress import (
 
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
-from app.settings import Settings
 
 # Piped output (scripts, tests) gets wide tables rather than truncated cells.
 console = Console() if sys.stdout.isatty() else Console(width=240)
@@ -39,15 +38,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def visit_types_of(settings: Settings, visit_type: str | None) -> list[str]:
-    """The configured visit types, or just ``visit_type`` if it is one of them."""
+def visit_types_of(conn: DictConnection, visit_type: str | None) -> list[str]:
+    """The visit types of the table, or just ``visit_type`` if it is one of them."""
     if visit_type is None:
-        return list(settings.visit_types)
-    if visit_type not in settings.visit_types:
-        raise fail(
-            f"VISIT_TYPE: unknown visit type {visit_type!r} "
-            f"(configured: {', '.join(settings.visit_types)})"
-        )
+        return sorted(known_visit_types(conn))
+    require_visit_type(conn, visit_type, "VISIT_TYPE")
     return [visit_type]
 
 

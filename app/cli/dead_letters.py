@@ -12,7 +12,7 @@ from app.cli.common import console, fail
 from app.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
-from queues.keys import dead_letter_reason
+from queues.keys import DRAMATIQ_NAMESPACE, dead_letter_reason
 
 dead_letters_app = typer.Typer(
     rich_markup_mode=None,
@@ -32,7 +32,7 @@ def _reasons(ids: list[str]) -> list[str]:
 
 def _queues(queue: str | None) -> list[str]:
     settings = get_settings()
-    found = dq.dead_letter_queues(redis_client(settings), settings.dramatiq_namespace)
+    found = dq.dead_letter_queues(redis_client(settings), DRAMATIQ_NAMESPACE)
     if queue is None:
         return found
     if queue not in found:
@@ -51,7 +51,7 @@ def dead_letters_list(
     table = Table("queue", "message id", "died", "actor", "what", "reason")
     total = 0
     for name in _queues(queue):
-        letters = dq.dead_letters(client, settings.dramatiq_namespace, name, limit)
+        letters = dq.dead_letters(client, DRAMATIQ_NAMESPACE, name, limit)
         total += len(letters)
         for letter, reason in zip(letters, _reasons([x.message_id for x in letters]), strict=True):
             what = letter.kwargs.get("url") or str(letter.kwargs.get("payload", ""))[:60]
@@ -72,7 +72,7 @@ def dead_letters_list(
 def dead_letters_show(queue: str, message_id: str) -> None:
     """One dead letter: the message as sent, and why it died."""
     settings = get_settings()
-    letters = dq.dead_letters(redis_client(settings), settings.dramatiq_namespace, queue, 10_000)
+    letters = dq.dead_letters(redis_client(settings), DRAMATIQ_NAMESPACE, queue, 10_000)
     letter = next((x for x in letters if x.message_id == message_id), None)
     if letter is None:
         raise fail(f"MESSAGE_ID: no dead letter {message_id!r} in {queue!r}", code=1)
@@ -83,7 +83,7 @@ def dead_letters_show(queue: str, message_id: str) -> None:
 def _act(queue: str, message_ids: list[str], everything: bool, *, requeue: bool) -> None:
     settings = get_settings()
     client = redis_client(settings)
-    ns = settings.dramatiq_namespace
+    ns = DRAMATIQ_NAMESPACE
     if everything:
         message_ids = [x.message_id for x in dq.dead_letters(client, ns, queue, 1_000_000)]
     elif not message_ids:

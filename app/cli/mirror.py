@@ -28,7 +28,7 @@ def mirror_rebuild(
     settings = get_settings()
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
-        for vt in visit_types_of(settings, visit_type):
+        for vt in visit_types_of(conn, visit_type):
             with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
                 try:
                     mirrored = rebuild(conn, ctx, vt, now())
@@ -70,7 +70,7 @@ def _mirror_command(
     ctx = Context.from_settings(settings)
     found = 0
     with connect(settings) as conn:
-        for vt in visit_types_of(settings, visit_type):
+        for vt in visit_types_of(conn, visit_type):
             differences = action(conn, ctx, vt, now)
             found += len(differences)
             for d in differences[:50]:

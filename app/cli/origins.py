@@ -25,7 +25,7 @@ from app.cli.common import (
 from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
-from app.listing import IMPORT_WRITERS, ImportReport
+from app.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
 from app.listing_input import ListingInputError
 from app.settings import get_settings
 
@@ -64,8 +64,7 @@ def origins_import(
         bool,
         typer.Option(
             "--allow-mass-disable",
-            help="with --full, disable unseen origins even beyond "
-            "REVISIT_FULL_LISTING_MAX_DISABLE_SHARE of the lister's",
+            help="with --full, disable unseen origins even beyond half of the lister's",
         ),
     ] = False,
 ) -> None:
@@ -93,7 +92,7 @@ def origins_import(
             _report(refused_batch, file)
         recorded, refused = report.recorded, len(report.refused)
         console.print(f"imported {recorded} origins for {lister}")
-        share = 1.0 if allow_mass_disable else settings.full_listing_max_disable_share
+        share = 1.0 if allow_mass_disable else MAX_DISABLE_SHARE
         if not refused:
             try:
                 disabled = finish_listing(

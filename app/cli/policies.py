@@ -37,14 +37,14 @@ def schedule(
     from app.scheduling import schedule_step
 
     settings = get_settings()
-    visit_types_of(settings, visit_type)
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
+        visit_types_of(conn, visit_type)
         policies = policies_of(conn, visit_type)
         result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
         config = visit_type_configs(conn)[visit_type]
     table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
-    lanes = {} if dry_run else _send(tuning_of(config, ctx), visit_type, result.orders)
+    lanes = {} if dry_run else _send(tuning_of(config), visit_type, result.orders)
     for rank, order in enumerate(result.orders):
         table.add_row(str(rank), order.url, order.policy, *lanes.get(order.origin_id, ()))
     console.print(table)

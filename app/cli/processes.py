@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import sys
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -14,19 +16,28 @@ import typer
 
 from app.cli.common import console, err, fail
 from app.domain.lanes import LANES, Lane
-from app.settings import Settings, get_settings
+from app.settings import WORKER_QUEUES_VARIABLE, Settings, get_settings
 
 
-def _warn_missing_loaders(settings: Settings, visit_types: list[str]) -> None:
+def _table(settings: Settings) -> tuple[set[str], list[str]]:
+    """The visit types of the table and the listers' first-visits prefixes."""
+    from app.db.connection import connect
+    from app.db.listings import first_visits_prefixes, known_visit_types
+
+    with connect(settings) as conn:
+        return known_visit_types(conn), first_visits_prefixes(conn)
+
+
+def _warn_missing_loaders(visit_types: Iterable[str]) -> None:
     """Say at start which visit types have no loader: their visits fail."""
     from app.loaders.base import installed_loaders
 
-    missing = [vt for vt in visit_types if vt not in installed_loaders()]
+    missing = sorted(vt for vt in visit_types if vt not in installed_loaders())
     if missing:
         err.print(
             f"warning: no loader installed for visit type(s) {', '.join(missing)}: their "
             "visits are recorded as failed; install a loader, or leave them out of "
-            "REVISIT_VISIT_TYPES (or REVISIT_WORKER_VISIT_TYPES_DENY for this pool)",
+            "this pool (REVISIT_WORKER_VISIT_TYPES_DENY)",
             markup=False,
             highlight=False,
         )
@@ -59,10 +70,13 @@ def _port_free(port: int, address: str, setting: str) -> None:
 
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
+    import psycopg
+
     settings = get_settings()
-    _warn_missing_loaders(settings, settings.visit_types)
-    port = settings.scheduler_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_SCHEDULER_METRICS_PORT")
+    with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
+        _warn_missing_loaders(_table(settings)[0])
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "scheduler")
 
 
@@ -79,11 +93,11 @@ def journal(
     """Run the journal client: apply origin_visit_status messages to the visit stats.
 
     With ``--processes N`` (N > 1) a supervisor runs N clients in one consumer
-    group, serves their metrics summed on REVISIT_JOURNAL_METRICS_PORT, and
+    group, serves their metrics summed on REVISIT_METRICS_PORT, and
     exits non-zero if one of them dies (actors/supervisor.py)."""
     settings = get_settings()
-    port = settings.journal_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_JOURNAL_METRICS_PORT")
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     if processes == 1:
         become("actors", "journal")
     else:
@@ -120,30 +134,30 @@ def worker(
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),
     ] = None,
 ) -> None:
-    """Run Dramatiq workers for the lanes of the visit types this pool serves
-    (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY)."""
+    """Run Dramatiq workers for the lanes of the visit types this pool serves: the
+    visit_types table's, filtered by REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY, read
+    at start (a visit type added later is served after a restart)."""
     from app.queue_names import first_visits_queue, lane_queue
 
-    prefixes = first_visits_prefix or []
-    if prefixes:
-        # The worker module declares the first-visits queues of these prefixes.
-        known = get_settings().first_visits_prefixes
-        os.environ["REVISIT_FIRST_VISITS_PREFIXES"] = json.dumps(sorted({*known, *prefixes}))
+    settings = get_settings()
+    served = settings.served_visit_types(_table(settings)[0])
     queues = []
-    for vt in get_settings().served_visit_types():
-        queues += [first_visits_queue(prefix, vt) for prefix in prefixes]
+    for vt in served:
+        queues += [first_visits_queue(prefix, vt) for prefix in first_visits_prefix or []]
         queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
     if not queues:
         raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
-    _warn_missing_loaders(get_settings(), get_settings().served_visit_types())
+    _warn_missing_loaders(served)
+    # The worker module declares these queues (Dramatiq consumes declared queues only).
+    os.environ[WORKER_QUEUES_VARIABLE] = json.dumps(queues)
     exec_dramatiq("actors.worker", processes, threads, queues)
 
 
 def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
     """Become a Dramatiq worker pool of ``module`` on ``queues``, its metrics set up first."""
     settings = get_settings()
-    port = settings.worker_metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_WORKER_METRICS_PORT")
+    port = settings.metrics_port
+    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     from monitoring.dramatiq_metrics import worker_metrics_env
 
     os.environ.update(worker_metrics_env(settings))

@@ -21,7 +21,7 @@ from app.queue_names import lane_queue
 from app.settings import get_settings
 from app.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
-from queues.keys import visit_outcomes
+from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
 from queues.workers import queue_capacity
 
 
@@ -29,7 +29,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     """Read the state of ``visit_types`` now (``at`` stamps it)."""
     settings = ctx.settings
     queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
-    depths = dq.depths(ctx.redis, settings.dramatiq_namespace, queues)
+    depths = dq.depths(ctx.redis, DRAMATIQ_NAMESPACE, queues)
     requests = open_requests(conn)
     drift = schedule_drift(conn, at)
     found = []
@@ -122,8 +122,8 @@ def status(
     workers, visits/s, failure rate, open requests, schedule drift, dead letters."""
     settings = get_settings()
     ctx = Context.from_settings(settings)
-    types = visit_types_of(settings, visit_type)
     with connect(settings) as conn:
+        types = visit_types_of(conn, visit_type)
         previous = snapshot(conn, ctx, types, now())
         if once:
             console.print(render(previous, None))

@@ -76,23 +76,18 @@ QueueLength = Annotated[
 ]
 TimeLimit = Annotated[
     str | None,
-    typer.Option(
-        help=f"longest a visit may run, {DURATION_HELP} (default REVISIT_SLOW_TIME_LIMIT_S)"
-    ),
+    typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)"),
 ]
 Retries = Annotated[
     int | None,
     typer.Option(
         "--retries",
-        help="retries after a transient failure, 0..20 (default REVISIT_VISIT_MAX_RETRIES)",
+        help="retries after a transient failure, 0..20 (default 3)",
     ),
 ]
 RetryDelay = Annotated[
     str | None,
-    typer.Option(
-        help=f"first retry's delay, doubling, {DURATION_HELP} "
-        "(default REVISIT_VISIT_RETRY_BACKOFF_S)"
-    ),
+    typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)"),
 ]
 
 
@@ -110,10 +105,9 @@ def visit_type_add(
     """Add a visit type (with the project's default policy, age_optimal)."""
     _apply(add_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"added visit type {name}")
-    if name not in get_settings().visit_types:
-        console.print(
-            f"note: add {name} to REVISIT_VISIT_TYPES so the scheduler and workers serve it"
-        )
+    console.print(
+        f"note: the scheduler feeds {name} within 30 s; running workers serve it once restarted"
+    )
     if name not in installed_loaders():
         console.print(f"note: no loader is installed for {name}: its visits would fail")
 
@@ -136,7 +130,8 @@ def visit_type_set(
 
 @visit_type_app.command("list")
 def visit_type_list() -> None:
-    """Every visit type: settings, origins, whether it is served and has a loader."""
+    """Every visit type: settings, origins, whether this environment's workers serve
+    it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
     settings = get_settings()
     loaders = installed_loaders()
     table = Table(
@@ -160,18 +155,14 @@ def visit_type_list() -> None:
                 _duration(float(r["max_interval_s"])),
                 str(r["max_queue_length"]),
                 str(r["origins"]),
-                "yes" if r["name"] in settings.visit_types else "no",
+                "yes" if settings.served_visit_types([r["name"]]) else "no",
                 "yes" if r["name"] in loaders else "no",
-                _optional_duration(r["time_limit_s"]),
-                "default" if r["num_retries"] is None else str(r["num_retries"]),
-                _optional_duration(r["retry_delay_s"]),
+                _duration(float(r["time_limit_s"])),
+                str(r["num_retries"]),
+                _duration(float(r["retry_delay_s"])),
                 r["description"],
             )
     console.print(table)
-
-
-def _optional_duration(seconds: Any) -> str:
-    return "default" if seconds is None else _duration(float(seconds))
 
 
 def _duration(seconds: float) -> str:

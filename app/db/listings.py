@@ -54,6 +54,11 @@ def known_visit_types(conn: DictConnection) -> set[str]:
     return {str(r["name"]) for r in conn.execute(query("known_visit_types"))}
 
 
+def first_visits_prefixes(conn: DictConnection) -> list[str]:
+    """The prefixes of the listers' first-visits queues."""
+    return [str(r["prefix"]) for r in conn.execute(query("first_visits_prefixes"))]
+
+
 #: The columns of a mirror row, as the queries name them (in the order of its fields).
 MIRROR_COLUMNS = [f.name for f in fields(MirrorRow)]
 _MIRROR_VALUES = itemgetter(*MIRROR_COLUMNS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -21,12 +20,12 @@ class VisitTypeConfig:
 
     name: str
     max_queue_length: int
-    num_retries: int | None
-    """Retries after a transient failure; None: the setting (REVISIT_VISIT_MAX_RETRIES)."""
-    retry_delay_s: float | None
-    """First retry's delay; None: the setting (REVISIT_VISIT_RETRY_BACKOFF_S)."""
-    time_limit_s: float | None
-    """Longest a visit may run; None: the setting (REVISIT_SLOW_TIME_LIMIT_S)."""
+    num_retries: int
+    """Retries after a transient failure."""
+    retry_delay_s: float
+    """First retry's delay, doubling at each retry."""
+    time_limit_s: float
+    """Longest a visit may run."""
     min_interval_s: float
     max_interval_s: float
     age_multiplier_s2: float | None = None
@@ -46,9 +45,9 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
         str(r["name"]): VisitTypeConfig(
             name=str(r["name"]),
             max_queue_length=int(r["max_queue_length"]),
-            num_retries=_optional(int, r["num_retries"]),
-            retry_delay_s=_optional(float, r["retry_delay_s"]),
-            time_limit_s=_optional(float, r["time_limit_s"]),
+            num_retries=int(r["num_retries"]),
+            retry_delay_s=float(r["retry_delay_s"]),
+            time_limit_s=float(r["time_limit_s"]),
             min_interval_s=float(r["min_interval_s"]),
             max_interval_s=float(r["max_interval_s"]),
             age_multiplier_s2=r["age_multiplier_s2"],
@@ -58,10 +57,6 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
         )
         for r in conn.execute(query("visit_type_config"))
     }
-
-
-def _optional(kind: Callable[[Any], T], value: Any) -> T | None:
-    return None if value is None else kind(value)
 
 
 def mark_scheduled(conn: DictConnection, ids: list[int], now: datetime) -> list[dict[str, Any]]:
@@ -127,6 +122,10 @@ def set_age_multiplier(
     )
 
 
-def set_max_queue_length(conn: DictConnection, visit_type: str, length: int) -> None:
-    """Bound every queue of a visit type to ``length`` messages (queued or running)."""
-    conn.execute(query("set_max_queue_length"), {"visit_type": visit_type, "length": length})
+def set_max_queue_length(
+    conn: DictConnection, visit_type: str, length: int, time_limit_s: float | None = None
+) -> None:
+    """Bound every queue of a visit type to ``length`` messages (queued or running),
+    and its visits to ``time_limit_s`` if given."""
+    params = {"visit_type": visit_type, "length": length, "time_limit_s": time_limit_s}
+    conn.execute(query("set_max_queue_length"), params)

@@ -40,17 +40,9 @@ PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
-    "REVISIT_VISIT_TYPES": '["git"]',
+    "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
-    "REVISIT_ABSOLUTE_COOLDOWN_S": "4",
-    "REVISIT_FAILED_COOLDOWN_S": "20",
-    "REVISIT_NOT_FOUND_COOLDOWN_S": "30",
-    "REVISIT_SCHEDULED_COOLDOWN_S": "60",
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.5",
-    "REVISIT_JOURNAL_BATCH_TIMEOUT_S": "0.2",
-    "REVISIT_KAFKA_SESSION_TIMEOUT_MS": "1000",
-    "REVISIT_LISTER_POLL_INTERVAL_S": "1",
 }
 #: How often the demo's incremental listing reports the repositories that changed.
 DEMO_INCREMENTAL_S = 4

@@ -12,6 +12,11 @@ def hoster_of(url: str) -> str:
     return host.lower() if host else "(local)"
 
 
-def hoster_limit(host: str, limits: Mapping[str, int], default: int | None) -> int | None:
-    """Visits of ``host`` allowed at once: its own limit, else the default (None: no limit)."""
-    return limits.get(host, default)
+#: The key of ``REVISIT_HOSTER_LIMITS`` that limits every hoster not named.
+ANY_HOSTER = "*"
+
+
+def hoster_limit(host: str, limits: Mapping[str, int]) -> int | None:
+    """Visits of ``host`` allowed at once: its own limit, else the ``"*"`` one (None:
+    no limit)."""
+    return limits.get(host, limits.get(ANY_HOSTER))

@@ -28,8 +28,16 @@ from app.db.queries import query
 from app.domain.backoff import Backoff
 from app.domain.lister_schedule import ListerSchedule, after_run
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
-from app.listers.settings import ListerSettings
 from app.listing import finish_listing, record_listed_origins, start_listing
+
+#: Origins recorded per transaction by a run.
+LISTER_BATCH_SIZE = 1000
+#: Wait before retrying a failed run; doubles per failure up to the next constant.
+LISTER_RETRY_BASE_S = 60.0
+#: Longest wait between retries of a failing lister.
+LISTER_RETRY_MAX_S = 6 * 3600.0
+#: A run not finished after this long is lost: its time limit, and when it is sent again.
+LISTER_RUN_TIMEOUT_S = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,6 @@ def execute_run(
     ctx: Context,
     run_id: int,
     clock: Callable[[], datetime],
-    settings: ListerSettings,
     rng: random.Random,
     load: Callable[[str], Lister] = get_lister_plugin,
 ) -> RunOutcome | None:
@@ -114,10 +121,10 @@ def execute_run(
     lister_id, full = run["lister_id"], bool(run["full_listing"])
     listed, error = 0, None
     try:
-        listed = _list(conn, ctx, run, load(run["name"]), clock, settings.lister_batch_size)
+        listed = _list(conn, ctx, run, load(run["name"]), clock, LISTER_BATCH_SIZE)
     except Exception as exc:  # a lister's failure is its run's outcome, not the worker's
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
-    backoff = Backoff(settings.lister_retry_base_s, settings.lister_retry_max_s)
+    backoff = Backoff(LISTER_RETRY_BASE_S, LISTER_RETRY_MAX_S)
     schedule = _finish(conn, run_id, lister_id, full, error, clock(), backoff, rng)
     name = f"{run['name']}/{run['instance_name']}"
     return RunOutcome(run_id, name, full, error is None, listed, error, schedule)

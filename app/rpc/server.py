@@ -6,9 +6,9 @@ keyword arguments, a msgpack answer (``app.rpc.codec``). It binds 127.0.0.1
 by default (``REVISIT_RPC_HOST``, ``REVISIT_RPC_PORT``): it has no
 authentication, like the reference's, so expose it through a proxy that has.
 
-Each request thread borrows one of ``REVISIT_RPC_DATABASE_CONNECTIONS``
-PostgreSQL connections (``app.db.connection.Connections``); one that was lost
-is replaced at the next request, so the server outlives a PostgreSQL restart
+Each request thread borrows one of ``DATABASE_CONNECTIONS`` PostgreSQL
+connections (``app.db.connection.Connections``); one that was lost is
+replaced at the next request, so the server outlives a PostgreSQL restart
 (callers get 503 meanwhile, which the reference's client retries).
 """
 
@@ -26,7 +26,6 @@ import psycopg
 from app.context import Context
 from app.db.connection import Connections
 from app.listers.interface import ListerInterface
-from app.listers.settings import ListerSettings
 from app.rpc.codec import encode_error
 from app.rpc.endpoints import SERVED, UNSERVED, call
 from app.settings import Settings
@@ -35,6 +34,8 @@ log = logging.getLogger("revisit.rpc")
 
 MSGPACK = "application/x-msgpack"
 MAX_BODY_BYTES = 256 * 1024 * 1024
+#: PostgreSQL connections the server keeps, one per concurrent request.
+DATABASE_CONNECTIONS = 4
 
 
 def index_page() -> bytes:
@@ -49,13 +50,12 @@ def index_page() -> bytes:
 
 def make_server(
     settings: Settings,
-    lister_settings: ListerSettings,
     observe: Callable[[str, int, float], None] = lambda endpoint, status, seconds: None,
 ) -> ThreadingHTTPServer:
     """The RPC server bound to ``REVISIT_RPC_HOST:REVISIT_RPC_PORT`` (port 0: any free);
     ``observe`` is told each request's endpoint, HTTP status and seconds (metrics)."""
     ctx = Context.from_settings(settings)
-    pool = Connections(settings, lister_settings.rpc_database_connections)
+    pool = Connections(settings, DATABASE_CONNECTIONS)
 
     def clock() -> datetime:
         return datetime.now(tz=UTC)
@@ -105,7 +105,7 @@ def make_server(
         def log_message(self, format: str, *args: object) -> None:
             log.debug(format, *args)
 
-    server = ThreadingHTTPServer((lister_settings.rpc_host, lister_settings.rpc_port), Handler)
+    server = ThreadingHTTPServer((settings.rpc_host, settings.rpc_port), Handler)
     server.daemon_threads = True
     return server
 

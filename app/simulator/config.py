@@ -17,24 +17,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from app.api_models import first_error
+from app.context import TUNING_KNOBS
 
-#: Scheduler settings a world may override (app.settings.Settings fields).
-KNOBS = frozenset(
-    {
-        "ladder_unit_s",
-        "absolute_cooldown_s",
-        "scheduled_cooldown_s",
-        "failed_cooldown_s",
-        "failed_retry_s",
-        "not_found_cooldown_s",
-        "max_failures_in_a_row",
-        "change_rate_prior_units",
-        "allocation_interval_s",
-        "known_change_head_start_share",
-        "first_visit_share",
-        "replan_batch",
-    }
-)
+#: What a world may override: the ladder unit (a setting) and the research knobs
+#: (app.context.Tuning).
+KNOBS = TUNING_KNOBS | {"ladder_unit_s"}
 
 
 class _Model(BaseModel):

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from app.api_models import RequestVisit
-from app.context import Context
+from app.context import TUNING_KNOBS, Context, Tuning
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, register_lister
 from app.db.policies import policies_of, set_policies
@@ -99,19 +99,23 @@ class _VisitType:
 
 
 def simulation_settings(settings: Settings, config: WorldConfig) -> Settings:
-    """``settings`` with the world's scheduler knobs and visit types."""
+    """``settings`` with the world's ladder unit."""
     update: dict[str, Any] = {
         # One pool of simulated workers serves the recurrent visits: no visit is
         # predicted to outlast the express lane, and the slow lane stays empty.
         "express_time_limit_s": NO_LANE_LIMIT_S,
-        "slow_time_limit_s": NO_LANE_LIMIT_S,
-        # Re-solving the allocation every few simulated hours tracks a capacity
-        # that changes over days, at a fraction of the cost of every step.
-        "allocation_interval_s": SIMULATED_ALLOCATION_INTERVAL_S,
-        **config.settings,
+        **{k: v for k, v in config.settings.items() if k not in TUNING_KNOBS},
     }
-    update["visit_types"] = [vt.name for vt in config.visit_types]
     return settings.model_copy(update=update)
+
+
+def simulation_tuning(config: WorldConfig) -> Tuning:
+    """The research knobs with the world's overrides."""
+    # Re-solving the allocation every few simulated hours tracks a capacity
+    # that changes over days, at a fraction of the cost of every step.
+    knobs: dict[str, Any] = {"allocation_interval_s": SIMULATED_ALLOCATION_INTERVAL_S}
+    knobs |= {k: v for k, v in config.settings.items() if k in TUNING_KNOBS}
+    return Tuning(**knobs)
 
 
 class Simulation:
@@ -122,7 +126,9 @@ class Simulation:
     ) -> None:
         self.conn = conn
         self.config = config
-        self.ctx = Context.from_settings(simulation_settings(settings, config))
+        self.ctx = Context.from_settings(
+            simulation_settings(settings, config), simulation_tuning(config)
+        )
         self.start_s = config.start.timestamp()
         self.end_s = self.start_s + days * DAY_S
         self.step_s = config.step_minutes * 60
@@ -142,7 +148,7 @@ class Simulation:
                 )
             if vt.policies is not None:
                 set_policies(conn, vt.name, vt.policies)
-            set_max_queue_length(conn, vt.name, max(1, vt.queue_length))
+            set_max_queue_length(conn, vt.name, max(1, vt.queue_length), NO_LANE_LIMIT_S)
             count = request_rng.poisson(vt.requests_per_day * days)
             self.types[vt.name] = _VisitType(
                 world=world,

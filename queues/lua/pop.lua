@@ -23,11 +23,7 @@
 --         last visit counts as due that long).
 --         up_to_date origins are taken only once due (the forge reports no
 --         change since the last visit: an earlier visit would be useless).
---         With 'due', ARGV[6] is the head start (s) of known work: the due
---         time of never_visited and lagging origins is moved that much earlier,
---         so a change the forge reported goes before a planned visit unless
---         that one is overdue by more than the head start.
---         With 'due', ARGV[7] is the share of each batch kept for first visits
+--         With 'due', ARGV[6] is the share of each batch kept for first visits
 --         (seed 000's first goal: every origin visited once as soon as
 --         possible): that many never_visited origins (oldest last_update
 --         first) are taken before the merge, however much other work is due
@@ -89,7 +85,6 @@ for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
 local take = {0, 0, 0, 0}
 
 -- Age-optimal: merge the heads of the four pools by due time.
-local head_start = tonumber(ARGV[6]) or 0
 local dues = {}
 local function by_due(first)
   local heads, pos = {}, {}
@@ -108,7 +103,6 @@ local function by_due(first)
         -- lagging: a due time (age_optimal's delay after the change), or
         -- -lag (<= 0, before the first multiplier): due lag seconds ago
         if i == 2 and due <= 0 then due = now + due end
-        if i <= 2 then due = due - head_start end
         -- The forge says an up_to_date origin has not changed: visiting it
         -- before its target (the floor) could only be useless.
         local wait = i == 4 and due > now
@@ -126,7 +120,7 @@ end
 local credit = {0, 0, 0, 0}
 local keep_credit = not peek and redis.call('EXISTS', meta) == 1
 if ARGV[5] == 'due' then
-  local first_share = tonumber(ARGV[7]) or 0
+  local first_share = tonumber(ARGV[6]) or 0
   local first = 0
   if first_share > 0 and not rank then
     local owed = keep_credit and tonumber(redis.call('HGET', meta, 'credit:first')) or 0

@@ -15,6 +15,12 @@ from listers where name = %(name)s and instance_name = %(instance_name)s
 -- name: known_visit_types
 select name from visit_types order by name
 
+-- name: first_visits_prefixes
+-- The prefixes of the listers' first-visits queues (``first_visits_queue(prefix, visit type)``).
+select distinct first_visits_queue_prefix as prefix from listers
+where first_visits_queue_prefix is not null
+order by prefix
+
 -- name: create_listing_staging
 create temporary table listing_staging (
   url text not null,

@@ -67,4 +67,7 @@ set age_multiplier_s2 = %(multiplier)s, age_multiplier_updated_at = %(now)s,
 where name = %(visit_type)s
 
 -- name: set_max_queue_length
-update visit_types set max_queue_length = %(length)s where name = %(visit_type)s
+-- The simulator's bound of a visit type's queues, and its time limit.
+update visit_types set max_queue_length = %(length)s,
+  time_limit = coalesce(make_interval(secs => %(time_limit_s)s), time_limit)
+where name = %(visit_type)s

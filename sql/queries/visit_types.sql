@@ -1,7 +1,6 @@
 -- Visit types, as operators add, list and change them.
 
 -- name: insert_visit_type
--- A null time limit, retries or retry delay stands for the worker's setting.
 insert into visit_types (name, description, min_interval, max_interval, max_queue_length,
                          time_limit, num_retries, retry_delay)
 values (%(name)s, %(description)s, make_interval(secs => %(min_interval_s)s),

@@ -64,7 +64,7 @@ def test_the_scheduler_sets_the_multiplier_from_the_capacity_it_measured(
     assert visit_type_configs(conn)["git"].age_multiplier_s2 is None
     policies = {"age_optimal": 1.0}
     schedule_step(conn, ctx, "git", 5, NOW, policies)  # starts counting picks
-    interval = timedelta(seconds=ctx.settings.allocation_interval_s)
+    interval = timedelta(seconds=ctx.tuning.allocation_interval_s)
     schedule_step(conn, ctx, "git", 5, NOW + interval / 2, policies)
     later = schedule_step(conn, ctx, "git", 5, NOW + interval, policies)
     assert len(later.orders) == 5
@@ -94,7 +94,7 @@ def test_the_typical_visit_cost_is_measured_with_the_first_multiplier_and_then_k
         apply_events_batch(conn, ctx, events, visit_type_configs(conn), NOW)
     assert visit_type_configs(conn)["git"].visit_cost_reference_s is None
     policies = {"age_optimal": 1.0}
-    interval = timedelta(seconds=ctx.settings.allocation_interval_s)
+    interval = timedelta(seconds=ctx.tuning.allocation_interval_s)
     schedule_step(conn, ctx, "git", 5, NOW, policies)
     schedule_step(conn, ctx, "git", 5, NOW + interval, policies)
     config = visit_type_configs(conn)["git"]

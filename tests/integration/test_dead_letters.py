@@ -19,8 +19,9 @@ from app.kafka import read_dead_letters
 from app.queue_names import API_QUEUE
 from app.settings import Settings
 from queues import dramatiq_queues as dq
+from queues.keys import DRAMATIQ_NAMESPACE
 from tests.integration.helpers import cli
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 QUEUE = "test.dead"
 
@@ -47,7 +48,7 @@ def test_a_failed_message_is_listed_with_its_reason_then_requeued_and_done(
     settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
 ) -> None:
     broker, seen = worker
-    ns = settings.dramatiq_namespace
+    ns = DRAMATIQ_NAMESPACE
     broker.get_actor("flaky").send("apple")
     client = broker.client  # type: ignore[attr-defined]
     wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 1, 20, "a dead letter")
@@ -73,7 +74,7 @@ def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
     settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
 ) -> None:
     broker, _ = worker
-    ns = settings.dramatiq_namespace
+    ns = DRAMATIQ_NAMESPACE
     for word in ("a", "b"):
         broker.get_actor("flaky").send(word)
     client = broker.client  # type: ignore[attr-defined]
@@ -91,7 +92,7 @@ def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
     settings: Settings, tmp_path: Path
 ) -> None:
     client = redis.Redis.from_url(settings.redis_dsn())
-    ns, queue = settings.dramatiq_namespace, API_QUEUE
+    ns, queue = DRAMATIQ_NAMESPACE, API_QUEUE
     for i in range(5):
         client.hset(f"{ns}:{queue}.msgs", f"junk-{i}", b"\xff not json")
         client.rpush(f"{ns}:{queue}", f"junk-{i}")
@@ -102,7 +103,7 @@ def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
     def unacked() -> int:
         return sum(client.scard(k) for k in client.scan_iter(match=f"{ns}:__acks__.*"))
 
-    env = {"REVISIT_UNDECODABLE_SWEEP_INTERVAL_S": "0.5"}
+    env = with_constants({"actors.undecodable.SWEEP_INTERVAL_S": 0.5})
     with running({"api": ["revisit", "api"]}, env, logs):
         wait_for(lambda: client.zcard(f"{ns}:{queue}.XQ") == 6, 30, "six dead letters", logs)
         wait_for(lambda: unacked() == 0, 30, "nothing left unacknowledged", logs)

@@ -7,13 +7,9 @@ from app.db.connection import DictConnection
 from app.devtools.demo import commit, make_repo
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
-FAST = {
-    "REVISIT_LADDER_UNIT_S": "1",
-    "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-}
+FAST = with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}, {"REVISIT_LADDER_UNIT_S": "1"})
 PROCESSES = {
     "scheduler": ["revisit", "scheduler"],
     "worker": ["revisit", "worker", "--processes", "1", "--threads", "4"],

@@ -32,7 +32,7 @@ from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
 from app.kafka import StatusPublisher, producer_config
-from app.mirror_sync import check
+from app.mirror_sync import LOST_VISIT_GRACE_S, check
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
@@ -142,12 +142,16 @@ def test_journal_client_survives_a_redis_restart_and_places_what_it_wrote(
 
 
 def test_scheduler_starts_before_postgresql_and_survives_losing_it(
-    service_env: dict[str, str], settings: Settings, conn: DictConnection, ctx: Context
+    service_env: dict[str, str],
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     list_origins(conn, ctx, URLS[:3], now=T0)
     dbname = str(conn.info.dbname)
     admin = service_env["REVISIT_DATABASE_URL"]
-    settings = settings.model_copy(update={"scheduler_poll_interval_s": 0.2})
+    monkeypatch.setattr("actors.scheduler.POLL_INTERVAL_S", 0.2)
     set_database_available(admin, dbname, False)
     try:
         loop = SchedulerLoop(settings)  # PostgreSQL refuses connections here
@@ -278,7 +282,7 @@ def test_after_a_redis_wipe_a_visit_sent_but_not_started_is_sent_again_after_the
     ctx.redis.flushdb()  # the mirror and every Dramatiq message are gone
 
     wiped = T0 + timedelta(hours=1)
-    grace = timedelta(seconds=ctx.settings.lost_visit_grace_s)
+    grace = timedelta(seconds=LOST_VISIT_GRACE_S)
     first = schedule_step(conn, ctx, "git", 10, wiped)
     assert first.rebuilt
     assert first.orders == []

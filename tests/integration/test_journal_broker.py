@@ -54,7 +54,7 @@ def journal_process(settings: Settings, logdir: Path, metrics_port: int) -> subp
     env = {
         **os.environ,
         "REVISIT_KAFKA_BROKERS": settings.kafka_brokers,
-        "REVISIT_JOURNAL_METRICS_PORT": str(metrics_port),
+        "REVISIT_METRICS_PORT": str(metrics_port),
         "REVISIT_LOG_LEVEL": "INFO",
     }
     log = (logdir / "journal.log").open("wb")
@@ -204,12 +204,11 @@ def test_a_journal_client_stopped_while_it_dead_letters_to_an_absent_broker_exit
 
 
 def test_a_consumer_without_an_assignment_for_too_long_is_replaced_and_consumes(
-    settings: Settings, own_broker: embedded.Restartable
+    settings: Settings, own_broker: embedded.Restartable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     own_broker.start()
-    settings = settings.model_copy(
-        update={"kafka_brokers": own_broker.address, "journal_rejoin_after_s": 30.0}
-    )
+    monkeypatch.setattr("actors.journal_consumer.REJOIN_AFTER_S", 30.0)
+    settings = settings.model_copy(update={"kafka_brokers": own_broker.address})
     now = [0.0]
     consumer = JournalConsumer(settings, clock=lambda: now[0])
     try:
@@ -238,12 +237,15 @@ def test_a_consumer_without_an_assignment_for_too_long_is_replaced_and_consumes(
 
 
 def test_the_journal_client_applies_statuses_published_after_broker_restarts(
-    settings: Settings, conn: DictConnection, ctx: Context, own_broker: embedded.Restartable
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    own_broker: embedded.Restartable,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     own_broker.start()
-    settings = settings.model_copy(
-        update={"kafka_brokers": own_broker.address, "journal_rejoin_after_s": 10.0}
-    )
+    monkeypatch.setattr("actors.journal_consumer.REJOIN_AFTER_S", 10.0)
+    settings = settings.model_copy(update={"kafka_brokers": own_broker.address})
     list_origins(conn, ctx, URLS, now=T0)
     publisher = StatusPublisher(settings)
     running = Running(JournalClient(settings))

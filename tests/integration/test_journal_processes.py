@@ -37,7 +37,7 @@ PARTITIONS = 4
 
 def journal_group(logdir: Path, metrics_port: int) -> subprocess.Popen[bytes]:
     """``revisit journal --processes 2`` as the Procfile starts it."""
-    env = {**os.environ, "REVISIT_JOURNAL_METRICS_PORT": str(metrics_port)}
+    env = {**os.environ, "REVISIT_METRICS_PORT": str(metrics_port)}
     log = (logdir / "journal.log").open("wb")
     return subprocess.Popen(
         [str(BIN / "revisit"), "journal", "--processes", "2"],

@@ -20,7 +20,7 @@ from app.mirror_sync import check
 from app.settings import Settings
 from tests.integration import journal_crash
 from tests.integration.helpers import list_origins, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 ROOT = Path(__file__).resolve().parents[2]
 URLS = [f"https://forge.example/r{i}.git" for i in range(6)]
@@ -108,7 +108,7 @@ def test_a_crash_between_the_transaction_and_the_offset_commit_changes_nothing(
 ) -> None:
     prepare(conn, ctx)
     messages = publish_visits(settings)
-    env = {"PYTHONPATH": str(ROOT), "REVISIT_JOURNAL_BATCH_SIZE": "5"}
+    env = with_constants({"actors.journal_consumer.BATCH_SIZE": 5}, {"PYTHONPATH": str(ROOT)})
     command = {"journal": [sys.executable, "-m", "app", "journal"]}
     crashing = {"journal": [sys.executable, "-m", journal_crash.__name__, "2"]}
     with running(crashing, env, tmp_path) as procs:

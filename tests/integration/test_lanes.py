@@ -12,9 +12,10 @@ from app.db.connection import DictConnection
 from app.settings import Settings
 from queues.workers import queue_capacity
 from tests.integration.helpers import run_visits, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
-SIMULATED = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}
+FAST_POLL = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
+SIMULATED = with_constants(FAST_POLL, {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]'})
 
 
 def list_simulated(
@@ -50,12 +51,8 @@ def test_seed_003_example_fast_jobs_finish_before_slow_ones(
         "sim://fast2": {"duration_s": 0.2},
     }
     list_simulated(conn, ctx, jobs)
-    env = {
-        **SIMULATED,
-        "REVISIT_EXPRESS_TIME_LIMIT_S": "2",
-        "REVISIT_SLOW_TIME_LIMIT_S": "30",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
-    }
+    conn.execute("update visit_types set time_limit = interval '30 s' where name = 'simulated'")
+    env = {**SIMULATED, "REVISIT_EXPRESS_TIME_LIMIT_S": "2"}
     logs = tmp_path / "logs"
     logs.mkdir()
     procs = {
@@ -92,11 +89,9 @@ def test_visit_of_a_sigkilled_worker_is_completed_by_another_within_the_bound(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     list_simulated(conn, ctx, {"sim://long": {"duration_s": 3.0}})
-    env = {
-        **SIMULATED,
-        "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "5000",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
-    }
+    env = with_constants(
+        {**FAST_POLL, "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 5000}, SIMULATED
+    )
     logs = tmp_path / "logs"
     logs.mkdir()
     with running(
@@ -132,7 +127,7 @@ def test_sigterm_lets_the_running_visit_finish(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     list_simulated(conn, ctx, {"sim://steady": {"duration_s": 3.0}})
-    env = {**SIMULATED, "REVISIT_ABSOLUTE_COOLDOWN_S": "3600"}
+    env = SIMULATED
     logs = tmp_path / "logs"
     logs.mkdir()
     with running(
@@ -176,13 +171,11 @@ def test_a_hoster_never_has_more_visits_running_than_its_limit(
     jobs = {f"sim://busy.example/{i}": {"duration_s": 1.0} for i in range(3)}
     jobs["sim://free.example/x"] = {"duration_s": 1.0}
     list_simulated(conn, ctx, jobs)
-    conn.execute("update visit_types set max_queue_length = 10 where name = 'simulated'")
-    env = {
-        **SIMULATED,
-        "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}',
-        "REVISIT_VISIT_RETRY_BACKOFF_S": "0.2",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "3600",
-    }
+    conn.execute(
+        "update visit_types set max_queue_length = 10, retry_delay = interval '0.2 s' "
+        "where name = 'simulated'"
+    )
+    env = {**SIMULATED, "REVISIT_HOSTER_LIMITS": '{"busy.example": 1}'}
     logs = run_visits(tmp_path, env, lambda: finished(conn, list(jobs)), "all visits")
     stats = stats_by_url(conn)
     busy = sorted(stats[u]["last_final_date"] for u in jobs if "busy" in u)

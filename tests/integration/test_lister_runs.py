@@ -16,14 +16,12 @@ from app.db.connection import DictConnection
 from app.devtools.demo import make_repo
 from app.devtools.embedded import free_port
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
-from app.listers.settings import ListerSettings
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from tests.integration.helpers import cli, stats_by_url
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 HOUR = timedelta(hours=1)
-RUNS = ListerSettings(lister_retry_base_s=60, lister_retry_max_s=3600)
 
 
 def runs(conn: DictConnection) -> list[dict[str, object]]:
@@ -47,8 +45,8 @@ def test_a_scheduled_run_is_executed_by_a_worker_and_its_origins_are_visited(
         "worker": ["revisit", "worker", "--processes", "1", "--threads", "2"],
         "journal": ["revisit", "journal"],
     }
-    with running(processes, {"REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2"}, logs):
-        sent = ListerScheduler(settings, RUNS).step(datetime.now(tz=UTC))
+    with running(processes, with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}), logs):
+        sent = ListerScheduler(settings).step(datetime.now(tz=UTC))
         assert len(sent) == 1 and sent[0].full
         wait_for(lambda: runs(conn)[0]["status"] == "succeeded", 60, "the lister run", logs)
         wait_for(
@@ -63,7 +61,7 @@ def test_a_scheduled_run_is_executed_by_a_worker_and_its_origins_are_visited(
     state = conn.execute("select current_state from listers").fetchone()
     assert state is not None and "last_update" in state["current_state"]
     # not due again before its interval
-    assert ListerScheduler(settings, RUNS).step(datetime.now(tz=UTC)) == []
+    assert ListerScheduler(settings).step(datetime.now(tz=UTC)) == []
     listing = cli("lister", "list")
     assert "gitdir/forge" in listing.stdout and "succeeded" in listing.stdout
 
@@ -78,7 +76,7 @@ def test_a_failing_lister_backs_off_and_says_why(
     now = start
     for _ in range(3):
         (due,) = claim_due_runs(conn, now, 6 * HOUR)
-        outcome = execute_run(conn, ctx, due.run_id, lambda: now, RUNS, rng)  # noqa: B023
+        outcome = execute_run(conn, ctx, due.run_id, lambda: now, rng)  # noqa: B023
         assert outcome is not None and outcome.next_schedule is not None
         assert (
             not outcome.succeeded
@@ -107,8 +105,8 @@ def test_a_run_no_worker_finished_is_declared_lost_and_sent_again(
     (first,) = claim_due_runs(conn, start, HOUR)
     assert claim_due_runs(conn, start + HOUR / 2, HOUR) == []  # still out
     (second,) = claim_due_runs(conn, start + 2 * HOUR, HOUR)
-    assert execute_run(conn, ctx, first.run_id, lambda: start, RUNS, random.Random()) is None
-    outcome = execute_run(conn, ctx, second.run_id, lambda: start, RUNS, random.Random())
+    assert execute_run(conn, ctx, first.run_id, lambda: start, random.Random()) is None
+    outcome = execute_run(conn, ctx, second.run_id, lambda: start, random.Random())
     assert outcome is not None and outcome.succeeded and outcome.origins_listed == 1
     assert [r["status"] for r in runs(conn)] == ["lost", "succeeded"]
 
@@ -133,9 +131,9 @@ def test_a_run_that_cannot_be_sent_is_given_back_and_sent_by_a_later_step(
         update={"redis_url": SecretStr(f"redis://127.0.0.1:{free_port()}/0")}
     )
     with pytest.raises(redis.exceptions.ConnectionError):
-        ListerScheduler(away, RUNS).step(datetime.now(tz=UTC))
+        ListerScheduler(away).step(datetime.now(tz=UTC))
     assert [r["status"] for r in runs(conn)] == ["lost"]
     assert str(runs(conn)[0]["error"]).startswith("not sent:")
-    (sent,) = ListerScheduler(settings, RUNS).step(datetime.now(tz=UTC))
+    (sent,) = ListerScheduler(settings).step(datetime.now(tz=UTC))
     queued = redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{LISTER_QUEUE}.msgs")
     assert sent.run_id == runs(conn)[1]["id"] and queued == 1

@@ -6,7 +6,7 @@ import pytest
 from app.context import Context
 from app.db.connection import DictConnection
 from app.domain.placement import epoch_s
-from app.mirror_sync import check, ensure_built, rebuild
+from app.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built, rebuild
 from app.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import cli, list_origins, stats_by_url
@@ -62,7 +62,7 @@ def test_flushed_redis_is_rebuilt_equal_to_postgres(conn: DictConnection, ctx: C
     assert ctx.mirror.contents("git") == {}
     assert ensure_built(conn, ctx, "git", NOW) is True
     # The visits in flight lost their messages with Redis: they return after the grace.
-    back = epoch_s(NOW) + ctx.settings.lost_visit_grace_s - ctx.settings.scheduled_cooldown_s
+    back = epoch_s(NOW) + LOST_VISIT_GRACE_S - ctx.cooldowns.scheduled.total_seconds()
     assert ctx.mirror.contents("git") == {
         i: ("inflight", back) if place == "inflight" else (place, score)
         for i, (place, score) in before.items()

@@ -18,7 +18,7 @@ from app.domain.placement import epoch_s
 from app.journal import apply_events_batch
 from app.listing import finish_listing, record_listed_origins, start_listing
 from app.listing_input import ListedOriginIn
-from app.mirror_sync import check, ensure_built
+from app.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built
 from app.scheduling import schedule_step
 
 pytestmark = pytest.mark.every_mirror(sharded=True)
@@ -91,9 +91,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             after = ctx.mirror.contents("git")
             assert set(after) == set(before)
             grace_back = (
-                epoch_s(self.now)
-                + ctx.settings.lost_visit_grace_s
-                - ctx.settings.scheduled_cooldown_s
+                epoch_s(self.now) + LOST_VISIT_GRACE_S - ctx.cooldowns.scheduled.total_seconds()
             )
             sent = {
                 int(r["id"]): epoch_s(r["last_scheduled"])

@@ -33,7 +33,7 @@ from app.settings import Settings
 from monitoring.dashboard import panels
 from monitoring.prometheus_api import api, finite_points, query_range, with_rate_window
 from tests.conftest import IN_CI
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus"
 RATE_WINDOW = "20s"
@@ -160,23 +160,28 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
     set_policies(conn, "git", reference_policies("git"))
     repos = [tmp_path / "forge" / f"r{i}" for i in range(6)]
     urls = [make_repo(path) for path in repos]
-    env = {
-        "REVISIT_LADDER_UNIT_S": "1",
-        "REVISIT_ABSOLUTE_COOLDOWN_S": "2",
-        "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-        "REVISIT_SCHEDULER_METRICS_PORT": str(ports["scheduler"]),
-        "REVISIT_JOURNAL_METRICS_PORT": str(ports["journal"]),
-        "REVISIT_WORKER_METRICS_PORT": str(ports["worker"]),
-        "REVISIT_METRICS_MULTIPROC_DIR": str(tmp_path / "multiproc"),
-        "REVISIT_METRICS_REFRESH_INTERVAL_S": "1",
-        "REVISIT_METRICS_POOLS_BY_LISTER_INTERVAL_S": "1",
-        "REVISIT_METRICS_NEVER_VISITED_THRESHOLD_S": "1",
+    constants = {
+        "actors.scheduler.POLL_INTERVAL_S": 0.2,
+        "monitoring.coverage.REFRESH_INTERVAL_S": 1,
+        "monitoring.coverage.POOLS_BY_LISTER_INTERVAL_S": 1,
+        "monitoring.coverage.NEVER_VISITED_THRESHOLD_S": 1,
     }
+    env = with_constants(
+        constants,
+        {
+            "REVISIT_LADDER_UNIT_S": "1",
+        },
+    )
     commands = {
         "scheduler": ["revisit", "scheduler"],
         "worker": ["revisit", "worker", "--lane", "all", "--processes", "2", "--threads", "2"],
         # As the Procfile runs it: one endpoint for two client processes.
         "journal": ["revisit", "journal", "--processes", "2"],
+    }
+    # Each its own port, as the Procfile gives them.
+    commands = {
+        name: ["env", f"REVISIT_METRICS_PORT={ports[name]}", *argv]
+        for name, argv in commands.items()
     }
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -211,18 +216,23 @@ def test_prometheus_scrapes_every_process_and_every_panel_and_alert_has_data(
             wait_for(all_panels_have_data, 120, "data in every dashboard query", logs)
         except AssertionError as exc:
             raise AssertionError(f"panels without data: {empty}") from exc
-        if os.environ.get("REVISIT_DASHBOARD_PNG"):
+        if os.environ.get("REVISIT_TEST_DASHBOARD_PNG"):
             # The README's picture: a few minutes of work (commits, requests) first.
             from monitoring.render import render_png
 
-            for i in range(int(os.environ.get("REVISIT_DASHBOARD_SECONDS", "120")) // 5):
+            for i in range(int(os.environ.get("REVISIT_TEST_DASHBOARD_SECONDS", "120")) // 5):
                 commit(repos[i % 3], f"change {i}")
                 if i % 4 == 0:
                     create_request(conn, RequestVisit(url=urls[i % 6], visit_type="git"))
                 time.sleep(5)
 
             render_png(
-                url, Path(os.environ["REVISIT_DASHBOARD_PNG"]), start, time.time(), 2, RATE_WINDOW
+                url,
+                Path(os.environ["REVISIT_TEST_DASHBOARD_PNG"]),
+                start,
+                time.time(),
+                2,
+                RATE_WINDOW,
             )
         _assert_targets_up_and_rules_read_series(url)
 

@@ -32,7 +32,7 @@ def test_version_is_printed() -> None:
 def test_visit_type_add_list_set_and_refusals(settings: Settings, conn: DictConnection) -> None:
     added = cli("visit-type", "add", "simulated", "--min-interval", "1h", "--max-queue-length", "5")
     assert added.returncode == 0, added.stderr
-    assert "add simulated to REVISIT_VISIT_TYPES" in added.stdout
+    assert "running workers serve it once restarted" in added.stdout
     row = conn.execute(
         "select extract(epoch from min_interval) as lo, max_queue_length from visit_types "
         "where name = 'simulated'"
@@ -169,11 +169,8 @@ def test_a_taken_metrics_port_is_refused_naming_the_setting(settings: Settings) 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        for command, setting in (
-            ("scheduler", "REVISIT_SCHEDULER_METRICS_PORT"),
-            ("journal", "REVISIT_JOURNAL_METRICS_PORT"),
-            ("worker", "REVISIT_WORKER_METRICS_PORT"),
-        ):
+        setting = "REVISIT_METRICS_PORT"
+        for command in ("scheduler", "journal", "worker"):
             result = cli_with(setting, port, command)
             assert result.returncode == 2, (command, result.stderr)
             assert f"{setting}: cannot serve metrics on 127.0.0.1:{port}" in result.stderr
@@ -184,19 +181,21 @@ def test_settings_come_from_a_file_beneath_the_environment(
 ) -> None:
     conn.execute("insert into visit_types (name) values ('simulated')")
     config = tmp_path / "revisit.toml"
-    config.write_text('visit_types = ["git", "simulated"]\nredis_namespace = "fromfile"\n')
-    del os.environ["REVISIT_VISIT_TYPES"]  # the test's environment sets it; the file does now
+    config.write_text(
+        'worker_visit_types_allow = ["git", "simulated"]\nredis_namespace = "fromfile"\n'
+    )
+    del os.environ["REVISIT_WORKER_VISIT_TYPES_ALLOW"]  # the test's environment sets it
     try:
         listed = cli("--config", str(config), "visit-type", "list")
     finally:
-        os.environ["REVISIT_VISIT_TYPES"] = '["git"]'
+        os.environ["REVISIT_WORKER_VISIT_TYPES_ALLOW"] = '["git"]'
     assert listed.returncode == 0, listed.stderr
     line = next(x for x in listed.stdout.splitlines() if "│ simulated" in x)
     cells = [c.strip() for c in line.strip("│").split("│")]
     assert cells[:7] == ["simulated", "12h", "64d", "1000", "0", "yes", "yes"]
-    config.write_text('journal_batch_size = "many"\n')
+    config.write_text('rpc_port = "many"\n')
     bad = cli("--config", str(config), "visit-type", "list")
     assert bad.returncode == 3
-    assert "settings: journal_batch_size: Input should be a valid integer" in bad.stderr
+    assert "settings: rpc_port: Input should be a valid integer" in bad.stderr
     missing = cli("--config", str(tmp_path / "none.toml"), "visit-type", "list")
     assert missing.returncode == 3 and "REVISIT_CONFIG: no settings file" in missing.stderr

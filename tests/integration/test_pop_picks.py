@@ -46,18 +46,18 @@ def fill(mirror: Mirror, rng: random.Random) -> None:
 def trace(mirror: Mirror) -> list[Any]:
     """What a sequence of pops of every kind says and leaves in Redis."""
     out: list[Any] = []
-    modes: list[tuple[int, Weights, float, bool]] = [
-        (1, [49.0, 49.0, 2.0, 0.0], 0.0, False),
-        (100, [49.0, 49.0, 2.0, 0.0], 0.0, True),
-        (100, [49.0, 49.0, 2.0, 0.0], 0.0, False),
-        (37, [1.0, 0.0, 0.0, 0.0], 0.0, False),
-        (150, "auto", 0.0, False),
-        (120, "due", 3600.0, True),
-        (120, "due", 3600.0, False),
-        (250, [0.0, 5.0, 3.0, 0.0], 0.0, False),
-        (400, [49.0, 49.0, 2.0, 0.0], 0.0, False),
+    modes: list[tuple[int, Weights, bool]] = [
+        (1, [49.0, 49.0, 2.0, 0.0], False),
+        (100, [49.0, 49.0, 2.0, 0.0], True),
+        (100, [49.0, 49.0, 2.0, 0.0], False),
+        (37, [1.0, 0.0, 0.0, 0.0], False),
+        (150, "auto", False),
+        (120, "due", True),
+        (120, "due", False),
+        (250, [0.0, 5.0, 3.0, 0.0], False),
+        (400, [49.0, 49.0, 2.0, 0.0], False),
     ]
-    for step, (count, weights, head_start_s, peek) in enumerate(modes):
+    for step, (count, weights, peek) in enumerate(modes):
         result = mirror.pop(
             "git",
             count,
@@ -65,7 +65,6 @@ def trace(mirror: Mirror) -> list[Any]:
             COOLDOWN_S,
             weights,
             peek=peek,
-            head_start_s=head_start_s,
         )
         out.append([result.cooled, result.lost, [(p.id, p.pool, p.score) for p in result.popped]])
     keys = mirror.keys("git")

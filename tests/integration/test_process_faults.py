@@ -20,22 +20,23 @@ from app.db.listings import register_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
-from tests.processes import running, wait_for
+from queues.keys import DRAMATIQ_NAMESPACE
+from tests.processes import running, wait_for, with_constants
 
 VISIT_TYPE = "simulated"
 #: Long enough to be killed in the middle of a visit.
 VISIT_S = 3.0
 #: Dramatiq gives a dead worker's messages back after its heartbeat timeout,
 #: at a maintenance pass: both made short and certain here.
-DRAMATIQ_FAST = {
-    "REVISIT_DRAMATIQ_HEARTBEAT_TIMEOUT_MS": "2000",
-    "REVISIT_DRAMATIQ_MAINTENANCE_CHANCE": "1000000",
+DRAMATIQ_CONSTANTS = {
+    "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 2000,
+    "queues.dramatiq_broker.MAINTENANCE_CHANCE": 1_000_000,
 }
-FAST = {
-    **DRAMATIQ_FAST,
-    "REVISIT_VISIT_TYPES": f'["{VISIT_TYPE}"]',
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-}
+DRAMATIQ_FAST = with_constants(DRAMATIQ_CONSTANTS)
+FAST = with_constants(
+    {**DRAMATIQ_CONSTANTS, "actors.scheduler.POLL_INTERVAL_S": 0.2},
+    {"REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]'},
+)
 WORKER = ["revisit", "worker", "--processes", "1", "--threads", "4"]
 
 
@@ -48,7 +49,7 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
 def in_progress(settings: Settings) -> int:
     """Dramatiq messages a worker has taken and not yet acknowledged."""
     client = redis.Redis.from_url(settings.redis_dsn())
-    acks = client.scan_iter(match=f"{settings.dramatiq_namespace}:__acks__.*")
+    acks = client.scan_iter(match=f"{DRAMATIQ_NAMESPACE}:__acks__.*")
     return sum(int(client.scard(key)) for key in acks)
 
 

@@ -20,7 +20,6 @@ from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.journal import apply_events_batch
-from app.listers.settings import ListerSettings
 from app.rpc.codec import decode, encode
 from app.rpc.server import make_server, serve_until
 from app.settings import Settings
@@ -44,7 +43,7 @@ def reference() -> Path:
 @pytest.fixture
 def rpc_url(settings: Settings) -> Iterator[str]:
     """revisit's RPC server on a free loopback port, for one test."""
-    server = make_server(settings, ListerSettings(rpc_port=0))
+    server = make_server(settings.model_copy(update={"rpc_port": 0}))
     stop = threading.Event()
     thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
     thread.start()

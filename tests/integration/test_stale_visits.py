@@ -16,7 +16,8 @@ from queues.dramatiq_broker import enqueue_many, visit_message
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for
 
-ENV = {"REVISIT_VISIT_TYPES": '["simulated"]', "REVISIT_SCHEDULED_COOLDOWN_S": "600"}
+# A ladder unit of 300 s: the scheduled cooldown (7 units) is 35 minutes.
+ENV = {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]', "REVISIT_LADDER_UNIT_S": "300"}
 
 
 def test_a_visit_queued_past_the_scheduled_cooldown_is_skipped_and_a_fresh_one_runs(

@@ -20,28 +20,26 @@ from app.domain.placement import Placement
 from app.queue_names import first_visits_queue, lane_queue
 from app.settings import Settings
 from queues import keys
+from queues.keys import DRAMATIQ_NAMESPACE
 from queues.lease import LeaseLost, Leases
 from tests.integration.helpers import list_origins
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
 BOUND = 6
-FAST = {
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.1",
-    "REVISIT_SCHEDULER_LEASE_S": "2",
-    "REVISIT_SCHEDULER_METRICS_PORT": "0",
-}
+FAST = with_constants(
+    {"actors.scheduler.POLL_INTERVAL_S": 0.1, "actors.scheduler.LEASE_S": 2},
+    {"REVISIT_METRICS_PORT": "0"},
+)
 
 
 def queues(settings: Settings) -> list[str]:
-    return [lane_queue("git", lane) for lane in LANES] + [
-        first_visits_queue(prefix, "git") for prefix in settings.first_visits_prefixes
-    ]
+    return [lane_queue("git", lane) for lane in LANES] + [first_visits_queue("first", "git")]
 
 
 def drain(client: redis.Redis, settings: Settings) -> tuple[list[int], int]:
     """Take every queued message away, as workers would: the origins they
     carried, and the deepest queue found."""
-    ns = settings.dramatiq_namespace
+    ns = DRAMATIQ_NAMESPACE
     origins: list[int] = []
     deepest = 0
     for queue in queues(settings):

@@ -1,6 +1,7 @@
 """A visit type is tuned in its visit_types row, without an environment change:
 its time limit, retries and retry delay reach the messages the scheduler sends
-and the worker that runs them; left null, the settings stand."""
+and the worker that runs them; unset, the columns' defaults (4h, 3 retries, 30s)
+stand."""
 
 from __future__ import annotations
 
@@ -48,14 +49,15 @@ def test_the_scheduler_sends_the_visit_types_time_limit_and_retries(
     assert all(o["time_limit"] == 7_200_000 and tuning.items() <= o.items() for o in slow)
     listed = cli("visit-type", "list").stdout
     assert "2h" in listed and "10s" in listed
-    assert "default" in listed  # hg and svn keep the settings
+    hg = next(line for line in listed.splitlines() if "│ hg" in line)
+    assert "4h" in hg and "30s" in hg  # hg keeps the columns' defaults
 
 
 def test_the_worker_retries_as_often_and_as_soon_as_the_visit_type_says(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     list_simulated(conn, ctx, FLAKY)
-    # The settings would retry 3 times after 30 s: the row says once, after 0.2 s.
+    # The defaults would retry 3 times after 30 s: the row says once, after 0.2 s.
     tuned = cli("visit-type", "set", "simulated", "--retries", "1", "--retry-delay", "0.2s")
     assert tuned.returncode == 0, tuned.stderr
     run_visits(tmp_path, SIMULATED, lambda: finished(conn, list(FLAKY)), "both visits", 25)

@@ -10,12 +10,12 @@ from app.api_models import RequestVisit
 from app.db.connection import DictConnection
 from app.requests import create_request, get_request
 from app.settings import Settings
-from tests.processes import running, wait_for
+from tests.processes import running, wait_for, with_constants
 
-ENV = {
-    "REVISIT_VISIT_TYPES": '["simulated", "hg"]',
-    "REVISIT_SCHEDULER_POLL_INTERVAL_S": "0.2",
-}
+ENV = with_constants(
+    {"actors.scheduler.POLL_INTERVAL_S": 0.2},
+    {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated", "hg"]'},
+)
 
 
 def test_invalid_loader_results_and_missing_loaders_end_their_requests_failed(

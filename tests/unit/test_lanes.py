@@ -33,9 +33,9 @@ def test_estimated_wait_is_backlog_times_mean_duration_over_workers() -> None:
 def test_worker_pool_serves_allowed_visit_types_minus_denied_ones() -> None:
     from app.settings import Settings
 
-    base = {"visit_types": ["git", "hg", "svn"]}
-    assert Settings(**base).served_visit_types() == ["git", "hg", "svn"]  # type: ignore[arg-type]
-    allowed = Settings(**base, worker_visit_types_allow=["hg", "svn", "cvs"])  # type: ignore[arg-type]
-    assert allowed.served_visit_types() == ["hg", "svn"]
-    both = Settings(**base, worker_visit_types_allow=["hg", "svn"], worker_visit_types_deny=["svn"])  # type: ignore[arg-type]
-    assert both.served_visit_types() == ["hg"]
+    table = {"svn", "git", "hg"}
+    assert Settings().served_visit_types(table) == ["git", "hg", "svn"]
+    allowed = Settings(worker_visit_types_allow=["hg", "svn", "cvs"])
+    assert allowed.served_visit_types(table) == ["hg", "svn"]
+    both = Settings(worker_visit_types_allow=["hg", "svn"], worker_visit_types_deny=["svn"])
+    assert both.served_visit_types(table) == ["hg"]

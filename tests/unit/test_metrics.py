@@ -1,5 +1,6 @@
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,18 +70,21 @@ def test_legend_fills_label_placeholders() -> None:
     )
 
 
-def test_worker_metrics_env_empties_the_multiprocess_directory(tmp_path: Path) -> None:
-    stale = tmp_path / "counter_123.db"
+def test_worker_metrics_env_empties_the_multiprocess_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale = tmp_path / "revisit-metrics-9999" / "counter_123.db"
+    stale.parent.mkdir()
     stale.write_bytes(b"old run")
-    settings = Settings(worker_metrics_port=9999, metrics_multiproc_dir=str(tmp_path))
-    env = worker_metrics_env(settings)
-    assert env[MULTIPROC_ENV] == str(tmp_path) == env["dramatiq_prom_db"]
+    env = worker_metrics_env(Settings(metrics_port=9999))
+    assert env[MULTIPROC_ENV] == str(stale.parent) == env["dramatiq_prom_db"]
     assert env["dramatiq_prom_port"] == "9999" and env["dramatiq_prom_host"] == "127.0.0.1"
     assert not stale.exists()
 
 
 def test_no_worker_metrics_port_means_no_exporter() -> None:
-    assert worker_metrics_env(Settings(worker_metrics_port=0)) == {}
+    assert worker_metrics_env(Settings(metrics_port=0)) == {}
 
 
 def test_every_metric_belongs_to_exactly_one_process() -> None:
@@ -163,7 +167,7 @@ def test_the_journal_serves_its_dead_letter_series_from_the_start_so_a_rate_sees
 
     from monitoring.process import serve_journal
 
-    serve_journal(Settings(journal_metrics_port=0))
+    serve_journal(Settings(metrics_port=0), ["git"])
     for reason in ("value", "database"):
         sample = REGISTRY.get_sample_value("revisit_journal_dead_letters_total", {"reason": reason})
         assert sample is not None

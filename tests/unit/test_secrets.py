@@ -59,7 +59,8 @@ def test_scheduler_logs_of_unreachable_services_never_show_the_credentials(
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
     stop = threading.Event()
-    loop = SchedulerLoop(Settings(scheduler_poll_interval_s=0.05))
+    monkeypatch.setattr("actors.scheduler.POLL_INTERVAL_S", 0.05)
+    loop = SchedulerLoop(Settings())
     threading.Timer(1.0, stop.set).start()
     with caplog.at_level(logging.DEBUG):
         loop.run(stop)
