@@ -94,9 +94,7 @@ class JournalClient:
         self.ctx = Context.from_settings(settings)
         self.stop = threading.Event()
         self.connections = Connections(settings, JOURNAL_WRITERS)
-        self.batch = BatchWriter(
-            self.ctx, fudge or keyed_fudge(), self._run, JOURNAL_WRITERS
-        )
+        self.batch = BatchWriter(self.ctx, fudge or keyed_fudge(), self._run, JOURNAL_WRITERS)
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)

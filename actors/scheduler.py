@@ -98,6 +98,7 @@ class SchedulerLoop:
         )
         #: When each visit type's lease was last taken or renewed (monotonic s).
         self._lease_held_at: dict[str, float] = {}
+        self._renew_lease_s = LEASE_S / 3
         self.ctx.mirror.on_rebuild_write = self._keep_lease
 
     def configs(self, conn: DictConnection) -> dict[str, VisitTypeConfig]:
@@ -129,7 +130,7 @@ class SchedulerLoop:
     def known_queues(self) -> list[tuple[str, str, str]]:
         """Every Dramatiq queue revisit feeds, as (visit type, queue, lane)."""
         queues = [("api", API_QUEUE, "api")]
-        for visit_type in sorted(self.configs()):
+        for visit_type in sorted(self._configs):
             queues += [(visit_type, lane_queue(visit_type, lane), lane) for lane in LANES]
             queues += [
                 (visit_type, first_visits_queue(p, visit_type), FIRST_VISITS)
@@ -194,9 +195,7 @@ class SchedulerLoop:
         token is not adopted (the step read its queue depths under the old
         one), so its pop is refused.
         """
-        if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < (
-            self.settings.scheduler_lease_s / 3
-        ):
+        if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < self._renew_lease_s:
             return
         token = self.ctx.mirror.fences.get(visit_type)
         if token is None:
@@ -295,9 +294,7 @@ class SchedulerLoop:
         lost; the process never exits for it.
         """
         try:
-            run_every(
-                self.step, self.settings.scheduler_poll_interval_s, stop, log, "scheduler step"
-            )
+            run_every(self.step, POLL_INTERVAL_S, stop, log, "scheduler step")
         finally:
             with contextlib.suppress(redis.RedisError):
                 self.leases.release_all()

@@ -95,7 +95,6 @@ class Settings(BaseSettings):
     journal_topic: str = Field(default="swh.journal.objects.origin_visit_status")
     dead_letter_topic: str = Field(default="revisit.journal.dead_letter")
     journal_group_id: str = Field(default="revisit-journal-client")
-    )
 
     redis_namespace: str = Field(default="revisit", pattern=r"^[a-z][a-z0-9_]*$")
 

@@ -295,13 +295,16 @@ def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
     stage = Mirror.stage
 
     def slow_stage(self: Mirror, visit_type: str, placements: Iterable[Placement]) -> None:
+        if visit_type != "git":  # the table's other visit types have no origin
+            return stage(self, visit_type, placements)
+
         def slowly() -> Iterator[Placement]:
             for placement in placements:
                 time.sleep(2.0 / len(URLS))  # over three times the lease in all
                 yield placement
             taken_meanwhile.append(other.hold("git"))
 
-        stage(self, visit_type, slowly())
+        return stage(self, visit_type, slowly())
 
     monkeypatch.setattr(queues.mirror, "REBUILD_CHUNK", 1)
     monkeypatch.setattr(Mirror, "stage", slow_stage)
