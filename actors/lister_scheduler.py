@@ -15,7 +15,6 @@ import threading
 from datetime import datetime, timedelta
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
 
 from actors.loop import run_every
 from app.db.connection import DictConnection, connect
@@ -24,6 +23,7 @@ from app.listers.settings import ListerSettings
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from monitoring.listers import LISTER_RUNS_SENT
+from queues.dramatiq_broker import redis_broker
 
 log = logging.getLogger("revisit.lister_scheduler")
 
@@ -43,9 +43,7 @@ class ListerScheduler:
         self._conn: DictConnection | None = None
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
-        self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker_redis_dsn(), namespace=settings.dramatiq_namespace
-        )
+        self.broker = redis_broker(settings)
 
     def _connection(self) -> DictConnection:
         if self._conn is None or self._conn.closed or self._conn.broken:

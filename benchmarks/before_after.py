@@ -10,10 +10,8 @@ same servers and alternating old and new so both see the same load:
   time from the Python caller and inside Redis;
 - (place.lua 'stage' of ``--before`` against the current one was compared
   here until the rebuild stopped running place.lua: benchmarks/rebuild.py
-  now measures the rebuild);
-- a message's bytes by ``Message.encode`` against ``queues.dramatiq_broker.encode``.
-  (The bookkeeping of 1,000 picks in parts of 250 was measured here too, then
-  reverted: no pair showed a gain.)
+  now measures the rebuild). (The bookkeeping of 1,000 picks in parts of 250
+  was measured here too, then reverted: no pair showed a gain.)
 
 Then the figures of the current code, each the median of ``--runs`` runs:
 pop of 1,000 (median of 50 pops per run), sustained scheduling
@@ -29,7 +27,6 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +34,6 @@ import queues.mirror as mirror
 from app.context import Context
 from app.db.connection import DictConnection
 from app.mirror_sync import rebuild
-from app.queue_names import visit_queue
-from app.scheduling import VisitOrder
 from benchmarks.scheduling import (
     DEFAULT_WEIGHTS,
     loaded,
@@ -47,7 +42,6 @@ from benchmarks.scheduling import (
     steps_breakdown,
 )
 from benchmarks.scheduling_data import VISIT_TYPE
-from queues.dramatiq_broker import encode, visit_message
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,29 +83,6 @@ def pops(ctx: Context, before: str, rounds: int) -> dict[str, float]:
     return {f"pop_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
 
 
-def encoding(rounds: int) -> dict[str, float]:
-    """Milliseconds to encode 1,000 visit messages, Dramatiq's way and ours."""
-    queue = visit_queue(VISIT_TYPE)
-    orders = [
-        VisitOrder(i, f"https://forge.example/g/p{i}.git", VISIT_TYPE, {}, 1, 1.7e9)
-        for i in range(1000)
-    ]
-    messages = [visit_message(queue, o, "express", 300.0) for o in orders]
-    assert all(encode(m) == m.encode() for m in messages)
-    ways: dict[str, Callable[[Any], bytes]] = {
-        "before": lambda m: m.encode(),  # type: ignore[no-any-return]
-        "after": encode,
-    }
-    times: dict[str, list[float]] = {"before": [], "after": []}
-    for _ in range(rounds):
-        for label, way in ways.items():
-            started = time.perf_counter()
-            for m in messages:
-                way(m)
-            times[label].append(time.perf_counter() - started)
-    return {f"encode_1000_{k}_ms": statistics.median(v) * 1000 for k, v in times.items()}
-
-
 def current_figures(conn: DictConnection, ctx: Context, settings: Any, runs: int) -> dict[str, Any]:
     """Pop, scheduling rate and rebuild of the current code: every run, and the loads."""
     out: dict[str, Any] = {"pop_ms": [], "rate": [], "rebuild_s": [], "load": []}
@@ -133,7 +104,6 @@ def measure(
     """Every before/after pair, then the current figures."""
     figures: dict[str, Any] = {"load_before_pairs": load_average()}
     figures |= pops(ctx, before, 10)
-    figures |= encoding(15)
     figures["load_after_pairs"] = load_average()
     for name, value in figures.items():
         print(f"{name}: {value:,.2f}", flush=True)
