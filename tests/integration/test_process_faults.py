@@ -20,6 +20,7 @@ from app.db.listings import register_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from tests.processes import running, wait_for
 
 VISIT_TYPE = "simulated"
@@ -48,7 +49,7 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
 def in_progress(settings: Settings) -> int:
     """Dramatiq messages a worker has taken and not yet acknowledged."""
     client = redis.Redis.from_url(settings.redis_dsn())
-    acks = client.scan_iter(match=f"{settings.dramatiq_namespace}:__acks__.*")
+    acks = client.scan_iter(match=DramatiqQueueKeys(settings.dramatiq_namespace, "*").acks("*"))
     return sum(int(client.scard(key)) for key in acks)
 
 
