@@ -1,10 +1,5 @@
-"""The Dramatiq broker every revisit process shares, with revisit's middleware.
-
-Settings are chosen so a SIGKILLed worker's messages come back quickly:
-Dramatiq requeues them only when another process runs queue maintenance after
-``heartbeat_timeout``; with the default maintenance chance (0.1% of commands)
-that can take many minutes, so revisit raises it (see the README).
-"""
+"""The Dramatiq broker every revisit process shares (``queues.dramatiq_broker.redis_broker``),
+with revisit's middleware."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ import threading
 from datetime import datetime, timedelta
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
 
 from actors.loop import run_every
 from app.db.connection import Connections
@@ -23,7 +22,7 @@ from app.listers.runs import LISTER_RUN_TIMEOUT_S, ScheduledRun, claim_due_runs,
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
 from monitoring.listers import LISTER_RUNS_SENT
-from queues.keys import DRAMATIQ_NAMESPACE
+from queues.dramatiq_broker import redis_broker
 
 log = logging.getLogger("revisit.lister_scheduler")
 
@@ -46,9 +45,7 @@ class ListerScheduler:
         self.db = Connections(settings)
         # Its own broker on the configured Redis: not the module-level one of
         # actors.listers, which reads the process-wide settings at import.
-        self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker_redis_dsn(), namespace=DRAMATIQ_NAMESPACE
-        )
+        self.broker = redis_broker(settings)
 
     def step(self, now: datetime) -> list[ScheduledRun]:
         """Claim the runs due at ``now`` and send them; returns them."""

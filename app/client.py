@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.redis import RedisBroker
 from pydantic import BaseModel
 
 from app.api_models import (
@@ -27,7 +26,7 @@ from app.api_models import (
 )
 from app.queue_names import API_QUEUE
 from app.settings import Settings, get_settings
-from queues.keys import DRAMATIQ_NAMESPACE
+from queues.dramatiq_broker import redis_broker
 
 
 def _checked(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
@@ -51,8 +50,7 @@ class RevisitClient:
     def from_settings(cls, settings: Settings | None = None) -> RevisitClient:
         """A client on the Redis broker of ``settings`` (REVISIT_* environment)."""
         settings = settings or get_settings()
-        broker = RedisBroker(url=settings.broker_redis_dsn(), namespace=DRAMATIQ_NAMESPACE)  # type: ignore[no-untyped-call]
-        return cls(broker)
+        return cls(redis_broker(settings))
 
     def _send(self, actor: str, model: type[BaseModel], fields: dict[str, Any]) -> str:
         payload = _checked(model, fields)

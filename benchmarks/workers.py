@@ -40,6 +40,7 @@ from app.scheduling import VisitOrder
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from queues.dramatiq_broker import enqueue_many
+from queues.keys import DramatiqQueueKeys
 from tests.processes import with_constants
 
 BIN = Path(sys.executable).parent
@@ -109,11 +110,12 @@ def noop_rate(
     ]
     enqueue_many(broker, messages)
     client = redis.Redis.from_url(settings.redis_dsn())
+    queued = DramatiqQueueKeys(broker.namespace, "visit.simulated.express").messages
     worker = start(["worker", "--lane", "express", "--threads", str(threads)], env, logs / "w.log")
-    while client.hlen("dramatiq:visit.simulated.express.msgs") == visits:
+    while client.hlen(queued) == visits:
         time.sleep(0.01)
     started = time.perf_counter()
-    while client.hlen("dramatiq:visit.simulated.express.msgs") > 0:
+    while client.hlen(queued) > 0:
         time.sleep(0.01)
     elapsed = time.perf_counter() - started
     stop(worker)

@@ -1,18 +1,8 @@
-"""Dramatiq's queues in Redis, read and repaired: the one wrapper over its layout.
+"""Dramatiq's queues in Redis, read and repaired: their depth and dead letters.
 
-Dramatiq's Redis broker keeps, per queue ``<q>`` under its namespace ``<ns>``:
-
-| key                  | type | holds                                               |
-|----------------------|------|-----------------------------------------------------|
-| ``<ns>:<q>``         | list | ids of messages waiting                             |
-| ``<ns>:<q>.msgs``    | hash | id -> encoded message, waiting or running (unacked) |
-| ``<ns>:<q>.DQ.msgs`` | hash | messages delayed (retries with backoff)             |
-| ``<ns>:<q>.XQ``      | zset | ids of dead letters, scored by when (unix ms)       |
-| ``<ns>:<q>.XQ.msgs`` | hash | id -> encoded dead message                          |
-| ``<ns>:__acks__.<worker>.<q>`` | set | ids a worker process holds unacknowledged |
-
-Nothing else in revisit spells these names; ``tests/integration/
-test_dead_letters.py`` checks them against a real Dramatiq broker.
+The key names are ``queues.keys.DramatiqQueueKeys`` (Dramatiq's layout, the one
+place revisit spells it); ``tests/integration/test_broker.py`` and
+``test_dead_letters.py`` check it against a real Dramatiq broker and worker.
 """
 
 from __future__ import annotations
@@ -25,6 +15,8 @@ from typing import Any
 import redis
 from dramatiq import Message
 from dramatiq.errors import DecodeError
+
+from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys
 
 
 @dataclass(frozen=True)
@@ -58,10 +50,11 @@ def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, 
     """Depth of each queue, in one round trip."""
     pipe = client.pipeline(transaction=False)
     for q in queues:
-        pipe.llen(f"{namespace}:{q}")
-        pipe.hlen(f"{namespace}:{q}.msgs")
-        pipe.hlen(f"{namespace}:{q}.DQ.msgs")
-        pipe.zcard(f"{namespace}:{q}.XQ")
+        keys = DramatiqQueueKeys(namespace, q)
+        pipe.llen(keys.waiting)
+        pipe.hlen(keys.messages)
+        pipe.hlen(keys.delayed_messages)
+        pipe.zcard(keys.dead)
     values = [int(v) for v in pipe.execute()]
     found = {}
     for i, q in enumerate(queues):
@@ -72,23 +65,25 @@ def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, 
 
 def dead_letter_queues(client: redis.Redis, namespace: str) -> list[str]:
     """Every queue holding dead letters."""
-    suffix = ".XQ"
+    suffix = DRAMATIQ_DEAD_SUFFIX
+    pattern = DramatiqQueueKeys(namespace, "*").dead
     names = {
         key.decode()[len(namespace) + 1 : -len(suffix)]
-        for key in client.scan_iter(match=f"{namespace}:*{suffix}", count=1000)
+        for key in client.scan_iter(match=pattern, count=1000)
     }
     return sorted(names)
 
 
 def dead_letters(client: redis.Redis, namespace: str, queue: str, limit: int) -> list[DeadLetter]:
     """The oldest ``limit`` dead letters of a queue."""
+    keys = DramatiqQueueKeys(namespace, queue)
     entries: list[tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
-        f"{namespace}:{queue}.XQ", 0, limit - 1, withscores=True
+        keys.dead, 0, limit - 1, withscores=True
     )
     if not entries:
         return []
     raws: list[bytes | None] = client.hmget(  # type: ignore[assignment]
-        f"{namespace}:{queue}.XQ.msgs", [m for m, _ in entries]
+        keys.dead_messages, [m for m, _ in entries]
     )
     letters = []
     for (message_id, score), raw in zip(entries, raws, strict=True):
@@ -114,18 +109,20 @@ def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
 
 def requeue(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
     """Put a dead letter back at the end of its queue; False if it is not there."""
-    keys = [f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs", *_live(namespace, queue)]
-    return bool(_script(client)(keys=keys, args=["requeue", message_id]))
+    return _dead_letter(client, namespace, queue, "requeue", message_id)
 
 
 def drop(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
     """Delete a dead letter for good; False if it is not there."""
-    keys = [f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs", *_live(namespace, queue)]
-    return bool(_script(client)(keys=keys, args=["drop", message_id]))
+    return _dead_letter(client, namespace, queue, "drop", message_id)
 
 
-def _live(namespace: str, queue: str) -> list[str]:
-    return [f"{namespace}:{queue}", f"{namespace}:{queue}.msgs"]
+def _dead_letter(
+    client: redis.Redis, namespace: str, queue: str, action: str, message_id: str
+) -> bool:
+    keys = DramatiqQueueKeys(namespace, queue)
+    script_keys = [keys.dead, keys.dead_messages, keys.waiting, keys.messages]
+    return bool(_script(client)(keys=script_keys, args=[action, message_id]))
 
 
 #: Stored as the body of a dead-lettered id that had none.
@@ -148,9 +145,10 @@ def dead_letter_undecodable(
 
     Dramatiq fails on them and leaves them unacknowledged for ever.
     """
-    msgs = f"{namespace}:{queue}.msgs"
-    acks = [k.decode() for k in client.scan_iter(match=f"{namespace}:__acks__.*.{queue}")]
-    held: set[bytes] = set(client.lrange(f"{namespace}:{queue}", 0, -1))  # type: ignore[arg-type]
+    keys = DramatiqQueueKeys(namespace, queue)
+    msgs = keys.messages
+    acks = [k.decode() for k in client.scan_iter(match=keys.acks("*"))]
+    held: set[bytes] = set(client.lrange(keys.waiting, 0, -1))  # type: ignore[arg-type]
     for ack in acks:
         held |= client.smembers(ack)  # type: ignore[arg-type]
     candidates: list[tuple[str, bytes]] = [
@@ -158,10 +156,10 @@ def dead_letter_undecodable(
     ]
     bodies: list[bytes | None] = client.hmget(msgs, list(held)) if held else []  # type: ignore[assignment]
     candidates += [("bodiless", i) for i, body in zip(held, bodies, strict=True) if body is None]
-    keys = [msgs, f"{namespace}:{queue}", f"{namespace}:{queue}.XQ", f"{namespace}:{queue}.XQ.msgs"]
+    script_keys = [msgs, keys.waiting, keys.dead, keys.dead_messages, *acks]
     script = _script(client, "dead_letter_undecodable")
     return [
         message_id.decode()
         for mode, message_id in candidates
-        if script(keys=[*keys, *acks], args=[mode, message_id, now_ms, NO_BODY])
+        if script(keys=script_keys, args=[mode, message_id, now_ms, NO_BODY])
     ]

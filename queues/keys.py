@@ -167,13 +167,60 @@ def dead_letter_reason(namespace: str, message_id: str) -> str:
 
 #: The prefix of Dramatiq's own keys (its default), in the broker's Redis.
 DRAMATIQ_NAMESPACE = "dramatiq"
+#: Dramatiq's suffix of a queue's dead-letter set (``DramatiqQueueKeys.dead``).
+DRAMATIQ_DEAD_SUFFIX = ".XQ"
 
 
-def dramatiq_queue(namespace: str, queue: str) -> str:
-    """Dramatiq's list of the ids of a queue's waiting messages (its dispatch.lua layout)."""
-    return f"{namespace}:{queue}"
+@dataclass(frozen=True, slots=True)
+class DramatiqQueueKeys:
+    """Key names of one Dramatiq queue, as Dramatiq's Redis broker lays them out
+    (its ``dispatch.lua``); ``tests/integration/test_broker.py`` checks them
+    against a real broker and worker.
+
+    | key                  | type | holds                                               |
+    |----------------------|------|-----------------------------------------------------|
+    | ``<ns>:<q>``         | list | ids of messages waiting                             |
+    | ``<ns>:<q>.msgs``    | hash | id -> encoded message, waiting or running (unacked) |
+    | ``<ns>:<q>.DQ.msgs`` | hash | messages delayed (retries with backoff)             |
+    | ``<ns>:<q>.XQ``      | zset | ids of dead letters, scored by when (unix ms)       |
+    | ``<ns>:<q>.XQ.msgs`` | hash | id -> encoded dead message                          |
+    | ``<ns>:__acks__.<broker id>.<q>`` | set | ids a worker process holds unacknowledged |
+    | ``<ns>:__heartbeats__`` | zset | broker ids, by their last command (unix ms)      |
+    """
+
+    namespace: str
+    queue: str
+
+    @property
+    def waiting(self) -> str:
+        """List of the ids of the queue's waiting messages, oldest first."""
+        return f"{self.namespace}:{self.queue}"
+
+    @property
+    def messages(self) -> str:
+        """Hash of the queue's messages, waiting or running: id -> encoded message."""
+        return f"{self.namespace}:{self.queue}.msgs"
+
+    @property
+    def delayed_messages(self) -> str:
+        """Hash of the queue's delayed messages (retries waiting for their backoff)."""
+        return f"{self.namespace}:{self.queue}.DQ.msgs"
+
+    @property
+    def dead(self) -> str:
+        """Sorted set of the queue's dead letters, by when they died (unix ms)."""
+        return f"{self.namespace}:{self.queue}{DRAMATIQ_DEAD_SUFFIX}"
+
+    @property
+    def dead_messages(self) -> str:
+        """Hash of the queue's dead letters: id -> encoded message."""
+        return f"{self.namespace}:{self.queue}.XQ.msgs"
+
+    def acks(self, broker_id: str) -> str:
+        """Set of the ids a broker (worker process) holds unacknowledged; ``*``: any broker's."""
+        return f"{self.namespace}:__acks__.{broker_id}.{self.queue}"
 
 
-def dramatiq_messages(namespace: str, queue: str) -> str:
-    """Dramatiq's hash of a queue's messages: id -> encoded message (its dispatch.lua layout)."""
-    return f"{namespace}:{queue}.msgs"
+def dramatiq_heartbeats(namespace: str) -> str:
+    """Dramatiq's sorted set of broker ids by their last command (unix ms)."""
+    return f"{namespace}:__heartbeats__"

@@ -1,35 +1,95 @@
-"""The contract of queues/dramatiq_broker.py, the one module that uses Dramatiq's private
-API, against the installed (pinned) Dramatiq: its consumer, its dispatch script, its worker."""
+"""The contract of queues/dramatiq_broker.py with the installed Dramatiq: its batch enqueue
+run by a real worker as Dramatiq runs what it sends, and the undocumented parts it relies
+on (the Redis key layout, the dispatch commands, the worker's attributes)."""
 
 import inspect
-import uuid
+import threading
 from typing import Any
 
 import dramatiq
 import pytest
 from dramatiq.brokers.redis import MAINTENANCE_SCALE
-from dramatiq.middleware import Middleware, MiddlewareError
+from dramatiq.middleware import CurrentMessage, Middleware, MiddlewareError
 
 from actors.broker import make_broker
 from app.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import (
-    encode,
     enqueue_first,
     enqueue_many,
     queue_depth,
     return_dead_workers_messages,
     served_queues,
-    unique_ids,
     visit_message,
     worker_threads,
 )
+from queues.keys import DramatiqQueueKeys, dramatiq_heartbeats
+from tests.processes import wait_for
 
 
 def message(queue: str, n: int) -> dramatiq.Message[object]:
     return dramatiq.Message(
         queue_name=queue, actor_name="visit", args=(), kwargs={"n": n}, options={}
     )
+
+
+def test_a_batch_is_run_by_a_real_worker_as_dramatiq_runs_what_it_sends(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    broker.add_middleware(CurrentMessage())
+    runs: list[tuple[str, int, str, int]] = []  # how sent, n, message id, retries so far
+    lock = threading.Lock()
+
+    def fails_once(how: str, n: int) -> None:
+        current = CurrentMessage.get_current_message()
+        assert current is not None
+        retries = int(current.options.get("retries", 0))
+        with lock:
+            runs.append((how, n, current.message_id, retries))
+        if retries == 0:
+            raise RuntimeError("the first run of every message fails")
+
+    actor = dramatiq.actor(
+        fails_once,
+        actor_name="contract_fails_once",
+        queue_name="contract.run",
+        max_retries=1,
+        min_backoff=10,
+        max_backoff=20,
+        broker=broker,
+    )
+    sent = [actor.send("send", n) for n in range(3)]
+    batch = enqueue_many(broker, [actor.message("batch", n) for n in range(3)])
+    assert queue_depth(broker, "contract.run") == 6
+    ids = [m.message_id for m in sent + batch]
+    assert len(set(ids)) == 6
+    assert len({m.options["redis_message_id"] for m in sent + batch}) == 6
+    worker = dramatiq.Worker(broker, queues={"contract.run"}, worker_threads=2, worker_timeout=100)
+    worker.start()
+    try:
+        wait_for(lambda: len(runs) == 12, 30, "each message run twice (one retry)")
+        wait_for(lambda: queue_depth(broker, "contract.run") == 0, 10, "the queue emptied")
+    finally:
+        worker.stop()
+    for how in ("send", "batch"):
+        done = sorted((n, retries) for h, n, _, retries in runs if h == how)
+        assert done == [(n, r) for n in range(3) for r in (0, 1)]
+    assert sorted(i for *_, i, _ in runs) == sorted(ids * 2)
+
+
+def test_batch_enqueued_messages_are_stored_encoded_by_dramatiqs_encoder(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    order = VisitOrder(7, "https://x.example/\u00e9t\u00e9", "git", {"branch": "main"}, 3, 1.5)
+    [stored] = enqueue_many(broker, [visit_message("contract.e", order, "express", 300.0)])
+    keys = DramatiqQueueKeys(broker.namespace, "contract.e")
+    redis_id = stored.options["redis_message_id"]
+    assert broker.client.hget(keys.messages, redis_id) == dramatiq.get_encoder().encode(
+        stored.asdict()
+    )
+    assert broker.client.lrange(keys.waiting, 0, -1) == [redis_id.encode()]
 
 
 def test_batch_enqueued_messages_are_consumed_by_dramatiq_in_order(settings: Settings) -> None:
@@ -49,21 +109,27 @@ def test_batch_enqueued_messages_are_consumed_by_dramatiq_in_order(settings: Set
     assert queue_depth(broker, "contract.b") == 1
 
 
-def test_batch_enqueue_runs_queue_maintenance_when_any_message_would_have(
+def lost_message(broker: dramatiq.Broker, queue: str) -> DramatiqQueueKeys:
+    """A message held unacknowledged by a worker whose heartbeat stopped long ago."""
+    keys = DramatiqQueueKeys(broker.namespace, queue)  # type: ignore[attr-defined]
+    client = broker.client  # type: ignore[attr-defined]
+    client.zadd(dramatiq_heartbeats(keys.namespace), {"dead-worker": 0})
+    client.sadd(keys.acks("dead-worker"), "lost")
+    client.hset(keys.messages, "lost", message(queue, 7).encode())
+    return keys
+
+
+def test_batch_enqueue_draws_queue_maintenance_as_dramatiqs_enqueue_does(
     settings: Settings,
 ) -> None:
     broker = make_broker(settings)
-    broker.maintenance_chance = 0  # no message draws maintenance: no dead-worker pass
-    ns = broker.namespace
-    dead = "dead-worker"
-    broker.client.zadd(f"{ns}:__heartbeats__", {dead: 0})
-    broker.client.sadd(f"{ns}:__acks__.{dead}.contract.m", "lost")
-    broker.client.hset(f"{ns}:contract.m.msgs", "lost", message("contract.m", 7).encode())
+    keys = lost_message(broker, "contract.m")
+    broker.maintenance_chance = 0  # no enqueue draws maintenance: no dead-worker pass
     enqueue_many(broker, [message("contract.m", n) for n in range(3)])
-    assert broker.client.lrange(f"{ns}:contract.m", 0, -1).count(b"lost") == 0
-    broker.maintenance_chance = MAINTENANCE_SCALE  # every message draws it: the lost one returns
+    assert broker.client.lrange(keys.waiting, 0, -1).count(b"lost") == 0
+    broker.maintenance_chance = MAINTENANCE_SCALE  # every enqueue draws it: the lost one returns
     enqueue_many(broker, [message("contract.m", n) for n in range(3)])
-    assert broker.client.lrange(f"{ns}:contract.m", 0, -1).count(b"lost") == 1
+    assert broker.client.lrange(keys.waiting, 0, -1).count(b"lost") == 1
 
 
 def test_a_message_enqueued_first_is_consumed_before_those_waiting(settings: Settings) -> None:
@@ -82,13 +148,11 @@ def test_maintenance_run_now_returns_a_dead_workers_unacknowledged_message(
     settings: Settings,
 ) -> None:
     broker = make_broker(settings)
-    ns = broker.namespace
-    dead = "dead-worker"
-    broker.client.zadd(f"{ns}:__heartbeats__", {dead: 0})
-    broker.client.sadd(f"{ns}:__acks__.{dead}.contract.d", "lost")
-    broker.client.hset(f"{ns}:contract.d.msgs", "lost", message("contract.d", 7).encode())
+    keys = lost_message(broker, "contract.d")
+    chance = broker.maintenance_chance
     return_dead_workers_messages(broker, "contract.d")
-    assert broker.client.lrange(f"{ns}:contract.d", 0, -1) == [b"lost"]
+    assert broker.client.lrange(keys.waiting, 0, -1) == [b"lost"]
+    assert broker.maintenance_chance == chance  # Dramatiq's own chance is left as it was
 
 
 def test_a_workers_queues_and_threads_are_read_from_dramatiqs_worker(settings: Settings) -> None:
@@ -105,16 +169,6 @@ def test_the_visit_message_carries_exactly_what_the_visit_actor_takes() -> None:
     order = VisitOrder(1, "https://x.example/a", "git", {}, 3, 0.0, request_id=None)
     sent = visit_message("visit.git.express", order, "express", 300.0)
     assert list(sent.kwargs) == list(inspect.signature(actors.worker.visit.fn).parameters)
-
-
-def test_a_message_is_encoded_to_the_same_bytes_as_dramatiqs_own_encode() -> None:
-    order = VisitOrder(7, "https://x.example/\u00e9t\u00e9", "git", {"branch": "main"}, 3, 1.5)
-    sent = visit_message("visit.git.express", order, "express", 300.0).copy(
-        options={"redis_message_id": "r-1"}
-    )
-    assert encode(sent) == sent.encode()
-    plain = message("contract.e", 4)
-    assert encode(plain) == plain.encode()
 
 
 class Recorder(Middleware):
@@ -181,12 +235,3 @@ def test_a_middleware_error_before_enqueue_stops_the_batch_as_it_stops_dramatiqs
     with pytest.raises(MiddlewareError):
         enqueue_many(broker, [message("contract.r", n) for n in range(2)])
     assert queue_depth(broker, "contract.r") == 0
-
-
-def test_redis_message_ids_are_distinct_uuid4_strings() -> None:
-    ids = unique_ids(2000)
-    assert len(set(ids)) == 2000
-    for text in ids:
-        parsed = uuid.UUID(text)
-        assert str(parsed) == text
-        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122

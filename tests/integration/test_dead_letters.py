@@ -19,7 +19,7 @@ from app.kafka import read_dead_letters
 from app.queue_names import API_QUEUE
 from app.settings import Settings
 from queues import dramatiq_queues as dq
-from queues.keys import DRAMATIQ_NAMESPACE
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.integration.helpers import cli
 from tests.processes import running, wait_for, with_constants
 
@@ -85,29 +85,30 @@ def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
     dropped = cli("dead-letters", "drop", QUEUE, "--all")
     assert dropped.returncode == 0 and "dropped 2 message(s)" in dropped.stdout
     assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 0
-    assert client.hlen(f"{ns}:{QUEUE}.XQ.msgs") == 0
+    assert client.hlen(DramatiqQueueKeys(ns, QUEUE).dead_messages) == 0
 
 
 def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
     settings: Settings, tmp_path: Path
 ) -> None:
     client = redis.Redis.from_url(settings.redis_dsn())
-    ns, queue = DRAMATIQ_NAMESPACE, API_QUEUE
+    queue = API_QUEUE
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue)
     for i in range(5):
-        client.hset(f"{ns}:{queue}.msgs", f"junk-{i}", b"\xff not json")
-        client.rpush(f"{ns}:{queue}", f"junk-{i}")
-    client.rpush(f"{ns}:{queue}", "bodiless")
+        client.hset(keys.messages, f"junk-{i}", b"\xff not json")
+        client.rpush(keys.waiting, f"junk-{i}")
+    client.rpush(keys.waiting, "bodiless")
     logs = tmp_path / "logs"
     logs.mkdir()
 
     def unacked() -> int:
-        return sum(client.scard(k) for k in client.scan_iter(match=f"{ns}:__acks__.*"))
+        return sum(client.scard(k) for k in client.scan_iter(match=keys.acks("*")))
 
     env = with_constants({"actors.undecodable.SWEEP_INTERVAL_S": 0.5})
     with running({"api": ["revisit", "api"]}, env, logs):
-        wait_for(lambda: client.zcard(f"{ns}:{queue}.XQ") == 6, 30, "six dead letters", logs)
+        wait_for(lambda: client.zcard(keys.dead) == 6, 30, "six dead letters", logs)
         wait_for(lambda: unacked() == 0, 30, "nothing left unacknowledged", logs)
-    assert client.hlen(f"{ns}:{queue}.msgs") == 0 and client.llen(f"{ns}:{queue}") == 0
+    assert client.hlen(keys.messages) == 0 and client.llen(keys.waiting) == 0
     listed = cli("dead-letters", "list", queue)
     assert listed.stdout.count("not a Dramatiq message") == 6
     assert "(undecodable)" in listed.stdout

@@ -15,6 +15,7 @@ from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
 from app.queue_names import API_QUEUE
 from app.settings import Settings
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.processes import running, wait_for
 
 
@@ -30,7 +31,7 @@ def test_lister_actors_register_record_and_refuse_a_stale_update(
     interface = ListerInterface(conn, ctx, lambda: datetime.now(tz=UTC))
     logs = tmp_path / "logs"
     logs.mkdir()
-    dead = f"dramatiq:{API_QUEUE}.XQ"
+    dead = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE).dead
     r = redis.Redis.from_url(settings.redis_dsn())
     with running({"api": ["revisit", "api"]}, {}, logs):
         client.get_or_create_lister(name="actor", instance_name="forge")
@@ -61,4 +62,5 @@ def test_lister_client_refuses_a_bad_origin_before_sending(settings: Settings) -
     client = ListerClient.from_settings(settings)
     with pytest.raises(InvalidPayload, match=r"RecordListedOrigins: listed_origins\.0\.lister_id"):
         client.record_listed_origins([{"lister_id": "nope", "url": "u", "visit_type": "git"}])
-    assert redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{API_QUEUE}.msgs") == 0
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE)
+    assert redis.Redis.from_url(settings.redis_dsn()).hlen(keys.messages) == 0

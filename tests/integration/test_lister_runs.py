@@ -18,6 +18,7 @@ from app.devtools.embedded import free_port
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
 from app.queue_names import LISTER_QUEUE
 from app.settings import Settings
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.integration.helpers import cli, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
@@ -135,5 +136,6 @@ def test_a_run_that_cannot_be_sent_is_given_back_and_sent_by_a_later_step(
     assert [r["status"] for r in runs(conn)] == ["lost"]
     assert str(runs(conn)[0]["error"]).startswith("not sent:")
     (sent,) = ListerScheduler(settings).step(datetime.now(tz=UTC))
-    queued = redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{LISTER_QUEUE}.msgs")
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, LISTER_QUEUE)
+    queued = redis.Redis.from_url(settings.redis_dsn()).hlen(keys.messages)
     assert sent.run_id == runs(conn)[1]["id"] and queued == 1

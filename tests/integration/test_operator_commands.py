@@ -16,6 +16,7 @@ from app.context import Context
 from app.db.connection import DictConnection
 from app.mirror_sync import check
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli, list_origins
 
 
@@ -111,7 +112,8 @@ def test_schedule_without_dry_run_sends_the_visits_to_the_queues(
     assert result.returncode == 0, result.stderr
     assert "sent 2 visits of git" in result.stdout
     r = redis.Redis.from_url(settings.redis_dsn())
-    queued = r.hlen("dramatiq:visit.git.express.msgs") + r.hlen("dramatiq:visit.git.slow.msgs")
+    lanes = [DramatiqQueueKeys("dramatiq", f"visit.git.{lane}") for lane in ("express", "slow")]
+    queued = sum(r.hlen(lane.messages) for lane in lanes)
     assert queued == 2
     assert ctx.mirror.sizes("git")["inflight"] == 2
 

@@ -20,7 +20,7 @@ from app.db.listings import register_lister
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.settings import Settings
-from queues.keys import DRAMATIQ_NAMESPACE
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.processes import running, wait_for, with_constants
 
 VISIT_TYPE = "simulated"
@@ -49,7 +49,7 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
 def in_progress(settings: Settings) -> int:
     """Dramatiq messages a worker has taken and not yet acknowledged."""
     client = redis.Redis.from_url(settings.redis_dsn())
-    acks = client.scan_iter(match=f"{DRAMATIQ_NAMESPACE}:__acks__.*")
+    acks = client.scan_iter(match=DramatiqQueueKeys(DRAMATIQ_NAMESPACE, "*").acks("*"))
     return sum(int(client.scard(key)) for key in acks)
 
 

@@ -16,6 +16,7 @@ from app.db.connection import DictConnection
 from app.mirror_sync import check
 from app.queue_names import API_QUEUE
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli
 from tests.processes import running, wait_for
 
@@ -211,7 +212,7 @@ def test_record_listing_refuses_a_bad_payload_before_writing_anything(
         )
     logs = tmp_path / "logs"
     logs.mkdir()
-    dead = f"dramatiq:{API_QUEUE}.XQ"
+    dead = DramatiqQueueKeys("dramatiq", API_QUEUE).dead
     with running({"api": ["revisit", "api"]}, {}, logs):
         wait_for(lambda: ctx.redis.zcard(dead) == len(bad), 30, "bad messages dead-lettered", logs)
         wait_for(lambda: counts(conn)["listed_origins"] == 1, 30, "the good listing", logs)

@@ -30,6 +30,7 @@ from app.requests import (
     take_pending,
 )
 from app.settings import Settings
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.integration.helpers import list_origins
 from tests.processes import running, wait_for
 
@@ -112,13 +113,15 @@ def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
     list_origins(conn, ctx, [f"https://backlog.example/{i}" for i in range(10_000)])
     loop = SchedulerLoop(settings)
     loop.step(datetime.now(tz=UTC))  # fills the recurrent queue
-    backlog = loop.broker.client.hlen(f"dramatiq:{visit_queue('git')}.msgs")
+    express = DramatiqQueueKeys(loop.broker.namespace, visit_queue("git"))
+    backlog = loop.broker.client.hlen(express.messages)
     assert backlog > 0
     url = make_repo(tmp_path / "wanted")
     request_id = ask(conn, url, 100)
     loop.step(datetime.now(tz=UTC))
     assert get_request(conn, request_id)["status"] == "scheduled"
-    assert loop.broker.client.hlen(f"dramatiq:{priority_queue('git')}.msgs") == 1
+    priority = DramatiqQueueKeys(loop.broker.namespace, priority_queue("git"))
+    assert loop.broker.client.hlen(priority.messages) == 1
     logs = tmp_path / "logs"
     logs.mkdir()
     procs = {
@@ -135,7 +138,7 @@ def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
     done = get_request(conn, request_id)
     assert done["visit_status"] == "full" and done["started_at"] <= done["finished_at"]
     # the recurrent backlog is untouched: nobody consumed it
-    assert loop.broker.client.hlen(f"dramatiq:{visit_queue('git')}.msgs") == backlog
+    assert loop.broker.client.hlen(express.messages) == backlog
 
 
 def test_client_refuses_a_bad_field_before_sending(settings: Settings) -> None:
@@ -148,7 +151,8 @@ def test_client_refuses_a_bad_field_before_sending(settings: Settings) -> None:
     origins = [{"url": f"https://r.example/{long}{i}", "visit_type": "git"} for i in range(20_000)]
     with pytest.raises(InvalidPayload, match=r"RecordListing: payload of \d+ bytes, more than"):
         client.record_listing(lister_name="l", instance_name="i", origins=origins)
-    assert redis.Redis.from_url(settings.redis_dsn()).hlen(f"dramatiq:{API_QUEUE}.msgs") == 0
+    api = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE)
+    assert redis.Redis.from_url(settings.redis_dsn()).hlen(api.messages) == 0
 
 
 def test_api_actor_records_valid_requests_and_dead_letters_bad_payloads(
@@ -168,7 +172,7 @@ def test_api_actor_records_valid_requests_and_dead_letters_bad_payloads(
     client.broker.enqueue(bad)
     logs = tmp_path / "logs"
     logs.mkdir()
-    dead = f"dramatiq:{API_QUEUE}.XQ"
+    dead = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE).dead
     r = redis.Redis.from_url(settings.redis_dsn())
     with running({"api": ["revisit", "api"]}, {}, logs):
         wait_for(lambda: r.zcard(dead) == 1, 30, "the bad message to be dead-lettered", logs)

@@ -24,8 +24,10 @@ from app.journal import apply_events_batch
 from app.listing import record_listed_origins
 from app.listing_input import ListedOriginIn
 from app.mirror_sync import check, ensure_built
+from app.queue_names import visit_queue
 from app.scheduling import schedule_step
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from queues.lease import LeaseLost, Leases
 from queues.mirror import Mirror
 from tests.integration.helpers import list_origins, stats_by_url
@@ -181,8 +183,8 @@ def test_first_visits_after_listing_go_through_the_listers_queue(
     loop = SchedulerLoop(settings)
     loop.step(now + timedelta(seconds=1))
     client = loop.broker.client
-    assert client.hlen("dramatiq:first.visit.git.msgs") == 5
-    assert client.hlen("dramatiq:visit.git.msgs") == 0
+    assert client.hlen(DramatiqQueueKeys("dramatiq", "first.visit.git").messages) == 5
+    assert client.hlen(DramatiqQueueKeys("dramatiq", visit_queue("git")).messages) == 0
     done = conn.execute("select first_visits_scheduled_at from listers where id = %s", (lister,))
     assert done.fetchone() == {"first_visits_scheduled_at": None}
     loop.step(now + timedelta(seconds=2))
@@ -248,8 +250,8 @@ def test_a_failing_visit_type_does_not_stop_the_scheduling_of_the_others(
     loop = SchedulerLoop(settings)
     results = loop.step(NOW + timedelta(seconds=1))
     assert [r.visit_type for r in results] == ["hg", "svn"]  # every visit type of the table
-    assert loop.broker.client.hlen("dramatiq:visit.hg.express.msgs") == 3
-    assert loop.broker.client.hlen("dramatiq:visit.git.express.msgs") == 0
+    assert loop.broker.client.hlen(DramatiqQueueKeys("dramatiq", visit_queue("hg")).messages) == 3
+    assert loop.broker.client.hlen(DramatiqQueueKeys("dramatiq", visit_queue("git")).messages) == 0
     assert SCHEDULER_STEP_FAILURES.labels("git")._value.get() == failures + 1
 
 

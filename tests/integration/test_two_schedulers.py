@@ -43,9 +43,10 @@ def drain(client: redis.Redis, settings: Settings) -> tuple[list[int], int]:
     origins: list[int] = []
     deepest = 0
     for queue in queues(settings):
+        dramatiq_keys = keys.DramatiqQueueKeys(ns, queue)
         pipe = client.pipeline(transaction=True)
-        pipe.hgetall(keys.dramatiq_messages(ns, queue))
-        pipe.delete(keys.dramatiq_messages(ns, queue), keys.dramatiq_queue(ns, queue))
+        pipe.hgetall(dramatiq_keys.messages)
+        pipe.delete(dramatiq_keys.messages, dramatiq_keys.waiting)
         messages = pipe.execute()[0]
         deepest = max(deepest, len(messages))
         origins += [json.loads(m)["kwargs"]["origin_id"] for m in messages.values()]

@@ -13,7 +13,7 @@ from actors.scheduler import SchedulerLoop
 from app.context import Context
 from app.db.connection import DictConnection
 from app.settings import Settings
-from queues.keys import dramatiq_messages
+from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli, list_origins, run_visits, stats_by_url
 from tests.integration.test_lanes import SIMULATED, finished, list_simulated
 
@@ -25,7 +25,7 @@ FLAKY: dict[str, dict[str, object]] = {
 
 
 def sent_options(loop: SchedulerLoop, queue: str) -> list[dict[str, object]]:
-    key = dramatiq_messages(loop.broker.namespace, queue)
+    key = DramatiqQueueKeys(loop.broker.namespace, queue).messages
     return [json.loads(m)["options"] for m in loop.broker.client.hvals(key)]
 
 

@@ -10,6 +10,7 @@ from app.api_models import RequestVisit
 from app.db.connection import DictConnection
 from app.requests import create_request, get_request
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from tests.processes import running, wait_for, with_constants
 
 ENV = with_constants(
@@ -55,7 +56,7 @@ def test_invalid_loader_results_and_missing_loaders_end_their_requests_failed(
         {"url": "sim://junk", "s": "failed"},
     ]
     r = redis.Redis.from_url(settings.redis_dsn())
-    assert [k for k in r.keys("dramatiq:*.XQ") if r.zcard(k)] == []
+    assert [k for k in r.keys(DramatiqQueueKeys("dramatiq", "*").dead) if r.zcard(k)] == []
     worker_log = (logs / "worker.log").read_text()
     assert "Traceback" not in worker_log
     assert "warning: no loader installed for visit type(s) hg" in worker_log
