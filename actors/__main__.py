@@ -137,7 +137,7 @@ def journal_group(args: list[str]) -> None:
 def _warn_idle_members(settings: Settings, processes: int) -> None:
     """Log a warning if the group has more processes than the journal topic has
     partitions (one the members will create has ``TOPIC_PARTITIONS``)."""
-    from app.kafka import TOPIC_PARTITIONS, idle_members, topic_partitions
+    from app.kafka.client import TOPIC_PARTITIONS, idle_members, topic_partitions
 
     topic = settings.journal_topic
     partitions = topic_partitions(settings, topic, timeout_s=30.0)

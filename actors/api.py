@@ -1,7 +1,7 @@
 """revisit's remote API: Dramatiq actors any service can enqueue to.
 
 Consumed by ``revisit api`` (Procfile ``api``). Payloads are documented by
-``app.api_models`` and validated on receipt: a bad one is refused with the
+``app.inputs.api`` and validated on receipt: a bad one is refused with the
 field named, nothing is written, and Dramatiq dead-letters it (no retry).
 
 Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
@@ -31,8 +31,10 @@ import dramatiq
 import psycopg
 
 from actors.broker import make_broker
-from app import requests as req
-from app.api_models import (
+from app.db.connection import Connections, DictConnection
+from app.db.listings import UnknownLister, find_lister
+from app.domain.queue_names import API_QUEUE
+from app.inputs.api import (
     AdjustPriority,
     CancelRequest,
     InvalidPayload,
@@ -40,15 +42,13 @@ from app.api_models import (
     RequestVisit,
     validated,
 )
-from app.context import Context
-from app.db.connection import Connections, DictConnection
-from app.db.listings import UnknownLister, find_lister
+from app.inputs.listing import ListingInputError
 from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
 from app.listers.interface import ListerInterface
-from app.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing
-from app.listing import record_listed_origins as record_listing_origins
-from app.listing_input import ListingInputError
-from app.queue_names import API_QUEUE
+from app.services import requests as req
+from app.services.context import Context
+from app.services.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing
+from app.services.listing import record_listed_origins as record_listing_origins
 from app.settings import get_settings
 
 log = logging.getLogger("revisit.api")

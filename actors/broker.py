@@ -9,7 +9,7 @@ from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
 from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
-from app.context import redis_client
+from app.services.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 from queues.dramatiq_broker import redis_broker

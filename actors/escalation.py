@@ -18,7 +18,7 @@ from typing import Any
 import dramatiq
 from dramatiq import Middleware
 
-from app.queue_names import slow_queue
+from app.domain.queue_names import slow_queue
 from queues.dramatiq_broker import TUNING_OPTIONS, enqueue_first
 
 log = logging.getLogger("revisit.worker")

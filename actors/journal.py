@@ -24,13 +24,13 @@ import redis
 from confluent_kafka import Consumer, KafkaException, Message
 
 from actors.journal_consumer import JournalConsumer
-from app.context import Context
 from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
 from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
-from app.journal import BatchOutcome, place_rows
-from app.journal_batch import BatchWriter
-from app.kafka import PublishError, Record, ResilientProducer
+from app.kafka.client import PublishError, Record, ResilientProducer
+from app.services.context import Context
+from app.services.journal import BatchOutcome, place_rows
+from app.services.journal_batch import BatchWriter
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_BATCH_MESSAGES,

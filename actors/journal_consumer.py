@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from app.kafka import admin_client, ensure_topics, kafka_logger, make_consumer
+from app.kafka.client import admin_client, ensure_topics, kafka_logger, make_consumer
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_ASSIGNED_PARTITIONS,

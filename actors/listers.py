@@ -18,10 +18,10 @@ import dramatiq
 import psycopg
 
 from actors.broker import make_broker
-from app.context import Context
 from app.db.connection import Connections
+from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import LISTER_RUN_TIMEOUT_S, execute_run
-from app.queue_names import LISTER_QUEUE
+from app.services.context import Context
 from app.settings import get_settings
 from monitoring.listers import LISTER_ORIGINS, LISTER_RUNS
 

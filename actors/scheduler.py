@@ -15,7 +15,6 @@ import redis
 
 from actors.broker import make_broker
 from actors.loop import run_every
-from app.context import Context
 from app.db.connection import Connections, DictConnection
 from app.db.listings import first_visits_prefixes
 from app.db.policies import policies_of
@@ -23,9 +22,10 @@ from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.lanes import LANES
 from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS
-from app.queue_names import API_QUEUE, first_visits_queue, lane_queue
-from app.scheduler_step import plan_step
-from app.scheduling import StepResult
+from app.domain.queue_names import API_QUEUE, first_visits_queue, lane_queue
+from app.services.context import Context
+from app.services.scheduler_step import plan_step
+from app.services.scheduling import StepResult
 from app.settings import Settings
 from monitoring.lanes import FIRST_VISITS, lane_of
 from monitoring.metrics import (
@@ -212,7 +212,7 @@ class SchedulerLoop:
     def visit_type_step(
         self, conn: DictConnection, config: VisitTypeConfig, now: datetime
     ) -> StepResult:
-        """Plan one visit type's step (``app.scheduler_step``), send it, export it."""
+        """Plan one visit type's step (``app.services.scheduler_step``), send it, export it."""
         visit_type = config.name
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():

@@ -32,12 +32,12 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from app.context import Tuning, redis_client
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import Lane
-from app.kafka import StatusPublisher
+from app.domain.queue_names import lane_queue
+from app.kafka.client import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
-from app.queue_names import lane_queue
+from app.services.context import Tuning, redis_client
 from app.settings import WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes

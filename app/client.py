@@ -15,7 +15,8 @@ from typing import Any
 import dramatiq
 from pydantic import BaseModel
 
-from app.api_models import (
+from app.domain.queue_names import API_QUEUE
+from app.inputs.api import (
     MAX_PAYLOAD_BYTES,
     AdjustPriority,
     CancelRequest,
@@ -24,7 +25,6 @@ from app.api_models import (
     RequestVisit,
     validated,
 )
-from app.queue_names import API_QUEUE
 from app.settings import Settings, get_settings
 from queues.dramatiq_broker import redis_broker
 
@@ -65,7 +65,7 @@ class RevisitClient:
         return str(message.message_id)
 
     def request_visit(self, **fields: Any) -> str:
-        """Ask for a one-shot visit (fields of app.api_models.RequestVisit)."""
+        """Ask for a one-shot visit (fields of app.inputs.api.RequestVisit)."""
         return self._send("request_visit", RequestVisit, fields)
 
     def adjust_priority(self, request_id: int, delta: int) -> str:
@@ -79,5 +79,5 @@ class RevisitClient:
         return self._send("cancel_request", CancelRequest, {"request_id": request_id})
 
     def record_listing(self, **fields: Any) -> str:
-        """Send a batch of a lister's origins (fields of app.api_models.RecordListing)."""
+        """Send a batch of a lister's origins (fields of app.inputs.api.RecordListing)."""
         return self._send("record_listing", RecordListing, fields)

@@ -22,13 +22,13 @@ import time
 import uuid
 from pathlib import Path
 
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import register_lister
-from app.kafka import ensure_topics
-from app.listing import IMPORT_WRITERS, import_listing
-from app.listing_input import batches
-from app.mirror_sync import rebuild
+from app.inputs.listing import batches
+from app.kafka.client import ensure_topics
+from app.services.context import Context
+from app.services.listing import IMPORT_WRITERS, import_listing
+from app.services.mirror_sync import rebuild
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from benchmarks.journal_throughput import consume_all, prefill

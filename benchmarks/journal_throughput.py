@@ -31,15 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.journal import JournalClient, tune_gc
 from actors.journal_consumer import BATCH_SIZE
-from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
 from app.devtools import embedded
-from app.journal_codec import encode, visit_status_key
-from app.kafka import ensure_topics
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
+from app.kafka.client import ensure_topics
+from app.kafka.codec import encode, visit_status_key
+from app.services.context import Context
+from app.services.listing import record_listed_origins
 from app.settings import Settings
 from benchmarks.journal_clients import consume_with_processes
 from benchmarks.journal_messages import START, origin_url, visit_statuses
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         "REVISIT_JOURNAL_GROUP_ID": f"bench-{name}",
         "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
     }
-    constants: dict[str, float] = {"app.kafka.SESSION_TIMEOUT_MS": 6000}
+    constants: dict[str, float] = {"app.kafka.client.SESSION_TIMEOUT_MS": 6000}
     if args.batch_size:
         constants["actors.journal_consumer.BATCH_SIZE"] = args.batch_size
     overrides |= with_constants(constants)

@@ -39,11 +39,11 @@ from pathlib import Path
 
 import psycopg
 
-from app.context import Context
 from app.db.connection import connect
 from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
 from app.rpc.server import make_server, serve_until
+from app.services.context import Context
 from app.settings import Settings
 from benchmarks.common import bench_settings
 

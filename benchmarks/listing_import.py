@@ -15,12 +15,12 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
-from app.listing import IMPORT_WRITERS, import_listing
-from app.listing_input import ListingInputError, NumberedRow, batches
-from app.mirror_sync import rebuild
+from app.inputs.listing import ListingInputError, NumberedRow, batches
+from app.services.context import Context
+from app.services.listing import IMPORT_WRITERS, import_listing
+from app.services.mirror_sync import rebuild
 from benchmarks.common import bench_settings, listing_lines
 
 REFERENCE_ORIGINS_PER_S = 6500.0

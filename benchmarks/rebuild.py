@@ -17,9 +17,9 @@ import resource
 import statistics
 import time
 
-from app.context import Context
 from app.db.connection import connect
-from app.mirror_sync import rebuild
+from app.services.context import Context
+from app.services.mirror_sync import rebuild
 from benchmarks.common import bench_settings
 from benchmarks.growth import flush, timed_import
 from benchmarks.scheduling import now, redis_cpu_s, write_history

@@ -42,17 +42,17 @@ import psutil
 
 from actors.broker import make_broker
 from actors.scheduler import SchedulerLoop
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import register_lister
 from app.db.policies import candidates
 from app.domain.placement import Placement
 from app.domain.policies import POOL_OF_POLICY, REFERENCE_DEFAULTS
-from app.listing import import_listing
-from app.listing_input import batches
-from app.mirror_sync import rebuild
-from app.queue_names import visit_queue
-from app.scheduling import VisitOrder, schedule_step
+from app.domain.queue_names import visit_queue
+from app.inputs.listing import batches
+from app.services.context import Context
+from app.services.listing import import_listing
+from app.services.mirror_sync import rebuild
+from app.services.scheduling import VisitOrder, schedule_step
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from benchmarks.scheduling_data import VISIT_TYPE, origins

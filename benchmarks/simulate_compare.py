@@ -39,8 +39,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from app.context import Tuning
 from app.domain.policies import check_policies
+from app.services.context import Tuning
 from app.simulator.config import WorldConfig, load_config
 
 DEFAULT_DAYS = 90.0

@@ -37,15 +37,15 @@ import redis
 from confluent_kafka import Producer
 
 from actors.broker import make_broker
-from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
 from app.devtools import embedded
-from app.kafka import producer_config
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
-from app.mirror_sync import check_settled
+from app.inputs.listing import ListedOriginIn
+from app.kafka.client import producer_config
+from app.services.context import Context
+from app.services.listing import record_listed_origins
+from app.services.mirror_sync import check_settled
 from app.settings import Settings
 from benchmarks.soak_checks import JournalWatch, places_report
 from benchmarks.soak_prometheus import METRICS_CONSTANTS, Requests, draw, metrics_env, prometheus
@@ -74,7 +74,7 @@ SOAK_ENV = {
 SOAK_CONSTANTS = {
     "actors.scheduler.POLL_INTERVAL_S": 0.5,
     "actors.journal_consumer.BATCH_TIMEOUT_S": 0.2,
-    "app.kafka.SESSION_TIMEOUT_MS": 3000,
+    "app.kafka.client.SESSION_TIMEOUT_MS": 3000,
     "actors.journal_consumer.REJOIN_AFTER_S": 10,
     "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 5000,
 }

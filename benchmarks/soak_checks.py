@@ -11,10 +11,10 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from app.context import Context
 from app.db.connection import DictConnection
-from app.journal_codec import UndecodableMessage, decode
-from app.kafka import ensure_topics
+from app.kafka.client import ensure_topics
+from app.kafka.codec import UndecodableMessage, decode
+from app.services.context import Context
 from app.settings import Settings
 
 POISON_PREFIX = b"\xc1soak-poison-"

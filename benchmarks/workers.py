@@ -29,14 +29,14 @@ import dramatiq
 import redis
 
 from actors.broker import make_broker
-from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
-from app.journal_codec import encode, visit_status_value
-from app.kafka import StatusPublisher, ensure_topics
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
-from app.scheduling import VisitOrder
+from app.inputs.listing import ListedOriginIn
+from app.kafka.client import StatusPublisher, ensure_topics
+from app.kafka.codec import encode, visit_status_value
+from app.services.context import Context
+from app.services.listing import record_listed_origins
+from app.services.scheduling import VisitOrder
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from queues.dramatiq_broker import enqueue_many
@@ -200,7 +200,7 @@ def main() -> None:
                 {
                     "actors.scheduler.POLL_INTERVAL_S": 0.2,
                     "actors.journal_consumer.BATCH_TIMEOUT_S": 0.1,
-                    "app.kafka.SESSION_TIMEOUT_MS": 1000,
+                    "app.kafka.client.SESSION_TIMEOUT_MS": 1000,
                 }
             ),
         }

@@ -16,13 +16,13 @@ from typing import Any
 from prometheus_client import Gauge
 from psycopg.rows import tuple_row
 
-from app.context import Tuning
 from app.db.connection import Connections, DictConnection
 from app.db.policies import policies_of
 from app.db.queries import query
 from app.domain.cooldown import Cooldowns
 from app.domain.placement import MirrorRow, place
 from app.domain.policies import policy_of_pool, spacing_of
+from app.services.context import Tuning
 from app.settings import Settings
 from monitoring.metrics import (
     COVERAGE_REFRESH_SECONDS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.queue_names import FIRST_VISITS
+from app.domain.queue_names import FIRST_VISITS
 
 __all__ = ["FIRST_VISITS", "lane_of"]
 

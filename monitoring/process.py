@@ -25,7 +25,7 @@ from monitoring.multiprocess import OwnedFiles, fresh_directory
 #: Request kinds whose latency series exist from the start (others appear when seen).
 REQUEST_KINDS = ("save_code_now",)
 OUTCOMES = ("eventful", "uneventful", "failed")
-#: The fields a dead letter's reason names (app/journal_codec.py), and
+#: The fields a dead letter's reason names (app/kafka/codec.py), and
 #: "database" for a value PostgreSQL refused.
 DEAD_LETTER_REASONS = (
     "value",

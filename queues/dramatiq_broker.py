@@ -45,7 +45,7 @@ MAINTENANCE_CHANCE = 50000
 
 
 class Tuning(Protocol):
-    """How a visit runs (``app.scheduler_step.Tuning``)."""
+    """How a visit runs (``app.services.scheduler_step.Tuning``)."""
 
     @property
     def visit_time_limit_s(self) -> float: ...
@@ -56,7 +56,7 @@ class Tuning(Protocol):
 
 
 class VisitOrder(Protocol):
-    """What a visit message carries (``app.scheduling.VisitOrder``): the actor's kwargs."""
+    """What a visit message carries (``app.services.scheduling.VisitOrder``): the actor's kwargs."""
 
     def as_kwargs(self) -> dict[str, Any]: ...
 

@@ -26,10 +26,10 @@ then ``direct`` (placements are applied to the staging keys too).
 
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.allocation);
+picks counted for the age-optimal allocation's capacity (app.services.allocation);
 ``replan_after`` and
 ``replan_multiplier``: the stats id where the re-planning sweep goes on and
-the multiplier it plans with (app.replan).
+the multiplier it plans with (app.services.replan).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class VisitTypeKeys:
 
     @property
     def lateness(self) -> str:
-        """List of how late (s) the latest planned picks were served (app.allocation)."""
+        """List of how late (s) the latest planned picks were served (app.services.allocation)."""
         return f"{self.tag}lateness"
 
     def pools(self) -> list[str]:

@@ -18,10 +18,10 @@ import psycopg
 import pytest
 import redis
 
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
+from app.services.context import Context
 from app.settings import Settings
 from tests.processes import with_constants
 
@@ -166,7 +166,7 @@ def settings(
         values["REVISIT_MIRROR_SHARDS"] = '{"git": 3}'
     # Quicker Kafka rebalances and batches, here and in the processes a test starts.
     constants = {
-        "app.kafka.SESSION_TIMEOUT_MS": 1000,
+        "app.kafka.client.SESSION_TIMEOUT_MS": 1000,
         "actors.journal_consumer.BATCH_TIMEOUT_S": 0.2,
     }
     for name, constant in constants.items():

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from app.cli.common import console, fail
-from app.context import redis_client
+from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, dead_letter_reason
@@ -128,8 +128,8 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.journal_codec import decode
-    from app.kafka import read_dead_letters, replay
+    from app.kafka.client import read_dead_letters, replay
+    from app.kafka.codec import decode
 
     settings = get_settings()
     letters = read_dead_letters(settings, limit, idle)

@@ -141,7 +141,7 @@ def lister_scheduler() -> None:
 
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run Dramatiq workers for the lister queue (revisit.listers)."""
-    from app.queue_names import LISTER_QUEUE
+    from app.domain.queue_names import LISTER_QUEUE
 
     exec_dramatiq("actors.listers", 1, threads, [LISTER_QUEUE])
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from app.cli.common import console, err, now, visit_types_of
-from app.context import Context
 from app.db.connection import connect
+from app.services.context import Context
 from app.settings import get_settings
 
 mirror_app = typer.Typer(
@@ -22,7 +22,7 @@ def mirror_rebuild(
     visit_type: Annotated[str | None, typer.Argument()] = None,
 ) -> None:
     """Rebuild the Redis mirror from PostgreSQL."""
-    from app.mirror_sync import rebuild
+    from app.services.mirror_sync import rebuild
     from queues.mirror import RebuildInProgress, RebuildLost
 
     settings = get_settings()
@@ -45,7 +45,7 @@ def mirror_check(visit_type: Annotated[str | None, typer.Argument()] = None) -> 
     Differences are confirmed by a second look a second later, so origins that
     a running system was moving during the first are not reported.
     """
-    from app.mirror_sync import check_settled
+    from app.services.mirror_sync import check_settled
 
     _mirror_command(check_settled, visit_type, "difference(s)")
 
@@ -53,7 +53,7 @@ def mirror_check(visit_type: Annotated[str | None, typer.Argument()] = None) -> 
 @mirror_app.command("repair")
 def mirror_repair(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
     """Move every origin that persistently differs to where PostgreSQL says (exit 0)."""
-    from app.mirror_sync import check_settled, repair
+    from app.services.mirror_sync import check_settled, repair
 
     def check_and_repair(conn: Any, ctx: Context, vt: str, clock: Any) -> list[Any]:
         differences = check_settled(conn, ctx, vt, clock)

@@ -12,7 +12,6 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from app.api_models import MAX_PRIORITY, MIN_PRIORITY, first_error
 from app.cli.common import (
     console,
     err,
@@ -22,11 +21,12 @@ from app.cli.common import (
     require_visit_type,
     split_lister,
 )
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
-from app.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
-from app.listing_input import ListingInputError
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, first_error
+from app.inputs.listing import ListingInputError
+from app.services.context import Context
+from app.services.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
 from app.settings import get_settings
 
 lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
@@ -73,7 +73,7 @@ def origins_import(
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.listing import MassDisable, finish_listing, start_listing
+    from app.services.listing import MassDisable, finish_listing, start_listing
 
     name, instance = split_lister(lister)
     settings = get_settings()
@@ -119,8 +119,8 @@ def _import(
     writers: int,
 ) -> ImportReport:
     """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
-    from app.listing import import_listing
-    from app.listing_input import batches
+    from app.inputs.listing import batches
+    from app.services.listing import import_listing
 
     extra = [connect(ctx.settings) for _ in range(writers - 1)]
     try:
@@ -167,7 +167,7 @@ def origin_show(
     visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
 ) -> None:
     """Where an origin stands: listing, visit stats, place and rank in the mirror."""
-    from app.introspection import describe_origin
+    from app.services.introspection import describe_origin
 
     settings = get_settings()
     ctx = Context.from_settings(settings)
@@ -185,7 +185,7 @@ def origin_show(
 
 
 def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
-    from app.origins import set_disabled
+    from app.services.origins import set_disabled
 
     settings = get_settings()
     ctx = Context.from_settings(settings)
@@ -226,8 +226,8 @@ def origins_send(
     priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
 ) -> None:
     """Visit these origins now: one-shot requests, served before recurrent visits."""
-    from app.origins import send_visits
-    from app.requests import RequestError
+    from app.services.origins import send_visits
+    from app.services.requests import RequestError
 
     with connect(get_settings()) as conn:
         if visit_type is not None:

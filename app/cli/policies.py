@@ -8,10 +8,10 @@ import typer
 from rich.table import Table
 
 from app.cli.common import console, fail, now, require_visit_type, visit_types_of
-from app.context import Context
 from app.db.connection import connect
-from app.scheduler_step import Tuning, tuning_of
-from app.scheduling import VisitOrder
+from app.services.context import Context
+from app.services.scheduler_step import Tuning, tuning_of
+from app.services.scheduling import VisitOrder
 from app.settings import get_settings
 
 policy_app = typer.Typer(
@@ -34,7 +34,7 @@ def schedule(
     """
     from app.db.policies import policies_of
     from app.db.scheduling import visit_type_configs
-    from app.scheduling import schedule_step
+    from app.services.scheduling import schedule_step
 
     settings = get_settings()
     ctx = Context.from_settings(settings)
@@ -56,7 +56,7 @@ def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int
     """Send ``orders`` to the express and slow lanes as the scheduler does, with the
     visit type's ``tuning``; the lane of each origin."""
     from app.domain.lanes import assign_lanes
-    from app.queue_names import slow_queue, visit_queue
+    from app.domain.queue_names import slow_queue, visit_queue
     from queues.dramatiq_broker import enqueue_many, redis_broker, visit_message
 
     settings = get_settings()

@@ -137,7 +137,7 @@ def worker(
     """Run Dramatiq workers for the lanes of the visit types this pool serves: the
     visit_types table's, filtered by REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY, read
     at start (a visit type added later is served after a restart)."""
-    from app.queue_names import first_visits_queue, lane_queue
+    from app.domain.queue_names import first_visits_queue, lane_queue
 
     settings = get_settings()
     served = settings.served_visit_types(_table(settings)[0])
@@ -180,7 +180,7 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
-    from app.queue_names import API_QUEUE
+    from app.domain.queue_names import API_QUEUE
 
     exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
 

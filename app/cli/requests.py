@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from app.api_models import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
 from app.cli.common import console, fail, now
-from app.context import Context
 from app.db.connection import connect
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
+from app.services.context import Context
 from app.settings import get_settings
 
 STATUSES = ("pending", "scheduled", "running", "succeeded", "failed", "aborted")
@@ -30,8 +30,8 @@ def request_add(
     """Ask for a one-shot visit of URL; print the request id."""
     from pydantic import ValidationError
 
-    from app.api_models import RequestVisit, first_error
-    from app.requests import RequestError, create_request
+    from app.inputs.api import RequestVisit, first_error
+    from app.services.requests import RequestError, create_request
 
     try:
         request = RequestVisit.model_validate(
@@ -60,7 +60,7 @@ def request_list(
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List requests, pending ones first in the order they will be served."""
-    from app.requests import list_requests
+    from app.services.requests import list_requests
 
     if status is not None and status not in STATUSES:
         raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")
@@ -85,7 +85,7 @@ def request_list(
 
 
 def _request_op(op: str, request_id: int, delta: int = 0) -> None:
-    from app import requests as req
+    from app.services import requests as req
 
     settings = get_settings()
     ctx = Context.from_settings(settings)

@@ -13,13 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli.common import console, now, visit_types_of
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.metrics import open_requests, schedule_drift
 from app.domain.lanes import LANES
-from app.queue_names import lane_queue
+from app.domain.queue_names import lane_queue
+from app.services.context import Context
+from app.services.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from app.settings import get_settings
-from app.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
 from queues.workers import queue_capacity

@@ -10,18 +10,18 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from app.api_models import first_error
 from app.cli.common import console, fail
 from app.db.connection import DictConnection, connect
+from app.inputs.api import first_error
 from app.loaders.base import installed_loaders
-from app.settings import get_settings
-from app.visit_types import (
+from app.services.visit_types import (
     VisitTypeChange,
     VisitTypeError,
     add_visit_type,
     list_visit_types,
     set_visit_type,
 )
+from app.settings import get_settings
 
 visit_type_app = typer.Typer(
     rich_markup_mode=None,

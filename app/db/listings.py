@@ -16,7 +16,7 @@ from app.db.connection import DictConnection
 from app.db.queries import query
 from app.db.rows import column_index
 from app.domain.placement import MirrorRow
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
 
 
 class UnknownLister(LookupError):

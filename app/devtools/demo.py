@@ -25,15 +25,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from app.context import Context
 from app.db.connection import connect
 from app.db.listings import register_lister
 from app.db.migrate import migrate
 from app.db.origins import demo_summary, recently_visited
 from app.devtools import embedded
+from app.inputs.listing import ListedOriginIn
 from app.listers.runs import schedule_lister
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
+from app.services.context import Context
+from app.services.listing import record_listed_origins
 from app.settings import Settings
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"

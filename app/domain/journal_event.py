@@ -1,4 +1,4 @@
-"""A decoded origin_visit_status journal message (decoded by ``app.journal_codec``)."""
+"""A decoded origin_visit_status journal message (decoded by ``app.kafka.codec``)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ class Policy:
     ``due`` decide every share, so they take no other policy beside them.
     ``plans_capacity``: each step also counts its picks and lateness, keeps
     the age-optimal allocation in step with the capacity and re-plans a slice
-    of targets (``app.allocation``, ``app.replan``).
+    of targets (``app.services.allocation``, ``app.services.replan``).
     """
 
     name: str

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.inputs.listing import ListedOriginIn
 from app.listers.plugin import ListedPage, ListerRequest
-from app.listing_input import ListedOriginIn
 
 
 def _git_dir(path: Path) -> Path | None:

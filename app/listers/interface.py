@@ -28,11 +28,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from app.context import Context
 from app.db import lister_api as sql
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.db.errors import refusal
+from app.inputs.listing import ListedOriginIn, ListingInputError, check_visit_types
 from app.listers.models import (
     ListedOrigin,
     ListedOriginPage,
@@ -42,8 +42,8 @@ from app.listers.models import (
     StaleData,
     parse,
 )
-from app.listing import place_recorded
-from app.listing_input import ListedOriginIn, ListingInputError, check_visit_types
+from app.services.context import Context
+from app.services.listing import place_recorded
 
 #: The reference's page size, and the largest page served.
 DEFAULT_PAGE_SIZE = 1000

@@ -22,7 +22,7 @@ from pydantic import (
     ValidationError,
 )
 
-from app.api_models import first_error
+from app.inputs.api import first_error
 
 
 class ListerInputError(ValueError):

@@ -16,7 +16,7 @@ from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
 
 ENTRY_POINT_GROUP = "revisit.listers"
 

@@ -21,14 +21,14 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.queries import query
 from app.domain.backoff import Backoff
 from app.domain.lister_schedule import ListerSchedule, after_run
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
-from app.listing import finish_listing, record_listed_origins, start_listing
+from app.services.context import Context
+from app.services.listing import finish_listing, record_listed_origins, start_listing
 
 #: Origins recorded per transaction by a run.
 LISTER_BATCH_SIZE = 1000

@@ -23,11 +23,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 
-from app.context import Context
 from app.db.connection import Connections
 from app.listers.interface import ListerInterface
 from app.rpc.codec import encode_error
 from app.rpc.endpoints import SERVED, UNSERVED, call
+from app.services.context import Context
 from app.settings import Settings
 
 log = logging.getLogger("revisit.rpc")

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from app.api_models import first_error
-from app.context import TUNING_KNOBS
+from app.inputs.api import first_error
+from app.services.context import TUNING_KNOBS
 
 #: What a world may override: the ladder unit (a setting) and the research knobs
-#: (app.context.Tuning).
+#: (app.services.context.Tuning).
 KNOBS = TUNING_KNOBS | {"ladder_unit_s"}
 
 

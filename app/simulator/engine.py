@@ -4,10 +4,10 @@ simulated forges, listers and loaders, under a simulated clock.
 Each step of ``step_minutes`` at simulated time t:
 
 1. the journal events of visits that started or ended by t are applied in one
-   batch (``app.journal.apply_events_batch``, as the journal client does);
-2. listers due at t record a full listing (``app.listing``), unless their
+   batch (``app.services.journal.apply_events_batch``, as the journal client does);
+2. listers due at t record a full listing (``app.services.listing``), unless their
    forge is down;
-3. save-code-now requests that arrived are created (``app.requests``);
+3. save-code-now requests that arrived are created (``app.services.requests``);
 4. for each visit type, the scheduler fills the free slots of the request
    queue (``take_pending``) and of the recurrent queue (``schedule_step``:
    the policies, the Lua pops and the Postgres stamps of production);
@@ -34,20 +34,20 @@ from typing import Any
 
 import numpy as np
 
-from app.api_models import RequestVisit
-from app.context import TUNING_KNOBS, Context, Tuning
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, register_lister
 from app.db.policies import policies_of, set_policies
 from app.db.scheduling import set_max_queue_length, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
-from app.journal import apply_events_batch
-from app.listing import finish_listing, record_listed_origins, start_listing
-from app.listing_input import ListedOriginIn
-from app.queue_names import priority_queue, visit_queue
-from app.requests import create_request
-from app.scheduler_step import plan_step
-from app.scheduling import visit_number
+from app.domain.queue_names import priority_queue, visit_queue
+from app.inputs.api import RequestVisit
+from app.inputs.listing import ListedOriginIn
+from app.services.context import TUNING_KNOBS, Context, Tuning
+from app.services.journal import apply_events_batch
+from app.services.listing import finish_listing, record_listed_origins, start_listing
+from app.services.requests import create_request
+from app.services.scheduler_step import plan_step
+from app.services.scheduling import visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -300,7 +300,7 @@ class Simulation:
             state.request_created_s[request_id] = t
 
     def _schedule(self, name: str, state: _VisitType, t: float) -> None:
-        """The scheduler process's own step (``app.scheduler_step.plan_step``), with
+        """The scheduler process's own step (``app.services.scheduler_step.plan_step``), with
         the simulated worker pools standing for the Dramatiq queues."""
         config = self.configs[name]
         pools = {

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.listing import record_listed_origins
 from tests.processes import running, wait_for
 
 

@@ -9,16 +9,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
-from app.journal import apply_events_batch
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
-from app.scheduling import schedule_step
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.journal import apply_events_batch
+from app.services.listing import record_listed_origins
+from app.services.scheduling import schedule_step
 from tests.integration.helpers import cli, list_origins, stats_by_url
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ from dramatiq.brokers.redis import MAINTENANCE_SCALE
 from dramatiq.middleware import CurrentMessage, Middleware, MiddlewareError
 
 from actors.broker import make_broker
-from app.scheduling import VisitOrder
+from app.services.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import (
     enqueue_first,

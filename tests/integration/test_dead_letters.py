@@ -15,8 +15,8 @@ from dramatiq import Worker
 
 from actors.broker import make_broker
 from app.db.connection import DictConnection
-from app.kafka import read_dead_letters
-from app.queue_names import API_QUEUE
+from app.domain.queue_names import API_QUEUE
+from app.kafka.client import read_dead_letters
 from app.settings import Settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
@@ -118,7 +118,7 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     settings: Settings, conn: DictConnection
 ) -> None:
     from actors.journal import JournalClient
-    from app.kafka import StatusPublisher
+    from app.kafka.client import StatusPublisher
 
     client = JournalClient(settings)
     url = "https://j.example/new-type"

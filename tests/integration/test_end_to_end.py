@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.devtools.demo import commit, make_repo
+from app.services.context import Context
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for, with_constants

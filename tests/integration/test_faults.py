@@ -25,15 +25,15 @@ from pydantic import SecretStr
 
 from actors.journal import JournalClient
 from actors.scheduler import SchedulerLoop
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import visit_type_configs
 from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
-from app.journal import apply_events_batch
-from app.kafka import StatusPublisher, producer_config
-from app.mirror_sync import LOST_VISIT_GRACE_S, check
-from app.scheduling import schedule_step
+from app.kafka.client import StatusPublisher, producer_config
+from app.services.context import Context
+from app.services.journal import apply_events_batch
+from app.services.mirror_sync import LOST_VISIT_GRACE_S, check
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import wait_for

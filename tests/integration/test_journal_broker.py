@@ -22,10 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.journal import JournalClient
 from actors.journal_consumer import JournalConsumer
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.devtools import embedded
-from app.kafka import Record, ResilientProducer, StatusPublisher
+from app.kafka.client import Record, ResilientProducer, StatusPublisher
+from app.services.context import Context
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.integration.test_faults import Running, set_database_available

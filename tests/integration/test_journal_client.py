@@ -5,13 +5,13 @@ from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 
 from actors.journal import JournalClient
-from app.api_models import RequestVisit
-from app.context import Context
 from app.db.connection import DictConnection
-from app.kafka import StatusPublisher, producer_config
-from app.mirror_sync import check
-from app.requests import create_request, get_request, take_pending
-from app.scheduling import schedule_step
+from app.inputs.api import RequestVisit
+from app.kafka.client import StatusPublisher, producer_config
+from app.services.context import Context
+from app.services.mirror_sync import check
+from app.services.requests import create_request, get_request, take_pending
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import wait_for

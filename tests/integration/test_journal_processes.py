@@ -18,10 +18,10 @@ import redis
 from pydantic import SecretStr
 
 from actors.journal import JournalClient
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.devtools import embedded
-from app.kafka import StatusPublisher, ensure_topics, topic_partitions
+from app.kafka.client import StatusPublisher, ensure_topics, topic_partitions
+from app.services.context import Context
 from app.settings import Settings
 from tests.conftest import fresh_database
 from tests.integration.helpers import list_origins, stats_by_url
@@ -31,7 +31,7 @@ from tests.processes import BIN, wait_for
 
 URLS = [f"https://group.example/r{i}.git" for i in range(30)]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-#: Every partition of the journal topic (app.kafka.ensure_topics).
+#: Every partition of the journal topic (app.kafka.client.ensure_topics).
 PARTITIONS = 4
 
 

@@ -13,10 +13,10 @@ import pytest
 from pydantic import SecretStr
 
 from actors.journal import JournalClient
-from app.context import Context
 from app.db.connection import DictConnection, connect
-from app.kafka import StatusPublisher
-from app.mirror_sync import check
+from app.kafka.client import StatusPublisher
+from app.services.context import Context
+from app.services.mirror_sync import check
 from app.settings import Settings
 from tests.integration import journal_crash
 from tests.integration.helpers import list_origins, stats_by_url

@@ -7,8 +7,8 @@ import signal
 import time
 from pathlib import Path
 
-from app.context import Context
 from app.db.connection import DictConnection
+from app.services.context import Context
 from app.settings import Settings
 from queues.workers import queue_capacity
 from tests.integration.helpers import run_visits, stats_by_url
@@ -24,8 +24,8 @@ def list_simulated(
     from datetime import UTC, datetime
 
     from app.db.listings import register_lister
-    from app.listing import record_listed_origins
-    from app.listing_input import ListedOriginIn
+    from app.inputs.listing import ListedOriginIn
+    from app.services.listing import record_listed_origins
 
     conn.execute("insert into visit_types (name, max_queue_length) values ('simulated', 1)")
     lister = register_lister(conn, "sim", "lanes", None)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.api_models import InvalidPayload
-from app.context import Context
 from app.db.connection import DictConnection
+from app.domain.queue_names import API_QUEUE
+from app.inputs.api import InvalidPayload
 from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
-from app.queue_names import API_QUEUE
+from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.processes import running, wait_for

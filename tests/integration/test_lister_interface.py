@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.listers.interface import ListerInterface
 from app.listers.models import ListerInputError, StaleData
+from app.services.context import Context
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 

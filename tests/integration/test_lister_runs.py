@@ -11,12 +11,12 @@ import redis
 from pydantic import SecretStr
 
 from actors.lister_scheduler import ListerScheduler
-from app.context import Context
 from app.db.connection import DictConnection
 from app.devtools.demo import make_repo
 from app.devtools.embedded import free_port
+from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
-from app.queue_names import LISTER_QUEUE
+from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.integration.helpers import cli, stats_by_url

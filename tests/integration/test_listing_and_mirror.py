@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.domain.placement import epoch_s
-from app.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built, rebuild
-from app.scheduling import schedule_step
+from app.services.context import Context
+from app.services.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built, rebuild
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import cli, list_origins, stats_by_url
 

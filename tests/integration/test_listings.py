@@ -1,12 +1,12 @@
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.listing import finish_listing, record_listed_origins, start_listing
-from app.listing_input import ListedOriginIn
-from app.mirror_sync import check
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.listing import finish_listing, record_listed_origins, start_listing
+from app.services.mirror_sync import check
 from app.settings import Settings
 from tests.integration.helpers import cli
 
@@ -89,7 +89,7 @@ def test_origin_disabled_after_failures_is_reenabled_by_the_next_listing(
     conn.execute(
         "update origin_visit_stats set disabled_for_failures = true, failures_in_a_row = 3"
     )
-    from app.mirror_sync import rebuild
+    from app.services.mirror_sync import rebuild
 
     rebuild(conn, ctx, "git", NOW)
     assert mirrored(ctx) == 0
@@ -182,8 +182,8 @@ def test_concurrent_writers_record_every_origin_once_even_with_duplicates(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
     from app.db.connection import connect
-    from app.listing import import_listing
-    from app.listing_input import batches
+    from app.inputs.listing import batches
+    from app.services.listing import import_listing
 
     lister = register_lister(conn, "gitlab", "big", None)
     lines = [f'{{"url": "https://w.example/{i % 700}", "visit_type": "git"}}' for i in range(1000)]

@@ -9,17 +9,17 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
-from app.journal import apply_events_batch
-from app.listing import finish_listing, record_listed_origins, start_listing
-from app.listing_input import ListedOriginIn
-from app.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built
-from app.scheduling import schedule_step
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.journal import apply_events_batch
+from app.services.listing import finish_listing, record_listed_origins, start_listing
+from app.services.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built
+from app.services.scheduling import schedule_step
 
 pytestmark = pytest.mark.every_mirror(sharded=True)
 

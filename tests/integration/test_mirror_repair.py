@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
-from app.mirror_sync import check, check_settled, rebuild
+from app.services.context import Context
+from app.services.mirror_sync import check, check_settled, rebuild
 from tests.integration.helpers import cli, list_origins, stats_by_url
 
 pytestmark = pytest.mark.every_mirror

@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from app.api_models import RequestVisit
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.devtools.demo import commit, make_repo
 from app.domain.policies import reference_policies
-from app.kafka import producer_config
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
-from app.requests import create_request
+from app.inputs.api import RequestVisit
+from app.inputs.listing import ListedOriginIn
+from app.kafka.client import producer_config
+from app.services.context import Context
+from app.services.listing import record_listed_origins
+from app.services.requests import create_request
 from app.settings import Settings
 from monitoring.dashboard import panels
 from monitoring.prometheus_api import api, finite_points, query_range, with_rate_window

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import redis
 
-from app.context import Context
 from app.db.connection import DictConnection
-from app.mirror_sync import check
+from app.services.context import Context
+from app.services.mirror_sync import check
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli, list_origins

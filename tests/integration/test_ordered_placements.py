@@ -11,14 +11,14 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from actors.journal import JournalClient
-from app.context import Context
 from app.db.connection import DictConnection
 from app.domain.placement import Placement
-from app.journal import BatchOutcome
-from app.journal_codec import encode, visit_status_key, visit_status_value
-from app.kafka import ensure_topics, producer_config
-from app.mirror_sync import check, rebuild
-from app.scheduling import schedule_step
+from app.kafka.client import ensure_topics, producer_config
+from app.kafka.codec import encode, visit_status_key, visit_status_value
+from app.services.context import Context
+from app.services.journal import BatchOutcome
+from app.services.mirror_sync import check, rebuild
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from queues.mirror import TOUCHED_BATCH
 from tests.integration.helpers import list_origins

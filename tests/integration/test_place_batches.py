@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from app.context import Context
 from app.domain.placement import POOLS, Placement
+from app.services.context import Context
 from queues.mirror import Mirror
 
 pytestmark = pytest.mark.every_mirror

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.migrate import available
 from app.db.policies import (
@@ -16,6 +15,7 @@ from app.db.policies import (
 )
 from app.db.queries import query
 from app.db.scheduling import mark_scheduled
+from app.services.context import Context
 from tests.integration.helpers import cli, list_origins
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

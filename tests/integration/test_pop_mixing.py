@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.context import Context
 from app.domain.placement import POOLS, Placement
+from app.services.context import Context
 from queues.mirror import Mirror, MirrorClient
 
 pytestmark = pytest.mark.every_mirror

@@ -14,11 +14,11 @@ import pytest
 import redis
 
 from app.client import RevisitClient
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.listing import record_listed_origins
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.processes import running, wait_for, with_constants

@@ -11,10 +11,10 @@ import dramatiq
 import pytest
 
 from app.client import RevisitClient
-from app.context import Context
 from app.db.connection import DictConnection
-from app.mirror_sync import check
-from app.queue_names import API_QUEUE
+from app.domain.queue_names import API_QUEUE
+from app.services.context import Context
+from app.services.mirror_sync import check
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli

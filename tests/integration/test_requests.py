@@ -11,16 +11,16 @@ import pytest
 import redis
 
 from actors.scheduler import SchedulerLoop
-from app.api_models import InvalidPayload, RequestVisit
 from app.client import RevisitClient
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.devtools.demo import make_repo
 from app.domain.journal_event import VisitStatusEvent
-from app.journal import apply_events_batch
-from app.queue_names import API_QUEUE, priority_queue, visit_queue
-from app.requests import (
+from app.domain.queue_names import API_QUEUE, priority_queue, visit_queue
+from app.inputs.api import InvalidPayload, RequestVisit
+from app.services.context import Context
+from app.services.journal import apply_events_batch
+from app.services.requests import (
     RequestError,
     adjust_priority,
     cancel_request,

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
-from app.journal import apply_events_batch
 from app.rpc.codec import decode, encode
 from app.rpc.server import make_server, serve_until
+from app.services.context import Context
+from app.services.journal import apply_events_batch
 from app.settings import Settings
 from tests.conftest import IN_CI
 from tests.reference.venv import reference_python

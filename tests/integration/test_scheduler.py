@@ -12,20 +12,20 @@ import pytest
 
 import queues.mirror
 from actors.scheduler import SchedulerLoop
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.db.scheduling import mark_scheduled, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import Placement
-from app.introspection import describe_origin
-from app.journal import apply_events_batch
-from app.listing import record_listed_origins
-from app.listing_input import ListedOriginIn
-from app.mirror_sync import check, ensure_built
-from app.queue_names import visit_queue
-from app.scheduling import schedule_step
+from app.domain.queue_names import visit_queue
+from app.inputs.listing import ListedOriginIn
+from app.services.context import Context
+from app.services.introspection import describe_origin
+from app.services.journal import apply_events_batch
+from app.services.listing import record_listed_origins
+from app.services.mirror_sync import check, ensure_built
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from queues.lease import LeaseLost, Leases
@@ -105,7 +105,7 @@ def test_query_policies_pick_by_their_own_order(conn: DictConnection, ctx: Conte
         "update origin_visit_stats set last_scheduled = %s - make_interval(days => id::int)",
         (NOW - timedelta(days=30),),
     )
-    from app.mirror_sync import rebuild
+    from app.services.mirror_sync import rebuild
 
     rebuild(conn, ctx, "git", NOW)
     result = schedule_step(conn, ctx, "git", 3, NOW, {"oldest_scheduled_first": 1.0})
@@ -168,8 +168,8 @@ def test_first_visits_after_listing_go_through_the_listers_queue(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
     from app.db.listings import register_lister
-    from app.listing import finish_listing, record_listed_origins, start_listing
-    from app.listing_input import ListedOriginIn
+    from app.inputs.listing import ListedOriginIn
+    from app.services.listing import finish_listing, record_listed_origins, start_listing
 
     # git alone: another visit type's step would find the lister done in this step.
     conn.execute("delete from scheduling_policies where visit_type <> 'git'")

@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import Placement
-from app.journal import apply_events_batch
-from app.mirror_sync import check, ensure_built, rebuild
-from app.scheduling import schedule_step
+from app.services.context import Context
+from app.services.journal import apply_events_batch
+from app.services.mirror_sync import check, ensure_built, rebuild
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from queues.keys import shard_of
 from tests.integration.helpers import list_origins

@@ -14,10 +14,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import mark_scheduled
 from app.domain.policies import reference_policies
+from app.services.context import Context
 from app.settings import Settings
 from app.simulator.config import (
     Lister,

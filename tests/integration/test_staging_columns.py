@@ -22,7 +22,7 @@ from app.db.queries import query
 from app.db.stats import STATS_STAGING, stats_from_row, stats_row, stats_values
 from app.domain.visit_history import FinalVisit, Tally, VisitHistory
 from app.domain.visit_stats import OriginStats
-from app.listing_input import ListedOriginIn
+from app.inputs.listing import ListedOriginIn
 
 STAGINGS = [
     ("create_stats_staging", "copy_stats_staging", "journal_stats_staging", STATS_STAGING),

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 from actors.broker import make_broker
-from app.context import Context
 from app.db.connection import DictConnection
-from app.queue_names import lane_queue
-from app.scheduling import VisitOrder
+from app.domain.queue_names import lane_queue
+from app.services.context import Context
+from app.services.scheduling import VisitOrder
 from app.settings import Settings
 from queues.dramatiq_broker import enqueue_many, visit_message
 from tests.integration.helpers import list_origins, stats_by_url

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.domain.lanes import LANES
 from app.domain.placement import Placement
-from app.queue_names import first_visits_queue, lane_queue
+from app.domain.queue_names import first_visits_queue, lane_queue
+from app.services.context import Context
 from app.settings import Settings
 from queues import keys
 from queues.keys import DRAMATIQ_NAMESPACE

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from actors.scheduler import SchedulerLoop
-from app.context import Context
 from app.db.connection import DictConnection
+from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli, list_origins, run_visits, stats_by_url

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import redis
 
-from app.api_models import RequestVisit
 from app.db.connection import DictConnection
-from app.requests import create_request, get_request
+from app.inputs.api import RequestVisit
+from app.services.requests import create_request, get_request
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from tests.processes import running, wait_for, with_constants

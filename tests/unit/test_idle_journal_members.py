@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.kafka import idle_members
+from app.kafka.client import idle_members
 
 
 def test_as_many_processes_as_partitions_get_no_warning() -> None:

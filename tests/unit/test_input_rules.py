@@ -2,10 +2,10 @@ import math
 
 import pytest
 
-from app.input_rules import MAX_URL_BYTES, check_loader_arguments, check_url
+from app.inputs.rules import MAX_URL_BYTES, check_loader_arguments, check_url
 from app.loaders.base import VisitResult, checked_result
 
-#: What app.input_rules refuses in a URL: control characters, space and DEL.
+#: What app.inputs.rules refuses in a URL: control characters, space and DEL.
 _FORBIDDEN_CHARS = {chr(c) for c in range(0x21)} | {"\x7f"}
 
 

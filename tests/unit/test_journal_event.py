@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.journal_event import InvalidEvent
-from app.journal_codec import (
+from app.kafka.codec import (
     UndecodableMessage,
     decode,
     decode_event,

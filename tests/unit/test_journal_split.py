@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.domain.journal_event import VisitStatusEvent
-from app.journal_batch import split_by_origin
+from app.services.journal_batch import split_by_origin
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVENTS = st.lists(

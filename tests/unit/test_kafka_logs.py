@@ -1,6 +1,6 @@
 import logging
 
-from app.kafka import OncePer
+from app.kafka.client import OncePer
 
 
 def record(facility: str) -> logging.LogRecord:

@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.listing_input import (
+from app.inputs.listing import (
     ListedOriginIn,
     ListingInputError,
     check_visit_types,

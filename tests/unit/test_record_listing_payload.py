@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.api_models import InvalidPayload, RecordListing, validated
-from app.listing_input import ListedOriginIn
+from app.inputs.api import InvalidPayload, RecordListing, validated
+from app.inputs.listing import ListedOriginIn
 
 ORIGIN = {"url": "https://x/a", "visit_type": "git", "last_update": "2026-01-01T00:00:00Z"}
 

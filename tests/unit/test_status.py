@@ -1,5 +1,5 @@
-from app.queue_names import lane_queue
-from app.status import LaneStatus, VisitTypeStatus, rates
+from app.domain.queue_names import lane_queue
+from app.services.status import LaneStatus, VisitTypeStatus, rates
 from queues.dramatiq_queues import QueueDepth
 
 

@@ -5,7 +5,7 @@ import uuid
 import msgspec
 import pytest
 
-from app.scheduling import VisitOrder
+from app.services.scheduling import VisitOrder
 from queues.dramatiq_broker import visit_message
 
 ORDER = VisitOrder(7, "https://x.example/a", "git", {"branch": "main"}, 3, 1.5, "lagging")

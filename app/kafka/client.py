@@ -23,7 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from app.journal_codec import encode, visit_status_key, visit_status_value
+from app.kafka.codec import encode, visit_status_key, visit_status_value
 from app.settings import Settings
 
 #: The journal consumer's group session timeout.

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.db.connection import DictConnection
 from app.db.queries import query
 from app.domain.policies import default_policies
-from app.input_rules import StoredText
+from app.inputs.rules import StoredText
 
 #: Longest interval accepted between two visits of one origin (10 years).
 MAX_INTERVAL_S = 10 * 365 * 86400.0

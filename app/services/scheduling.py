@@ -12,8 +12,6 @@ from typing import Any
 
 import msgspec
 
-from app.allocation import planned_lateness, refresh_allocation, schedule_drift_s
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import (
@@ -30,8 +28,10 @@ from app.domain.policies import (
     pool_weights,
     query_shares,
 )
-from app.mirror_sync import confirm_scheduled, ensure_built
-from app.replan import replan_slice
+from app.services.allocation import planned_lateness, refresh_allocation, schedule_drift_s
+from app.services.context import Context
+from app.services.mirror_sync import confirm_scheduled, ensure_built
+from app.services.replan import replan_slice
 from queues.mirror import RebuildInProgress
 
 log = logging.getLogger(__name__)

@@ -16,13 +16,13 @@ from typing import Any
 
 import redis
 
-from app.api_models import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
 from app.db.queries import query
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.visit_status import SUCCESS_STATUSES
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from queues.keys import aborted_requests
 
 

@@ -6,15 +6,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig
 from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow, Placement, place
 from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
-from app.journal_codec import decode_event
-from app.requests import FinishedRequest, follow_visits
+from app.kafka.codec import decode_event
+from app.services.context import Context
+from app.services.requests import FinishedRequest, follow_visits
 
 #: Final visits kept per origin, to refold when a status arrives late.
 HISTORY_LENGTH = 8

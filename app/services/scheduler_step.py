@@ -27,23 +27,29 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
 from app.db.policies import first_visit_candidates, first_visits_done, listers_with_first_visits_due
 from app.db.scheduling import VisitTypeConfig
 from app.domain.lanes import assign_lanes
 from app.domain.placement import epoch_s
-from app.queue_names import (
+from app.domain.queue_names import (
     FIRST_VISITS,
     first_visits_queue,
     priority_queue,
     slow_queue,
     visit_queue,
 )
-from app.requests import take_pending
-from app.scheduling import StepResult, VisitOrder, first_visits_step, free_slots, schedule_step
-from app.scheduling import visit_number as visit_number_of
+from app.services.context import Context
+from app.services.requests import take_pending
+from app.services.scheduling import (
+    StepResult,
+    VisitOrder,
+    first_visits_step,
+    free_slots,
+    schedule_step,
+)
+from app.services.scheduling import visit_number as visit_number_of
 
 #: Share of a visit type's queue room that must be free before a step fills it.
 MIN_FREE_FRACTION = 0.1

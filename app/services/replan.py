@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.replan import PlannedTarget, set_planned_targets, stats_after
 from app.db.scheduling import VisitTypeConfig
 from app.domain.placement import place
 from app.domain.visit_stats import Fudge, keyed_fudge, replanned_target
-from app.journal import stats_policy
+from app.services.context import Context
+from app.services.journal import stats_policy
 
 #: A target that moves less than this is left alone (no write, no Redis move).
 TOLERANCE = timedelta(minutes=1)

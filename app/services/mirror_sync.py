@@ -13,12 +13,12 @@ import redis
 from msgspec import structs
 from psycopg.rows import tuple_row
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.listings import MIRROR_COLUMNS, mirror_row
 from app.db.queries import query
 from app.db.rows import column_index
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
+from app.services.context import Context
 from queues.mirror import returns_to
 
 #: After a Redis wipe, a visit sent but not started (no 'created' status) is sent

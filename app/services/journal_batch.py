@@ -22,14 +22,14 @@ from typing import Protocol, TypeVar
 
 import psycopg
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.errors import is_refused_value
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge
-from app.journal import BatchOutcome, Rejected, decode_batch, write_batch
+from app.services.context import Context
+from app.services.journal import BatchOutcome, Rejected, decode_batch, write_batch
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")

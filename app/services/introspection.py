@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.origins import describe
 from app.domain.latency import wait_s
+from app.services.context import Context
 from queues.mirror import Location
 
 

@@ -23,7 +23,7 @@ from app.domain.journal_event import (
     VisitStatusEvent,
 )
 from app.domain.visit_status import ALL_STATUSES
-from app.msgspec_errors import fault
+from app.inputs.decode_errors import fault
 
 
 class UndecodableMessage(InvalidEvent):

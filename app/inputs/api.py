@@ -13,8 +13,8 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError
 from pydantic_core import PydanticCustomError
 
-from app.input_rules import MAX_TIMESTAMP_S, LoaderArguments, OriginUrl, StoredText
-from app.listing_input import ListedOriginIn, listed_origin
+from app.inputs.listing import ListedOriginIn, listed_origin
+from app.inputs.rules import MAX_TIMESTAMP_S, LoaderArguments, OriginUrl, StoredText
 
 #: Who asks for a one-shot visit (a label of the request latency metric, so a
 #: closed list).

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.context import Context
 from app.db.connection import DictConnection, connect
 from app.domain.placement import Placement
-from app.mirror_sync import check, rebuild
-from app.scheduling import schedule_step
+from app.services.context import Context
+from app.services.mirror_sync import check, rebuild
+from app.services.scheduling import schedule_step
 from app.settings import Settings
 from queues.mirror import RebuildInProgress, RebuildLost
 from tests.integration.helpers import cli, list_origins

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from app.input_rules import check_loader_arguments, check_url
-from app.msgspec_errors import fault
+from app.inputs.decode_errors import fault
+from app.inputs.rules import check_loader_arguments, check_url
 
 
 class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -23,7 +23,7 @@ class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     The one declaration of a listed origin: JSON lines, CSV cells and API
     payloads are decoded into it by msgspec, which checks the types;
     ``__post_init__`` checks the rules shared with visit requests
-    (app.input_rules), on decoding and when code builds one, so a value
+    (app.inputs.rules), on decoding and when code builds one, so a value
     PostgreSQL would refuse never gets this far. A refused rule raises
     ValueError as ``field: message``.
     """

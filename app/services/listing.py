@@ -18,11 +18,11 @@ from datetime import datetime
 
 import psycopg
 
-from app.context import Context
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
-from app.listing_input import ListingInputError, NumberedRow, RowError, check_visit_types
+from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_visit_types
+from app.services.context import Context
 
 #: Most of a lister's origins a full listing may disable without an explicit flag
 #: (``revisit origins import --allow-mass-disable``, record_listing allow_mass_disable).

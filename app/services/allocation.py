@@ -18,7 +18,6 @@ import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
-from app.context import Context
 from app.db.connection import DictConnection
 from app.db.replan import stats_after
 from app.db.scheduling import (
@@ -34,6 +33,7 @@ from app.domain.allocation import (
 )
 from app.domain.placement import PoolName, epoch_s
 from app.domain.visit_stats import DAY_S, FLOOR_MARGIN, visit_cost_s
+from app.services.context import Context
 from queues.mirror import Popped
 
 #: Time constant of the capacity average behind the allocation.

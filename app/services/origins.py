@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.api_models import RequestVisit
-from app.context import Context
 from app.db import origins as db
 from app.db.connection import DictConnection
-from app.listing import place_rows
-from app.requests import RequestError, create_request
+from app.inputs.api import RequestVisit
+from app.services.context import Context
+from app.services.listing import place_rows
+from app.services.requests import RequestError, create_request
 
 
 def set_disabled(

@@ -1,0 +1,1 @@
+"""What comes in from outside, parsed and checked: listings, API payloads, URL rules."""

@@ -1,0 +1,1 @@
+"""Kafka adapter: the archive's journal format, producers, consumers and topics."""

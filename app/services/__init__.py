@@ -1,0 +1,2 @@
+"""Services: one step of each process (scheduling, journal, listing, requests...),
+shared by the processes and the simulator."""
