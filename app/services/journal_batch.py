@@ -36,6 +36,15 @@ T = TypeVar("T")
 Written = tuple[BatchOutcome, list[MirrorRow]]
 
 
+class PartlyWritten(Exception):
+    """A batch split over connections was refused after some of its groups had
+    committed (``committed``: their outcomes); ``cause`` is PostgreSQL's error."""
+
+    def __init__(self, cause: psycopg.Error, committed: list[Written]) -> None:
+        super().__init__(str(cause))
+        self.cause, self.committed = cause, committed
+
+
 class DatabaseRunner(Protocol):
     """Runs ``work`` on a connection of its own and returns what it returns."""
 
@@ -88,13 +97,25 @@ class BatchWriter:
     def write(self, payloads: list[bytes | None], now: datetime) -> Written:
         """Decode, validate and write ``payloads``; return the outcome and the rows
         to re-place. A batch PostgreSQL refuses is written message by message."""
+        committed: list[Written] = []
         try:
             return self.run(self._transaction(payloads, now))
-        except psycopg.Error as exc:
-            if not is_refused_value(exc):
+        except PartlyWritten as partly:
+            if not is_refused_value(partly.cause):
+                raise partly.cause from None
+            exc, committed = partly.cause, partly.committed
+        except psycopg.Error as refused:
+            if not is_refused_value(refused):
                 raise
-            log.warning("batch refused by PostgreSQL (%s); applying it message by message", exc)
-            return self._one_by_one(payloads, now)
+            exc = refused
+        log.warning("batch refused by PostgreSQL (%s); applying it message by message", exc)
+        outcome, rows = self._one_by_one(payloads, now)
+        # Groups committed before the refusal finished their requests then: the
+        # messages applied again find them ended, so they are reported from there.
+        for done, written in committed:
+            outcome.finished_requests += done.finished_requests
+            rows += written
+        return outcome, rows
 
     def close(self) -> None:
         """Stop the writer threads."""
@@ -130,9 +151,22 @@ class BatchWriter:
             return self.run(lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge))
 
         futures = [self._pool.submit(on, g) for g in groups[1:]]
-        results = [write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)]
-        results += [f.result() for f in futures]
-        return merge_outcomes(results)
+        refused: psycopg.Error | None = None
+        try:
+            first = write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)
+        except psycopg.Error as exc:
+            refused = exc
+        committed: list[Written] = []
+        for future in futures:
+            try:
+                committed.append(future.result())
+            except psycopg.Error as exc:
+                refused = refused or exc
+        if refused is not None:
+            # The first group's transaction rolls back with the batch's; the
+            # other groups have committed: what they did is kept for the report.
+            raise PartlyWritten(refused, committed) from refused
+        return merge_outcomes([first, *committed])
 
     def _one_by_one(self, payloads: list[bytes | None], now: datetime) -> Written:
         """Each message in its own transaction: only what PostgreSQL refuses is rejected."""
