@@ -14,13 +14,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import Gauge
-from psycopg.rows import tuple_row
 
 from app.db.connection import Connections, DictConnection
+from app.db.metrics import (
+    first_visits_since,
+    pool_rows_by_lister,
+    refresh_scheduler_metrics,
+    schedule_drift,
+)
 from app.db.policies import policies_of
-from app.db.queries import query
 from app.domain.cooldown import Cooldowns
-from app.domain.placement import MirrorRow, place
+from app.domain.placement import place
 from app.domain.policies import policy_of_pool, spacing_of
 from app.services.context import Tuning
 from app.settings import Settings
@@ -65,13 +69,9 @@ def refresh_coverage(
 ) -> list[dict[str, Any]]:
     """Recompute ``scheduler_metrics`` at ``now``; return its rows (with a ``lister``
     name) and set the coverage gauges from them."""
-    params = {
-        "now": now,
-        "active_since": now - timedelta(seconds=active_window_s),
-        "overdue_before": now - timedelta(seconds=overdue_after_s),
-    }
-    with conn.transaction():
-        rows = conn.execute(query("refresh_scheduler_metrics"), params).fetchall()
+    active_since = now - timedelta(seconds=active_window_s)
+    overdue_before = now - timedelta(seconds=overdue_after_s)
+    rows = refresh_scheduler_metrics(conn, now, active_since, overdue_before)
     for column, gauge in COVERAGE_GAUGES.items():
         for row in rows:
             gauge.labels(row["lister"], row["visit_type"]).set(row[column])
@@ -83,9 +83,9 @@ def export_drift(conn: DictConnection, now: datetime) -> dict[str, float]:
     ladder spacing; return it. (Under age_optimal the scheduler sets it from the
     planned pools' heads: the queue position is the ladder's.)"""
     drift = {
-        str(r["visit_type"]): float(r["drift_s"])
-        for r in conn.execute(query("schedule_drift"), {"now": now}).fetchall()
-        if spacing_of(policies_of(conn, str(r["visit_type"]))) == "ladder"
+        visit_type: seconds
+        for visit_type, seconds in schedule_drift(conn, now).items()
+        if spacing_of(policies_of(conn, visit_type)) == "ladder"
     }
     for visit_type, seconds in drift.items():
         SCHEDULE_DRIFT.labels(visit_type).set(seconds)
@@ -108,9 +108,8 @@ class FirstVisits:
     def observe(self, conn: DictConnection, now: datetime) -> int:
         """Observe the first visits not yet seen; return how many."""
         since = max(self.since, now - self.lookback)
-        rows = conn.execute(query("first_visits_since"), {"since": since}).fetchall()
         observed = 0
-        for row in rows:
+        for row in first_visits_since(conn, since):
             if row["id"] in self.seen or row["wait_s"] is None:
                 continue
             self.seen[row["id"]] = row["last_final_date"]
@@ -128,21 +127,17 @@ def export_pools_by_lister(
     from app.domain.placement, the rule the mirror itself follows."""
     policies: dict[str, dict[str, float]] = {}
     counts: Counter[tuple[str, str, str, str]] = Counter()
-    with conn.transaction(), conn.cursor(name="pools_by_lister", row_factory=tuple_row) as cur:
-        cur.itersize = 20000
-        cur.execute(query("pool_rows_by_lister"))
-        for lister, *columns in cur:
-            row = MirrorRow(*columns)
-            placed = place(row, now, cooldowns)
-            if placed.where == "absent":
-                continue
-            vt = row.visit_type
-            if vt not in policies:
-                policies[vt] = policies_of(conn, vt)
-            in_pool = placed.where == "pool"
-            spot: str = placed.pool if in_pool else placed.where
-            policy = policy_of_pool(policies[vt], placed.pool) if in_pool else ""
-            counts[(lister, vt, spot, policy)] += 1
+    for lister, row in pool_rows_by_lister(conn):
+        placed = place(row, now, cooldowns)
+        if placed.where == "absent":
+            continue
+        vt = row.visit_type
+        if vt not in policies:
+            policies[vt] = policies_of(conn, vt)
+        in_pool = placed.where == "pool"
+        spot: str = placed.pool if in_pool else placed.where
+        policy = policy_of_pool(policies[vt], placed.pool) if in_pool else ""
+        counts[(lister, vt, spot, policy)] += 1
     ORIGINS_BY_POOL.clear()
     for (name, vt, spot, policy), count in counts.items():
         ORIGINS_BY_POOL.labels(name, vt, spot, policy).set(count)

@@ -94,7 +94,7 @@ def _when(value: datetime | None) -> str:
 
 def lister_list() -> None:
     """Lister instances: schedule, last run (outcome, origins listed), next run."""
-    from app.listers.runs import lister_overview
+    from app.db.lister_runs import lister_overview
 
     with connect(get_settings()) as conn:
         rows = lister_overview(conn)

@@ -60,7 +60,7 @@ def request_list(
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List requests, pending ones first in the order they will be served."""
-    from app.services.requests import list_requests
+    from app.db.requests import list_requests
 
     if status is not None and status not in STATUSES:
         raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")

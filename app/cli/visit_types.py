@@ -12,13 +12,13 @@ from rich.table import Table
 
 from app.cli.common import console, fail
 from app.db.connection import DictConnection, connect
+from app.db.visit_types import list_visit_types
 from app.inputs.api import first_error
 from app.loaders.base import installed_loaders
 from app.services.visit_types import (
     VisitTypeChange,
     VisitTypeError,
     add_visit_type,
-    list_visit_types,
     set_visit_type,
 )
 from app.settings import get_settings

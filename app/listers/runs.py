@@ -19,11 +19,9 @@ from itertools import islice
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
+from app.db import lister_runs as db
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.db.queries import query
 from app.domain.backoff import Backoff
 from app.domain.lister_schedule import ListerSchedule, after_run
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
@@ -75,16 +73,7 @@ def schedule_lister(
     run is due at ``first_run``. The lister must be installed (``revisit.listers``)."""
     get_lister_plugin(name)  # refuses an unknown lister, naming the installed ones
     lister_id = register_lister(conn, name, instance_name, None)
-    conn.execute(
-        query("lister_schedule_upsert"),
-        {
-            "lister_id": lister_id,
-            "arguments": Jsonb(arguments),
-            "full_interval": full_interval,
-            "incremental_interval": incremental_interval,
-            "first_run": first_run,
-        },
-    )
+    db.upsert_schedule(conn, lister_id, arguments, full_interval, incremental_interval, first_run)
     return lister_id
 
 
@@ -93,16 +82,8 @@ def claim_due_runs(
 ) -> list[ScheduledRun]:
     """Create a run for each due schedule with none out (a run out longer than
     ``run_timeout`` is marked lost); the caller sends them to the lister queue."""
-    rows = conn.execute(
-        query("lister_runs_claim_due"),
-        {"now": now, "lost_before": now - run_timeout, "limit": limit},
-    ).fetchall()
+    rows = db.claim_due_runs(conn, now, now - run_timeout, limit)
     return [ScheduledRun(r["id"], r["lister_id"], r["full_listing"]) for r in rows]
-
-
-def release_run(conn: DictConnection, run_id: int, now: datetime, error: str) -> None:
-    """Give back a claimed run that could not be sent, so the next step sends it."""
-    conn.execute(query("lister_run_release"), {"run_id": run_id, "now": now, "error": error})
 
 
 def execute_run(
@@ -115,7 +96,7 @@ def execute_run(
 ) -> RunOutcome | None:
     """Run one lister run and record its outcome; None if the run is not startable
     (lost and re-sent, or already started by another worker)."""
-    run = conn.execute(query("lister_run_start"), {"run_id": run_id, "now": clock()}).fetchone()
+    run = db.start_run(conn, run_id, clock())
     if run is None:
         return None
     lister_id, full = run["lister_id"], bool(run["full_listing"])
@@ -147,8 +128,7 @@ def _list(
         while batch := list(islice(origins, batch_size)):
             rows = list(enumerate(batch, start=listed + 1))
             listed += record_listed_origins(conn, ctx, lister_id, rows, clock())
-        params = {"run_id": run["id"], "count": len(page.origins), "state": Jsonb(page.state)}
-        conn.execute(query("lister_run_progress"), params)
+        db.run_progress(conn, run["id"], len(page.origins), page.state)
     finish_listing(conn, ctx, lister_id, started, clock(), full=full)
     return listed
 
@@ -164,41 +144,16 @@ def _finish(
     rng: random.Random,
 ) -> ListerSchedule | None:
     with conn.transaction():
-        row = conn.execute(
-            query("lister_schedule_lock"), {"lister_id": lister_id, "run_id": run_id}
-        ).fetchone()
-        if row is None:  # the run was declared lost meanwhile: its successor decides
+        locked = db.lock_schedule(conn, lister_id, run_id)
+        if locked is None:  # the run was declared lost meanwhile: its successor decides
             return None
         schedule = after_run(
-            ListerSchedule(**row),
+            locked,
             full=full,
             succeeded=error is None,
             now=now,
             backoff=backoff,
             rng=rng,
         )
-        conn.execute(
-            query("lister_run_finish"),
-            {
-                "run_id": run_id,
-                "status": "failed" if error else "succeeded",
-                "now": now,
-                "error": error,
-                "next_full_run": schedule.next_full_run,
-                "next_incremental_run": schedule.next_incremental_run,
-                "failures_in_a_row": schedule.failures_in_a_row,
-            },
-        )
+        db.finish_run(conn, run_id, error, now, schedule)
     return schedule
-
-
-def lister_overview(conn: DictConnection) -> list[dict[str, Any]]:
-    """Every lister instance with its schedule and latest run (``revisit lister list``)."""
-    return conn.execute(query("lister_overview")).fetchall()
-
-
-def lister_runs(conn: DictConnection, lister_id: UUID, limit: int = 20) -> list[dict[str, Any]]:
-    """The latest runs of one lister instance, newest first."""
-    return conn.execute(
-        query("lister_runs_of"), {"lister_id": lister_id, "limit": limit}
-    ).fetchall()

@@ -11,12 +11,10 @@ from typing import Any
 
 import redis
 from msgspec import structs
-from psycopg.rows import tuple_row
 
 from app.db.connection import DictConnection
-from app.db.listings import MIRROR_COLUMNS, mirror_row
-from app.db.queries import query
-from app.db.rows import column_index
+from app.db.listings import mirror_row
+from app.db.mirror import mirror_row_batches, mirror_rows_of_ids, unstarted_ids, urls_of
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from app.services.context import Context
 from queues.mirror import returns_to
@@ -24,8 +22,6 @@ from queues.mirror import returns_to
 #: After a Redis wipe, a visit sent but not started (no 'created' status) is sent
 #: again after this long instead of the scheduled cooldown.
 LOST_VISIT_GRACE_S = 600.0
-#: Rows per fetch of a rebuild's server-side cursor.
-FETCH_ROWS = 20_000
 #: Origins placed during a rebuild's bulk phase read again per query.
 REREAD_IDS = 20_000
 
@@ -34,19 +30,10 @@ def expected_placements(
     conn: DictConnection, ctx: Context, visit_type: str, now: datetime
 ) -> Iterator[Placement]:
     """Where Postgres says every origin of ``visit_type`` belongs at ``now``."""
-    with conn.cursor(name="mirror_rows", row_factory=tuple_row) as cursor:
-        cursor.execute(query("mirror_rows_for_visit_type"), {"visit_type": visit_type})
-        # Tuples straight into MirrorRow (the query selects exactly its fields,
-        # in order, checked here): a dict per row was a third of the Python time.
-        names = list(column_index(cursor))
-        if names != MIRROR_COLUMNS:
-            raise ValueError(f"mirror rows come as {names}, not {MIRROR_COLUMNS}")
-        cooldowns = ctx.cooldowns
-        # A list per fetch: iterating the cursor row by row cost about a
-        # microsecond per origin in psycopg's generator.
-        while rows := cursor.fetchmany(FETCH_ROWS):
-            for row in rows:
-                yield place(MirrorRow(*row), now, cooldowns)
+    cooldowns = ctx.cooldowns
+    for rows in mirror_row_batches(conn, visit_type):
+        for row in rows:
+            yield place(MirrorRow(*row), now, cooldowns)
 
 
 def rebuild(
@@ -105,22 +92,13 @@ def placements_of(
     """Where Postgres says the origins ``ids`` of ``visit_type`` belong at ``now``;
     absent for an id it no longer has."""
     wanted = sorted(ids)
-    rows = conn.execute(
-        query("mirror_rows_of_ids"), {"visit_type": visit_type, "ids": wanted}
-    ).fetchall()
-    found = {int(r["id"]) for r in rows}
+    rows = mirror_rows_of_ids(conn, visit_type, wanted)
+    found = {r.id for r in rows}
     for r in rows:
-        yield place(mirror_row(r), now, ctx.cooldowns)
+        yield place(r, now, ctx.cooldowns)
     for i in wanted:
         if i not in found:
             yield Placement(i, "absent", 0.0, "never_visited", 0.0)
-
-
-def unstarted_ids(conn: DictConnection, visit_type: str) -> set[int]:
-    """The origins of ``visit_type`` sent to a worker whose visit never started
-    (no ``created`` status since they were sent)."""
-    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
-    return {int(r["id"]) for r in rows}
 
 
 def requeue_unstarted(
@@ -261,8 +239,7 @@ def _with_urls(conn: DictConnection, differences: list[Difference]) -> list[Diff
     ids = sorted({d.origin_id for d in differences})
     if not ids:
         return differences
-    rows = conn.execute(query("urls_of_stats_ids"), {"ids": ids}).fetchall()
-    urls = {int(r["id"]): str(r["url"]) for r in rows}
+    urls = urls_of(conn, ids)
     return [replace(d, url=urls.get(d.origin_id, "")) for d in differences]
 
 

@@ -16,12 +16,11 @@ from typing import Any
 
 import redis
 
+from app.db import requests as db
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
-from app.db.queries import query
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
-from app.domain.visit_status import SUCCESS_STATUSES
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from queues.keys import aborted_requests
 
@@ -55,27 +54,15 @@ def create_request(
         "supersedes": supersedes,
         "now": now,
     }
-    with conn.transaction():
-        row = conn.execute(query("insert_request"), params).fetchone()
-        if row is None:
-            row = conn.execute(
-                query("request_by_external_id"), {"external_id": request.external_id}
-            ).fetchone()
-        assert row is not None
-        return int(row["id"])
+    return db.insert_request(conn, params)
 
 
 def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
     """Every field of one request."""
-    row = conn.execute(query("get_request"), {"id": request_id}).fetchone()
+    row = db.request(conn, request_id)
     if row is None:
         raise RequestError(f"request_id: no request {request_id}")
     return row
-
-
-def list_requests(conn: DictConnection, status: str | None, limit: int) -> list[dict[str, Any]]:
-    """Requests, pending ones first in the order they will be served."""
-    return conn.execute(query("list_requests"), {"status": status, "limit": limit}).fetchall()
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
@@ -85,11 +72,10 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
     bounds of a new request's, so an adjustment cannot overflow or outrank
     every request by any margin.
     """
-    params = {"id": request_id, "delta": delta, "min": MIN_PRIORITY, "max": MAX_PRIORITY}
     if abs(delta) <= MAX_PRIORITY - MIN_PRIORITY:
-        row = conn.execute(query("adjust_priority"), params).fetchone()
-        if row is not None:
-            return int(row["priority"])
+        priority = db.adjust_priority(conn, request_id, delta, MIN_PRIORITY, MAX_PRIORITY)
+        if priority is not None:
+            return priority
     old = get_request(conn, request_id)
     if old["status"] != "pending":
         raise RequestError(f"request_id: request {request_id} is {old['status']}, not pending")
@@ -102,7 +88,7 @@ def cancel_request(
     conn: DictConnection, client: redis.Redis, namespace: str, request_id: int, now: datetime
 ) -> None:
     """Abort a pending or scheduled request (a worker that receives it skips it)."""
-    if conn.execute(query("cancel_request"), {"id": request_id, "now": now}).fetchone() is None:
+    if not db.cancel_request(conn, request_id, now):
         raise RequestError(f"request_id: no pending or scheduled request {request_id}")
     client.sadd(aborted_requests(namespace), request_id)
 
@@ -124,7 +110,7 @@ def retry_request(conn: DictConnection, request_id: int) -> int:
     )
     with conn.transaction():
         new_id = create_request(conn, retry, supersedes=request_id)
-        conn.execute(query("supersede_request"), {"id": request_id, "new_id": new_id})
+        db.supersede_request(conn, request_id, new_id)
     return new_id
 
 
@@ -145,9 +131,7 @@ def take_pending(
     """Mark up to ``limit`` pending requests scheduled, best first; return them."""
     if limit <= 0:
         return []
-    params = {"visit_type": visit_type, "limit": limit, "now": now}
-    with conn.transaction():
-        rows = conn.execute(query("take_pending_requests"), params).fetchall()
+    rows = db.take_pending_requests(conn, visit_type, limit, now)
     rows.sort(key=lambda r: (-r["priority"], r["id"]))
     return [
         TakenRequest(
@@ -170,9 +154,7 @@ class FinishedRequest:
 def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[FinishedRequest]:
     """Move requests along with the visits the journal reports (inside the caller's
     transaction); return those that ended."""
-    open_origins = {
-        (r["url"], r["visit_type"]) for r in conn.execute(query("open_request_origins"))
-    }
+    open_origins = db.open_request_origins(conn)
     if not open_origins:
         return []
     events = [e for e in events if (e.origin, e.visit_type) in open_origins]
@@ -181,29 +163,10 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     started = [e for e in events if e.status == "created"]
     finished = [e for e in events if e.is_final]
     if started:
-        conn.execute(
-            query("requests_started"),
-            {
-                "urls": [e.origin for e in started],
-                "visit_types": [e.visit_type for e in started],
-                "visits": [e.visit for e in started],
-                "dates": [e.date for e in started],
-            },
-        )
+        db.requests_started(conn, started)
     if not finished:
         return []
-    rows = conn.execute(
-        query("requests_finished"),
-        {
-            "urls": [e.origin for e in finished],
-            "visit_types": [e.visit_type for e in finished],
-            "visits": [e.visit for e in finished],
-            "dates": [e.date for e in finished],
-            "statuses": [e.status for e in finished],
-            "reasons": [_reason(e) for e in finished],
-            "success": sorted(SUCCESS_STATUSES),
-        },
-    ).fetchall()
+    rows = db.requests_finished(conn, finished, [_reason(e) for e in finished])
     return [
         FinishedRequest(
             r["id"], r["kind"], r["visit_type"], epoch_s(r["finished_at"]) - epoch_s(r["created"])

@@ -6,13 +6,10 @@ Redis hash tag, so its name is restricted to what all three accept.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.db import visit_types as db
 from app.db.connection import DictConnection
-from app.db.queries import query
-from app.domain.policies import default_policies
 from app.inputs.rules import StoredText
 
 #: Longest interval accepted between two visits of one origin (10 years).
@@ -62,20 +59,14 @@ def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
         "num_retries": 3 if change.num_retries is None else change.num_retries,
         "retry_delay_s": change.retry_delay_s or 30.0,
     }
-    with conn.transaction():
-        if conn.execute(query("insert_visit_type"), params).fetchone() is None:
-            raise VisitTypeError(f"name: visit type {change.name!r} already exists")
-        for policy, weight in default_policies(change.name).items():
-            conn.execute(
-                query("insert_policy"),
-                {"visit_type": change.name, "policy": policy, "weight": weight},
-            )
+    if not db.insert_visit_type(conn, params):
+        raise VisitTypeError(f"name: visit type {change.name!r} already exists")
 
 
 def set_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
     """Change the given settings of a visit type, keeping min <= max interval."""
     with conn.transaction():
-        row = conn.execute(query("update_visit_type"), change.model_dump()).fetchone()
+        row = db.update_visit_type(conn, change.model_dump())
         if row is None:
             raise VisitTypeError(f"name: no visit type {change.name!r}")
         if row["min_interval_s"] > row["max_interval_s"]:
@@ -83,8 +74,3 @@ def set_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
                 f"min_interval_s: {float(row['min_interval_s']):g} would be above "
                 f"max_interval_s {float(row['max_interval_s']):g}"
             )
-
-
-def list_visit_types(conn: DictConnection) -> list[dict[str, Any]]:
-    """Every visit type, its settings and how many enabled origins it has."""
-    return conn.execute(query("list_visit_types")).fetchall()

@@ -92,11 +92,6 @@ left join lateral (select * from lister_runs where lister_id = l.id order by id 
   on true
 order by l.name, l.instance_name
 
--- name: lister_runs_of
-select id, full_listing, status::text as status, scheduled_at, started_at, finished_at,
-       origins_listed, error
-from lister_runs where lister_id = %(lister_id)s order by id desc limit %(limit)s
-
 -- name: lister_run_release
 -- A claimed run that could not be sent (Redis away): lost at once, and its
 -- schedule free for the next step to claim again.
