@@ -1,7 +1,7 @@
 """Per-hoster limits on concurrent visits, as a Dramatiq middleware.
 
-A visit holds one of its hoster's slots (``REVISIT_HOSTER_LIMITS``, else
-``REVISIT_DEFAULT_HOSTER_LIMIT``; none: unlimited) from before its actor runs
+A visit holds one of its hoster's slots (``REVISIT_HOSTER_LIMITS``, its ``"*"`` key
+for any other hoster; none: unlimited) from before its actor runs
 until after it ends, across every worker process (a Redis-backed concurrent
 rate limiter). A visit whose hoster is full is not run: it raises
 ``HosterBusy``, which the ``visit`` actor retries with backoff, uncounted

@@ -33,7 +33,7 @@ from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
 from app.domain.cooldown import Cooldowns, presumed_lost
-from app.domain.lanes import Lane
+from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
@@ -43,9 +43,6 @@ from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VIS
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
 
-#: The longest any visit may run (a visit type's own limit is in its row, sent
-#: with each message): the actor's limit, and a hoster slot's life.
-MAX_TIME_LIMIT_S = 4 * 3600.0
 #: Retries and first retry delay of a message sent without its visit type's.
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY_S = 30.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -163,6 +164,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         constants["actors.journal_consumer.BATCH_SIZE"] = args.batch_size
     overrides |= with_constants(constants)
     os.environ.update(overrides)
+    for name, value in constants.items():  # this process's client: set them here too
+        module, _, attribute = name.rpartition(".")
+        setattr(importlib.import_module(module), attribute, value)
     settings = Settings()
     migrate(settings.database_dsn())
     t0 = time.perf_counter()

@@ -37,6 +37,7 @@ from app.kafka.codec import encode, visit_status_value
 from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.services.scheduling import VisitOrder
+from app.services.visit_types import VisitTypeChange, add_visit_type
 from app.settings import Settings
 from benchmarks.common import bench_settings
 from queues.dramatiq_broker import enqueue_many
@@ -113,6 +114,8 @@ def noop_rate(
     queued = DramatiqQueueKeys(broker.namespace, "visit.simulated.express").messages
     worker = start(["worker", "--lane", "express", "--threads", str(threads)], env, logs / "w.log")
     while client.hlen(queued) == visits:
+        if worker.poll() is not None:
+            raise SystemExit(f"the worker exited:\n{(logs / 'w.log').read_text()[-2000:]}")
         time.sleep(0.01)
     started = time.perf_counter()
     while client.hlen(queued) > 0:
@@ -132,10 +135,6 @@ def steady_load(
     """Scheduler, worker and journal client on simulated origins; print the latencies."""
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
-        conn.execute(
-            "insert into visit_types (name, max_queue_length) values ('simulated', 200)"
-            " on conflict do nothing"
-        )
         lister = register_lister(conn, "bench", "workers", None)
         rows = [
             (i + 1, ListedOriginIn(url=f"sim://steady/{i}", visit_type="simulated"))
@@ -204,6 +203,8 @@ def main() -> None:
                 }
             ),
         }
+        with connect(settings) as conn:  # workers serve the table's visit types
+            add_visit_type(conn, VisitTypeChange(name="simulated", max_queue_length=200))
         figures = {
             "noop_visits_per_s": noop_rate(settings, env, Path(tmp), args.visits, args.threads)
         }

@@ -80,7 +80,7 @@ def visit_message(
     queue: str, order: VisitOrder, lane: str, time_limit_s: float, tuning: Tuning | None = None
 ) -> dramatiq.Message[Any]:
     """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time
-    limit and, when given, its visit type's tuning (else the worker's settings)."""
+    limit and, when given, its visit type's tuning (else the worker's defaults)."""
     options: dict[str, Any] = {"time_limit": int(time_limit_s * 1000)}
     if tuning is not None:
         options.update(tuning_options(tuning))

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
@@ -19,13 +20,32 @@ from app.domain.lanes import LANES, Lane
 from app.settings import WORKER_QUEUES_VARIABLE, Settings, get_settings
 
 
-def _table(settings: Settings) -> tuple[set[str], list[str]]:
-    """The visit types of the table and the listers' first-visits prefixes."""
-    from app.db.connection import connect
-    from app.db.listings import first_visits_prefixes, known_visit_types
+def _visit_types(settings: Settings, *, wait: bool) -> set[str]:
+    """The visit types of the table; with ``wait``, waiting for PostgreSQL while it
+    cannot be reached (bounded backoff, one line each time), as the processes do."""
+    import psycopg
 
-    with connect(settings) as conn:
-        return known_visit_types(conn), first_visits_prefixes(conn)
+    from app.db.connection import connect
+    from app.db.listings import known_visit_types
+    from app.domain.backoff import Backoff
+
+    backoff = Backoff(1.0, 30.0)
+    while True:
+        try:
+            with connect(settings) as conn:
+                return known_visit_types(conn)
+        except psycopg.OperationalError as exc:
+            if not wait:
+                raise
+            delay = backoff.next_delay_s()
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            err.print(
+                f"waiting for PostgreSQL (REVISIT_DATABASE_URL) to read the visit types: "
+                f"{reason}; retrying in {delay:.0f}s",
+                markup=False,
+                highlight=False,
+            )
+            time.sleep(delay)
 
 
 def _warn_missing_loaders(visit_types: Iterable[str]) -> None:
@@ -74,7 +94,7 @@ def scheduler() -> None:
 
     settings = get_settings()
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
-        _warn_missing_loaders(_table(settings)[0])
+        _warn_missing_loaders(_visit_types(settings, wait=False))
     port = settings.metrics_port
     _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "scheduler")
@@ -140,7 +160,7 @@ def worker(
     from app.domain.queue_names import first_visits_queue, lane_queue
 
     settings = get_settings()
-    served = settings.served_visit_types(_table(settings)[0])
+    served = settings.served_visit_types(_visit_types(settings, wait=True))
     queues = []
     for vt in served:
         queues += [first_visits_queue(prefix, vt) for prefix in first_visits_prefix or []]

@@ -56,10 +56,11 @@ def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> Non
 
 
 def take_pending_requests(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime
+    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None
 ) -> list[dict[str, Any]]:
-    """Mark up to ``limit`` pending requests of ``visit_type`` scheduled; their rows."""
-    params = {"visit_type": visit_type, "limit": limit, "now": now}
+    """Mark up to ``limit`` pending requests of ``visit_type`` scheduled, sent as
+    visit number ``visit`` (None: not known yet); their rows."""
+    params = {"visit_type": visit_type, "limit": limit, "now": now, "visit": visit}
     with conn.transaction():
         return conn.execute(query("take_pending_requests"), params).fetchall()
 

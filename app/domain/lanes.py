@@ -17,6 +17,10 @@ Lane = Literal["express", "slow", "priority"]
 LANES: tuple[Lane, ...] = ("express", "slow", "priority")
 T = TypeVar("T")
 
+#: The longest any visit may run: the most a visit type's time limit may be,
+#: the worker actor's own limit, and the life of a hoster slot.
+MAX_TIME_LIMIT_S = 4 * 3600.0
+
 
 def predicted_slow(predicted_s: float | None, express_limit_s: float) -> bool:
     """Whether a visit is expected to outlast the express lane (unknown: no)."""

@@ -101,8 +101,6 @@ class BatchWriter:
         try:
             return self.run(self._transaction(payloads, now))
         except PartlyWritten as partly:
-            if not is_refused_value(partly.cause):
-                raise partly.cause from None
             exc, committed = partly.cause, partly.committed
         except psycopg.Error as refused:
             if not is_refused_value(refused):
@@ -152,21 +150,23 @@ class BatchWriter:
 
         futures = [self._pool.submit(on, g) for g in groups[1:]]
         refused: psycopg.Error | None = None
+        committed: list[Written] = []
         try:
-            first = write_batch(conn, self.ctx, groups[0], configs, now, self.fudge)
+            committed.append(write_batch(conn, self.ctx, groups[0], configs, now, self.fudge))
         except psycopg.Error as exc:
             refused = exc
-        committed: list[Written] = []
         for future in futures:
             try:
                 committed.append(future.result())
             except psycopg.Error as exc:
                 refused = refused or exc
-        if refused is not None:
-            # The first group's transaction rolls back with the batch's; the
-            # other groups have committed: what they did is kept for the report.
-            raise PartlyWritten(refused, committed) from refused
-        return merge_outcomes([first, *committed])
+        if refused is None:
+            return merge_outcomes(committed)
+        if not is_refused_value(refused):
+            raise refused  # unavailable, or a conflict: the runner retries the batch
+        # Each group commits its own transaction: what the others did is kept
+        # for the report of the message-by-message retry.
+        raise PartlyWritten(refused, committed) from refused
 
     def _one_by_one(self, payloads: list[bytes | None], now: datetime) -> Written:
         """Each message in its own transaction: only what PostgreSQL refuses is rejected."""

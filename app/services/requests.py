@@ -126,12 +126,13 @@ class TakenRequest:
 
 
 def take_pending(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime
+    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None = None
 ) -> list[TakenRequest]:
-    """Mark up to ``limit`` pending requests scheduled, best first; return them."""
+    """Mark up to ``limit`` pending requests scheduled, best first, as sent in visit
+    number ``visit`` (None: the first visit created after now is theirs); return them."""
     if limit <= 0:
         return []
-    rows = db.take_pending_requests(conn, visit_type, limit, now)
+    rows = db.take_pending_requests(conn, visit_type, limit, now, visit)
     rows.sort(key=lambda r: (-r["priority"], r["id"]))
     return [
         TakenRequest(

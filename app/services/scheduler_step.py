@@ -15,8 +15,7 @@ Given how deep each queue is, a step
 
 ``max_queue_length`` (visit_types) bounds every queue of a visit type: the
 messages it holds, queued or running. Its ``time_limit``, ``num_retries`` and
-``retry_delay`` travel with each message (``Tuning``), the settings standing
-in for those left null. Nothing here talks to the broker: the
+``retry_delay`` travel with each message (``Tuning``). Nothing here talks to the broker: the
 caller reads the depths (``depth(queue)``), sends the returned ``Send`` list
 and exports what it likes.
 """
@@ -137,6 +136,7 @@ def _requests(step: _Step) -> list[Send]:
     slots = max(0, config.max_queue_length - depth(queue))
     now_s = epoch_s(now)
     limit = step.tuning.visit_time_limit_s
+    visit = visit_number_of(now_s, lane_offset=1)
     return [
         Send(
             queue,
@@ -146,7 +146,7 @@ def _requests(step: _Step) -> list[Send]:
                 url=r.url,
                 visit_type=config.name,
                 arguments=r.arguments,
-                visit=visit_number_of(now_s, lane_offset=1),
+                visit=visit,
                 scheduled_at=now_s,
                 policy="request",
                 request_id=r.id,
@@ -154,7 +154,7 @@ def _requests(step: _Step) -> list[Send]:
             limit,
             step.tuning,
         )
-        for r in take_pending(conn, config.name, slots, now)
+        for r in take_pending(conn, config.name, slots, now, visit)
     ]
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.db import visit_types as db
 from app.db.connection import DictConnection
+from app.domain.lanes import MAX_TIME_LIMIT_S
 from app.inputs.rules import StoredText
 
 #: Longest interval accepted between two visits of one origin (10 years).
@@ -30,7 +31,7 @@ class VisitTypeChange(BaseModel):
     min_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
     max_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
     max_queue_length: int | None = Field(default=None, ge=1, le=1_000_000)
-    time_limit_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S, allow_inf_nan=False)
     num_retries: int | None = Field(default=None, ge=0, le=20)
     retry_delay_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
 

@@ -87,6 +87,7 @@ local take = {0, 0, 0, 0}
 -- Age-optimal: merge the heads of the four pools by due time.
 local dues = {}
 local function by_due(first)
+  if n <= 0 then return end  -- ZRANGE 0 -1 would read whole pools
   local heads, pos = {}, {}
   for i = 1, 4 do
     heads[i] = redis.call('ZRANGE', KEYS[i], 0, n - 1, 'WITHSCORES')

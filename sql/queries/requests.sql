@@ -38,7 +38,7 @@ with picked as (
   limit %(limit)s
   for update skip locked
 )
-update visit_requests r set status = 'scheduled', scheduled_at = %(now)s
+update visit_requests r set status = 'scheduled', scheduled_at = %(now)s, visit = %(visit)s
 from picked where r.id = picked.id
 returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
@@ -60,8 +60,9 @@ update visit_requests set superseded_by = %(new_id)s
 where id = %(id)s
 
 -- name: requests_started
--- The first visit of the origin created after a scheduled request was sent is
--- the request's own: the request is running, and only that visit ends it.
+-- A scheduled request's own visit is the one sent for it (its number, when the
+-- scheduler gave it one), else the first visit of the origin created after the
+-- request was sent: the request is running, and only that visit ends it.
 update visit_requests r set status = 'running', started_at = own.date, visit = own.visit
 from (
   select distinct on (r.id) r.id, k.date, k.visit
@@ -69,7 +70,8 @@ from (
   join unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
               %(dates)s::timestamptz[]) as k(url, visit_type, visit, date)
     on r.url = k.url and r.visit_type = k.visit_type
-  where r.status = 'scheduled' and r.scheduled_at <= k.date
+  where r.status = 'scheduled'
+    and (r.visit = k.visit or (r.visit is null and r.scheduled_at <= k.date))
   order by r.id, k.date, k.visit
 ) own
 where r.id = own.id and r.status = 'scheduled'

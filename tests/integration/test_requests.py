@@ -107,6 +107,30 @@ def test_a_request_ends_with_its_own_visit_not_with_one_in_flight_when_it_was_sc
     )
 
 
+def test_a_request_sent_as_a_visit_number_is_not_ended_by_another_visit_created_after_it(
+    conn: DictConnection, ctx: Context
+) -> None:
+    url = "https://r.example/queued"
+    list_origins(conn, ctx, [url], now=NOW)
+
+    def journal(visit: int, status: str, minutes: int) -> None:
+        at = NOW + timedelta(minutes=minutes)
+        snapshot = b"s" * 20 if status == "full" else None
+        event = VisitStatusEvent(url, "git", visit, at, status, snapshot, None)
+        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+
+    request_id = ask(conn, url)
+    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=21)
+    journal(20, "created", 2)  # a recurrent visit queued before, started after
+    journal(20, "failed", 3)
+    assert get_request(conn, request_id)["status"] == "scheduled"
+    journal(21, "created", 4)
+    journal(21, "full", 5)
+
+    done = get_request(conn, request_id)
+    assert (done["status"], done["started_at"]) == ("succeeded", NOW + timedelta(minutes=4))
+
+
 def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
