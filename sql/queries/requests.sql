@@ -78,7 +78,9 @@ where r.id = own.id and r.status = 'scheduled'
 returning r.id
 
 -- name: requests_finished
--- The request's own visit ended: the request ends with it.
+-- The request's own visit ended: the request ends with it, even when the visit's
+-- created status has not arrived yet (statuses of a visit come in any order):
+-- its number is the request's from when it was sent.
 update visit_requests r
 set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status,
@@ -87,8 +89,8 @@ set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' els
 from unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
             %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
      as k(url, visit_type, visit, date, status, reason)
-where r.url = k.url and r.visit_type = k.visit_type and r.status = 'running'
-  and r.visit = k.visit
+where r.url = k.url and r.visit_type = k.visit_type
+  and r.status in ('scheduled', 'running') and r.visit = k.visit
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 
 -- name: open_request_origins

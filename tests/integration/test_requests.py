@@ -131,6 +131,23 @@ def test_a_request_sent_as_a_visit_number_is_not_ended_by_another_visit_created_
     assert (done["status"], done["started_at"]) == ("succeeded", NOW + timedelta(minutes=4))
 
 
+def test_a_request_ends_with_its_visits_final_status_even_before_its_created_status(
+    conn: DictConnection, ctx: Context
+) -> None:
+    url = "https://r.example/reordered"
+    list_origins(conn, ctx, [url], now=NOW)
+    request_id = ask(conn, url)
+    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=31)
+    for status, minutes in (("full", 3), ("created", 2)):  # the journal reorders them
+        at = NOW + timedelta(minutes=minutes)
+        snapshot = b"s" * 20 if status == "full" else None
+        event = VisitStatusEvent(url, "git", 31, at, status, snapshot, None)
+        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+
+    done = get_request(conn, request_id)
+    assert (done["status"], done["finished_at"]) == ("succeeded", NOW + timedelta(minutes=3))
+
+
 def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
