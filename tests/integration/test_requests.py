@@ -78,26 +78,30 @@ def test_unknown_visit_type_is_refused_with_the_known_ones(conn: DictConnection)
         create_request(conn, RequestVisit(url="https://r.example/c", visit_type="cvs"))
 
 
+def journal(
+    conn: DictConnection, ctx: Context, url: str, visit: int, status: str, minutes: int
+) -> None:
+    """Apply one status of ``url``'s git visit, dated ``minutes`` after NOW."""
+    at = NOW + timedelta(minutes=minutes)
+    snapshot = b"s" * 20 if status == "full" else None
+    event = VisitStatusEvent(url, "git", visit, at, status, snapshot, None)
+    apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+
+
 def test_a_request_ends_with_its_own_visit_not_with_one_in_flight_when_it_was_scheduled(
     conn: DictConnection, ctx: Context
 ) -> None:
     url = "https://r.example/busy"
     list_origins(conn, ctx, [url], now=NOW)
 
-    def journal(visit: int, status: str, minutes: int) -> None:
-        at = NOW + timedelta(minutes=minutes)
-        snapshot = b"s" * 20 if status == "full" else None
-        event = VisitStatusEvent(url, "git", visit, at, status, snapshot, {"error": "boom"})
-        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
-
-    journal(7, "created", 0)  # a recurrent visit is under way
+    journal(conn, ctx, url, 7, "created", 0)  # a recurrent visit is under way
     request_id = ask(conn, url)
     take_pending(conn, "git", 1, NOW + timedelta(minutes=1))
-    journal(7, "ongoing", 2)
-    journal(8, "created", 3)  # the request's own visit
-    journal(7, "failed", 4)
+    journal(conn, ctx, url, 7, "ongoing", 2)
+    journal(conn, ctx, url, 8, "created", 3)  # the request's own visit
+    journal(conn, ctx, url, 7, "failed", 4)
     assert get_request(conn, request_id)["status"] == "running"
-    journal(8, "full", 5)
+    journal(conn, ctx, url, 8, "full", 5)
 
     done = get_request(conn, request_id)
     assert (done["status"], done["visit_status"]) == ("succeeded", "full")
@@ -113,19 +117,13 @@ def test_a_request_sent_as_a_visit_number_is_not_ended_by_another_visit_created_
     url = "https://r.example/queued"
     list_origins(conn, ctx, [url], now=NOW)
 
-    def journal(visit: int, status: str, minutes: int) -> None:
-        at = NOW + timedelta(minutes=minutes)
-        snapshot = b"s" * 20 if status == "full" else None
-        event = VisitStatusEvent(url, "git", visit, at, status, snapshot, None)
-        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
-
     request_id = ask(conn, url)
     take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=21)
-    journal(20, "created", 2)  # a recurrent visit queued before, started after
-    journal(20, "failed", 3)
+    journal(conn, ctx, url, 20, "created", 2)  # a recurrent visit queued before, started after
+    journal(conn, ctx, url, 20, "failed", 3)
     assert get_request(conn, request_id)["status"] == "scheduled"
-    journal(21, "created", 4)
-    journal(21, "full", 5)
+    journal(conn, ctx, url, 21, "created", 4)
+    journal(conn, ctx, url, 21, "full", 5)
 
     done = get_request(conn, request_id)
     assert (done["status"], done["started_at"]) == ("succeeded", NOW + timedelta(minutes=4))
@@ -138,11 +136,8 @@ def test_a_request_ends_with_its_visits_final_status_even_before_its_created_sta
     list_origins(conn, ctx, [url], now=NOW)
     request_id = ask(conn, url)
     take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=31)
-    for status, minutes in (("full", 3), ("created", 2)):  # the journal reorders them
-        at = NOW + timedelta(minutes=minutes)
-        snapshot = b"s" * 20 if status == "full" else None
-        event = VisitStatusEvent(url, "git", 31, at, status, snapshot, None)
-        apply_events_batch(conn, ctx, [event], visit_type_configs(conn), at)
+    journal(conn, ctx, url, 31, "full", 3)  # the journal reorders a visit's statuses
+    journal(conn, ctx, url, 31, "created", 2)
 
     done = get_request(conn, request_id)
     assert (done["status"], done["finished_at"]) == ("succeeded", NOW + timedelta(minutes=3))
