@@ -13,13 +13,14 @@ embed credentials are SecretStr so they never show up in logs or ``repr``.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -107,10 +108,12 @@ class Settings(BaseSettings):
     express_time_limit_s: float = Field(
         default=300.0, gt=0, description="longest a visit may hold an express worker (seed 003)"
     )
-    git_allowed_schemes: list[str] = Field(
-        default=["https", "http", "git"],
-        description="URL schemes the git loader visits ('ssh' also covers host:path; 'file' "
-        "covers local paths, which lets a visit read the worker's filesystem: demo only)",
+    allowed_internal_hosts: list[str] = Field(
+        default=[],
+        description="internal hosts visits may reach: host names, addresses or networks "
+        '(e.g. ["forge.internal", "10.1.0.0/16"]); "localhost" also allows file:// URLs (the '
+        'worker\'s own disk); "*": every one. Default: none, so a request cannot make a worker '
+        "probe its own network",
     )
     hoster_limits: dict[str, int] = Field(
         default={},
@@ -137,6 +140,14 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="address the RPC server binds (loopback by default)"
     )
     rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
+
+    @field_validator("allowed_internal_hosts")
+    @classmethod
+    def _hosts_or_networks(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if not re.fullmatch(r"\*|[A-Za-z0-9.:_-]+(?:/\d{1,3})?|\[[0-9A-Fa-f:.]+\]", entry):
+                raise ValueError(f"{entry!r}: expected a host name, an address, a network or *")
+        return entries
 
     @classmethod
     def settings_customise_sources(

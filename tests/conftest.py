@@ -9,9 +9,11 @@ that need it; under CI=true it fails them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -21,11 +23,18 @@ import redis
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
+from app.rpc.server import make_server, serve_until
 from app.services.context import Context
-from app.settings import Settings
+from app.settings import Settings, get_settings
 from tests.processes import with_constants
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+#: The internal hosts the tests visit: forges on local disk (file://) and
+#: servers on loopback. Set for the whole session, so the URL rules checked in
+#: this process (listings built by a test) allow them too; a test of the rules
+#: themselves sets its own allowance.
+TEST_INTERNAL_HOSTS = '["localhost", "127.0.0.1"]'
+os.environ.setdefault("REVISIT_ALLOWED_INTERNAL_HOSTS", TEST_INTERNAL_HOSTS)
 
 
 def _unavailable(what: str, exc: BaseException) -> None:
@@ -153,8 +162,9 @@ def settings(
         "REVISIT_DEAD_LETTER_TOPIC": f"dead-letter-{suffix}",
         "REVISIT_JOURNAL_GROUP_ID": f"group-{suffix}",
         "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
-        # The test forges are git repositories on local disk (file:// URLs).
-        "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',
+        # The test forges are git repositories on local disk (file:// URLs),
+        # and some servers a test visits listen on loopback.
+        "REVISIT_ALLOWED_INTERNAL_HOSTS": TEST_INTERNAL_HOSTS,
     }
     if mirror_backend in ("cluster", "sharded_cluster"):
         cluster_url = request.getfixturevalue("redis_cluster_url")
@@ -188,3 +198,28 @@ def conn(settings: Settings) -> Iterator[DictConnection]:
     """A connection to the test's database."""
     with connect(settings) as connection:
         yield connection
+
+
+@pytest.fixture
+def internal_hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[list[str]], None]]:
+    """Set REVISIT_ALLOWED_INTERNAL_HOSTS for this test: here (the URL rules read
+    it through the process's settings) and in the processes it starts."""
+
+    def allow(hosts: list[str]) -> None:
+        monkeypatch.setenv("REVISIT_ALLOWED_INTERNAL_HOSTS", json.dumps(hosts))
+        get_settings.cache_clear()
+
+    yield allow
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def rpc_url(settings: Settings) -> Iterator[str]:
+    """revisit's RPC server on a free loopback port, for one test."""
+    server = make_server(settings.model_copy(update={"rpc_port": 0}))
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    stop.set()
+    thread.join(10)

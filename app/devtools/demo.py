@@ -41,7 +41,7 @@ PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
     "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
-    "REVISIT_GIT_ALLOWED_SCHEMES": '["file"]',  # the demo forge is on local disk
+    "REVISIT_ALLOWED_INTERNAL_HOSTS": '["localhost"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
 }
 #: How often the demo's incremental listing reports the repositories that changed.

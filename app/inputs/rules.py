@@ -1,19 +1,33 @@
 """The rules every origin URL and loader argument obeys, wherever it comes from.
 
-One copy, shared by listing import (CLI and API), visit requests and the
-client, so a value PostgreSQL would refuse (a NUL, text that is not UTF-8, a
-URL too long for a btree index entry) is refused first, naming the field,
-before anything is written.
+One copy, shared by listing import (CLI, RPC and API), visit requests, the
+client and the journal client, so a value PostgreSQL would refuse (a NUL, text
+that is not UTF-8, a URL too long for a btree index entry) is refused first,
+naming the field, before anything is written.
+
+The same rules keep visits off the workers' own network: a URL with a user
+name or password is refused (never stored, so never shown or published), and
+so is one naming an internal host (``localhost``, a loopback, private,
+link-local, unspecified, multicast or reserved address, in any of the forms
+the C resolver reads: ``127.1``, ``2130706433``, ``0x7f.1``, ``[::ffff:7f00:1]``)
+or a ``file://`` URL (the worker's own disk, ``localhost`` by RFC 8089),
+unless ``REVISIT_ALLOWED_INTERNAL_HOSTS`` allows it. The loaders check the
+addresses a host name resolves to with ``check_addresses`` at visit time.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
+from collections.abc import Iterable
+from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
+
+from app.settings import get_settings
 
 #: Longest URL accepted, in UTF-8 bytes: PostgreSQL's btree entries (the
 #: (url, visit_type) indexes) hold at most 2704 bytes.
@@ -24,6 +38,13 @@ MAX_LOADER_ARGUMENTS_BYTES = 16_384
 MAX_TIMESTAMP_S = 253_402_300_799.0
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.")
+#: Scheme and authority (``user@host:port``) of a ``scheme://`` URL.
+_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
+#: A host that may be an address literal (IPv4 in any inet_aton form, IPv6 in
+#: brackets) or localhost; any other host is a name, checked at visit time.
+_MAYBE_LITERAL = re.compile(r"^(?:\[.*\]|[0-9a-fx.]+|(?:.*\.)?localhost)$")
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f]")
 
 
@@ -47,7 +68,7 @@ def check_url(url: str) -> str:
         and " " not in url
         and _SCHEME.match(url)
     ):
-        return url
+        return _check_host(url)
     size = len(_utf8(url))
     if size > MAX_URL_BYTES:
         raise ValueError(f"URL of {size} bytes, longer than {MAX_URL_BYTES}")
@@ -55,7 +76,143 @@ def check_url(url: str) -> str:
         raise ValueError(f"URL holds a forbidden character {bad.group()!r} at {bad.start()}")
     if not _SCHEME.match(url):
         raise ValueError("URL must start with a scheme, e.g. https://")
+    return _check_host(url)
+
+
+def _check_host(url: str) -> str:
+    """``url`` if it carries no credentials and names no internal host (unless allowed)."""
+    match = _AUTHORITY.match(url)
+    if match is None:  # pragma: no cover - check_url matched _SCHEME first
+        return url
+    scheme, authority = match.group(1).lower(), match.group(2)
+    if "@" in authority:
+        raise ValueError(
+            "URL holds a user name or password (user:password@host): revisit stores no "
+            "credentials; give the URL without them"
+        )
+    host = "localhost" if scheme == "file" else url_host(authority)
+    if _MAYBE_LITERAL.match(host):
+        what = internal(host)
+        if what is not None and not _allowed(host, None):
+            raise ValueError(
+                f"URL names {what} ({'file://' if scheme == 'file' else host}), which is "
+                "not visited unless REVISIT_ALLOWED_INTERNAL_HOSTS allows it"
+            )
     return url
+
+
+def url_host(authority: str) -> str:
+    """The host of a URL's ``authority`` (``user@host:port``), lower case, without
+    brackets' port or a trailing dot."""
+    host = authority.rpartition("@")[2].lower()
+    if host.startswith("["):
+        host = host[: host.find("]") + 1] if "]" in host else host
+    else:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def _ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """``host`` read as inet_aton reads it (``127.1``, ``0x7f.1``, ``017700000001``,
+    ``2130706433``), None if it is no IPv4 address."""
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers: list[int] = []
+    for part in parts:
+        try:
+            if part[:2] in ("0x", "0X"):
+                numbers.append(int(part[2:] or "0", 16))
+            elif len(part) > 1 and part.startswith("0"):
+                numbers.append(int(part[1:], 8))
+            else:
+                numbers.append(int(part, 10))
+        except ValueError:
+            return None
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
+        return None
+    value = last
+    for index, number in enumerate(head):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def address(host: str) -> _Address | None:
+    """The address ``host`` is a literal of (IPv4-mapped IPv6 as its IPv4), else None."""
+    if host.startswith("["):
+        host = host[1:-1]
+    try:
+        found: _Address | None = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        found = _ipv4(host)
+    if isinstance(found, ipaddress.IPv6Address) and found.ipv4_mapped is not None:
+        return found.ipv4_mapped
+    return found
+
+
+def internal(host: str) -> str | None:
+    """What internal host ``host`` names (e.g. ``a loopback address``), None for a
+    public address or any other name."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return "localhost"
+    found = address(host)
+    return None if found is None else internal_address(found)
+
+
+def internal_address(found: _Address) -> str | None:
+    """What kind of internal address ``found`` is, None for a global one."""
+    for kind, test in (
+        ("an unspecified", found.is_unspecified),
+        ("a loopback", found.is_loopback),
+        ("a link-local", found.is_link_local),
+        ("a multicast", found.is_multicast),
+        ("a reserved", found.is_reserved),
+        ("a private", found.is_private),
+        ("a non-public", not found.is_global),  # shared (CGNAT), documentation...
+    ):
+        if test:
+            return f"{kind} address"
+    return None
+
+
+@lru_cache(maxsize=4)
+def _allowance(entries: tuple[str, ...]) -> tuple[frozenset[str], tuple[_Network, ...]]:
+    """The host names and the networks of REVISIT_ALLOWED_INTERNAL_HOSTS."""
+    names = {e.lower().rstrip(".") for e in entries if not _is_network(e)}
+    networks = tuple(ipaddress.ip_network(e, strict=False) for e in entries if _is_network(e))
+    return frozenset(names), networks
+
+
+def _is_network(entry: str) -> bool:
+    try:
+        ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _allowed(host: str, found: _Address | None) -> bool:
+    """Whether REVISIT_ALLOWED_INTERNAL_HOSTS lets visits reach ``host`` (at ``found``)."""
+    names, networks = _allowance(tuple(get_settings().allowed_internal_hosts))
+    if "*" in names or host in names:
+        return True
+    found = found or address(host)
+    return found is not None and any(found in network for network in networks)
+
+
+def check_addresses(host: str, addresses: Iterable[str]) -> None:
+    """Refuse (ValueError) a visit to ``host`` when one of the ``addresses`` it
+    resolves to is internal and not allowed: DNS cannot smuggle in what a
+    literal could not."""
+    for text in addresses:
+        found = address(text)
+        what = None if found is None else internal_address(found)
+        if what is not None and not _allowed(host, found):
+            raise ValueError(
+                f"url: host {host} resolves to {what} ({text}), which is not visited unless "
+                "REVISIT_ALLOWED_INTERNAL_HOSTS allows it"
+            )
 
 
 def _strings(value: Any) -> list[str]:

@@ -24,6 +24,7 @@ from app.domain.journal_event import (
 )
 from app.domain.visit_status import ALL_STATUSES
 from app.inputs.decode_errors import fault
+from app.inputs.rules import check_url
 
 
 class UndecodableMessage(InvalidEvent):
@@ -113,8 +114,10 @@ def decode_event(payload: bytes | None, known_visit_types: frozenset[str]) -> Vi
         raise UndecodableMessage(f"value: not msgpack ({exc})") from None
     if not record.origin:
         raise InvalidEvent("origin: empty")
-    if "\x00" in record.origin:
-        raise InvalidEvent("origin: contains a NUL character")
+    try:
+        check_url(record.origin)  # the rules of listings and requests
+    except ValueError as exc:
+        raise InvalidEvent(f"origin: {exc}") from None
     if not isinstance(record.date, datetime):
         raise InvalidEvent(f"date: expected datetime, got {type(record.date).__name__}")
     if record.status not in ALL_STATUSES:

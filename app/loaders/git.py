@@ -5,14 +5,23 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.inputs.rules import address, check_addresses, check_url, url_host
 from app.loaders.base import VisitResult
-from app.settings import get_settings
+
+#: The transports the git loader visits (``file`` only where
+#: REVISIT_ALLOWED_INTERNAL_HOSTS allows ``localhost``, by the URL rules).
+SCHEMES = frozenset({"https", "http", "git", "file"})
+#: Each scheme's port when the URL names none.
+DEFAULT_PORTS = {"https": 443, "http": 80, "git": 9418}
+#: Resolves a host and port to addresses (socket.getaddrinfo's signature).
+Resolver = Callable[..., Sequence[tuple[Any, ...]]]
 
 #: ``[user@]host:path``, git's scp-like syntax for ssh.
 HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
@@ -56,36 +65,49 @@ def url_scheme(url: str) -> str:
 class GitLoader:
     """Visits git origins with ``git ls-remote`` (refs only, no object transfer).
 
-    Only the URL schemes an operator allows (``REVISIT_GIT_ALLOWED_SCHEMES``)
-    are visited: otherwise a save code now request for ``file:///etc`` or a
-    local path would make the worker read its own filesystem. git itself is
-    held to the same list (``GIT_ALLOW_PROTOCOL``), which also covers
-    redirects.
+    Every visit obeys the URL rules (app.inputs.rules) again, so a URL stored
+    before them is held to them too, and a host name is resolved first: a
+    visit is refused, before any connection, when the name resolves to an
+    internal address REVISIT_ALLOWED_INTERNAL_HOSTS does not allow, and git's
+    HTTP transport is pinned to the addresses checked (``http.curloptResolve``)
+    so a second resolution cannot answer otherwise. git itself is held to the
+    loader's schemes (``GIT_ALLOW_PROTOCOL``), which also covers redirects.
     """
 
-    def __init__(self, allowed_schemes: Iterable[str] | None = None) -> None:
-        schemes = get_settings().git_allowed_schemes if allowed_schemes is None else allowed_schemes
-        self.allowed_schemes = frozenset(s.lower() for s in schemes)
+    def __init__(self, resolve: Resolver = socket.getaddrinfo) -> None:
+        self.resolve = resolve
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
         """Visit ``url``: a timeout or git error is failed, a missing repository not_found,
-        a URL whose scheme is not allowed failed without running git."""
+        a URL the rules or the loader's schemes refuse failed without running git."""
         started = time.monotonic()
         scheme = url_scheme(url)
-        if scheme not in self.allowed_schemes:
-            allowed = ", ".join(sorted(self.allowed_schemes)) or "none"
+        if scheme not in SCHEMES:
+            allowed = ", ".join(sorted(SCHEMES))
             return VisitResult(
                 "failed", None, 0.0, f"url: scheme {scheme!r} not allowed ({allowed})"
+            )
+        try:
+            check_url(url)
+            pinned = self._resolved(url, scheme)
+        except ValueError as exc:
+            message = str(exc)
+            return VisitResult(
+                "failed", None, 0.0, message if message[:5] == "url: " else f"url: {message}"
+            )
+        except OSError as exc:  # the name does not resolve (now)
+            return VisitResult(
+                "failed", None, time.monotonic() - started, f"could not resolve host: {exc}", True
             )
         env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_ASKPASS": "true",
-            "GIT_ALLOW_PROTOCOL": ":".join(sorted(self.allowed_schemes)),
+            "GIT_ALLOW_PROTOCOL": ":".join(sorted(SCHEMES)),
         }
         try:
             proc = subprocess.run(
-                ["git", "ls-remote", "--", url],
+                ["git", *pinned, "ls-remote", "--", url],
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
@@ -105,3 +127,22 @@ class GitLoader:
             status = "not_found" if any(h in lowered for h in NOT_FOUND_HINTS) else "failed"
             return VisitResult(status, None, duration, message[-500:])
         return VisitResult("full", snapshot_id(proc.stdout), duration)
+
+    def _resolved(self, url: str, scheme: str) -> list[str]:
+        """git options pinning the host of ``url`` to the addresses it resolves to,
+        after refusing (ValueError) an internal one; none for a literal or file."""
+        if scheme == "file":
+            return []
+        parts = urlsplit(url)
+        host = url_host(parts.netloc)
+        if not host or address(host) is not None:
+            return []  # an address literal: check_url judged it
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+        found = sorted(
+            {str(info[4][0]) for info in self.resolve(host, port, proto=socket.IPPROTO_TCP)}
+        )
+        check_addresses(host, found)
+        if scheme not in ("http", "https") or not found:
+            return []
+        listed = ",".join(f"[{a}]" if ":" in a else a for a in found)
+        return ["-c", f"http.curloptResolve={host}:{port}:{listed}"]

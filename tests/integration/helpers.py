@@ -7,12 +7,19 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import dramatiq
+from confluent_kafka import Consumer, Message
+
+from app.client import RevisitClient
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
+from app.domain.queue_names import API_QUEUE
 from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
 from app.services.listing import record_listed_origins
+from app.settings import Settings
 from tests.processes import running, wait_for
 
 
@@ -67,3 +74,43 @@ def run_visits(
     with running(procs, env, logs):
         wait_for(until, timeout_s, what, logs)
     return logs
+
+
+def send_to_api(settings: Settings, actor: str, payloads: list[dict[str, Any]]) -> None:
+    """Enqueue ``payloads`` for the API ``actor`` as any service would, unchecked
+    (bypassing the client's own validation)."""
+    broker = RevisitClient.from_settings(settings).broker
+    for payload in payloads:
+        broker.enqueue(
+            dramatiq.Message(
+                queue_name=API_QUEUE,
+                actor_name=actor,
+                args=(),
+                kwargs={"payload": payload},
+                options={},
+            )
+        )
+
+
+def journal_dead_letters(settings: Settings, count: int) -> list[Message]:
+    """The first ``count`` messages of the journal's dead-letter topic."""
+    dlq = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_brokers,
+            "group.id": "dlq-reader",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 1000,
+        }
+    )
+    dlq.subscribe([settings.dead_letter_topic])
+    found: list[Message] = []
+    wait_for(
+        lambda: (
+            bool(found.extend(m for m in dlq.consume(10, 0.5) if not m.error()))
+            or len(found) >= count
+        ),
+        20,
+        "the dead letters",
+    )
+    dlq.close()
+    return found

@@ -7,17 +7,15 @@ import math
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dramatiq
 import pytest
 
-from app.client import RevisitClient
 from app.db.connection import DictConnection
 from app.domain.queue_names import API_QUEUE
 from app.services.context import Context
 from app.services.mirror_sync import check
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
-from tests.integration.helpers import cli
+from tests.integration.helpers import cli, send_to_api
 from tests.processes import running, wait_for
 
 TABLES = ("listers", "listed_origins", "origin_visit_stats", "visit_requests")
@@ -199,17 +197,7 @@ def test_record_listing_refuses_a_bad_payload_before_writing_anything(
         {**lister, "origins": [{"url": "https://api.example/b", "visit_type": "zzz"}]},
     ]
     good = {**lister, "origins": [{"url": "https://api.example/good", "visit_type": "git"}]}
-    broker = RevisitClient.from_settings(settings).broker
-    for payload in [*bad, good]:
-        broker.enqueue(
-            dramatiq.Message(
-                queue_name=API_QUEUE,
-                actor_name="record_listing",
-                args=(),
-                kwargs={"payload": payload},
-                options={},
-            )
-        )
+    send_to_api(settings, "record_listing", [*bad, good])
     logs = tmp_path / "logs"
     logs.mkdir()
     dead = DramatiqQueueKeys("dramatiq", API_QUEUE).dead

@@ -1,8 +1,14 @@
 import math
+from collections.abc import Callable
 
 import pytest
 
-from app.inputs.rules import MAX_URL_BYTES, check_loader_arguments, check_url
+from app.inputs.rules import (
+    MAX_URL_BYTES,
+    check_addresses,
+    check_loader_arguments,
+    check_url,
+)
 from app.loaders.base import VisitResult, checked_result
 
 #: What app.inputs.rules refuses in a URL: control characters, space and DEL.
@@ -86,3 +92,105 @@ def test_an_invalid_loader_result_becomes_a_failed_visit_saying_why(
 def test_a_valid_loader_result_is_published_as_is() -> None:
     result = VisitResult("full", b"s" * 20, 1.5)
     assert checked_result(result, 9.0) is result
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:S3cretPass@forge.example/x.git",
+        "https://token@forge.example/x.git",
+        "http://@forge.example/x",
+    ],
+)
+def test_a_url_with_credentials_is_refused_without_repeating_them(url: str) -> None:
+    with pytest.raises(ValueError, match="user name or password") as info:
+        check_url(url)
+    assert "S3cret" not in str(info.value)
+
+
+INTERNAL = [
+    ("http://127.0.0.1:6391/", "a loopback address"),
+    ("http://127.1/", "a loopback address"),
+    ("http://2130706433/", "a loopback address"),
+    ("http://0x7f.1/", "a loopback address"),
+    ("http://017700000001/", "a loopback address"),
+    ("http://0x7f000001/", "a loopback address"),
+    ("http://[::1]:8080/x", "a loopback address"),
+    ("http://[::ffff:127.0.0.1]/", "a loopback address"),
+    ("http://[::ffff:7f00:1]/", "a loopback address"),
+    ("https://169.254.169.254/latest/meta-data", "a link-local address"),
+    ("http://[fe80::1%25eth0]/", "a link-local address"),
+    ("git://10.1.2.3/x.git", "a private address"),
+    ("https://192.168.0.1./x", "a private address"),
+    ("https://[fd00::1]/x", "a private address"),
+    ("http://0.0.0.0/", "an unspecified address"),
+    ("http://0/", "an unspecified address"),
+    ("http://[::]/", "an unspecified address"),
+    ("http://224.0.0.1/", "a multicast address"),
+    ("http://240.0.0.1/", "a reserved address"),
+    ("http://100.64.0.1/", "a non-public address"),
+    ("http://localhost:5008/", "localhost"),
+    ("http://LOCALHOST/", "localhost"),
+    ("http://a.localhost/", "localhost"),
+    ("file:///etc/passwd", "localhost"),
+    ("FILE://localhost/srv/git/a", "localhost"),
+]
+
+
+@pytest.mark.parametrize(("url", "what"), INTERNAL)
+def test_a_url_naming_an_internal_host_is_refused_unless_allowed(
+    url: str, what: str, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts([])
+    with pytest.raises(ValueError, match=f"names {what} .*REVISIT_ALLOWED_INTERNAL_HOSTS"):
+        check_url(url)
+    internal_hosts(["*"])
+    assert check_url(url) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://github.com/a/b",
+        "https://8.8.8.8/x",
+        "http://134744072/",  # 8.8.8.8
+        "https://[2001:4860:4860::8888]/x",
+        "https://cafe.example/x",
+        "https://deadbeef/x",
+        "https://1.2.3.4.5/x",
+        "https://999.1.1.1/x",
+        "sim://fast1",
+    ],
+)
+def test_public_addresses_and_names_are_accepted(
+    url: str, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts([])
+    assert check_url(url) == url
+
+
+def test_the_allowance_names_hosts_and_networks(
+    internal_hosts: Callable[[list[str]], None],
+) -> None:
+    internal_hosts(["localhost", "10.1.0.0/16", "::1"])
+    assert check_url("file:///srv/git/a")
+    assert check_url("http://localhost/")
+    assert check_url("http://10.1.200.3/")
+    assert check_url("http://[::1]/")
+    for url in ("http://10.2.0.1/", "http://127.0.0.1/", "https://169.254.169.254/"):
+        with pytest.raises(ValueError, match="not visited unless"):
+            check_url(url)
+
+
+def test_a_name_resolving_to_an_internal_address_is_refused_unless_allowed(
+    internal_hosts: Callable[[list[str]], None],
+) -> None:
+    internal_hosts([])
+    check_addresses("forge.example", ["140.82.121.3", "2606:50c0:8000::153"])
+    for found in (["140.82.121.3", "127.0.0.1"], ["::ffff:169.254.169.254"], ["fd00::5"]):
+        with pytest.raises(ValueError, match=r"^url: host forge\.example resolves to"):
+            check_addresses("forge.example", found)
+    internal_hosts(["forge.example"])
+    check_addresses("forge.example", ["10.0.0.5"])
+    internal_hosts(["10.0.0.0/8"])
+    check_addresses("forge.example", ["10.0.0.5"])
