@@ -38,6 +38,15 @@ MAX_LOADER_ARGUMENTS_BYTES = 16_384
 MAX_TIMESTAMP_S = 253_402_300_799.0
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.")
+#: A URL that surely holds no credentials and names no internal host: not
+#: ``file``, no ``@`` in its authority, a host whose last label has a letter
+#: no IPv4 form holds (g-z but x) and is not ``localhost``. Any other URL is
+#: judged by _check_host.
+_PLAIN_HOST = re.compile(
+    r"^(?![Ff][Ii][Ll][Ee]:)[A-Za-z][A-Za-z0-9+.-]*://(?![^/?#]*@)(?:[A-Za-z0-9_-]+\.)*"
+    r"(?!(?i:localhost)\.?(?:[:/?#]|$))[A-Za-z0-9_-]*[G-WYZg-wyz][A-Za-z0-9_-]*\.?"
+    r"(?::[0-9]*)?(?:[/?#]|$)"
+)
 #: Scheme and authority (``user@host:port``) of a ``scheme://`` URL.
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
 #: A host that may be an address literal (IPv4 in any inet_aton form, IPv6 in
@@ -66,9 +75,9 @@ def check_url(url: str) -> str:
         and len(url) <= MAX_URL_BYTES
         and url.isprintable()
         and " " not in url
-        and _SCHEME.match(url)
+        and _PLAIN_HOST.match(url)
     ):
-        return _check_host(url)
+        return url
     size = len(_utf8(url))
     if size > MAX_URL_BYTES:
         raise ValueError(f"URL of {size} bytes, longer than {MAX_URL_BYTES}")

@@ -1,8 +1,12 @@
 import math
 from collections.abc import Callable
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from app.inputs import rules
 from app.inputs.rules import (
     MAX_URL_BYTES,
     check_addresses,
@@ -194,3 +198,36 @@ def test_a_name_resolving_to_an_internal_address_is_refused_unless_allowed(
     check_addresses("forge.example", ["10.0.0.5"])
     internal_hosts(["10.0.0.0/8"])
     check_addresses("forge.example", ["10.0.0.5"])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://LOCALHOST:80/",
+        "https://localhost./x",
+        "https://a.LocalHost/x",
+        "https://github.com@127.0.0.1/",
+        "https://user@github.com/",
+        "FILE://server/x",
+        "git://0x7f.0.0.1:9418/x",
+    ],
+)
+def test_urls_that_look_public_at_first_sight_are_still_judged(
+    url: str, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts([])
+    with pytest.raises(ValueError, match=r"user name or password|not visited unless"):
+        check_url(url)
+
+
+@given(
+    st.text(alphabet="0123456789abcdefxglochst.:@[]-", max_size=20),
+    st.sampled_from(["https", "git", "file", "FiLe"]),
+)
+def test_the_quick_acceptance_never_accepts_what_the_full_judgement_refuses(
+    host: str, scheme: str
+) -> None:
+    url = f"{scheme}://{host}/x"
+    if rules._PLAIN_HOST.match(url):
+        with patch.object(rules, "_allowed", lambda *_: False):
+            assert rules._check_host(url) == url
