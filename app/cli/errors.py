@@ -33,6 +33,25 @@ def _redis_address() -> str:
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path}"
 
 
+def _broker_address() -> str | None:
+    """The broker Redis's ``host:port``, None when it is the mirror's."""
+    settings = get_settings()
+    if settings.broker_redis_url is None:
+        return None
+    parts = urlsplit(settings.broker_redis_dsn())
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+
+
+def broker_unreachable(exc: BaseException) -> str:
+    """The one-line message for the broker Redis being unreachable."""
+    if _broker_address() is None:
+        return unreachable(exc) or _first_line(exc)
+    return (
+        f"cannot reach the broker Redis at {_broker_address()} "
+        f"(set REVISIT_BROKER_REDIS_URL): {_first_line(exc)}"
+    )
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -61,6 +80,10 @@ def unreachable(exc: BaseException) -> str | None:
             f"(set REVISIT_DATABASE_URL): {_first_line(exc)}"
         )
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        broker = _broker_address()
+        mirror = _redis_address().partition("/")[0]
+        if broker is not None and broker != mirror and broker in str(exc):
+            return broker_unreachable(exc)
         return (
             f"cannot reach Redis at {_redis_address()} (set REVISIT_REDIS_URL): {_first_line(exc)}"
         )

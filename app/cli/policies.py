@@ -30,7 +30,9 @@ def schedule(
     policy that picks each.
 
     Without --dry-run the visits go to the visit type's express and slow
-    queues, as the scheduler would send them (beyond max_queue_length).
+    queues, as the scheduler would send them (beyond max_queue_length, but
+    never more than max_queue_length at once). A dry run writes nothing: on a
+    missing mirror it says so instead of rebuilding it.
     """
     from app.db.policies import policies_of
     from app.db.scheduling import visit_type_configs
@@ -40,9 +42,19 @@ def schedule(
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
         visit_types_of(conn, visit_type)
+        config = visit_type_configs(conn)[visit_type]
+        if n > config.max_queue_length:
+            console.print(
+                f"-n {n}: capped at {visit_type}'s max_queue_length, {config.max_queue_length}"
+            )
+            n = config.max_queue_length
+        if not dry_run:
+            _check_broker(visit_type)  # before anything is stamped scheduled
         policies = policies_of(conn, visit_type)
         result = schedule_step(conn, ctx, visit_type, n, now(), policies, dry_run=dry_run)
-        config = visit_type_configs(conn)[visit_type]
+    if result.waiting_for_rebuild:
+        console.print(result.waiting_for_rebuild)
+        return
     table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
     lanes = {} if dry_run else _send(tuning_of(config), visit_type, result.orders)
     for rank, order in enumerate(result.orders):
@@ -50,6 +62,22 @@ def schedule(
     console.print(table)
     if not dry_run:
         console.print(f"sent {len(result.orders)} visits of {visit_type} to its workers")
+
+
+def _check_broker(visit_type: str) -> None:
+    """Refuse, naming the broker's setting, when its Redis cannot be reached:
+    visits picked then would be stamped scheduled and held in flight with no
+    message sent (the scheduled cooldown, a week)."""
+    import redis
+
+    from app.cli.errors import broker_unreachable
+    from app.domain.queue_names import visit_queue
+    from queues.dramatiq_broker import queue_depth, redis_broker
+
+    try:
+        queue_depth(redis_broker(get_settings()), visit_queue(visit_type))
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise fail(broker_unreachable(exc) + "; nothing was scheduled", code=3) from exc
 
 
 def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:

@@ -84,7 +84,7 @@ class StepResult:
     #: Seconds the rebuild of a missing mirror took (0 when none was needed).
     rebuild_s: float = 0.0
     #: Why nothing was picked: the mirror is missing and another process is
-    #: rebuilding it ("" otherwise).
+    #: rebuilding it, or a dry run would have rebuilt it ("" otherwise).
     waiting_for_rebuild: str = ""
     picks_by_pool: Counter[str] = field(default_factory=Counter)
     #: Under age_optimal: real time minus the target of the first planned
@@ -129,6 +129,13 @@ def schedule_step(
     policies = policies or default_policies(visit_type)
     result = StepResult(visit_type, slots)
     started = time.perf_counter()
+    if dry_run and not ctx.mirror.is_built(visit_type):
+        result.waiting_for_rebuild = (
+            f"the mirror of {visit_type} is missing (Redis empty?): a real run would first "
+            f"rebuild it from PostgreSQL (`revisit mirror rebuild {visit_type}`), then pick; "
+            "a dry run writes nothing"
+        )
+        return result
     try:
         result.rebuilt = ensure_built(conn, ctx, visit_type, now)
     except RebuildInProgress as exc:

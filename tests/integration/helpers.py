@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -34,6 +35,13 @@ def list_origins(
     lister_id = register_lister(conn, "test", "forge", None)
     rows = [(i + 1, ListedOriginIn(url=u, visit_type=visit_type)) for i, u in enumerate(urls)]
     record_listed_origins(conn, ctx, lister_id, rows, now or datetime.now(tz=UTC))
+
+
+def free_port() -> int:
+    """A loopback port no one listens on (now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:

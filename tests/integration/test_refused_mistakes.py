@@ -15,7 +15,7 @@ from app.services.context import Context
 from app.services.mirror_sync import check
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
-from tests.integration.helpers import cli, send_to_api
+from tests.integration.helpers import cli, free_port, list_origins, send_to_api
 from tests.processes import running, wait_for
 
 TABLES = ("listers", "listed_origins", "origin_visit_stats", "visit_requests")
@@ -219,3 +219,50 @@ def test_record_listing_refuses_a_bad_payload_before_writing_anything(
     ):
         assert message in log
     assert mirror_clean(conn, ctx)
+
+
+def scheduled(conn: DictConnection) -> int:
+    """Origins stamped scheduled."""
+    query = "select count(*) as n from origin_visit_stats where last_scheduled is not null"
+    return int(conn.execute(query).fetchone()["n"])  # type: ignore[index]
+
+
+def test_a_dry_run_on_an_empty_redis_writes_nothing_and_says_what_would_happen(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [f"https://d.example/{i}" for i in range(5)])
+    ctx.redis.flushdb()
+    result = cli("schedule", "--dry-run", "git", "-n", "5")
+    assert result.returncode == 0, result.stderr
+    assert "the mirror of git is missing" in result.stdout
+    assert "`revisit mirror rebuild git`" in result.stdout
+    assert ctx.redis.dbsize() == 0
+    assert scheduled(conn) == 0
+
+
+def test_schedule_with_the_broker_down_names_its_setting_and_stamps_nothing(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    list_origins(conn, ctx, [f"https://b.example/{i}" for i in range(5)])
+    monkeypatch.setenv("REVISIT_BROKER_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    result = cli("schedule", "git", "-n", "5")
+    assert result.returncode == 3
+    assert "cannot reach the broker Redis at 127.0.0.1:" in result.stderr
+    assert "(set REVISIT_BROKER_REDIS_URL)" in result.stderr
+    assert "nothing was scheduled" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert scheduled(conn) == 0
+    assert ctx.mirror.sizes("git")["inflight"] == 0
+    assert mirror_clean(conn, ctx)
+
+
+def test_schedule_sends_at_most_the_visit_types_max_queue_length(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [f"https://n.example/{i}" for i in range(10)])
+    assert cli("visit-type", "set", "git", "--max-queue-length", "3").returncode == 0
+    result = cli("schedule", "git", "-n", "100000000")
+    assert result.returncode == 0, result.stderr
+    assert "-n 100000000: capped at git's max_queue_length, 3" in result.stdout
+    assert "sent 3 visits of git" in result.stdout
+    assert scheduled(conn) == 3

@@ -4,7 +4,6 @@ Python's safe-path mode, so the working directory is not on the import path."""
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +13,7 @@ import pytest
 
 from app.rpc.codec import decode, encode
 from app.settings import Settings
+from tests.integration.helpers import free_port
 from tests.processes import running, wait_for
 
 pytestmark = pytest.mark.integration
@@ -32,12 +32,6 @@ def shadowing_dir(tmp_path: Path) -> Path:
             'raise SystemExit("shadowed: imported from the working directory")\n'
         )
     return cwd
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def lister_get(port: int) -> tuple[int, object]:
