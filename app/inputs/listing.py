@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from app.inputs.decode_errors import fault
-from app.inputs.rules import check_loader_arguments, check_url
+from app.inputs.rules import check_last_update, check_loader_arguments, check_url
 
 
 class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -159,6 +159,20 @@ def check_visit_types(rows: Sequence[NumberedRow], known: set[str]) -> None:
         for line, row in rows
         if row.visit_type not in known
     ]
+    if errors:
+        raise ListingInputError(errors)
+
+
+def check_last_updates(rows: Sequence[NumberedRow], now: datetime) -> None:
+    """Refuse rows whose ``last_update`` is before 1970 or well past ``now`` (the
+    listing's clock, simulated or real), naming each."""
+    errors: list[RowError] = []
+    for line, row in rows:
+        if row.last_update is not None:
+            try:
+                check_last_update(row.last_update, now)
+            except ValueError as exc:
+                errors.append(RowError(line, "last_update", str(exc)))
     if errors:
         raise ListingInputError(errors)
 

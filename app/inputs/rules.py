@@ -22,6 +22,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -36,6 +37,14 @@ MAX_URL_BYTES = 2048
 MAX_LOADER_ARGUMENTS_BYTES = 16_384
 #: Latest Unix time a listing may say it started (9999-12-31).
 MAX_TIMESTAMP_S = 253_402_300_799.0
+
+#: Earliest ``last_update`` a listing may report: Unix time 0. No origin is
+#: older; an earlier date is a placeholder (0001-01-01) that would put the
+#: origin first in the pools ordered by last update.
+MIN_LAST_UPDATE = datetime(1970, 1, 1, tzinfo=UTC)
+#: How far past this host's clock a ``last_update`` may be: a forge's clock
+#: ahead, a time zone slip. Beyond it is a placeholder (9999-12-31) or a bug.
+LAST_UPDATE_SLACK = timedelta(days=1)
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.")
 #: A URL that surely holds no credentials and names no internal host: not
@@ -222,6 +231,18 @@ def check_addresses(host: str, addresses: Iterable[str]) -> None:
                 f"url: host {host} resolves to {what} ({text}), which is not visited unless "
                 "REVISIT_ALLOWED_INTERNAL_HOSTS allows it"
             )
+
+
+def check_last_update(value: datetime, now: datetime) -> datetime:
+    """``value`` if it lies between MIN_LAST_UPDATE and ``now`` + LAST_UPDATE_SLACK."""
+    if value < MIN_LAST_UPDATE:
+        raise ValueError(f"{value.isoformat()} is before 1970-01-01, no origin is that old")
+    if value > now + LAST_UPDATE_SLACK:
+        raise ValueError(
+            f"{value.isoformat()} is more than {LAST_UPDATE_SLACK.days} day past now "
+            f"({now.isoformat(timespec='seconds')})"
+        )
+    return value
 
 
 def _strings(value: Any) -> list[str]:

@@ -32,7 +32,12 @@ from app.db import lister_api as sql
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.db.errors import refusal
-from app.inputs.listing import ListedOriginIn, ListingInputError, check_visit_types
+from app.inputs.listing import (
+    ListedOriginIn,
+    ListingInputError,
+    check_last_updates,
+    check_visit_types,
+)
 from app.listers.models import (
     ListedOrigin,
     ListedOriginPage,
@@ -130,6 +135,7 @@ class ListerInterface:
         for rows in by_lister.values():
             try:
                 check_visit_types(rows, known)
+                check_last_updates(rows, self.clock())
             except ListingInputError as exc:
                 first = exc.errors[0]
                 raise ListerInputError(

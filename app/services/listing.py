@@ -21,7 +21,13 @@ import psycopg
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
-from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_visit_types
+from app.inputs.listing import (
+    ListingInputError,
+    NumberedRow,
+    RowError,
+    check_last_updates,
+    check_visit_types,
+)
 from app.services.context import Context
 
 #: Most of a lister's origins a full listing may disable without an explicit flag
@@ -50,6 +56,7 @@ def _write_postgres(
     conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[NumberedRow], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
     check_visit_types(rows, db.known_visit_types(conn))
+    check_last_updates(rows, now)
     with conn.transaction():
         return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
 

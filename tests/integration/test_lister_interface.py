@@ -152,3 +152,20 @@ def test_visit_stats_and_queue_positions_speak_the_reference_vocabulary(
     assert stats[0].last_snapshot == b"\x01" * 20
     assert stats[0].next_visit_queue_position == int((NOW + timedelta(days=1)).timestamp())
     assert api.visit_scheduler_queue_position_get()["git"] == int(NOW.timestamp())
+
+
+def test_a_last_update_before_1970_or_past_tomorrow_is_refused(
+    api: ListerInterface, conn: DictConnection
+) -> None:
+    lister = api.get_or_create_lister("g", "i")
+    good = origin(lister.id, "https://f.example/a.git", last_update=NOW.isoformat())
+    for when, message in (
+        ("0001-01-01T00:00:00Z", "is before 1970-01-01"),
+        ((NOW + timedelta(days=2)).isoformat(), "is more than 1 day past now"),
+    ):
+        bad = origin(lister.id, "https://f.example/b", last_update=when)
+        with pytest.raises(
+            ListerInputError, match=rf"listed_origins\[1\]\.last_update: .*{message}"
+        ):
+            api.record_listed_origins([good, bad])
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}

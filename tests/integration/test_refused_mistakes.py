@@ -266,3 +266,34 @@ def test_schedule_sends_at_most_the_visit_types_max_queue_length(
     assert "-n 100000000: capped at git's max_queue_length, 3" in result.stdout
     assert "sent 3 visits of git" in result.stdout
     assert scheduled(conn) == 3
+
+
+@pytest.mark.parametrize(
+    ("last_update", "message"),
+    [
+        ('"0001-01-01T00:00:00Z"', "0001-01-01T00:00:00+00:00 is before 1970-01-01"),
+        ('"1969-12-31T23:59:59Z"', "1969-12-31T23:59:59+00:00 is before 1970-01-01"),
+        ('"9999-12-31T00:00:00Z"', "9999-12-31T00:00:00+00:00 is more than 1 day past now"),
+        ("-1", "1969-12-31T23:59:59+00:00 is before 1970-01-01"),
+    ],
+)
+def test_a_last_update_before_1970_or_past_tomorrow_refuses_its_batch(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    tmp_path: Path,
+    last_update: str,
+    message: str,
+) -> None:
+    assert cli("lister", "register", "forge", "one").returncode == 0
+    listing = tmp_path / "listing.jsonl"
+    listing.write_text(
+        line("https://g.example/1970", last_update='"1970-01-01T00:00:00Z"')
+        + line("https://g.example/today", last_update=str(int(datetime.now(tz=UTC).timestamp())))
+        + line("https://g.example/bad", last_update=last_update)
+    )
+    result = cli("origins", "import", str(listing), "--lister", "forge/one", "--batch-size", "2")
+    assert result.returncode == 2
+    assert f"line 3: last_update: {message}" in result.stderr
+    assert counts(conn)["listed_origins"] == 2  # the first batch
+    assert mirror_clean(conn, ctx)
