@@ -15,6 +15,10 @@ from app.inputs.rules import StoredText
 
 #: Longest interval accepted between two visits of one origin (10 years).
 MAX_INTERVAL_S = 10 * 365 * 86400.0
+#: Shortest ``min_interval`` accepted (1 hour): below it, every origin of the
+#: visit type may be sent again as soon as its visit ends, flooding the
+#: workers and the forges; a failed visit's quick retries are ``retry_delay``'s.
+MIN_INTERVAL_S = 3600.0
 
 
 class VisitTypeError(ValueError):
@@ -28,7 +32,9 @@ class VisitTypeChange(BaseModel):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
     description: StoredText | None = Field(default=None, max_length=200)
-    min_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    min_interval_s: float | None = Field(
+        default=None, ge=MIN_INTERVAL_S, le=MAX_INTERVAL_S, allow_inf_nan=False
+    )
     max_interval_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
     max_queue_length: int | None = Field(default=None, ge=1, le=1_000_000)
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S, allow_inf_nan=False)

@@ -54,6 +54,8 @@ def test_visit_type_add_list_set_and_refusals(settings: Settings, conn: DictConn
         (("add", "Bad.Name"), "name: String should match pattern"),
         (("add", "x", "--min-interval", "soon"), "--min-interval: expected a duration"),
         (("set", "simulated", "--min-interval", "60d"), "min_interval_s: 5.184e+06 would be"),
+        (("set", "simulated", "--min-interval", "1s"), "min_interval_s: Input should be greater"),
+        (("add", "x", "--min-interval", "59m"), "than or equal to 3600"),
         (("set", "nope", "--max-queue-length", "3"), "name: no visit type 'nope'"),
         (("set", "git", "--max-queue-length", "0"), "max_queue_length: Input should be"),
     ]:
