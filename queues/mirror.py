@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any
 from uuid import uuid4
 
@@ -16,8 +16,8 @@ from app.domain.placement import POOLS, Placement
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
+from queues.mirror_read import Corruption, MirrorReads
 from queues.mirror_read import Location as Location
-from queues.mirror_read import MirrorReads
 from queues.shards import Popped as Popped
 from queues.shards import PopResult as PopResult
 from queues.shards import Weights as Weights
@@ -306,6 +306,22 @@ class Mirror(PickBookkeeping, MirrorReads):
         built = self.client.hget(every[0].meta, "shards")
         return int(built or 1) == len(every)
 
+    def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
+        """Delete each key of the wrong type and remove each member that is no id
+        (``corruptions``' findings). A meta hash deleted is written again with
+        its shard count, so the mirror still counts as built: what its pools
+        lost, ``mirror repair`` puts back."""
+        every = self.shard_keys(visit_type)
+        for corruption in found:
+            if corruption.member is None:
+                self.client.delete(corruption.key)
+                if corruption.key in {keys.meta for keys in every}:
+                    self.client.hset(corruption.key, "shards", len(every))
+            elif corruption.what.startswith("member"):
+                self.client.zrem(corruption.key, corruption.member)
+            else:
+                self.client.hdel(corruption.key, corruption.member)
+
     def begin_rebuild(self, visit_type: str) -> str:
         """Empty the staging keys of every shard and mark a rebuild in progress,
         in its 'bulk' phase: from now on every ``place`` records its origins
@@ -483,7 +499,14 @@ def _popped(flat: list[Any]) -> list[Popped]:
     return [
         Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
         for i in range(0, len(flat), 3)
+        if _is_id(flat[i])
     ]
+
+
+def _is_id(member: Any) -> bool:
+    """A member that is no stats id is a hand-made mistake (``mirror check``
+    names it, ``mirror repair`` removes it): skipped, not a failed step."""
+    return isinstance(member, int) or bytes(member).isdigit()
 
 
 def _popped_by_pool(reply: list[Any]) -> list[Popped]:
@@ -493,7 +516,15 @@ def _popped_by_pool(reply: list[Any]) -> list[Popped]:
     for k in range(0, len(reply), 2):
         pool = POOLS[int(reply[k]) - 1]
         flat = reply[k + 1]
-        popped += map(Popped, map(int, flat[0::2]), repeat(pool), map(float, flat[1::2]))
+        try:
+            ids = list(map(int, flat[0::2]))
+        except ValueError:
+            ids = [int(m) if _is_id(m) else -1 for m in flat[0::2]]
+        popped += (
+            Popped(origin, pool, float(score))
+            for origin, score in zip(ids, flat[1::2], strict=True)
+            if origin >= 0
+        )
     return popped
 
 

@@ -39,6 +39,34 @@ def places_of(keys: VisitTypeKeys) -> list[tuple[str, str]]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Corruption:
+    """A mirror key no revisit write makes (a hand-made mistake): a key of the
+    wrong type, or a ``member`` that is no stats id."""
+
+    key: str
+    what: str
+    member: bytes | None = None
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.what} (`revisit mirror repair` or `mirror rebuild` fixes it)"
+
+
+def key_types(keys: VisitTypeKeys) -> list[tuple[str, str]]:
+    """Each key of one shard and the Redis type it must have."""
+    return [
+        *((key, "zset") for _, key in places_of(keys)),
+        (keys.parked, "hash"),
+        (keys.versions, "hash"),
+        (keys.meta, "hash"),
+        (keys.lateness, "list"),
+    ]
+
+
+#: Members or fields holding a character that is no digit (Redis glob).
+_NOT_AN_ID = "*[^0-9]*"
+
+
 class MirrorReads:
     """What reads the mirror's places without moving anything."""
 
@@ -52,6 +80,29 @@ class MirrorReads:
 
     def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
         raise NotImplementedError
+
+    def corruptions(self, visit_type: str, members: bool = True) -> list[Corruption]:
+        """The keys of the mirror of ``visit_type`` of the wrong type and, with
+        ``members``, the members of its places and fields of its id hashes that
+        are no stats id (a scan of every key, as long as ``mirror check``)."""
+        found: list[Corruption] = []
+        for keys in self.shard_keys(visit_type):
+            expected = key_types(keys)
+            pipe = self.client.pipeline(transaction=False)
+            for key, _ in expected:
+                pipe.type(key)
+            for (key, want), got in zip(expected, pipe.execute(), strict=True):
+                kind = got.decode() if isinstance(got, bytes) else str(got)
+                if kind not in ("none", want):
+                    found.append(Corruption(key, f"a {kind}, expected a {want}"))
+                elif members and kind == "zset":
+                    for member, _ in self.client.zscan_iter(key, match=_NOT_AN_ID, count=5000):
+                        found.append(Corruption(key, f"member {member!r} is no id", member))
+                elif members and kind == "hash" and key != keys.meta:
+                    for field in self.client.hscan_iter(key, match=_NOT_AN_ID, count=5000):
+                        name = field[0] if isinstance(field, tuple) else field
+                        found.append(Corruption(key, f"field {name!r} is no id", name))
+        return found
 
     def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
         """Every origin of the mirror with its place (a pool name, 'inflight' or

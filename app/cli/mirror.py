@@ -47,7 +47,7 @@ def mirror_check(visit_type: Annotated[str | None, typer.Argument()] = None) -> 
     """
     from app.services.mirror_sync import check_settled
 
-    _mirror_command(check_settled, visit_type, "difference(s)")
+    _mirror_command(check_settled, visit_type, "difference(s)", repairing=False)
 
 
 @mirror_app.command("repair")
@@ -60,21 +60,32 @@ def mirror_repair(visit_type: Annotated[str | None, typer.Argument()] = None) ->
         repair(conn, ctx, vt, differences, clock())
         return differences
 
-    _mirror_command(check_and_repair, visit_type, "origin(s) repaired", failing=False)
+    _mirror_command(check_and_repair, visit_type, "origin(s) repaired", repairing=True)
 
 
 def _mirror_command(
-    action: Callable[..., list[Any]], visit_type: str | None, what: str, failing: bool = True
+    action: Callable[..., list[Any]], visit_type: str | None, what: str, repairing: bool
 ) -> None:
+    """Run ``action`` on each visit type's mirror, after its corrupt keys (one
+    line each) are removed when ``repairing``, or counted as differences (the
+    comparison cannot read them) when checking."""
     settings = get_settings()
     ctx = Context.from_settings(settings)
     found = 0
     with connect(settings) as conn:
         for vt in visit_types_of(conn, visit_type):
+            corrupt = ctx.mirror.corruptions(vt)
+            for corruption in corrupt[:50]:
+                console.print(f"{vt}: {corruption}", markup=False, highlight=False)
+            if corrupt and not repairing:
+                found += len(corrupt)
+                console.print(f"{vt}: {len(corrupt)} corrupt key(s) or member(s)")
+                continue
+            ctx.mirror.remove_corruptions(vt, corrupt)
             differences = action(conn, ctx, vt, now)
             found += len(differences)
             for d in differences[:50]:
                 console.print(f"{vt}: {d}", markup=False, highlight=False)
             console.print(f"{vt}: {len(differences)} {what}")
-    if found and failing:
+    if found and not repairing:
         raise typer.Exit(1)

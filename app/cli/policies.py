@@ -48,6 +48,8 @@ def schedule(
                 f"-n {n}: capped at {visit_type}'s max_queue_length, {config.max_queue_length}"
             )
             n = config.max_queue_length
+        if corrupt := ctx.mirror.corruptions(visit_type, members=False):
+            raise fail(f"{visit_type}: the mirror holds {corrupt[0]}; nothing was scheduled", 1)
         if not dry_run:
             _check_broker(visit_type)  # before anything is stamped scheduled
         policies = policies_of(conn, visit_type)

@@ -33,6 +33,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     requests = open_requests(conn)
     drift = schedule_drift(conn, at)
     found = []
+    warnings = []
     for vt in visit_types:
         lanes = {}
         for lane in LANES:
@@ -41,11 +42,13 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
             lanes[lane] = LaneStatus(depths[queue], threads)
         raw: dict[bytes, bytes] = ctx.redis.hgetall(visit_outcomes(settings.redis_namespace, vt))  # type: ignore[assignment]
         outcomes = {k.decode(): int(v) for k, v in raw.items()}
-        places = ctx.mirror.sizes(vt)
+        corrupt = ctx.mirror.corruptions(vt, members=False)
+        warnings += [f"{vt}: the mirror holds {c}" for c in corrupt]
+        places = {} if corrupt else ctx.mirror.sizes(vt)
         found.append(
             VisitTypeStatus(vt, places, lanes, outcomes, requests.get(vt, {}), drift.get(vt))
         )
-    return Snapshot(at, found)
+    return Snapshot(at, found, warnings)
 
 
 def _lane(lane: LaneStatus) -> str:
@@ -105,7 +108,8 @@ def render(current: Snapshot, previous: Snapshot | None) -> Group:
             Text(str(s.dead), style="red" if s.dead else ""),
         )
     waiting = sum(pool_total(s) for s in current.visit_types)
-    return Group(table, Text(f"{waiting} origins waiting in pools", style="dim"))
+    warnings = [Text(w, style="red") for w in current.warnings]
+    return Group(table, Text(f"{waiting} origins waiting in pools", style="dim"), *warnings)
 
 
 POOL_COLUMNS = ("never_visited", "lagging", "no_last_update", "up_to_date")

@@ -56,6 +56,8 @@ def rebuild(
     ``LOST_VISIT_GRACE_S`` instead of the scheduled cooldown (see
     ``requeue_unstarted``).
     """
+    # A live key of the wrong type (a hand-made mistake) would fail the swap.
+    ctx.mirror.remove_corruptions(visit_type, ctx.mirror.corruptions(visit_type, members=False))
     token = ctx.mirror.begin_rebuild(visit_type)
     try:
         with conn.transaction():

@@ -50,6 +50,8 @@ class Snapshot:
 
     at: datetime
     visit_types: list[VisitTypeStatus] = field(default_factory=list)
+    #: What could not be read (a mirror key of the wrong type), one line each.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,8 @@ def test_coverage_counts_each_listers_origins_by_what_is_known_of_their_visits(
         (2, ListedOriginIn(url="https://f/changed", visit_type="git", last_update=now)),
         (3, ListedOriginIn(url="https://f/new", visit_type="git", last_update=now)),
     ]
-    record_listed_origins(conn, ctx, lister_id, rows, now - timedelta(days=2))
+    record_listed_origins(conn, ctx, lister_id, rows, now)
+    conn.execute("update listed_origins set first_seen = %s", (now - timedelta(days=2),))
     conn.execute(
         "update origin_visit_stats set last_successful = %s where url = any(%s)",
         (now - timedelta(days=1), ["https://f/visited", "https://f/changed"]),

@@ -120,6 +120,7 @@ def test_dry_run_shows_the_picks_and_their_policy_without_taking_them(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, URLS, now=NOW)
+    ensure_built(conn, ctx, "git", NOW)  # a dry run does not build a missing mirror
     set_policies(conn, "git", {"origins_without_last_update": 1.0})
     peek = schedule_step(
         conn, ctx, "git", 5, NOW, {"origins_without_last_update": 1.0}, dry_run=True
