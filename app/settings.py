@@ -141,6 +141,33 @@ class Settings(BaseSettings):
     )
     rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
 
+    @field_validator("database_url")
+    @classmethod
+    def _libpq_string(cls, value: SecretStr) -> SecretStr:
+        import psycopg
+
+        dsn = value.get_secret_value()
+        try:
+            psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            # Its text may quote the string, and so a password: quotes are elided.
+            reason = re.sub(r'"[^"]*"', '"..."', str(exc).splitlines()[0])
+            raise ValueError(
+                f"not a libpq connection string (postgresql://user@host:port/db): {reason}"
+            ) from None
+        return value
+
+    @field_validator("redis_url", "broker_redis_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.match(
+            r"(rediss?|unix)://", value.get_secret_value(), re.IGNORECASE
+        ):
+            raise ValueError(
+                "not a Redis URL: expected redis://host:port/db (or rediss://, unix://)"
+            )
+        return value
+
     @field_validator("allowed_internal_hosts")
     @classmethod
     def _hosts_or_networks(cls, entries: list[str]) -> list[str]:

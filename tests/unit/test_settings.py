@@ -71,6 +71,17 @@ def test_an_argument_that_names_no_setting_is_refused() -> None:
         Settings(rpc_prot=5999)  # type: ignore[call-arg]
 
 
+def request_list() -> subprocess.CompletedProcess[str]:
+    """``revisit request list`` as a user runs it (this test's environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", "request", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("where", ["file", "environment"])
 def test_the_cli_names_an_unknown_setting_in_one_line(
     where: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -81,13 +92,7 @@ def test_the_cli_names_an_unknown_setting_in_one_line(
     else:
         monkeypatch.setenv("REVISIT_JOURNAL_TOPIK", "x")
         expected = "REVISIT_JOURNAL_TOPIK: no such setting (unset it)"
-    done = subprocess.run(
-        [sys.executable, "-m", "app", "request", "list"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = request_list()
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip().splitlines() == [f"error: {expected}"]
 
@@ -99,3 +104,33 @@ def test_a_hoster_takes_its_own_limit_else_the_star_one_else_none() -> None:
     assert hoster_limit("gitlab.example", limits) == 4
     assert hoster_limit("elsewhere.example", limits) == 8
     assert hoster_limit("elsewhere.example", {"gitlab.example": 4}) is None
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        (
+            "REVISIT_DATABASE_URL",
+            "postgresql://revisit:S3cret@[db",
+            "error: settings: database_url: Value error, not a libpq connection string "
+            "(postgresql://user@host:port/db): end of string reached when looking for matching "
+            '"..." in IPv6 host address in URI: "..." (REVISIT_DATABASE_URL, or the '
+            "REVISIT_CONFIG file)",
+        ),
+        (
+            "REVISIT_BROKER_REDIS_URL",
+            "localhost:6379",
+            "error: settings: broker_redis_url: Value error, not a Redis URL: expected "
+            "redis://host:port/db (or rediss://, unix://) (REVISIT_BROKER_REDIS_URL, or the "
+            "REVISIT_CONFIG file)",
+        ),
+    ],
+)
+def test_an_unparsable_service_address_is_one_line_without_the_password(
+    variable: str, value: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    done = request_list()
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.replace("\n", " ").strip() == expected
+    assert "S3cret" not in done.stderr
