@@ -56,8 +56,9 @@ TEST_VARIABLE_PREFIX = "REVISIT_TEST_"
 
 
 class ConfigFileError(ValueError):
-    """The settings file cannot be read, or it or the environment names an unknown
-    setting; the text names the file or variable."""
+    """The settings file cannot be read, it or the environment names an unknown
+    setting, or a service address cannot be parsed; the text names the file or
+    variable."""
 
 
 class Settings(BaseSettings):
@@ -140,22 +141,6 @@ class Settings(BaseSettings):
         default="127.0.0.1", description="address the RPC server binds (loopback by default)"
     )
     rpc_port: int = Field(default=5008, ge=0, le=65535, description="the reference's port")
-
-    @field_validator("database_url")
-    @classmethod
-    def _libpq_string(cls, value: SecretStr) -> SecretStr:
-        import psycopg
-
-        dsn = value.get_secret_value()
-        try:
-            psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError as exc:
-            # Its text may quote the string, and so a password: quotes are elided.
-            reason = re.sub(r'"[^"]*"', '"..."', str(exc).splitlines()[0])
-            raise ValueError(
-                f"not a libpq connection string (postgresql://user@host:port/db): {reason}"
-            ) from None
-        return value
 
     @field_validator("redis_url", "broker_redis_url")
     @classmethod

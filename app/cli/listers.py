@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.cli.processes import become, exec_dramatiq
+from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
 from app.settings import get_settings
 
@@ -25,6 +25,9 @@ _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def rpc() -> None:
     """Serve the reference scheduler's RPC protocol (lister interface) on
     REVISIT_RPC_HOST:REVISIT_RPC_PORT (127.0.0.1:5008)."""
+    settings = get_settings()
+    port_free(settings.rpc_port, settings.rpc_host, "REVISIT_RPC_PORT", "serve the RPC")
+    port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "rpc")
 
 

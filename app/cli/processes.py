@@ -73,8 +73,8 @@ def become(module: str, *args: str) -> None:
     os.execv(sys.executable, [sys.executable, "-P", "-m", module, *args])
 
 
-def _port_free(port: int, address: str, setting: str) -> None:
-    """Refuse to start when the metrics port is taken (by another revisit, say)."""
+def port_free(port: int, address: str, setting: str, what: str = "serve metrics") -> None:
+    """Refuse to start when a port to listen on is taken (by another revisit, say)."""
     if not port:
         return
     with socket.socket() as sock:
@@ -83,8 +83,8 @@ def _port_free(port: int, address: str, setting: str) -> None:
             sock.bind((address, port))
         except OSError as exc:
             raise fail(
-                f"{setting}: cannot serve metrics on {address}:{port} ({exc.strerror}); "
-                "choose a free port, or 0 for no metrics"
+                f"{setting}: cannot {what} on {address}:{port} ({exc.strerror}); "
+                f"choose a free port{', or 0 for no metrics' if what == 'serve metrics' else ''}"
             ) from exc
 
 
@@ -96,7 +96,7 @@ def scheduler() -> None:
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
         _warn_missing_loaders(_visit_types(settings, wait=False))
     port = settings.metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "scheduler")
 
 
@@ -117,7 +117,7 @@ def journal(
     exits non-zero if one of them dies (actors/supervisor.py)."""
     settings = get_settings()
     port = settings.metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     if processes == 1:
         become("actors", "journal")
     else:
@@ -177,7 +177,7 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
     """Become a Dramatiq worker pool of ``module`` on ``queues``, its metrics set up first."""
     settings = get_settings()
     port = settings.metrics_port
-    _port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
     from monitoring.dramatiq_metrics import worker_metrics_env
 
     os.environ.update(worker_metrics_env(settings))

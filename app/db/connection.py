@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import queue
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from psycopg.rows import dict_row
 
 from app.db.errors import is_unavailable
 from app.domain.backoff import Backoff
-from app.settings import Settings
+from app.settings import ConfigFileError, Settings
 
 DictConnection = psycopg.Connection[dict[str, Any]]
 T = TypeVar("T")
@@ -50,6 +51,15 @@ def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
     takes days of 24 hours, as Python's timedelta).
     """
     dsn = settings.database_dsn()
+    try:
+        options = utc_options(dsn)
+    except psycopg.ProgrammingError as exc:
+        # Its text may quote the string, and so a password: quotes are elided.
+        reason = re.sub(r'"[^"]*"', '"..."', str(exc).splitlines()[0])
+        raise ConfigFileError(
+            "REVISIT_DATABASE_URL: not a libpq connection string "
+            f"(postgresql://user@host:port/db): {reason}"
+        ) from None
     return psycopg.connect(
         dsn,
         row_factory=dict_row,
@@ -57,7 +67,7 @@ def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
         # Statements here run a few times each with large arrays: preparing them
         # costs more client time (psycopg keys each by its text) than it saves.
         prepare_threshold=None,
-        options=utc_options(dsn),
+        options=options,
     )
 
 

@@ -168,16 +168,22 @@ def test_status_shows_pools_flight_queues_and_requests_of_each_visit_type(
     assert "3 origins waiting in pools" in result.stdout
 
 
-def test_a_taken_metrics_port_is_refused_naming_the_setting(settings: Settings) -> None:
+def test_a_taken_metrics_or_rpc_port_is_refused_naming_the_setting(settings: Settings) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
         setting = "REVISIT_METRICS_PORT"
-        for command in ("scheduler", "journal", "worker"):
+        for command in ("scheduler", "journal", "worker", "rpc"):
             result = cli_with(setting, port, command)
             assert result.returncode == 2, (command, result.stderr)
             assert f"{setting}: cannot serve metrics on 127.0.0.1:{port}" in result.stderr
+        rpc = cli_with("REVISIT_RPC_PORT", port, "rpc")
+        assert rpc.returncode == 2
+        assert rpc.stderr.strip() == (
+            f"error: REVISIT_RPC_PORT: cannot serve the RPC on 127.0.0.1:{port} (Address "
+            "already in use); choose a free port"
+        )
 
 
 def test_settings_come_from_a_file_beneath_the_environment(

@@ -112,10 +112,9 @@ def test_a_hoster_takes_its_own_limit_else_the_star_one_else_none() -> None:
         (
             "REVISIT_DATABASE_URL",
             "postgresql://revisit:S3cret@[db",
-            "error: settings: database_url: Value error, not a libpq connection string "
+            "error: REVISIT_DATABASE_URL: not a libpq connection string "
             "(postgresql://user@host:port/db): end of string reached when looking for matching "
-            '"..." in IPv6 host address in URI: "..." (REVISIT_DATABASE_URL, or the '
-            "REVISIT_CONFIG file)",
+            '"..." in IPv6 host address in URI: "..."',
         ),
         (
             "REVISIT_BROKER_REDIS_URL",
