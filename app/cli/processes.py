@@ -212,10 +212,24 @@ def demo(
     duration: Annotated[
         float | None, typer.Option(min=1, help="stop after this many seconds")
     ] = None,
+    use_configured_services: Annotated[
+        bool,
+        typer.Option(
+            help="run on the services REVISIT_DATABASE_URL, REVISIT_REDIS_URL and "
+            "REVISIT_KAFKA_BROKERS name (the demo writes its data there and leaves it)"
+        ),
+    ] = False,
 ) -> None:
     """Run everything on local throwaway services with a demo forge of git repositories."""
-    from app.devtools.demo import run_demo
+    from app.devtools.demo import SERVICE_VARIABLES, run_demo
 
+    configured = [v for v in SERVICE_VARIABLES if os.environ.get(v)]
+    if configured and not use_configured_services:
+        raise fail(
+            f"{', '.join(configured)} set: the demo would write its listers, file:// origins "
+            "and lister schedule there; unset it to run on throwaway services, or pass "
+            "--use-configured-services"
+        )
     raise typer.Exit(run_demo(repos, duration, console))
 
 

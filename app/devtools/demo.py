@@ -38,6 +38,9 @@ from app.settings import Settings
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
+#: The settings naming services: where one is set, the demo uses that service
+#: (``revisit demo --use-configured-services``), else a throwaway one.
+SERVICE_VARIABLES = ("REVISIT_DATABASE_URL", "REVISIT_REDIS_URL", "REVISIT_KAFKA_BROKERS")
 #: Settings that make the demo's time pass quickly: a ladder "day" is 5 s.
 DEMO_ENV = {
     "REVISIT_WORKER_VISIT_TYPES_ALLOW": '["git"]',
@@ -184,10 +187,7 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    configured = {
-        k: os.environ.get(k)
-        for k in ("REVISIT_DATABASE_URL", "REVISIT_REDIS_URL", "REVISIT_KAFKA_BROKERS")
-    }
+    configured = {k: os.environ.get(k) for k in SERVICE_VARIABLES}
     with tempfile.TemporaryDirectory(prefix="revisit-demo-") as tmp:
         root = Path(tmp)
         console.print("starting services (embedded where none is configured)...")

@@ -297,3 +297,16 @@ def test_a_last_update_before_1970_or_past_tomorrow_refuses_its_batch(
     assert f"line 3: last_update: {message}" in result.stderr
     assert counts(conn)["listed_origins"] == 2  # the first batch
     assert mirror_clean(conn, ctx)
+
+
+def test_the_demo_refuses_configured_services_unless_told(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    result = cli("demo", "--repos", "2", "--duration", "1")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: REVISIT_DATABASE_URL, REVISIT_REDIS_URL, REVISIT_KAFKA_BROKERS set: the demo "
+    )
+    assert "--use-configured-services" in result.stderr
+    assert counts(conn) == dict.fromkeys(TABLES, 0)
+    assert conn.execute("select count(*) as n from lister_schedules").fetchone() == {"n": 0}
