@@ -80,12 +80,17 @@ def dead_letters_show(queue: str, message_id: str) -> None:
     console.print(letter.raw.decode(errors="replace"), markup=False)
 
 
-def _act(queue: str, message_ids: list[str], everything: bool, *, requeue: bool) -> None:
+def _act(
+    queue: str, message_ids: list[str], everything: bool, *, requeue: bool, ask: bool = False
+) -> None:
     settings = get_settings()
     client = redis_client(settings)
     ns = DRAMATIQ_NAMESPACE
     if everything:
         message_ids = [x.message_id for x in dq.dead_letters(client, ns, queue, 1_000_000)]
+        question = f"drop the {len(message_ids)} dead letter(s) of {queue} for good?"
+        if ask and message_ids and not typer.confirm(question, err=True):
+            raise fail("nothing dropped (--yes: do not ask)", code=1)
     elif not message_ids:
         raise fail("MESSAGE_IDS: give message ids, or --all")
     action = dq.requeue if requeue else dq.drop
@@ -109,9 +114,14 @@ def dead_letters_requeue(
 
 
 @dead_letters_app.command("drop")
-def dead_letters_drop(queue: str, message_ids: MessageIds = None, all_: Everything = False) -> None:
-    """Delete dead letters for good."""
-    _act(queue, message_ids or [], all_, requeue=False)
+def dead_letters_drop(
+    queue: str,
+    message_ids: MessageIds = None,
+    all_: Everything = False,
+    yes: Annotated[bool, typer.Option("--yes", help="with --all: do not ask")] = False,
+) -> None:
+    """Delete dead letters for good (--all asks first, unless --yes)."""
+    _act(queue, message_ids or [], all_, requeue=False, ask=not yes)
 
 
 @dead_letters_app.command("journal")

@@ -82,7 +82,12 @@ def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
     unknown = cli("dead-letters", "drop", QUEUE, "no-such-id")
     assert unknown.returncode == 1 and "were not dead letters" in unknown.stderr
     assert cli("dead-letters", "drop", QUEUE).returncode == 2
-    dropped = cli("dead-letters", "drop", QUEUE, "--all")
+    kept = cli("dead-letters", "drop", QUEUE, "--all", stdin="n\n")
+    assert kept.returncode == 1
+    assert f"drop the 2 dead letter(s) of {QUEUE} for good?" in kept.stderr
+    assert "error: nothing dropped" in kept.stderr
+    assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 2
+    dropped = cli("dead-letters", "drop", QUEUE, "--all", "--yes")
     assert dropped.returncode == 0 and "dropped 2 message(s)" in dropped.stdout
     assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 0
     assert client.hlen(DramatiqQueueKeys(ns, QUEUE).dead_messages) == 0
