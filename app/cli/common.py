@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 import typer
@@ -79,3 +79,30 @@ def progress(description: str, total: float | None) -> Iterator[Callable[[float]
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda amount: bar.advance(task, amount)
+
+
+def warn_unserved(visit_types: Iterable[str]) -> None:
+    """Warn on stderr when no worker serves the priority lane of a visit type a
+    request was just made for: it would wait, without a word, until one starts."""
+    import redis
+
+    from app.domain.queue_names import priority_queue
+    from app.services.context import redis_client
+    from app.settings import get_settings
+    from queues.workers import queue_capacity
+
+    settings = get_settings()
+    try:
+        client = redis_client(settings)
+        for vt in sorted(set(visit_types)):
+            threads, _ = queue_capacity(client, settings.redis_namespace, priority_queue(vt))
+            if not threads:
+                err.print(
+                    f"warning: no worker serves {priority_queue(vt)} now: the request waits "
+                    "until a priority worker serving it starts (REVISIT_WORKER_VISIT_TYPES_ALLOW "
+                    "/ _DENY of the workers)",
+                    markup=False,
+                    highlight=False,
+                )
+    except (redis.ConnectionError, redis.TimeoutError):
+        pass  # the request is recorded; the broker's state is the workers' concern

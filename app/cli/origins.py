@@ -20,6 +20,7 @@ from app.cli.common import (
     progress,
     require_visit_type,
     split_lister,
+    warn_unserved,
 )
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
@@ -242,3 +243,4 @@ def origins_send(
     for url, vt, request_id in sent:
         table.add_row(str(request_id), url, vt)
     console.print(table)
+    warn_unserved(vt for _, vt, _ in sent)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, now
+from app.cli.common import console, fail, now, warn_unserved
 from app.db.connection import connect
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
 from app.services.context import Context
@@ -50,6 +50,7 @@ def request_add(
             console.print(str(create_request(conn, request)))
         except RequestError as exc:
             raise fail(str(exc)) from exc
+    warn_unserved([visit_type])
 
 
 @request_app.command("list")

@@ -4,6 +4,7 @@ naming the field, nothing written, and the mirror still equal to PostgreSQL."""
 from __future__ import annotations
 
 import math
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from app.domain.queue_names import API_QUEUE
 from app.services.context import Context
 from app.services.mirror_sync import check
 from app.settings import Settings
-from queues.keys import DramatiqQueueKeys
+from queues.keys import DramatiqQueueKeys, queue_workers
 from tests.integration.helpers import cli, free_port, list_origins, send_to_api
 from tests.processes import running, wait_for
 
@@ -310,3 +311,17 @@ def test_the_demo_refuses_configured_services_unless_told(
     assert "--use-configured-services" in result.stderr
     assert counts(conn) == dict.fromkeys(TABLES, 0)
     assert conn.execute("select count(*) as n from lister_schedules").fetchone() == {"n": 0}
+
+
+def test_a_request_no_worker_would_serve_is_recorded_with_a_warning(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    alone = cli("request", "add", "https://w.example/a")
+    assert alone.returncode == 0, alone.stderr
+    assert "warning: no worker serves visit.git.priority now" in alone.stderr
+    registry = queue_workers(settings.redis_namespace, "visit.git.priority")
+    ctx.redis.hset(registry, "host:1", f"2|{time.time()}")  # a priority worker, 2 threads
+    served = cli("origins", "send", "https://w.example/b", "--visit-type", "git")
+    assert served.returncode == 0, served.stderr
+    assert "warning" not in served.stderr
+    assert counts(conn)["visit_requests"] == 2
