@@ -21,6 +21,7 @@ import ipaddress
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -61,6 +62,8 @@ _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
 #: A host that may be an address literal (IPv4 in any inet_aton form, IPv6 in
 #: brackets) or localhost; any other host is a name, checked at visit time.
 _MAYBE_LITERAL = re.compile(r"^(?:\[.*\]|[0-9a-fx.]+|(?:.*\.)?localhost)$")
+#: The full stops IDNA reads as ".".
+_IDNA_DOTS = str.maketrans("\u3002\uff0e\uff61", "...")
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f]")
@@ -109,6 +112,8 @@ def _check_host(url: str) -> str:
             "credentials; give the URL without them"
         )
     host = "localhost" if scheme == "file" else url_host(authority)
+    if not host.isascii():  # as IDNA reads it: fullwidth digits, ideographic dots
+        host = unicodedata.normalize("NFKC", host).translate(_IDNA_DOTS)
     if _MAYBE_LITERAL.match(host):
         what = internal(host)
         if what is not None and not _allowed(host, None):

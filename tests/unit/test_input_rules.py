@@ -138,6 +138,11 @@ INTERNAL = [
     ("http://a.localhost/", "localhost"),
     ("file:///etc/passwd", "localhost"),
     ("FILE://localhost/srv/git/a", "localhost"),
+    ("http://\uff11\uff12\uff17\u3002\uff10\uff0e\uff10\uff61\uff11/", "a loopback address"),
+    (
+        "http://" + "".join(chr(0xFF00 + ord(c) - 0x20) for c in "localhost"),
+        "localhost",
+    ),  # fullwidth
 ]
 
 
