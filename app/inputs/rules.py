@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from pydantic import AfterValidator
 
@@ -126,8 +127,8 @@ def _check_host(url: str) -> str:
 
 def url_host(authority: str) -> str:
     """The host of a URL's ``authority`` (``user@host:port``), lower case, without
-    brackets' port or a trailing dot."""
-    host = authority.rpartition("@")[2].lower()
+    brackets' port or a trailing dot, percent-decoded (as curl reads it)."""
+    host = unquote(authority.rpartition("@")[2]).lower()
     if host.startswith("["):
         host = host[: host.find("]") + 1] if "]" in host else host
     else:

@@ -119,6 +119,7 @@ INTERNAL = [
     ("http://0x7f.1/", "a loopback address"),
     ("http://017700000001/", "a loopback address"),
     ("http://0x7f000001/", "a loopback address"),
+    ("http://%31%32%37.0.0.1/", "a loopback address"),
     ("http://[::1]:8080/x", "a loopback address"),
     ("http://[::ffff:127.0.0.1]/", "a loopback address"),
     ("http://[::ffff:7f00:1]/", "a loopback address"),
