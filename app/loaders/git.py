@@ -103,7 +103,8 @@ class GitLoader:
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_ASKPASS": "true",
-            "GIT_ALLOW_PROTOCOL": ":".join(sorted(SCHEMES)),
+            # file only for a file:// URL the rules let through, never reached otherwise.
+            "GIT_ALLOW_PROTOCOL": "file" if scheme == "file" else "git:http:https",
         }
         try:
             proc = subprocess.run(
