@@ -227,7 +227,10 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
                         console.print(line)
                     since = now
                     if procs.poll() is not None:
-                        console.print("[red]a process exited; see processes.log[/red]")
+                        # The log goes with the throwaway data: show its end now.
+                        log_lines = (root / "processes.log").read_text(errors="replace")
+                        console.print("[red]a process exited; the end of processes.log:[/red]")
+                        console.print("\n".join(log_lines.splitlines()[-40:]), markup=False)
                         return 1
                     if duration_s is not None and time.monotonic() - started >= duration_s:
                         break
