@@ -250,8 +250,7 @@ class TaskInterface(ListerInterface):
         """Tasks matching every criterion given, in id order."""
         if policy not in (None, "oneshot", "recurring"):
             raise ListerInputError(f"policy: expected oneshot or recurring, got {policy!r}")
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise ListerInputError("limit: expected a non-negative integer")
+        _check_limit(limit)
         for name, value in (("before", before), ("after", after)):
             if value is not None and not isinstance(value, datetime):
                 raise ListerInputError(f"{name}: expected a date")
@@ -272,6 +271,7 @@ class TaskInterface(ListerInterface):
     def get_task_runs(self, task_ids: list[Any], limit: int | None = None) -> list[TaskRun]:
         """The run of each of these tasks that has been sent to a worker."""
         ids = _ids(task_ids, "task_ids")
+        _check_limit(limit)
         if not ids:
             return []
         rows = db.task_rows(self.conn, ids=ids)
@@ -338,6 +338,11 @@ class TaskInterface(ListerInterface):
         if not isinstance(position, int) or not 0 <= position < 2**35:
             raise ListerInputError("position: expected Unix seconds")
         db.set_queue_position(self.conn, visit_type, position)
+
+
+def _check_limit(limit: Any) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ListerInputError("limit: expected a non-negative integer")
 
 
 def _seconds(value: timedelta | None) -> float | None:

@@ -77,7 +77,7 @@ def test_a_save_code_now_task_is_visited_ahead_of_the_backlog_and_its_run_ends_a
     assert loop.broker.client.hlen(express.messages) == backlog
 
 
-def test_tasks_revisit_cannot_run_are_refused_with_why_and_nothing_written(
+def test_tasks_revisit_cannot_run_are_refused_with_why_and_nothing_written_and_a_disabled_one_is_cancelled(  # noqa: E501
     reference: Path,  # noqa: F811
     rpc_url: str,  # noqa: F811
     conn: DictConnection,
@@ -93,7 +93,10 @@ def test_tasks_revisit_cannot_run_are_refused_with_why_and_nothing_written(
     assert "tasks[1].arguments: RequestVisit: url:" in str(seen["bad_url"])
     assert "revisit lister schedule gitdir" in str(seen["lister"])
     assert seen["remaining"] == 0
-    assert conn.execute("select count(*) as n from visit_requests").fetchone() == {"n": 0}
+    # then one accepted and disabled: its request is cancelled before any run
+    assert (seen["disabled"], seen["disabled_runs"]) == (["disabled"], 0)
+    statuses = conn.execute("select status::text from visit_requests").fetchall()
+    assert statuses == [{"status": "aborted"}]
     assert str(seen["grab_ready"]).startswith("501 task/grab_ready: not served by revisit")
 
 

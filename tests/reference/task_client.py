@@ -8,7 +8,7 @@ object with what it saw.
 - ``save ORIGIN...``: read the load task types as the frontend does, then one
   one-shot ``load-git`` task of high priority per origin, as it creates them;
 - ``follow TASK_ID...``: the tasks and their runs, as the frontend follows them;
-- ``refused ORIGIN``: tasks revisit refuses, and why;
+- ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
 - ``grab VISIT_TYPE COUNT POLICY``: the runner's grab_next_visits, then
   visit_scheduler_queue_position_set.
 """
@@ -82,6 +82,10 @@ def refused(scheduler, origin):
         except SchedulerException as exc:
             seen[name] = str(exc)
     seen["remaining"] = len(scheduler.search_tasks())
+    (kept,) = scheduler.create_tasks([create_oneshot_task("load-git", url=origin)])
+    scheduler.disable_tasks([kept.id])
+    seen["disabled"] = [t.status for t in scheduler.get_tasks([kept.id])]
+    seen["disabled_runs"] = len(scheduler.get_task_runs([kept.id]))
     try:
         scheduler.grab_ready_tasks("load-git")
         seen["grab_ready"] = "answered"
