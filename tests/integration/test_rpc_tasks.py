@@ -48,6 +48,10 @@ def test_a_save_code_now_task_is_visited_ahead_of_the_backlog_and_its_run_ends_a
     saved = run_client(reference, rpc_url, "save", wanted, missing)
     assert "load-git" in saved["load_types"]  # type: ignore[operator]
     assert saved["git_queue_length"] == 1000 and saved["missing_type"] is True
+    assert saved["extra_queue_length"] == 7  # task_type/create made the visit type
+    assert conn.execute("select name from visit_types where name = 'extra'").fetchone()
+    assert "revisit creates only load-<visit type> task types" in str(saved["other_type"])
+    assert saved["list_types"] == ["list-gitdir-full", "list-gitdir-incremental"]
     tasks = saved["tasks"]
     assert isinstance(tasks, list) and len(tasks) == 2
     assert {(t["status"], t["priority"], t["policy"]) for t in tasks} == {

@@ -5,7 +5,8 @@ Run with the reference's interpreter (tests/reference/venv.py), never imported
 by revisit: ``python task_client.py URL PHASE [ARGS...]``; prints one JSON
 object with what it saw.
 
-- ``save ORIGIN...``: read the load task types as the frontend does, then one
+- ``save ORIGIN...``: create a task type, read the load task types as the
+  frontend does, then one
   one-shot ``load-git`` task of high priority per origin, as it creates them;
 - ``follow TASK_ID...``: the tasks and their runs, as the frontend follows them;
 - ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
@@ -21,11 +22,22 @@ import sys
 from swh.core.api import RemoteException
 from swh.scheduler import get_scheduler
 from swh.scheduler.exc import SchedulerException
-from swh.scheduler.model import Task, TaskArguments
+from swh.scheduler.model import Task, TaskArguments, TaskType
 from swh.scheduler.utils import create_oneshot_task, utcnow
 
 
 def save(scheduler, origins):
+    scheduler.create_task_type(
+        TaskType(type="load-extra", description="Extra", backend_name="x", max_queue_length=7)
+    )
+    try:
+        scheduler.create_task_type(
+            TaskType(type="swh-test-ping", description="Ping", backend_name="x")
+        )
+        other_type = "accepted"
+    except SchedulerException as exc:
+        other_type = str(exc)
+    types = [t.type for t in scheduler.get_task_types()]
     load_types = [t.type for t in scheduler.get_task_types() if t.type.startswith("load")]
     git = scheduler.get_task_type("load-git")
     tasks = scheduler.create_tasks(
@@ -35,6 +47,9 @@ def save(scheduler, origins):
         "load_types": load_types,
         "git_queue_length": git.max_queue_length,
         "missing_type": scheduler.get_task_type("load-nothing") is None,
+        "extra_queue_length": scheduler.get_task_type("load-extra").max_queue_length,
+        "other_type": other_type,
+        "list_types": [t for t in types if t.startswith("list-")],
         "tasks": [
             {
                 "id": t.id,
