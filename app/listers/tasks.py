@@ -58,6 +58,11 @@ _LISTER = (
 )
 
 
+class UnknownPolicy(ListerInputError):
+    """grab_next_visits named no policy revisit has (the reference's
+    ``swh.scheduler.exc.UnknownPolicy``)."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -308,14 +313,14 @@ class TaskInterface(ListerInterface):
         """Take up to ``count`` origins of ``visit_type`` by ``policy`` as revisit's
         scheduler does (stamped scheduled, in flight in the mirror), and return
         them. revisit's own cooldowns apply; ``tablesample`` is not needed."""
+        if policy not in REGISTRY:
+            raise UnknownPolicy(
+                f"policy: unknown policy {policy!r} (known: {', '.join(sorted(REGISTRY))})"
+            )
         if visit_type not in known_visit_types(self.conn):
             raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
         if not isinstance(count, int) or not 0 <= count <= MAX_GRAB:
             raise ListerInputError(f"count: expected an integer from 0 to {MAX_GRAB}")
-        if policy not in REGISTRY:
-            raise ListerInputError(
-                f"policy: unknown policy {policy!r} (known: {', '.join(sorted(REGISTRY))})"
-            )
         if enabled is not True:
             raise ListerInputError("enabled: revisit schedules enabled origins only")
         if lister_uuid or lister_name or lister_instance_name:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import psycopg
 
 from app.listers.models import ListerInputError, StaleData
-from app.listers.tasks import TaskInterface
+from app.listers.tasks import TaskInterface, UnknownPolicy
 from app.rpc.codec import UndecodableBody, decode, encode, encode_error
 
 log = logging.getLogger("revisit.rpc")
@@ -114,6 +114,8 @@ def call(path: str, body: bytes, interface: Callable[[], TaskInterface]) -> Resp
         except TypeError as exc:
             raise ListerInputError(f"{endpoint}: {exc}") from None
         return 200, encode(method(**arguments))
+    except UnknownPolicy as exc:
+        return 400, encode_error("UnknownPolicy", _SCHEDULER_EXC, f"{endpoint}: {exc}")
     except (ListerInputError, UndecodableBody) as exc:
         return _bad_input(f"{endpoint}: {exc}")
     except StaleData as exc:

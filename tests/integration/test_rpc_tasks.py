@@ -124,4 +124,4 @@ def test_the_runners_grab_next_takes_origins_from_the_mirror_once(
     sizes = ctx.mirror.sizes("git")
     assert sizes["inflight"] == 5 and sum(sizes.values()) == 5  # taken from the pools
     assert seen["position"] == 1_800_000_000
-    assert "policy: unknown policy 'no_such_policy'" in str(seen["bad_policy"])
+    assert str(seen["bad_policy"]).startswith("UnknownPolicy: origins/grab_next: policy: unknown")

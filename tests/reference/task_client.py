@@ -21,7 +21,7 @@ import sys
 
 from swh.core.api import RemoteException
 from swh.scheduler import get_scheduler
-from swh.scheduler.exc import SchedulerException
+from swh.scheduler.exc import SchedulerException, UnknownPolicy
 from swh.scheduler.model import Task, TaskArguments, TaskType
 from swh.scheduler.utils import create_oneshot_task, utcnow
 
@@ -116,8 +116,8 @@ def grab(scheduler, visit_type, count, policy):
     try:
         scheduler.grab_next_visits(visit_type, 1, policy="no_such_policy")
         bad = "accepted"
-    except SchedulerException as exc:
-        bad = str(exc)
+    except UnknownPolicy as exc:
+        bad = f"UnknownPolicy: {exc}"
     return {
         "urls": [o.url for o in origins],
         "lister_ids": sorted({str(o.lister_id) for o in origins}),
