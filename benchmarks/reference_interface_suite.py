@@ -195,7 +195,7 @@ def outcomes(junit: Path) -> list[tuple[str, str, str]]:
             continue
         text = f"{problem.get('message') or ''}\n{problem.text or ''}"
         why = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        served = re.search(r"(\S+): not served by revisit", text)
+        served = re.search(r"([a-z_]+/[a-z_]+): not served by revisit", text)
         refused = next((r for r in REFUSALS if r in text), None)
         if served:
             found.append((name, "unserved", f"{served[1]} answers 501"))
