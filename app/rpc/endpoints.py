@@ -2,8 +2,10 @@
 becomes a response (status, msgpack body), independently of the HTTP server.
 
 Served: the lister interface (``app.listers.interface``), which is what listers
-and a frontend's read side call. Not served, each answered with HTTP 501 and
-an encoded ``NotImplementedError`` that says why (see ``UNSERVED``).
+and a frontend's read side call, and the task API subset the archive's web
+frontend and recurrent runner call (``app.listers.tasks``). Not served, each
+answered with HTTP 501 and an encoded ``NotImplementedError`` that says why
+(see ``UNSERVED``).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from collections.abc import Callable
 
 import psycopg
 
-from app.listers.interface import ListerInterface
 from app.listers.models import ListerInputError, StaleData
+from app.listers.tasks import TaskInterface, UnknownPolicy
 from app.rpc.codec import UndecodableBody, decode, encode, encode_error
 
 log = logging.getLogger("revisit.rpc")
 
-#: endpoint path -> ListerInterface method (the reference's names).
+#: endpoint path -> TaskInterface method (the reference's names).
 SERVED = {
     "listers/get": "get_listers",
     "listers/get_by_id": "get_listers_by_id",
@@ -32,25 +34,30 @@ SERVED = {
     "lister/visit_types": "get_visit_types_for_listed_origins",
     "visit_stats/get": "origin_visit_stats_get",
     "visit_scheduler/get": "visit_scheduler_queue_position_get",
+    # the task API and the runner's endpoints (app.listers.tasks)
+    "task_type/create": "create_task_type",
+    "task_type/get": "get_task_type",
+    "task_type/get_all": "get_task_types",
+    "task/create": "create_tasks",
+    "task/get": "get_tasks",
+    "task/search": "search_tasks",
+    "task/disable": "disable_tasks",
+    "task_run/get": "get_task_runs",
+    "origins/grab_next": "grab_next_visits",
+    "visit_scheduler/set": "visit_scheduler_queue_position_set",
 }
 
-_TASKS = (
-    "revisit has no generic task table: visits are Dramatiq messages fed from the Redis "
-    "pools, and recurrent lister runs are lister schedules (revisit lister schedule)"
+_RUNNER = (
+    "revisit runs the tasks it accepts itself: a one-shot load task becomes a visit "
+    "request that its priority workers serve, so there is no task queue for a runner to "
+    "grab from or report to (follow a task with task/get and task_run/get)"
 )
 #: endpoint path -> why revisit does not serve it.
 UNSERVED = {
     **{
-        path: _TASKS
+        path: _RUNNER
         for path in (
-            "task_type/create",
-            "task_type/get",
-            "task_type/get_all",
-            "task/create",
             "task/set_status",
-            "task/disable",
-            "task/search",
-            "task/get",
             "task/peek_ready",
             "task/grab_ready",
             "task/peek_ready_with_priority",
@@ -61,19 +68,17 @@ UNSERVED = {
             "task_run/end",
             "task/filter_for_archive",
             "task/delete_archived",
-            "task_run/get",
         )
     },
-    "origins/grab_next": (
-        "revisit's scheduler process picks visits atomically from the Redis pools and tracks "
-        "them in flight; a second picker would bypass that bookkeeping"
-    ),
     "visit_stats/upsert": (
-        "visit stats are folded from the origin_visit_status journal by revisit's journal "
-        "client; a direct write would be undone by the next refold"
+        "visit stats are folded from the origin_visit_status journal: run `revisit journal` "
+        "in place of the reference's journal client (a direct write would be undone by the "
+        "next refold)"
     ),
-    "visit_scheduler/set": "only revisit's scheduler moves the queue positions",
-    "scheduler_metrics/update": "the scheduler process refreshes scheduler_metrics itself",
+    "scheduler_metrics/update": (
+        "nothing to do: revisit's scheduler process refreshes scheduler_metrics itself "
+        "(drop the periodic update-metrics job)"
+    ),
     "scheduler_metrics/get": (
         "revisit exports these figures to Prometheus (revisit_coverage_*) and keeps them in "
         "the scheduler_metrics table"
@@ -89,7 +94,7 @@ def _bad_input(message: str) -> Response:
     return 400, encode_error("SchedulerException", _SCHEDULER_EXC, message)
 
 
-def call(path: str, body: bytes, interface: Callable[[], ListerInterface]) -> Response:
+def call(path: str, body: bytes, interface: Callable[[], TaskInterface]) -> Response:
     """Answer one POST to ``path``: 200 and the result, 400 for bad input or stale
     data, 404 for an unknown path, 501 for an endpoint revisit does not serve,
     503 when PostgreSQL is unreachable (the reference's client retries those)."""
@@ -109,6 +114,8 @@ def call(path: str, body: bytes, interface: Callable[[], ListerInterface]) -> Re
         except TypeError as exc:
             raise ListerInputError(f"{endpoint}: {exc}") from None
         return 200, encode(method(**arguments))
+    except UnknownPolicy as exc:
+        return 400, encode_error("UnknownPolicy", _SCHEDULER_EXC, f"{endpoint}: {exc}")
     except (ListerInputError, UndecodableBody) as exc:
         return _bad_input(f"{endpoint}: {exc}")
     except StaleData as exc:

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 
 from app.db.connection import Connections
-from app.listers.interface import ListerInterface
+from app.listers.tasks import TaskInterface
 from app.rpc.codec import encode_error
 from app.rpc.endpoints import SERVED, UNSERVED, call
 from app.services.context import Context
@@ -43,7 +43,7 @@ def index_page() -> bytes:
     served = "\n".join(f"  POST /{path}" for path in SERVED)
     unserved = "\n".join(f"  /{path}: {why}" for path, why in UNSERVED.items())
     return (
-        "revisit: the reference scheduler's RPC protocol (msgpack), lister interface\n\n"
+        "revisit: the reference scheduler's RPC protocol (msgpack), lister and task API\n\n"
         f"served:\n{served}\n\nnot served (HTTP 501):\n{unserved}\n"
     ).encode()
 
@@ -88,7 +88,7 @@ def make_server(
         def _call(self, body: bytes) -> tuple[int, bytes]:
             try:
                 with pool.borrow() as conn:
-                    return call(self.path, body, lambda: ListerInterface(conn, ctx, clock))
+                    return call(self.path, body, lambda: TaskInterface(conn, ctx, clock))
             except psycopg.OperationalError as exc:  # could not even connect
                 log.warning("database unavailable: %s", exc)
                 return 503, encode_error(

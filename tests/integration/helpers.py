@@ -13,14 +13,16 @@ from typing import Any
 import dramatiq
 from confluent_kafka import Consumer, Message
 
+from actors.scheduler import SchedulerLoop
 from app.client import RevisitClient
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
-from app.domain.queue_names import API_QUEUE
+from app.domain.queue_names import API_QUEUE, visit_queue
 from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys
 from tests.processes import running, wait_for
 
 
@@ -122,3 +124,29 @@ def journal_dead_letters(settings: Settings, count: int) -> list[Message]:
     )
     dlq.close()
     return found
+
+
+def recurrent_backlog(
+    settings: Settings, conn: DictConnection, ctx: Context, origins: int
+) -> tuple[SchedulerLoop, DramatiqQueueKeys, int]:
+    """List ``origins`` git origins and let one scheduler step fill the express
+    queue with them; the loop, that queue's keys and how many messages it holds."""
+    list_origins(conn, ctx, [f"https://backlog.example/{i}" for i in range(origins)])
+    loop = SchedulerLoop(settings)
+    loop.step(datetime.now(tz=UTC))
+    express = DramatiqQueueKeys(loop.broker.namespace, visit_queue("git"))
+    backlog = loop.broker.client.hlen(express.messages)
+    assert backlog > 0
+    return loop, express, int(backlog)
+
+
+def serve_requests(tmp_path: Path, until: Callable[[], bool], what: str) -> None:
+    """Run one priority-lane worker (a thread) and the journal client until ``until()``."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "priority": ["revisit", "worker", "--lane", "priority", "--threads", "1"],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, {}, logs):
+        wait_for(until, 90, what, logs)

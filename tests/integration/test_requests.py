@@ -10,13 +10,12 @@ import dramatiq
 import pytest
 import redis
 
-from actors.scheduler import SchedulerLoop
 from app.client import RevisitClient
 from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.devtools.demo import make_repo
 from app.domain.journal_event import VisitStatusEvent
-from app.domain.queue_names import API_QUEUE, priority_queue, visit_queue
+from app.domain.queue_names import API_QUEUE, priority_queue
 from app.inputs.api import InvalidPayload, RequestVisit
 from app.services.context import Context
 from app.services.journal import apply_events_batch
@@ -31,7 +30,7 @@ from app.services.requests import (
 )
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
-from tests.integration.helpers import list_origins
+from tests.integration.helpers import list_origins, recurrent_backlog, serve_requests
 from tests.processes import running, wait_for
 
 NOW = datetime(2026, 10, 1, tzinfo=UTC)
@@ -146,31 +145,18 @@ def test_a_request_ends_with_its_visits_final_status_even_before_its_created_sta
 def test_save_code_now_behind_a_backlog_of_10000_starts_within_one_iteration(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    list_origins(conn, ctx, [f"https://backlog.example/{i}" for i in range(10_000)])
-    loop = SchedulerLoop(settings)
-    loop.step(datetime.now(tz=UTC))  # fills the recurrent queue
-    express = DramatiqQueueKeys(loop.broker.namespace, visit_queue("git"))
-    backlog = loop.broker.client.hlen(express.messages)
-    assert backlog > 0
+    loop, express, backlog = recurrent_backlog(settings, conn, ctx, 10_000)
     url = make_repo(tmp_path / "wanted")
     request_id = ask(conn, url, 100)
     loop.step(datetime.now(tz=UTC))
     assert get_request(conn, request_id)["status"] == "scheduled"
     priority = DramatiqQueueKeys(loop.broker.namespace, priority_queue("git"))
     assert loop.broker.client.hlen(priority.messages) == 1
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = {
-        "priority": ["revisit", "worker", "--lane", "priority", "--threads", "1"],
-        "journal": ["revisit", "journal"],
-    }
-    with running(procs, {}, logs):
-        wait_for(
-            lambda: get_request(conn, request_id)["status"] == "succeeded",
-            60,
-            "the request's visit to succeed",
-            logs,
-        )
+    serve_requests(
+        tmp_path,
+        lambda: get_request(conn, request_id)["status"] == "succeeded",
+        "the request's visit to succeed",
+    )
     done = get_request(conn, request_id)
     assert done["visit_status"] == "full" and done["started_at"] <= done["finished_at"]
     # the recurrent backlog is untouched: nobody consumed it

@@ -36,9 +36,10 @@ def reference() -> Path:
         pytest.skip(f"reference client unavailable: {exc}")
 
 
-def run_client(python: Path, url: str, *args: str) -> dict[str, object]:
+def run_client(python: Path, url: str, *args: str, client: Path = CLIENT) -> dict[str, object]:
+    """Run a script of tests/reference with the reference's interpreter; what it printed."""
     done = subprocess.run(
-        [str(python), str(CLIENT), url, *args], capture_output=True, text=True, check=False
+        [str(python), str(client), url, *args], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout)
@@ -56,7 +57,7 @@ def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
     assert str(life["stale"]).startswith("StaleData")
     assert life["listed"] == life["distinct_listed"] == 10000
     assert life["visit_types"] == ["git"]
-    assert str(life["unserved"]).startswith("501 origins/grab_next: not served by revisit")
+    assert str(life["unserved"]).startswith("501 scheduler_metrics/update: not served by revisit")
     assert "listed_origins[0].visit_type: unknown visit type 'bzr'" in str(life["refused"])
     assert life["listers"] == ["reference"]
     first = life["first_listed"]
@@ -94,7 +95,7 @@ def post(url: str, body: bytes) -> tuple[int, Any]:
 
 
 def test_unknown_endpoints_and_bad_bodies_get_errors_not_crashes(rpc_url: str) -> None:
-    status, error = post(rpc_url + "task/create", encode({"tasks": []}))
+    status, error = post(rpc_url + "task/grab_ready", encode({"task_type": "load-git"}))
     assert status == 501 and "not served by revisit" in error["message"]  # type: ignore[index]
     status, error = post(rpc_url + "no/such", b"")
     assert status == 404

@@ -66,7 +66,7 @@ def lifecycle(scheduler, count, batch):
         stale = f"StaleData: {exc}"
     listed = list(stream_results(scheduler.get_listed_origins, lister_id=lister.id, limit=1000))
     try:
-        scheduler.grab_next_visits("git", 10, policy="oldest_scheduled_first")
+        scheduler.update_metrics()
         unserved = "answered"
     except RemoteException as exc:
         unserved = f"{exc.response.status_code} {exc.args[0]['message']}"

@@ -1,0 +1,403 @@
+"""The reference's task API and its recurrent runner's endpoints, on what revisit has.
+
+``TaskInterface`` is the lister interface plus the methods the archive's other
+clients call (``swh.scheduler.interface.SchedulerInterface``, same names and
+arguments), so the RPC server serves both from one object:
+
+- task types: one ``load-<visit type>`` per row of ``visit_types``, and
+  ``list-<lister>-full`` / ``-incremental`` per installed lister;
+  ``create_task_type`` of a ``load-*`` type creates the visit type;
+- ``create_tasks``: a one-shot ``load-<visit type>`` task (save code now)
+  becomes a visit request, its priority high / normal / low mapped to
+  ``PRIORITIES``; the ``tasks`` table keeps the task and its request.
+  Recurring load tasks and lister tasks are refused with what to do instead;
+- ``get_tasks``, ``search_tasks``, ``get_task_runs``: the tasks, with the
+  reference's statuses derived from their request's (the ``task_rows`` query);
+  ``disable_tasks`` cancels their requests;
+- ``grab_next_visits``: one scheduling step of revisit's own
+  (``app.services.scheduling.schedule_step``) with the one policy asked for,
+  returning the picked origins instead of sending them to the workers;
+- ``visit_scheduler_queue_position_set``.
+
+Every argument is checked before anything is written; a bad one raises
+ListerInputError naming it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from app.db import tasks as db
+from app.db.listings import known_visit_types
+from app.db.visit_types import list_visit_types
+from app.domain.policies import REGISTRY
+from app.inputs.api import InvalidPayload, RequestVisit, validated
+from app.listers.interface import ListerInterface
+from app.listers.models import ListedOrigin, ListerInputError, parse
+from app.listers.plugin import installed_listers
+from app.services.requests import RequestError, cancel_request, create_request
+from app.services.scheduling import schedule_step
+from app.services.visit_types import VisitTypeChange, VisitTypeError, add_visit_type
+
+#: The reference's task priorities, as a request's base priority.
+PRIORITIES = {"high": 100, "normal": 0, "low": -100}
+LOAD, LIST = "load-", "list-"
+LISTING_KINDS = ("full", "incremental")
+#: Most origins one grab_next_visits call may take.
+MAX_GRAB = 10_000
+_RECURRING = (
+    "revisit keeps no recurring load tasks: record the origin with origins/record (a "
+    "lister's listed origin) and revisit's scheduler revisits it"
+)
+_LISTER = (
+    "revisit runs its listers on schedules, not tasks: use `revisit lister schedule "
+    "{name} INSTANCE --every 1d --incremental-every 1h --arg KEY=VALUE`"
+)
+
+
+class UnknownPolicy(ListerInputError):
+    """grab_next_visits named no policy revisit has (the reference's
+    ``swh.scheduler.exc.UnknownPolicy``)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TaskType(_Model):
+    """A kind of task (the reference's TaskType)."""
+
+    type: str = Field(min_length=1)
+    description: str = ""
+    backend_name: str = ""
+    default_interval: timedelta | None = None
+    min_interval: timedelta | None = None
+    max_interval: timedelta | None = None
+    backoff_factor: float | None = None
+    max_queue_length: int | None = 1000
+    num_retries: int | None = None
+    retry_delay: timedelta | None = None
+
+
+class TaskArguments(_Model):
+    """What a task's job is called with."""
+
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(_Model):
+    """A task (the reference's Task); its status is derived from its request's."""
+
+    type: str = Field(min_length=1)
+    arguments: TaskArguments
+    next_run: AwareDatetime
+    status: str = "next_run_not_scheduled"
+    policy: Literal["recurring", "oneshot"] = "recurring"
+    retries_left: int | None = None
+    id: int | None = None
+    current_interval: timedelta | None = None
+    priority: Literal["high", "normal", "low"] | None = None
+
+
+class TaskRun(_Model):
+    """The run of a task: its request's visit (the reference's TaskRun)."""
+
+    task: int | None
+    id: int | None = None
+    backend_id: str | None = None
+    scheduled: datetime | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    status: str = "scheduled"
+
+
+class TaskInterface(ListerInterface):
+    """The lister interface, the task API and the runner's endpoints on one
+    connection (autocommit) and the process's Redis mirror."""
+
+    def get_task_types(self) -> list[TaskType]:
+        """``load-<visit type>`` for every visit type, ``list-<lister>-full`` and
+        ``-incremental`` for every installed lister."""
+        loads = [
+            TaskType(
+                type=LOAD + r["name"],
+                description=r["description"] or f"Visit a {r['name']} origin",
+                backend_name=f"visit.{r['name']}",
+                min_interval=timedelta(seconds=float(r["min_interval_s"])),
+                max_interval=timedelta(seconds=float(r["max_interval_s"])),
+                max_queue_length=int(r["max_queue_length"]),
+                num_retries=int(r["num_retries"]),
+                retry_delay=timedelta(seconds=float(r["retry_delay_s"])),
+            )
+            for r in list_visit_types(self.conn)
+        ]
+        lists = [
+            TaskType(
+                type=f"{LIST}{name}-{kind}",
+                description=f"A {kind} listing by revisit's {name} lister",
+                backend_name=f"revisit.listers.{name}",
+            )
+            for name in installed_listers()
+            for kind in LISTING_KINDS
+        ]
+        return loads + lists
+
+    def get_task_type(self, task_type_name: str) -> TaskType | None:
+        """The task type of that name, or None."""
+        return next((t for t in self.get_task_types() if t.type == task_type_name), None)
+
+    def create_task_type(self, task_type: Any) -> None:
+        """Create the visit type of a ``load-<visit type>`` task type (an existing
+        one is left as it is); other task types are refused."""
+        given = parse(TaskType, task_type, "task_type")
+        if not given.type.startswith(LOAD):
+            raise ListerInputError(
+                f"task_type.type: {given.type!r}: revisit creates only load-<visit type> task "
+                "types (listers are installed plugins: their task types come with them)"
+            )
+        name = given.type[len(LOAD) :]
+        if name in known_visit_types(self.conn):
+            return
+        try:
+            change = validated(
+                VisitTypeChange,
+                {
+                    "name": name,
+                    "description": given.description or None,
+                    "min_interval_s": _seconds(given.min_interval),
+                    "max_interval_s": _seconds(given.max_interval),
+                    "max_queue_length": given.max_queue_length,
+                    "num_retries": given.num_retries,
+                    "retry_delay_s": _seconds(given.retry_delay),
+                },
+            )
+            add_visit_type(self.conn, change)
+        except (InvalidPayload, VisitTypeError) as exc:
+            raise ListerInputError(f"task_type: {exc}") from None
+
+    def create_tasks(self, tasks: list[Any], policy: str = "recurring") -> list[Task]:
+        """Make each one-shot load task a visit request (all or none); the tasks created."""
+        if not isinstance(tasks, list | tuple):
+            raise ListerInputError("tasks: expected a list of tasks")
+        known = known_visit_types(self.conn)
+        parsed = [parse(Task, task, f"tasks[{i}]") for i, task in enumerate(tasks)]
+        requests = [self._as_request(t, known, f"tasks[{i}]") for i, t in enumerate(parsed)]
+        ids: list[int] = []
+        with self.conn.transaction():
+            for task, request in zip(parsed, requests, strict=True):
+                try:
+                    request_id = create_request(self.conn, request, now=self.clock())
+                except RequestError as exc:
+                    raise ListerInputError(f"tasks: {exc}") from None
+                fields = {
+                    "type": task.type,
+                    "arguments": task.arguments.model_dump(),
+                    "next_run": task.next_run,
+                    "priority": task.priority,
+                    "retries_left": task.retries_left,
+                }
+                ids.append(db.insert_task(self.conn, fields, request_id))
+        return self.get_tasks(ids)
+
+    def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit:
+        if task.type.startswith(LIST):
+            name = task.type[len(LIST) :].rsplit("-", 1)[0]
+            raise ListerInputError(f"{field}.type: {task.type}: " + _LISTER.format(name=name))
+        visit_type = task.type[len(LOAD) :] if task.type.startswith(LOAD) else None
+        if visit_type not in known:
+            names = ", ".join(LOAD + name for name in sorted(known))
+            raise ListerInputError(
+                f"{field}.type: unknown task type {task.type!r} (known: {names})"
+            )
+        if task.policy != "oneshot":
+            raise ListerInputError(f"{field}.policy: {task.policy}: {_RECURRING}")
+        if task.arguments.args:
+            raise ListerInputError(f"{field}.arguments.args: revisit's loaders take kwargs only")
+        kwargs = dict(task.arguments.kwargs)
+        url = kwargs.pop("url", None)
+        if not isinstance(url, str):
+            raise ListerInputError(f"{field}.arguments.kwargs.url: required, the origin's URL")
+        try:
+            return validated(
+                RequestVisit,
+                {
+                    "url": url,
+                    "visit_type": visit_type,
+                    "priority": PRIORITIES[task.priority or "normal"],
+                    "requested_by": "task API",
+                    "extra_loader_arguments": kwargs,
+                },
+            )
+        except InvalidPayload as exc:
+            raise ListerInputError(f"{field}.arguments: {exc}") from None
+
+    def get_tasks(self, task_ids: list[Any]) -> list[Task]:
+        """The tasks of these ids (unknown ones are left out)."""
+        ids = _ids(task_ids, "task_ids")
+        return [_task(r) for r in db.task_rows(self.conn, ids=ids)] if ids else []
+
+    def search_tasks(
+        self,
+        task_id: Any = None,
+        task_type: Any = None,
+        status: Any = None,
+        priority: Any = None,
+        policy: str | None = None,
+        before: datetime | None = None,
+        after: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[Task]:
+        """Tasks matching every criterion given, in id order."""
+        if policy not in (None, "oneshot", "recurring"):
+            raise ListerInputError(f"policy: expected oneshot or recurring, got {policy!r}")
+        _check_limit(limit)
+        for name, value in (("before", before), ("after", after)):
+            if value is not None and not isinstance(value, datetime):
+                raise ListerInputError(f"{name}: expected a date")
+        if policy == "recurring":
+            return []
+        rows = db.task_rows(
+            self.conn,
+            ids=_ids(task_id, "task_id") if task_id else None,
+            types=_texts(task_type, "task_type"),
+            statuses=_texts(status, "status"),
+            priorities=_texts(priority, "priority"),
+            before=before,
+            after=after,
+            limit=limit or None,
+        )
+        return [_task(r) for r in rows]
+
+    def get_task_runs(self, task_ids: list[Any], limit: int | None = None) -> list[TaskRun]:
+        """The run of each of these tasks that has been sent to a worker."""
+        ids = _ids(task_ids, "task_ids")
+        _check_limit(limit)
+        if not ids:
+            return []
+        rows = db.task_rows(self.conn, ids=ids)
+        runs = [_run(r) for r in rows if r["run_status"] is not None]
+        return runs[:limit] if limit else runs
+
+    def disable_tasks(self, task_ids: list[Any]) -> None:
+        """Cancel the requests of these tasks (those already done stay as they are)."""
+        rows = db.task_rows(self.conn, ids=_ids(task_ids, "task_ids"))
+        namespace = self.ctx.settings.redis_namespace
+        for row in rows:
+            if row["request_status"] in ("pending", "scheduled"):
+                cancel_request(
+                    self.conn, self.ctx.redis, namespace, row["request_id"], self.clock()
+                )
+
+    def grab_next_visits(
+        self,
+        visit_type: str,
+        count: int,
+        policy: str,
+        enabled: bool = True,
+        lister_uuid: str | None = None,
+        lister_name: str | None = None,
+        lister_instance_name: str | None = None,
+        timestamp: datetime | None = None,
+        absolute_cooldown: timedelta | None = None,
+        scheduled_cooldown: timedelta | None = None,
+        failed_cooldown: timedelta | None = None,
+        not_found_cooldown: timedelta | None = None,
+        tablesample: float | None = None,
+        dry_run: bool = False,
+    ) -> list[ListedOrigin]:
+        """Take up to ``count`` origins of ``visit_type`` by ``policy`` as revisit's
+        scheduler does (stamped scheduled, in flight in the mirror), and return
+        them. revisit's own cooldowns apply; ``tablesample`` is not needed."""
+        if policy not in REGISTRY:
+            raise UnknownPolicy(
+                f"policy: unknown policy {policy!r} (known: {', '.join(sorted(REGISTRY))})"
+            )
+        if visit_type not in known_visit_types(self.conn):
+            raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
+        if not isinstance(count, int) or not 0 <= count <= MAX_GRAB:
+            raise ListerInputError(f"count: expected an integer from 0 to {MAX_GRAB}")
+        if enabled is not True:
+            raise ListerInputError("enabled: revisit schedules enabled origins only")
+        if lister_uuid or lister_name or lister_instance_name:
+            raise ListerInputError(
+                "lister_uuid, lister_name, lister_instance_name: revisit's pools are per "
+                "visit type, not per lister (a lister's first visits: first_visits_queue_prefix)"
+            )
+        now = timestamp if isinstance(timestamp, datetime) else self.clock()
+        result = schedule_step(
+            self.conn, self.ctx, visit_type, count, now, {policy: 1.0}, dry_run=bool(dry_run)
+        )
+        pairs = [(o.url, o.visit_type) for o in result.orders]
+        listed = {(r["url"], r["visit_type"]): r for r in db.listed_origins_of(self.conn, pairs)}
+        return [ListedOrigin.model_validate(listed[p]) for p in pairs if p in listed]
+
+    def visit_scheduler_queue_position_set(self, visit_type: str, position: int) -> None:
+        """Set the recurrent scheduler's queue position of ``visit_type`` (Unix seconds)."""
+        if visit_type not in known_visit_types(self.conn):
+            raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
+        if not isinstance(position, int) or not 0 <= position < 2**35:
+            raise ListerInputError("position: expected Unix seconds")
+        db.set_queue_position(self.conn, visit_type, position)
+
+
+def _check_limit(limit: Any) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ListerInputError("limit: expected a non-negative integer")
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return value.total_seconds() if value is not None else None
+
+
+def _ids(value: Any, field: str) -> list[int]:
+    values = value if isinstance(value, list | tuple) else [value]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ListerInputError(f"{field}: expected task ids (integers)")
+    return [v for v in values if 0 < v < 2**63]
+
+
+def _texts(value: Any, field: str) -> list[str] | None:
+    if value is None:
+        return None
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
+        raise ListerInputError(f"{field}: expected a string or a list of strings")
+    return list(values)
+
+
+def _task(row: dict[str, Any]) -> Task:
+    return Task(
+        id=row["id"],
+        type=row["type"],
+        arguments=TaskArguments.model_validate(row["arguments"]),
+        next_run=row["next_run"],
+        status=row["status"],
+        policy="oneshot",
+        priority=row["priority"],
+        retries_left=row["retries_left"],
+    )
+
+
+def _run(row: dict[str, Any]) -> TaskRun:
+    metadata = {
+        "request_id": row["request_id"],
+        "request_status": row["request_status"],
+        "visit": row["visit"],
+        "visit_status": row["visit_status"],
+        "failure_reason": row["failure_reason"],
+    }
+    return TaskRun(
+        task=row["id"],
+        id=row["id"],
+        backend_id=f"revisit-request-{row['request_id']}",
+        scheduled=row["scheduled_at"],
+        started=row["started_at"],
+        ended=row["finished_at"],
+        metadata=metadata,
+        status=row["run_status"],
+    )

@@ -1,0 +1,61 @@
+-- The reference's task API (issue 32): tasks that became visit requests, and
+-- what the reference's recurrent runner reads and writes.
+
+-- name: insert_task
+insert into tasks (type, arguments, next_run, policy, priority, retries_left, request_id)
+values (%(type)s, %(arguments)s, %(next_run)s, 'oneshot', %(priority)s, %(retries_left)s,
+        %(request_id)s)
+returning id
+
+-- name: task_rows
+-- Each task with its request's progress, and the reference's statuses derived
+-- from it (the one copy of that mapping). Task: pending -> next_run_not_scheduled,
+-- scheduled or running -> next_run_scheduled, succeeded -> completed, failed or
+-- aborted -> disabled. Its run (none before the request is sent): scheduled,
+-- started (running), eventful / uneventful (succeeded; eventful when its visit
+-- is the origin's latest eventful one), failed, lost (aborted once sent).
+with derived as (
+  select t.id, t.type, t.arguments, t.next_run, t.priority, t.retries_left,
+         r.id as request_id, r.status::text as request_status, r.scheduled_at,
+         r.started_at, r.finished_at, r.visit, r.visit_status::text as visit_status,
+         r.failure_reason,
+         case r.status when 'pending' then 'next_run_not_scheduled'
+                       when 'scheduled' then 'next_run_scheduled'
+                       when 'running' then 'next_run_scheduled'
+                       when 'succeeded' then 'completed'
+                       else 'disabled' end as status,
+         case when r.scheduled_at is null then null
+              when r.status = 'scheduled' then 'scheduled'
+              when r.status = 'running' then 'started'
+              when r.status = 'succeeded' then
+                case when st.last_eventful = r.finished_at then 'eventful' else 'uneventful' end
+              when r.status = 'failed' then 'failed'
+              else 'lost' end as run_status
+  from tasks t
+  join visit_requests r on r.id = t.request_id
+  left join origin_visit_stats st on st.url = r.url and st.visit_type = r.visit_type
+  where (%(ids)s::bigint[] is null or t.id = any(%(ids)s::bigint[]))
+)
+select * from derived
+where (%(types)s::text[] is null or type = any(%(types)s::text[]))
+  and (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
+  and (%(priorities)s::text[] is null or priority = any(%(priorities)s::text[]))
+  and (%(before)s::timestamptz is null or next_run <= %(before)s)
+  and (%(after)s::timestamptz is null or next_run >= %(after)s)
+order by id
+limit %(limit)s
+
+-- name: listed_origins_of
+-- The listing of each picked (url, visit_type): the most recently seen one when
+-- several listers report it.
+select distinct on (lo.url, lo.visit_type) lo.lister_id, lo.url, lo.visit_type,
+       lo.extra_loader_arguments, lo.last_update, lo.is_fork, lo.forked_from_url,
+       lo.enabled, lo.first_seen, lo.last_seen
+from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+join listed_origins lo on lo.url = k.url and lo.visit_type = k.visit_type
+order by lo.url, lo.visit_type, lo.last_seen desc
+
+-- name: set_queue_position
+insert into visit_scheduler_queue_position (visit_type, position)
+values (%(visit_type)s, to_timestamp(%(position)s))
+on conflict (visit_type) do update set position = excluded.position

@@ -1,0 +1,127 @@
+"""The task API and the runner's endpoints through the reference scheduler's own
+client (swh-scheduler 3.6.0): save code now as the archive's web frontend does it,
+followed to the end of its visit by real workers, and grab_next as its runner
+calls it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from app.db.connection import DictConnection
+from app.devtools.demo import make_repo
+from app.services.context import Context
+from app.settings import Settings
+from tests.integration.helpers import list_origins, recurrent_backlog, serve_requests
+from tests.integration.test_rpc_reference_client import reference  # noqa: F401
+from tests.integration.test_rpc_reference_client import run_client as run_reference
+
+CLIENT = Path(__file__).resolve().parents[1] / "reference" / "task_client.py"
+
+
+def run_client(python: Path, url: str, *args: str) -> dict[str, object]:
+    return run_reference(python, url, *args, client=CLIENT)
+
+
+def request_status(conn: DictConnection, task_id: int) -> str:
+    row = conn.execute(
+        "select r.status::text as status from tasks t"
+        " join visit_requests r on r.id = t.request_id where t.id = %s",
+        (task_id,),
+    ).fetchone()
+    assert row is not None
+    return str(row["status"])
+
+
+def test_a_save_code_now_task_is_visited_ahead_of_the_backlog_and_its_run_ends_as_the_reference_says(  # noqa: E501
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    tmp_path: Path,
+) -> None:
+    loop, express, backlog = recurrent_backlog(settings, conn, ctx, 2000)
+    wanted = make_repo(tmp_path / "wanted")
+    missing = (tmp_path / "missing").as_uri()
+
+    saved = run_client(reference, rpc_url, "save", wanted, missing)
+    assert "load-git" in saved["load_types"]  # type: ignore[operator]
+    assert saved["git_queue_length"] == 1000 and saved["missing_type"] is True
+    assert saved["extra_queue_length"] == 7  # task_type/create made the visit type
+    assert conn.execute("select name from visit_types where name = 'extra'").fetchone()
+    assert "revisit creates only load-<visit type> task types" in str(saved["other_type"])
+    assert saved["list_types"] == ["list-gitdir-full", "list-gitdir-incremental"]
+    tasks = saved["tasks"]
+    assert isinstance(tasks, list) and len(tasks) == 2
+    assert {(t["status"], t["priority"], t["policy"]) for t in tasks} == {
+        ("next_run_not_scheduled", "high", "oneshot")
+    }
+    assert tasks[0]["kwargs"] == {"url": wanted}
+    ids = [str(t["id"]) for t in tasks]
+    before = run_client(reference, rpc_url, "follow", *ids)
+    assert before["runs"] == {}  # nothing sent to a worker yet
+
+    loop.step(datetime.now(tz=UTC))  # the requests go to the priority queue
+    sent = run_client(reference, rpc_url, "follow", *ids)
+    assert sent["tasks"] == dict.fromkeys(ids, "next_run_scheduled")
+    assert sent["runs"] == dict.fromkeys(ids, "scheduled")
+
+    serve_requests(
+        tmp_path,
+        lambda: {request_status(conn, int(i)) for i in ids} == {"succeeded", "failed"},
+        "both tasks' visits to end",
+    )
+    done = run_client(reference, rpc_url, "follow", *ids)
+    assert done["tasks"] == {ids[0]: "completed", ids[1]: "disabled"}
+    assert done["runs"] == {ids[0]: "eventful", ids[1]: "failed"}
+    assert done["completed"] == [int(ids[0])]
+    assert done["high"] == [int(i) for i in ids]
+    # nobody consumed the recurrent backlog: the requests went around it
+    assert loop.broker.client.hlen(express.messages) == backlog
+
+
+def test_tasks_revisit_cannot_run_are_refused_with_why_and_nothing_written_and_a_disabled_one_is_cancelled(  # noqa: E501
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+) -> None:
+    seen = run_client(reference, rpc_url, "refused", "https://forge.example/a.git")
+    assert "tasks[1].policy: recurring: revisit keeps no recurring load tasks" in str(
+        seen["recurring"]
+    )
+    assert "tasks[1].type: unknown task type 'load-bzr' (known: load-git" in str(
+        seen["unknown_type"]
+    )
+    assert "tasks[1].arguments.kwargs.url: required" in str(seen["no_url"])
+    assert "tasks[1].arguments: RequestVisit: url:" in str(seen["bad_url"])
+    assert "revisit lister schedule gitdir" in str(seen["lister"])
+    assert seen["remaining"] == 0
+    # then one accepted and disabled: its request is cancelled before any run
+    assert (seen["disabled"], seen["disabled_runs"]) == (["disabled"], 0)
+    statuses = conn.execute("select status::text from visit_requests").fetchall()
+    assert statuses == [{"status": "aborted"}]
+    assert str(seen["grab_ready"]).startswith("501 task/grab_ready: not served by revisit")
+
+
+def test_the_runners_grab_next_takes_origins_from_the_mirror_once(
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+    ctx: Context,
+) -> None:
+    urls = [f"https://forge.example/{i}.git" for i in range(5)]
+    list_origins(conn, ctx, urls)
+    seen = run_client(reference, rpc_url, "grab", "git", "10", "never_visited_oldest_update_first")
+    assert sorted(seen["urls"]) == sorted(urls)  # type: ignore[type-var]
+    assert seen["again"] == []  # in flight: not taken twice
+    lister = conn.execute("select id from listers").fetchone()
+    assert lister is not None and seen["lister_ids"] == [str(lister["id"])]
+    stamped = conn.execute(
+        "select count(*) as n from origin_visit_stats where last_scheduled is not null"
+    ).fetchone()
+    assert stamped == {"n": 5}
+    sizes = ctx.mirror.sizes("git")
+    assert sizes["inflight"] == 5 and sum(sizes.values()) == 5  # taken from the pools
+    assert seen["position"] == 1_800_000_000
+    assert str(seen["bad_policy"]).startswith("UnknownPolicy: origins/grab_next: policy: unknown")
