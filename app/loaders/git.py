@@ -8,7 +8,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from app.loaders.base import VisitResult
@@ -62,6 +62,8 @@ class GitLoader:
     held to the same list (``GIT_ALLOW_PROTOCOL``), which also covers
     redirects.
     """
+
+    publishes_statuses: ClassVar[bool] = True
 
     def __init__(self, allowed_schemes: Iterable[str] | None = None) -> None:
         schemes = get_settings().git_allowed_schemes if allowed_schemes is None else allowed_schemes
