@@ -39,6 +39,8 @@ from typing import IO, Any, ClassVar
 
 from app.domain.visit_status import FINAL_STATUSES
 from app.loaders.base import MAX_ERROR_CHARS, VisitResult
+from app.loaders.git import url_scheme
+from app.settings import get_settings
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
 CONFIG_VARIABLE = "SWH_CONFIG_FILENAME"
@@ -63,6 +65,9 @@ class ArchiveLoader:
         """Visit ``url`` with the archive's loader in a child process; the result is
         the archive's final status of the visit (the journal already has it)."""
         started = time.monotonic()
+        refused = self.refuse(url)
+        if refused is not None:
+            return VisitResult("failed", None, 0.0, refused)
         if not os.environ.get(CONFIG_VARIABLE):
             return VisitResult(
                 "failed", None, 0.0, f"{CONFIG_VARIABLE}: not set (the archive's loader config)"
@@ -100,11 +105,25 @@ class ArchiveLoader:
             timed_out=timed_out,
         )
 
+    def refuse(self, url: str) -> str | None:
+        """Why ``url`` is not visited, or None."""
+        return None
+
 
 class ArchiveGitLoader(ArchiveLoader):
-    """swh-loader-git (``swh-git``)."""
+    """swh-loader-git (``swh-git``). Visits only the URL schemes revisit's git
+    loader does (``REVISIT_GIT_ALLOWED_SCHEMES``): swh-loader-git also reads
+    local paths, which a save code now request must not reach."""
 
     swh_worker = "loader.git"
+
+    def refuse(self, url: str) -> str | None:
+        """A URL whose scheme is not allowed."""
+        allowed = frozenset(s.lower() for s in get_settings().git_allowed_schemes)
+        scheme = url_scheme(url)
+        if scheme in allowed:
+            return None
+        return f"url: scheme {scheme!r} not allowed ({', '.join(sorted(allowed)) or 'none'})"
 
 
 class ArchiveHgLoader(ArchiveLoader):

@@ -1,0 +1,278 @@
+"""The archive's own loaders run the visits, and the archive's journal closes the loop:
+swh-loader-git writes to a swh-storage (``swh storage rpc-serve``, memory backend)
+whose Kafka journal writer publishes the visit statuses to the journal topic
+revisit's journal client reads; real PostgreSQL, Redis, tansu, Dramatiq workers
+and git repositories served over http on 127.0.0.1. Under CI=true a missing
+archive package fails these tests."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.db.connection import DictConnection
+from app.devtools.demo import commit, git, make_repo
+from app.inputs.api import RequestVisit
+from app.services.context import Context
+from app.services.requests import create_request, get_request
+from app.settings import Settings
+from tests.conftest import IN_CI
+from tests.integration.helpers import list_origins, stats_by_url
+from tests.processes import running, wait_for, with_constants
+
+FAST = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
+PROCESSES = {
+    "scheduler": ["revisit", "scheduler"],
+    "worker": ["revisit", "worker", "--lane", "all", "--threads", "2"],
+    "journal": ["revisit", "journal"],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _archive_packages() -> None:
+    try:
+        import swh.loader.git
+        import swh.storage  # noqa: F401
+    except ImportError as exc:
+        message = f"the archive's packages are not installed (pip install -e '.[swh]'): {exc}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@dataclass
+class Archive:
+    """A swh-storage served on 127.0.0.1, its journal in the test's broker."""
+
+    url: str
+    topic: str
+    loader_config: Path
+
+    def storage(self) -> Any:
+        from swh.storage import get_storage
+
+        return get_storage("remote", url=self.url)
+
+    def visits(self, origin: str) -> list[Visit]:
+        """The last status of each visit of ``origin``, in visit order."""
+        storage = self.storage()
+        found = []
+        for visit in storage.origin_visit_get(origin, limit=1000).results:
+            status = storage.origin_visit_status_get_latest(origin, visit.visit)
+            found.append(Visit(visit.visit, status.status, status.snapshot, status.date))
+        return found
+
+    def finals(self, origin: str) -> list[Visit]:
+        """The visits of ``origin`` that ended."""
+        return [v for v in self.visits(origin) if v.status not in ("created", "ongoing")]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A visit as the archive has it."""
+
+    number: int
+    status: str
+    snapshot: bytes | None
+    date: datetime
+
+
+@pytest.fixture
+def archive(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Archive]:
+    """The archive's storage server, its journal writer feeding revisit's journal topic;
+    the loaders' config (``SWH_CONFIG_FILENAME``) exported for the worker."""
+    _archive_packages()
+    prefix = f"archive-{uuid.uuid4().hex[:8]}"
+    server_config = tmp_path / "storage.yml"
+    server_config.write_text(
+        json.dumps(
+            {
+                "storage": {
+                    "cls": "memory",
+                    "journal_writer": {
+                        "cls": "kafka",
+                        "brokers": [settings.kafka_brokers],
+                        "prefix": prefix,
+                        "client_id": "test-archive",
+                        "flush_timeout": 30,
+                    },
+                }
+            }
+        )
+    )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/"
+    loader_config = tmp_path / "loader.yml"
+    loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": url}}))
+    swh = shutil.which("swh", path=str(Path(sys.executable).parent)) or "swh"
+    log = (tmp_path / "storage.log").open("wb")
+    server = subprocess.Popen(
+        [swh, "storage", "rpc-serve", "--host", "127.0.0.1", "--port", str(port), "--no-debug"],
+        env={**os.environ, "SWH_CONFIG_FILENAME": str(server_config)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: _answers(url), 30, "the archive's storage server")
+        topic = f"{prefix}.origin_visit_status"
+        monkeypatch.setenv("REVISIT_JOURNAL_TOPIC", topic)
+        monkeypatch.setenv("SWH_CONFIG_FILENAME", str(loader_config))
+        yield Archive(url, topic, loader_config)
+    finally:
+        server.terminate()
+        server.wait(10)
+        log.close()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+    """A directory of git repositories served over (dumb) http on 127.0.0.1: its path
+    and base URL. Allowing the loopback forge's scheme is here alone."""
+    root = tmp_path / "forge"
+    root.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("REVISIT_GIT_ALLOWED_SCHEMES", '["http"]')
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _publish(repo: Path) -> None:
+    """Make ``repo``'s refs visible to dumb http clients."""
+    git(repo, "update-server-info")
+
+
+def _new_repo(root: Path, base: str, name: str) -> str:
+    make_repo(root / name)
+    _publish(root / name)
+    return f"{base}/{name}/.git"
+
+
+def _loader(conn: DictConnection, visit_type: str, loader: str) -> None:
+    conn.execute("update visit_types set loader = %s where name = %s", (loader, visit_type))
+
+
+def test_the_archives_git_loader_visits_and_revisits_stats_equal_the_archives_statuses(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    forge: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    root, base = forge
+    kept, changed, deleted = (_new_repo(root, base, n) for n in ("kept", "changed", "deleted"))
+    _loader(conn, "git", "swh-git")
+    list_origins(conn, ctx, [kept, changed, deleted])
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    journal = {"journal": PROCESSES["journal"]}
+    visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
+    finals = archive.finals
+    with running(journal, env, logs), running(visiting, env, logs):
+        wait_for(lambda: all(finals(u) for u in (kept, changed, deleted)), 40, "visits", logs)
+        first = {u: finals(u)[0] for u in (kept, changed, deleted)}
+        assert all(v.status == "full" and v.snapshot is not None for v in first.values())
+        commit(root / "changed", "new work")
+        _publish(root / "changed")
+        shutil.rmtree(root / "deleted")
+        wait_for(
+            lambda: (
+                any(v.snapshot != first[changed].snapshot for v in finals(changed))
+                and any(v.status == "not_found" for v in finals(deleted))
+                and len(finals(kept)) >= 2
+            ),
+            40,
+            "an eventful revisit, a not_found and an uneventful revisit",
+            logs,
+        )
+        request = create_request(conn, RequestVisit(url=kept, visit_type="git"))
+        wait_for(
+            lambda: get_request(conn, request)["status"] in ("succeeded", "failed"), 30, "", logs
+        )
+    # The workers stopped: the journal client has folded all the archive published.
+    with running(journal, env, logs):
+        wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
+    done = get_request(conn, request)
+    assert done["status"] == "succeeded"
+    row = conn.execute("select visit from visit_requests where id = %s", (request,)).fetchone()
+    assert row is not None
+    own = [v for v in finals(kept) if v.number == row["visit"]]
+    assert own[0].status == "full"
+    assert done["finished_at"] == own[0].date
+    snapshot = archive.storage().snapshot_get_branches(first[changed].snapshot)
+    assert snapshot is not None and b"HEAD" in snapshot["branches"]
+    assert "Traceback" not in (logs / "worker.log").read_text()
+
+
+def _agree(conn: DictConnection, archive: Archive) -> bool:
+    """Whether every origin's stats say what the archive's statuses say."""
+    for url, row in stats_by_url(conn).items():
+        visits = archive.finals(url)
+        if not visits:
+            return False
+        eventful = uneventful = failed = 0
+        last_snapshot = None
+        for _, status, snapshot, _ in ((v.number, v.status, v.snapshot, v.date) for v in visits):
+            if status in ("full", "partial"):
+                if snapshot is not None and snapshot != last_snapshot:
+                    eventful += 1
+                else:
+                    uneventful += 1
+                last_snapshot = snapshot if snapshot is not None else last_snapshot
+            else:
+                failed += 1
+        expected = {
+            "last_visit_number": visits[-1].number,
+            "last_visit_status": visits[-1].status,
+            "last_snapshot": last_snapshot,
+            "eventful_visits": eventful,
+            "uneventful_visits": uneventful,
+            "failed_visits": failed,
+        }
+        got = {k: row[k] for k in expected}
+        if got != expected:
+            return False
+    return True
