@@ -276,3 +276,82 @@ def _agree(conn: DictConnection, archive: Archive) -> bool:
         if got != expected:
             return False
     return True
+
+
+def test_a_storage_that_is_down_fails_the_visit_with_a_short_reason_and_the_origin_comes_back(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    forge: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    root, base = forge
+    url = _new_repo(root, base, "repo")
+    _loader(conn, "git", "swh-git")
+    conn.execute("update visit_types set num_retries = 0 where name = 'git'")
+    list_origins(conn, ctx, [url])
+    config = archive.loader_config.read_text()
+    down = f"http://127.0.0.1:{_free_port()}/"
+    archive.loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": down}}))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    worker_log = logs / "worker.log"
+    with running(PROCESSES, env, logs):
+        wait_for(lambda: "StorageAPIError" in worker_log.read_text(), 30, "a failed visit", logs)
+        # The archive recorded nothing, so no one publishes a status: the scheduler
+        # takes the origin back after its cooldown, and visits it once the storage is up.
+        archive.loader_config.write_text(config)
+        wait_for(lambda: bool(archive.finals(url)), 30, "a visit once the storage is up", logs)
+        wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
+    failed = [line for line in worker_log.read_text().splitlines() if "StorageAPIError" in line]
+    assert f"visited {url} in the express lane: failed in" in failed[0]
+    assert all(len(line) < 700 for line in failed)
+    assert "Traceback" not in worker_log.read_text()
+
+
+def test_a_repository_that_hangs_is_killed_at_the_time_limit_and_closed_failed_in_the_archive(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    forge: tuple[Path, str],
+    tmp_path: Path,
+) -> None:
+    root, base = forge
+    url = _new_repo(root, base, "repo")
+    with socket.socket() as hanging:  # accepts connections (backlog), never answers
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(16)
+        stuck = f"http://127.0.0.1:{hanging.getsockname()[1]}/stuck.git"
+        _loader(conn, "git", "swh-git")
+        conn.execute("update visit_types set time_limit = '3 seconds' where name = 'git'")
+        list_origins(conn, ctx, [url, stuck])
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        worker_log = logs / "worker.log"
+        env = with_constants(
+            FAST, {"REVISIT_LADDER_UNIT_S": "2", "REVISIT_EXPRESS_TIME_LIMIT_S": "3"}
+        )
+        with running(PROCESSES, env, logs):
+            wait_for(
+                lambda: (
+                    "slow lane time limit (3s)" in worker_log.read_text()
+                    and len(archive.finals(url)) >= 2
+                ),
+                40,
+                "the hanging visit to fail in the slow lane, the other origin visited on",
+                logs,
+            )
+            wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match", logs)
+    stats = stats_by_url(conn)[stuck]
+    assert stats["last_visit_status"] == "failed"
+    assert stats["eventful_visits"] == stats["uneventful_visits"] == 0
+    # The express visit killed at its limit and the slow lane's are each one
+    # archive visit, closed failed there: counted once each, by the archive's journal.
+    statuses = [v.status for v in archive.finals(stuck)]
+    assert len(statuses) >= 2 and set(statuses) == {"failed"}
+    log = worker_log.read_text()
+    assert f"{stuck} outlasted the express lane" in log
+    assert "Traceback" not in log
