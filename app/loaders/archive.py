@@ -49,6 +49,8 @@ SWH_WORKERS_GROUP = "swh.workers"
 #: Stop the child this long before the lane's limit, so the worker reports the
 #: time-out before Dramatiq's time limit interrupts it.
 KILL_MARGIN_S = 1.0
+#: Longest reason kept from the archive's loader (its errors quote whole URLs and paths).
+REASON_CHARS = min(300, MAX_ERROR_CHARS)
 #: Longest wait for the child to close an unfinished visit in the archive.
 CLOSE_TIMEOUT_S = 30.0
 
@@ -106,7 +108,12 @@ class ArchiveLoader:
         )
 
     def refuse(self, url: str) -> str | None:
-        """Why ``url`` is not visited, or None."""
+        """Why ``url`` is not visited, or None: a local path or ``file://`` URL unless
+        ``file`` is in ``REVISIT_GIT_ALLOWED_SCHEMES`` (the archive's loaders read
+        local repositories, which a save code now request must not reach)."""
+        allowed = {s.lower() for s in get_settings().git_allowed_schemes}
+        if url_scheme(url) == "file" and "file" not in allowed:
+            return "url: scheme 'file' not allowed (REVISIT_GIT_ALLOWED_SCHEMES)"
         return None
 
 
@@ -196,11 +203,12 @@ def _last_line(text: str) -> str:
 
 
 def _short(error: object) -> str | None:
-    """A one-line reason: the first line of an exception's text, bounded."""
+    """A one-line reason: an exception's text without the traceback some carry
+    (swh-loader-mercurial's NotFound), its first line, bounded."""
     if error is None:
         return None
-    text = str(error).strip().splitlines()
-    return (text[0] if text else "")[:MAX_ERROR_CHARS] or None
+    text = str(error).split("Traceback", 1)[0].strip().splitlines()
+    return (text[0].rstrip(" ,'\"") if text else "")[:REASON_CHARS] or None
 
 
 # The child process: ``python -m app.loaders.archive visit|close``, its request

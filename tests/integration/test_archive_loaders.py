@@ -355,3 +355,52 @@ def test_a_repository_that_hangs_is_killed_at_the_time_limit_and_closed_failed_i
     log = worker_log.read_text()
     assert f"{stuck} outlasted the express lane" in log
     assert "Traceback" not in log
+
+
+def _hg(repo: Path, *args: str) -> None:
+    hg = shutil.which("hg", path=str(Path(sys.executable).parent)) or "hg"
+    subprocess.run([hg, "--cwd", str(repo), *args], check=True, capture_output=True)
+
+
+def _hg_commit(repo: Path, message: str) -> None:
+    with (repo / "CHANGES").open("a") as f:
+        f.write(f"{message}\n")
+    _hg(repo, "commit", "-q", "-A", "-u", "test", "-m", message)
+
+
+def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_commits(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo = tmp_path / "hg" / "repo"
+    repo.mkdir(parents=True)
+    _hg(repo, "init")
+    _hg_commit(repo, "one")
+    url = repo.as_uri()
+    monkeypatch.setenv("REVISIT_GIT_ALLOWED_SCHEMES", '["file"]')  # a local repository
+    monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", '["hg"]')
+    _loader(conn, "hg", "swh-hg")
+    list_origins(conn, ctx, [url], visit_type="hg")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    journal = {"journal": PROCESSES["journal"]}
+    visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
+    with running(journal, env, logs), running(visiting, env, logs):
+        wait_for(lambda: bool(archive.finals(url)), 40, "a first visit", logs)
+        first = archive.finals(url)[0]
+        _hg_commit(repo, "two")
+        wait_for(
+            lambda: any(v.snapshot != first.snapshot for v in archive.finals(url)),
+            40,
+            "an eventful revisit",
+            logs,
+        )
+    with running(journal, env, logs):
+        wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
+    assert first.status == "full"
+    assert stats_by_url(conn)[url]["eventful_visits"] == 2
