@@ -33,7 +33,7 @@ from app.services.context import Context
 from app.services.requests import create_request, get_request
 from app.settings import Settings
 from tests.conftest import IN_CI
-from tests.integration.helpers import list_origins, stats_by_url
+from tests.integration.helpers import cli, list_origins, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
 FAST = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
@@ -244,6 +244,8 @@ def test_the_archives_git_loader_visits_and_revisits_stats_equal_the_archives_st
     assert done["finished_at"] == own[0].date
     snapshot = archive.storage().snapshot_get_branches(first[changed].snapshot)
     assert snapshot is not None and b"HEAD" in snapshot["branches"]
+    shown = cli("origin", "show", changed).stdout
+    assert f"swh:1:snp:{finals(changed)[-1].snapshot.hex()}" in shown
     assert "Traceback" not in (logs / "worker.log").read_text()
 
 
