@@ -1,0 +1,114 @@
+"""Visits per second per worker thread: the archive's swh-loader-git (``swh-git``)
+against revisit's own ``git`` loader, same small repositories, same run (issue 31).
+
+    python -m benchmarks.archive_loaders --repos 10 --visits 30 --threads 1
+
+Small git repositories (one commit each) are served over http on 127.0.0.1;
+``swh-git`` writes to a memory swh-storage served by ``swh storage rpc-serve``
+(no journal writer). Each of ``--threads`` threads calls the loader's ``load``
+as a worker thread does, round robin over the repositories (the first visit of
+each is eventful, the next ones uneventful); prints visits/s per thread for
+each loader and their ratio. Needs the extra ``swh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from app.devtools.demo import git, make_repo
+from app.loaders.base import Loader, get_loader
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rate(loader: Loader, urls: list[str], visits: int, threads: int) -> float:
+    """Visits/s per thread: ``visits`` per thread, round robin over ``urls``."""
+    failures: list[str] = []
+
+    def work() -> None:
+        for k in range(visits):
+            result = loader.load(urls[k % len(urls)], {}, 60)
+            if result.status != "full":
+                failures.append(f"{result.status}: {result.error}")
+
+    started = time.monotonic()
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    elapsed = time.monotonic() - started
+    if failures:
+        raise SystemExit(f"visits failed: {failures[:3]}")
+    return visits / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repos", type=int, default=10)
+    parser.add_argument("--visits", type=int, default=30, help="visits per thread and loader")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="revisit-archive-bench-"))
+    for i in range(args.repos):
+        make_repo(tmp / "forge" / f"r{i:03d}")
+        git(tmp / "forge" / f"r{i:03d}", "update-server-info")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp / "forge"))
+    handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
+    forge = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=forge.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{forge.server_address[1]}"
+    urls = [f"{base}/r{i:03d}/.git" for i in range(args.repos)]
+
+    port = _free_port()
+    (tmp / "storage.yml").write_text(json.dumps({"storage": {"cls": "memory"}}))
+    (tmp / "loader.yml").write_text(
+        json.dumps({"storage": {"cls": "remote", "url": f"http://127.0.0.1:{port}/"}})
+    )
+    swh = str(Path(sys.executable).parent / "swh")
+    server = subprocess.Popen(
+        [swh, "storage", "rpc-serve", "--host", "127.0.0.1", "--port", str(port), "--no-debug"],
+        env={**os.environ, "SWH_CONFIG_FILENAME": str(tmp / "storage.yml")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ["SWH_CONFIG_FILENAME"] = str(tmp / "loader.yml")
+    os.environ["REVISIT_GIT_ALLOWED_SCHEMES"] = '["http"]'
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        own = _rate(get_loader("git"), urls, args.visits, args.threads)
+        archive = _rate(get_loader("git", "swh-git"), urls, args.visits, args.threads)
+    finally:
+        server.terminate()
+        server.wait(10)
+        forge.shutdown()
+    load = os.getloadavg()[0]
+    print(f"threads {args.threads}, {args.repos} repositories, load {load:.1f}")
+    print(f"git (revisit's ls-remote)  {own:8.2f} visits/s per thread")
+    print(f"swh-git (swh-loader-git)   {archive:8.2f} visits/s per thread")
+    print(f"ratio                      {own / archive:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
