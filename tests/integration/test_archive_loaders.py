@@ -10,13 +10,11 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
 import shutil
 import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 
 from app.db.connection import DictConnection
+from app.devtools import embedded
 from app.devtools.demo import commit, git, make_repo
 from app.inputs.api import RequestVisit
 from app.services.context import Context
@@ -106,53 +105,12 @@ def archive(
     the loaders' config (``SWH_CONFIG_FILENAME``) exported for the worker."""
     _archive_packages()
     prefix = f"archive-{uuid.uuid4().hex[:8]}"
-    server_config = tmp_path / "storage.yml"
-    server_config.write_text(
-        json.dumps(
-            {
-                "storage": {
-                    "cls": "memory",
-                    "journal_writer": {
-                        "cls": "kafka",
-                        "brokers": [settings.kafka_brokers],
-                        "prefix": prefix,
-                        "client_id": "test-archive",
-                        "flush_timeout": 30,
-                    },
-                }
-            }
-        )
-    )
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/"
-    loader_config = tmp_path / "loader.yml"
-    loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": url}}))
-    swh = shutil.which("swh", path=str(Path(sys.executable).parent)) or "swh"
-    log = (tmp_path / "storage.log").open("wb")
-    server = subprocess.Popen(
-        [swh, "storage", "rpc-serve", "--host", "127.0.0.1", "--port", str(port), "--no-debug"],
-        env={**os.environ, "SWH_CONFIG_FILENAME": str(server_config)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(lambda: _answers(url), 30, "the archive's storage server")
+    with embedded.archive_storage(tmp_path, settings.kafka_brokers, prefix) as loader_config:
         topic = f"{prefix}.origin_visit_status"
         monkeypatch.setenv("REVISIT_JOURNAL_TOPIC", topic)
         monkeypatch.setenv("SWH_CONFIG_FILENAME", str(loader_config))
+        url = json.loads(loader_config.read_text())["storage"]["url"]
         yield Archive(url, topic, loader_config)
-    finally:
-        server.terminate()
-        server.wait(10)
-        log.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
