@@ -220,11 +220,18 @@ def demo(
     duration: Annotated[
         float | None, typer.Option(min=1, help="stop after this many seconds")
     ] = None,
+    archive: Annotated[
+        bool,
+        typer.Option(
+            help="visit with the archive's swh-loader-git into a memory swh-storage whose "
+            "journal feeds revisit (needs the extra swh)"
+        ),
+    ] = False,
 ) -> None:
     """Run everything on local throwaway services with a demo forge of git repositories."""
     from app.devtools.demo import run_demo
 
-    raise typer.Exit(run_demo(repos, duration, console))
+    raise typer.Exit(run_demo(repos, duration, console, archive))
 
 
 def simulate(

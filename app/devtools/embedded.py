@@ -241,12 +241,16 @@ def _kafka_ready(address: str) -> bool:
 
 @contextlib.contextmanager
 def archive_storage(workdir: Path, kafka_brokers: str, prefix: str) -> Iterator[Path]:
-    """The archive's storage (a ``memory`` swh-storage served by ``swh storage
-    rpc-serve`` on a free port, needs the extra ``swh``), its journal writer
-    publishing to ``kafka_brokers`` under the topic ``prefix``; yields the loaders'
-    configuration file (``SWH_CONFIG_FILENAME``: ``storage: {cls: remote, ...}``)."""
-    swh = shutil.which("swh", path=str(Path(sys.executable).parent))
-    if swh is None:
+    """The archive's storage (a ``memory`` swh-storage served on a free port, needs
+    the extra ``swh``), its journal writer publishing to ``kafka_brokers`` under the
+    topic ``prefix``; yields the loaders' configuration file (``SWH_CONFIG_FILENAME``:
+    ``storage: {cls: remote, ...}``).
+
+    Served by gunicorn with one thread: the memory backend is not thread-safe
+    (``swh storage rpc-serve``'s threaded server loses concurrent loaders' origins).
+    """
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    if gunicorn is None:
         raise ServiceError("the archive's storage needs the extra swh (pip install 'revisit[swh]')")
     writer = {"cls": "kafka", "brokers": [kafka_brokers], "prefix": prefix}
     server_config = workdir / "archive-storage.yml"
@@ -259,7 +263,13 @@ def archive_storage(workdir: Path, kafka_brokers: str, prefix: str) -> Iterator[
     loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": url}}))
     with (workdir / "archive-storage.log").open("wb") as log_file:
         proc = subprocess.Popen(
-            [swh, "storage", "rpc-serve", "--host", "127.0.0.1", "--port", str(port), "--no-debug"],
+            [
+                gunicorn,
+                "--workers=1",
+                "--threads=1",
+                f"--bind=127.0.0.1:{port}",
+                "swh.storage.api.server:make_app_from_configfile()",
+            ],
             env={**os.environ, "SWH_CONFIG_FILENAME": str(server_config)},
             stdout=log_file,
             stderr=subprocess.STDOUT,
