@@ -4,8 +4,8 @@ against revisit's own ``git`` loader, same small repositories, same run (issue 3
     python -m benchmarks.archive_loaders --repos 10 --visits 30 --threads 1
 
 Small git repositories (one commit each) are served over http on 127.0.0.1;
-``swh-git`` writes to a memory swh-storage served by ``swh storage rpc-serve``
-(no journal writer). Each of ``--threads`` threads calls the loader's ``load``
+``swh-git`` writes to a memory swh-storage (``embedded.archive_storage``, no
+journal writer). Each of ``--threads`` threads calls the loader's ``load``
 as a worker thread does, round robin over the repositories (the first visit of
 each is eventful, the next ones uneventful); prints visits/s per thread for
 each loader and their ratio. Needs the extra ``swh``.
@@ -16,25 +16,15 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
-import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
+from app.devtools import embedded
 from app.devtools.demo import git, make_repo
 from app.loaders.base import Loader, get_loader
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _rate(loader: Loader, urls: list[str], visits: int, threads: int) -> float:
@@ -76,33 +66,12 @@ def main() -> None:
     base = f"http://127.0.0.1:{forge.server_address[1]}"
     urls = [f"{base}/r{i:03d}/.git" for i in range(args.repos)]
 
-    port = _free_port()
-    (tmp / "storage.yml").write_text(json.dumps({"storage": {"cls": "memory"}}))
-    (tmp / "loader.yml").write_text(
-        json.dumps({"storage": {"cls": "remote", "url": f"http://127.0.0.1:{port}/"}})
-    )
-    swh = str(Path(sys.executable).parent / "swh")
-    server = subprocess.Popen(
-        [swh, "storage", "rpc-serve", "--host", "127.0.0.1", "--port", str(port), "--no-debug"],
-        env={**os.environ, "SWH_CONFIG_FILENAME": str(tmp / "storage.yml")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.environ["SWH_CONFIG_FILENAME"] = str(tmp / "loader.yml")
-    os.environ["REVISIT_GIT_ALLOWED_SCHEMES"] = '["http"]'
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with embedded.archive_storage(tmp, None) as config:
+        os.environ["SWH_CONFIG_FILENAME"] = str(config)
+        os.environ["REVISIT_GIT_ALLOWED_SCHEMES"] = '["http"]'
         own = _rate(get_loader("git"), urls, args.visits, args.threads)
         archive = _rate(get_loader("git", "swh-git"), urls, args.visits, args.threads)
-    finally:
-        server.terminate()
-        server.wait(10)
-        forge.shutdown()
+    forge.shutdown()
     load = os.getloadavg()[0]
     print(f"threads {args.threads}, {args.repos} repositories, load {load:.1f}")
     print(f"git (revisit's ls-remote)  {own:8.2f} visits/s per thread")

@@ -240,11 +240,13 @@ def _kafka_ready(address: str) -> bool:
 
 
 @contextlib.contextmanager
-def archive_storage(workdir: Path, kafka_brokers: str, prefix: str) -> Iterator[Path]:
+def archive_storage(
+    workdir: Path, kafka_brokers: str | None, prefix: str = "swh.journal.objects"
+) -> Iterator[Path]:
     """The archive's storage (a ``memory`` swh-storage served on a free port, needs
-    the extra ``swh``), its journal writer publishing to ``kafka_brokers`` under the
-    topic ``prefix``; yields the loaders' configuration file (``SWH_CONFIG_FILENAME``:
-    ``storage: {cls: remote, ...}``).
+    the extra ``swh``), its journal writer publishing to ``kafka_brokers`` (None:
+    no journal) under the topic ``prefix``; yields the loaders' configuration file
+    (``SWH_CONFIG_FILENAME``: ``storage: {cls: remote, ...}``).
 
     Served by gunicorn with one thread: the memory backend is not thread-safe
     (``swh storage rpc-serve``'s threaded server loses concurrent loaders' origins).
@@ -252,11 +254,16 @@ def archive_storage(workdir: Path, kafka_brokers: str, prefix: str) -> Iterator[
     gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
     if gunicorn is None:
         raise ServiceError("the archive's storage needs the extra swh (pip install 'revisit[swh]')")
-    writer = {"cls": "kafka", "brokers": [kafka_brokers], "prefix": prefix}
+    storage: dict[str, Any] = {"cls": "memory"}
+    if kafka_brokers is not None:
+        storage["journal_writer"] = {
+            "cls": "kafka",
+            "brokers": [kafka_brokers],
+            "prefix": prefix,
+            "client_id": "swh",
+        }
     server_config = workdir / "archive-storage.yml"
-    server_config.write_text(
-        json.dumps({"storage": {"cls": "memory", "journal_writer": {**writer, "client_id": "swh"}}})
-    )
+    server_config.write_text(json.dumps({"storage": storage}))
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     loader_config = workdir / "archive-loader.yml"
