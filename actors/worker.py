@@ -21,10 +21,12 @@ import json
 import logging
 import os
 import time
+from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import Any
 
 import dramatiq
+import psycopg
 import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
@@ -32,12 +34,14 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
+from app.db.connection import connect
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.services.context import Tuning, redis_client
+from app.services.requests import end_unvisited_request
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
@@ -109,6 +113,16 @@ def _cooldowns() -> Cooldowns:
 
 def _aborted(request_id: int) -> bool:
     return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
+
+
+def _end_unvisited(request_id: int, reason: str) -> None:
+    """Fail a request whose visit never reached the archive: no journal status will
+    end it (the archive has no visit to number)."""
+    try:
+        with connect(get_settings()) as conn:
+            end_unvisited_request(conn, request_id, reason, datetime.now(tz=UTC))
+    except psycopg.Error as exc:
+        log.warning("request %d: could not record that it failed (%s)", request_id, exc)
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
@@ -190,6 +204,8 @@ def visit(
         metadata["timed_out_express"] = True
     if publishes:
         publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+    elif request_id is not None and not result.archived:
+        _end_unvisited(request_id, result.error or f"visit ended {result.status}")
     queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
     record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
     _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)

@@ -90,12 +90,11 @@ class ArchiveLoader:
         if not timed_out and status in FINAL_STATUSES:
             reason = report.get("error") if status in ("failed", "not_found") else None
             snapshot = bytes.fromhex(report["snapshot"]) if report.get("snapshot") else None
-            return VisitResult(status, snapshot, duration, _short(reason))
+            return VisitResult(status, snapshot, duration, _short(reason), archived=True)
         error = "timeout" if timed_out else report.get("error") or _last_line(err)
-        if visit is not None:
-            # The archive has the visit without a final status: close it, so its
-            # journal reports the failure (an ongoing visit would hold a request).
-            _close(url, int(visit), str(report.get("visit_type", "")))
+        # The archive has the visit without a final status: close it, so its
+        # journal reports the failure (an ongoing visit would hold a request).
+        closed = visit is not None and _close(url, int(visit), str(report.get("visit_type", "")))
         # Nothing reached the archive: worth retrying (a storage that is down).
         transient = visit is None and not timed_out
         return VisitResult(
@@ -105,6 +104,7 @@ class ArchiveLoader:
             _short(error) or f"the archive's loader exited {child.returncode}",
             transient=transient,
             timed_out=timed_out,
+            archived=closed,
         )
 
     def refuse(self, url: str) -> str | None:
@@ -174,8 +174,9 @@ def _kill(child: subprocess.Popen[str]) -> None:
         os.killpg(child.pid, signal.SIGKILL)
 
 
-def _close(url: str, visit: int, visit_type: str) -> None:
-    """Record the archive's visit ``visit`` of ``url`` failed (best effort)."""
+def _close(url: str, visit: int, visit_type: str) -> bool:
+    """Record the archive's visit ``visit`` of ``url`` failed (best effort): whether
+    the archive took it."""
     request = json.dumps({"url": url, "visit": visit, "visit_type": visit_type})
     with _child("close", request) as child:
         try:
@@ -184,6 +185,7 @@ def _close(url: str, visit: int, visit_type: str) -> None:
             err = "timeout"
     if child.returncode != 0:
         log.warning("could not close visit %d of %s in the archive: %s", visit, url, err[-300:])
+    return child.returncode == 0
 
 
 def _report(out: str) -> dict[str, Any]:

@@ -26,6 +26,9 @@ class VisitResult:
     #: The loader gave up at its own time limit (the lane's): an express-lane
     #: visit then moves to the slow lane, a slow-lane one fails for good.
     timed_out: bool = False
+    #: The loader's storage recorded this outcome, and its journal publishes it
+    #: (the archive's loaders); False when the visit never reached it.
+    archived: bool = False
 
 
 #: What a loader may report (the journal's final statuses).

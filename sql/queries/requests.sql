@@ -103,6 +103,13 @@ from (
 where r.id = k.id
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 
+-- name: end_unvisited_request
+-- A request whose visit never reached the archive (a refused URL, a storage
+-- down): no journal status will end it, so the worker does.
+update visit_requests set status = 'failed', finished_at = %(now)s, failure_reason = %(reason)s
+where id = %(id)s and status = 'scheduled' and visit is null
+returning id
+
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):
 -- usually few, so a journal batch only joins its statuses of those.
