@@ -21,10 +21,12 @@ import json
 import logging
 import os
 import time
+from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import Any
 
 import dramatiq
+import psycopg
 import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
@@ -32,13 +34,15 @@ from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
+from app.db.connection import connect
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.services.context import Tuning, redis_client
-from app.settings import WORKER_QUEUES_VARIABLE, get_settings
+from app.services.requests import end_unvisited_request
+from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
@@ -73,6 +77,9 @@ broker.add_middleware(
 QUEUES: list[str] = json.loads(os.environ.get(WORKER_QUEUES_VARIABLE, "[]"))
 for _queue in QUEUES:
     broker.declare_queue(_queue)
+# The loader of each visit type served (the table's ``loader``); by default the
+# one named like the visit type.
+LOADERS: dict[str, str] = json.loads(os.environ.get(WORKER_LOADERS_VARIABLE, "{}"))
 
 
 # Derives from dramatiq.Retry (as HosterBusy does): Dramatiq then logs one INFO
@@ -91,7 +98,7 @@ def publisher() -> StatusPublisher:
 @cache
 def loader_for(visit_type: str) -> Loader:
     """The loader of a visit type, loaded once."""
-    return get_loader(visit_type)
+    return get_loader(visit_type, LOADERS.get(visit_type))
 
 
 @lru_cache(maxsize=1)
@@ -106,6 +113,16 @@ def _cooldowns() -> Cooldowns:
 
 def _aborted(request_id: int) -> bool:
     return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
+
+
+def _end_unvisited(request_id: int, reason: str) -> None:
+    """Fail a request whose visit never reached the archive: no journal status will
+    end it (the archive has no visit to number)."""
+    try:
+        with connect(get_settings()) as conn:
+            end_unvisited_request(conn, request_id, reason, datetime.now(tz=UTC))
+    except psycopg.Error as exc:
+        log.warning("request %d: could not record that it failed (%s)", request_id, exc)
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
@@ -132,7 +149,8 @@ def visit(
     request_id: int | None = None,
     lane: Lane = "express",
 ) -> None:
-    """Visit one origin and publish its statuses (created, then final) to the journal."""
+    """Visit one origin and publish its statuses (created, then final) to the journal,
+    unless its loader's storage publishes them (the archive's loaders)."""
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
         return
@@ -145,17 +163,27 @@ def visit(
     options = message.options if message is not None else {}
     default_limit_s = settings.express_time_limit_s if lane == "express" else MAX_TIME_LIMIT_S
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
-    publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
+    try:
+        loader: Loader | None = loader_for(visit_type)
+        problem = None
+    except UnknownLoader as exc:
+        # Recorded as a failed visit: the origin then cools down and its
+        # request ends, instead of a dead letter no one reads.
+        loader, problem = None, str(exc)
+    # The archive's loaders: its storage's journal writer publishes the visit's
+    # statuses, numbered by the archive; publishing them too would count it twice.
+    publishes = loader is None or getattr(loader, "publishes_statuses", True)
+    if publishes:
+        publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
     started = time.monotonic()
     try:
         # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
         # interrupt a blocking call, so the loader must stop by itself.
-        loaded = loader_for(visit_type).load(url, arguments, limit_s)
-        result = checked_result(loaded, time.monotonic() - started)
-    except UnknownLoader as exc:
-        # Recorded as a failed visit: the origin then cools down and its
-        # request ends, instead of a dead letter no one reads.
-        result = VisitResult("failed", None, time.monotonic() - started, str(exc))
+        if loader is None:
+            result = VisitResult("failed", None, 0.0, problem)
+        else:
+            loaded = loader.load(url, arguments, limit_s)
+            result = checked_result(loaded, time.monotonic() - started)
     except TimeLimitExceeded:
         result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
     if result.timed_out:
@@ -174,10 +202,20 @@ def visit(
         metadata["error"] = result.error
     if options.get("timed_out_express"):
         metadata["timed_out_express"] = True
-    publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+    if publishes:
+        publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+    elif request_id is not None and not result.archived:
+        _end_unvisited(request_id, result.error or f"visit ended {result.status}")
     queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
     record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
     _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
     VISITS.labels(visit_type, result.status).inc()
     VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
-    log.info("visited %s in the %s lane: %s in %.2fs", url, lane, result.status, result.duration_s)
+    log.info(
+        "visited %s in the %s lane: %s in %.2fs%s",
+        url,
+        lane,
+        result.status,
+        result.duration_s,
+        f" ({result.error})" if result.error else "",
+    )

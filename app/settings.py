@@ -32,6 +32,8 @@ from pydantic_settings import (
 CONFIG_VARIABLE = "REVISIT_CONFIG"
 #: The queues ``revisit worker`` has its Dramatiq processes declare (a JSON list).
 WORKER_QUEUES_VARIABLE = "REVISIT_WORKER_QUEUES"
+#: The loader of each visit type ``revisit worker`` serves (a JSON object).
+WORKER_LOADERS_VARIABLE = "REVISIT_WORKER_LOADERS"
 #: ``REVISIT_*`` variables that are not settings: the settings file, the log
 #: level (read before the settings), the Procfile's per-process metrics ports
 #: (each sets REVISIT_METRICS_PORT for its process), the worker's queues.
@@ -49,6 +51,7 @@ OTHER_VARIABLES = frozenset(
         "REVISIT_API_METRICS_PORT",
         "REVISIT_LISTER_WORKER_METRICS_PORT",
         WORKER_QUEUES_VARIABLE,
+        WORKER_LOADERS_VARIABLE,
     }
 )
 #: Variables of the test suite and its tools, never read by revisit itself.

@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,23 +17,28 @@ import typer
 
 from app.cli.common import console, err, fail
 from app.domain.lanes import LANES, Lane
-from app.settings import WORKER_QUEUES_VARIABLE, Settings, get_settings
+from app.settings import (
+    WORKER_LOADERS_VARIABLE,
+    WORKER_QUEUES_VARIABLE,
+    Settings,
+    get_settings,
+)
 
 
-def _visit_types(settings: Settings, *, wait: bool) -> set[str]:
+def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
     """The visit types of the table; with ``wait``, waiting for PostgreSQL while it
     cannot be reached (bounded backoff, one line each time), as the processes do."""
     import psycopg
 
     from app.db.connection import connect
-    from app.db.listings import known_visit_types
+    from app.db.visit_types import visit_type_loaders
     from app.domain.backoff import Backoff
 
     backoff = Backoff(1.0, 30.0)
     while True:
         try:
             with connect(settings) as conn:
-                return known_visit_types(conn)
+                return visit_type_loaders(conn)
         except psycopg.OperationalError as exc:
             if not wait:
                 raise
@@ -48,11 +53,11 @@ def _visit_types(settings: Settings, *, wait: bool) -> set[str]:
             time.sleep(delay)
 
 
-def _warn_missing_loaders(visit_types: Iterable[str]) -> None:
+def _warn_missing_loaders(loaders: Mapping[str, str]) -> None:
     """Say at start which visit types have no loader: their visits fail."""
     from app.loaders.base import installed_loaders
 
-    missing = sorted(vt for vt in visit_types if vt not in installed_loaders())
+    missing = sorted(vt for vt, loader in loaders.items() if loader not in installed_loaders())
     if missing:
         err.print(
             f"warning: no loader installed for visit type(s) {', '.join(missing)}: their "
@@ -160,16 +165,19 @@ def worker(
     from app.domain.queue_names import first_visits_queue, lane_queue
 
     settings = get_settings()
-    served = settings.served_visit_types(_visit_types(settings, wait=True))
+    loaders = _visit_types(settings, wait=True)
+    served = settings.served_visit_types(loaders)
     queues = []
     for vt in served:
         queues += [first_visits_queue(prefix, vt) for prefix in first_visits_prefix or []]
         queues += [lane_queue(vt, name) for name in LANES_SERVED[lane]]
     if not queues:
         raise fail("no visit type to serve: check REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY")
-    _warn_missing_loaders(served)
-    # The worker module declares these queues (Dramatiq consumes declared queues only).
+    _warn_missing_loaders({vt: loaders[vt] for vt in served})
+    # The worker module declares these queues (Dramatiq consumes declared queues only)
+    # and runs these loaders.
     os.environ[WORKER_QUEUES_VARIABLE] = json.dumps(queues)
+    os.environ[WORKER_LOADERS_VARIABLE] = json.dumps({vt: loaders[vt] for vt in served})
     exec_dramatiq("actors.worker", processes, threads, queues)
 
 
@@ -219,6 +227,13 @@ def demo(
             "REVISIT_KAFKA_BROKERS name (the demo writes its data there and leaves it)"
         ),
     ] = False,
+    archive: Annotated[
+        bool,
+        typer.Option(
+            help="visit with the archive's swh-loader-git into a memory swh-storage whose "
+            "journal feeds revisit (needs the extra swh)"
+        ),
+    ] = False,
 ) -> None:
     """Run everything on local throwaway services with a demo forge of git repositories."""
     from app.devtools.demo import SERVICE_VARIABLES, run_demo
@@ -230,7 +245,7 @@ def demo(
             "and lister schedule there; unset it to run on throwaway services, or pass "
             "--use-configured-services"
         )
-    raise typer.Exit(run_demo(repos, duration, console))
+    raise typer.Exit(run_demo(repos, duration, console, archive))
 
 
 def simulate(

@@ -89,6 +89,13 @@ RetryDelay = Annotated[
     str | None,
     typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)"),
 ]
+LoaderName = Annotated[
+    str | None,
+    typer.Option(
+        help="the loader that visits its origins (revisit.loaders entry point, e.g. swh-git "
+        "for the archive's swh-loader-git; default: the one named like the visit type)"
+    ),
+]
 
 
 @visit_type_app.command("add")
@@ -101,6 +108,7 @@ def visit_type_add(
     time_limit: TimeLimit = None,
     num_retries: Retries = None,
     retry_delay: RetryDelay = None,
+    loader: LoaderName = None,
 ) -> None:
     """Add a visit type (with the project's default policy, age_optimal)."""
     _apply(add_visit_type, locals())  # the command's arguments, before any other name
@@ -108,8 +116,8 @@ def visit_type_add(
     console.print(
         f"note: the scheduler feeds {name} within 30 s; running workers serve it once restarted"
     )
-    if name not in installed_loaders():
-        console.print(f"note: no loader is installed for {name}: its visits would fail")
+    if (loader or name) not in installed_loaders():
+        console.print(f"note: no loader {loader or name} is installed: its visits would fail")
 
 
 @visit_type_app.command("set")
@@ -122,10 +130,15 @@ def visit_type_set(
     time_limit: TimeLimit = None,
     num_retries: Retries = None,
     retry_delay: RetryDelay = None,
+    loader: LoaderName = None,
 ) -> None:
     """Change settings of a visit type (those given; the scheduler reads them within 30 s)."""
     _apply(set_visit_type, locals())  # the command's arguments, before any other name
     console.print(f"updated visit type {name}")
+    if loader is not None:
+        console.print("note: running workers use the new loader once restarted")
+        if loader not in installed_loaders():
+            console.print(f"note: no loader {loader} is installed: its visits would fail")
 
 
 @visit_type_app.command("list")
@@ -156,7 +169,7 @@ def visit_type_list() -> None:
                 str(r["max_queue_length"]),
                 str(r["origins"]),
                 "yes" if settings.served_visit_types([r["name"]]) else "no",
-                "yes" if r["name"] in loaders else "no",
+                r["loader"] if r["loader"] in loaders else f"{r['loader']} (not installed)",
                 _duration(float(r["time_limit_s"])),
                 str(r["num_retries"]),
                 _duration(float(r["retry_delay_s"])),

@@ -50,6 +50,15 @@ def cancel_request(conn: DictConnection, request_id: int, now: datetime) -> bool
     )
 
 
+def end_unvisited_request(
+    conn: DictConnection, request_id: int, reason: str, now: datetime
+) -> bool:
+    """Fail a scheduled request whose visit no journal will report; False if it
+    is not one (any more)."""
+    params = {"id": request_id, "reason": reason, "now": now}
+    return conn.execute(query("end_unvisited_request"), params).fetchone() is not None
+
+
 def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> None:
     """Record that request ``new_id`` retries request ``request_id``."""
     conn.execute(query("supersede_request"), {"id": request_id, "new_id": new_id})

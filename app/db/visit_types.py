@@ -30,3 +30,8 @@ def update_visit_type(conn: DictConnection, settings: dict[str, Any]) -> dict[st
 def list_visit_types(conn: DictConnection) -> list[dict[str, Any]]:
     """Every visit type, its settings and how many enabled origins it has."""
     return conn.execute(query("list_visit_types")).fetchall()
+
+
+def visit_type_loaders(conn: DictConnection) -> dict[str, str]:
+    """The loader (entry point name) of every visit type, by visit type."""
+    return {str(r["name"]): str(r["loader"]) for r in conn.execute(query("visit_type_loaders"))}

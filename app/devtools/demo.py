@@ -4,6 +4,11 @@ A demo forge of real git repositories (file:// URLs) is listed, the Procfile
 processes visit them, and a background "developer" commits to some of them
 while it runs, so first visits, eventful revisits, uneventful revisits and a
 not_found origin all show up in the summary printed every few seconds.
+
+With ``--archive`` the git visit type runs the archive's own swh-loader-git
+(loader ``swh-git``) into a memory swh-storage whose journal writer feeds the
+journal client, and the demo ends with what the archive holds: each origin's
+visits, last status, snapshot SWHID and branches.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -34,6 +40,7 @@ from app.inputs.listing import ListedOriginIn
 from app.listers.runs import schedule_lister
 from app.services.context import Context
 from app.services.listing import record_listed_origins
+from app.services.visit_types import VisitTypeChange, set_visit_type
 from app.settings import Settings
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
@@ -47,6 +54,11 @@ DEMO_ENV = {
     "REVISIT_ALLOWED_INTERNAL_HOSTS": '["localhost"]',  # the demo forge is on local disk
     "REVISIT_LADDER_UNIT_S": "5",
 }
+#: The archive's journal topics' prefix: its origin_visit_status topic is the
+#: journal client's default topic.
+ARCHIVE_PREFIX = "swh.journal.objects"
+#: The archive's statuses of a visit that ended.
+ENDED = ("full", "partial", "failed", "not_found")
 #: How often the demo's incremental listing reports the repositories that changed.
 DEMO_INCREMENTAL_S = 4
 
@@ -164,6 +176,9 @@ PROCFILE_METRICS_PORTS = (
     "REVISIT_SLOW_WORKER_METRICS_PORT",
     "REVISIT_PRIORITY_WORKER_METRICS_PORT",
     "REVISIT_API_METRICS_PORT",
+    "REVISIT_RPC_METRICS_PORT",
+    "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
+    "REVISIT_LISTER_WORKER_METRICS_PORT",
 )
 
 
@@ -182,7 +197,43 @@ def _start_processes(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]
     )
 
 
-def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int:
+def _with_archive(stack: contextlib.ExitStack, root: Path, brokers: str) -> Path:
+    """Start the archive's storage, point the journal client at its journal and the
+    workers at its loaders' configuration; return that configuration."""
+    config = stack.enter_context(embedded.archive_storage(root, brokers, ARCHIVE_PREFIX))
+    os.environ["REVISIT_JOURNAL_TOPIC"] = f"{ARCHIVE_PREFIX}.origin_visit_status"
+    os.environ["SWH_CONFIG_FILENAME"] = str(config)
+    return config
+
+
+def archive_holdings(config: Path, urls: list[str]) -> list[str]:
+    """What the archive holds of each origin: its last visit that ended (one may
+    still run), its status, snapshot and branches."""
+    from swh.core.config import read
+    from swh.storage import get_storage
+    from swh.storage.algos.origin import origin_get_latest_visit_status
+
+    storage = get_storage(**read(str(config))["storage"])
+    lines = []
+    for url in urls:
+        name = url.rstrip("/").rsplit("/", 1)[-1]
+        final = origin_get_latest_visit_status(storage, url, allowed_statuses=list(ENDED))
+        if final is None:
+            lines.append(f"  {name:<20} not visited")
+            continue
+        line = f"  {name:<20} visit {final.visit}: {final.status}"
+        if final.snapshot is not None:
+            found = storage.snapshot_get_branches(final.snapshot)
+            branches: dict[bytes, Any] = found["branches"] if found else {}
+            names = ", ".join(sorted(b.decode(errors="replace") for b in branches))
+            line += f"  swh:1:snp:{final.snapshot.hex()}  [{names}]"
+        lines.append(line)
+    return lines
+
+
+def run_demo(
+    repo_count: int, duration_s: float | None, console: Console, archive: bool = False
+) -> int:
     """Run the demo until Ctrl-C (or ``duration_s``); return the exit code."""
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -191,12 +242,18 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
     with tempfile.TemporaryDirectory(prefix="revisit-demo-") as tmp:
         root = Path(tmp)
         console.print("starting services (embedded where none is configured)...")
-        with embedded.services(
-            configured["REVISIT_DATABASE_URL"],
-            configured["REVISIT_REDIS_URL"],
-            configured["REVISIT_KAFKA_BROKERS"],
-        ) as service_env:
+        with contextlib.ExitStack() as stack:
+            service_env = stack.enter_context(
+                embedded.services(
+                    configured["REVISIT_DATABASE_URL"],
+                    configured["REVISIT_REDIS_URL"],
+                    configured["REVISIT_KAFKA_BROKERS"],
+                )
+            )
             os.environ.update({**DEMO_ENV, **service_env, **_metrics_ports(os.environ)})
+            if archive:
+                console.print("starting the archive's storage (memory, journal to Kafka)...")
+                config = _with_archive(stack, root, service_env["REVISIT_KAFKA_BROKERS"])
             # The RPC server must bind: a port taken by another demo would stop it.
             os.environ.setdefault("REVISIT_RPC_PORT", str(embedded.free_port()))
             env = dict(os.environ)
@@ -204,6 +261,9 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
             settings = Settings()
             for m in migrate(settings.database_dsn()):
                 console.print(f"schema: applied {m.version:04d} {m.name}")
+            if archive:
+                with connect(settings) as conn:
+                    set_visit_type(conn, VisitTypeChange(name="git", loader="swh-git"))
             urls = make_forge(root / "forge", repo_count)
             list_forge(settings, root / "forge", (root / "forge" / "deleted-project").as_uri())
             console.print(
@@ -227,10 +287,14 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
                         console.print(line)
                     since = now
                     if procs.poll() is not None:
-                        # The log goes with the throwaway data: show its end now.
-                        log_lines = (root / "processes.log").read_text(errors="replace")
-                        console.print("[red]a process exited; the end of processes.log:[/red]")
-                        console.print("\n".join(log_lines.splitlines()[-40:]), markup=False)
+                        # The log goes with the throwaway folder: show what led
+                        # to the first process's exit (honcho then stops the rest).
+                        lines = (root / "processes.log").read_text(errors="replace").splitlines()
+                        first = next((k for k, x in enumerate(lines) if "stopped (rc=" in x), -1)
+                        console.print(
+                            "\n".join(lines[max(0, first - 40) : first + 1]), markup=False
+                        )
+                        console.print("[red]a process exited (its log above)[/red]")
                         return 1
                     if duration_s is not None and time.monotonic() - started >= duration_s:
                         break
@@ -243,5 +307,10 @@ def run_demo(repo_count: int, duration_s: float | None, console: Console) -> int
                 except subprocess.TimeoutExpired:
                     os.killpg(procs.pid, signal.SIGKILL)
                 console.print(summary(settings, developer, started))
+                if archive:
+                    console.print("what the archive holds:")
+                    gone = (root / "forge" / "deleted-project").as_uri()
+                    for line in archive_holdings(config, [*urls, gone]):
+                        console.print(line, markup=False, highlight=False)
                 console.print("stopped.")
     return 0

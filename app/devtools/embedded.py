@@ -11,14 +11,17 @@ stopped when the context closes.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -234,6 +237,60 @@ def _kafka_ready(address: str) -> bool:
     admin = AdminClient({"bootstrap.servers": address, "log_level": 0})
     admin.list_topics(timeout=2)
     return True
+
+
+@contextlib.contextmanager
+def archive_storage(
+    workdir: Path, kafka_brokers: str | None, prefix: str = "swh.journal.objects"
+) -> Iterator[Path]:
+    """The archive's storage (a ``memory`` swh-storage served on a free port, needs
+    the extra ``swh``), its journal writer publishing to ``kafka_brokers`` (None:
+    no journal) under the topic ``prefix``; yields the loaders' configuration file
+    (``SWH_CONFIG_FILENAME``: ``storage: {cls: remote, ...}``).
+
+    Served by gunicorn with one thread: the memory backend is not thread-safe
+    (``swh storage rpc-serve``'s threaded server loses concurrent loaders' origins).
+    """
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent))
+    if gunicorn is None:
+        raise ServiceError("the archive's storage needs the extra swh (pip install 'revisit[swh]')")
+    storage: dict[str, Any] = {"cls": "memory"}
+    if kafka_brokers is not None:
+        storage["journal_writer"] = {
+            "cls": "kafka",
+            "brokers": [kafka_brokers],
+            "prefix": prefix,
+            "client_id": "swh",
+        }
+    server_config = workdir / "archive-storage.yml"
+    server_config.write_text(json.dumps({"storage": storage}))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    loader_config = workdir / "archive-loader.yml"
+    loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": url}}))
+    with (workdir / "archive-storage.log").open("wb") as log_file:
+        proc = subprocess.Popen(
+            [
+                gunicorn,
+                "--workers=1",
+                "--threads=1",
+                f"--bind=127.0.0.1:{port}",
+                "swh.storage.api.server:make_app_from_configfile()",
+            ],
+            env={**os.environ, "SWH_CONFIG_FILENAME": str(server_config)},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait(lambda: _answers(url), "the archive's storage", proc, 60)
+            yield loader_config
+        finally:
+            _stop(proc)
+
+
+def _answers(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=1):
+        return True
 
 
 class Restartable:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from app.domain.visit_status import FINAL_STATUSES
 
@@ -25,6 +26,9 @@ class VisitResult:
     #: The loader gave up at its own time limit (the lane's): an express-lane
     #: visit then moves to the slow lane, a slow-lane one fails for good.
     timed_out: bool = False
+    #: The loader's storage recorded this outcome, and its journal publishes it
+    #: (the archive's loaders); False when the visit never reached it.
+    archived: bool = False
 
 
 #: What a loader may report (the journal's final statuses).
@@ -65,6 +69,11 @@ class Loader(Protocol):
     """Visits origins of one visit type. Owns its I/O timeouts: Dramatiq cannot
     interrupt a blocking call."""
 
+    #: Whether the worker publishes the visit's statuses to the journal (revisit's
+    #: own loaders), or the loader's storage does (the archive's loaders: its
+    #: journal writer, with its own visit numbers).
+    publishes_statuses: ClassVar[bool]
+
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
         """Visit ``url`` and report the snapshot found."""
         ...
@@ -79,12 +88,25 @@ def installed_loaders() -> set[str]:
     return {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def get_loader(visit_type: str) -> Loader:
-    """The loader registered under ``visit_type`` in the ``revisit.loaders`` entry points."""
+def get_loader(visit_type: str, name: str | None = None) -> Loader:
+    """The loader registered under ``name`` (default: ``visit_type``) in the
+    ``revisit.loaders`` entry points."""
+    name = name or visit_type
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == visit_type:
+        if ep.name == name:
             factory = ep.load()
             loader: Loader = factory()
             return loader
-    known = sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    raise UnknownLoader(f"no loader for visit type {visit_type!r} (installed: {', '.join(known)})")
+    known = ", ".join(sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)))
+    which = "" if name == visit_type else f" {name!r}"
+    raise UnknownLoader(f"no loader{which} for visit type {visit_type!r} (installed: {known})")
+
+
+@cache
+def publishes_statuses(loader_name: str) -> bool:
+    """Whether the worker publishes the statuses of the visits of ``loader_name``
+    (an uninstalled loader's failures it does publish)."""
+    try:
+        return bool(getattr(get_loader(loader_name), "publishes_statuses", True))
+    except UnknownLoader:
+        return True

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from app.inputs.rules import address, check_addresses, check_url, url_host
@@ -74,6 +74,8 @@ class GitLoader:
     loader's schemes (``GIT_ALLOW_PROTOCOL``), which also covers redirects.
     """
 
+    publishes_statuses: ClassVar[bool] = True
+
     def __init__(self, resolve: Resolver = socket.getaddrinfo) -> None:
         self.resolve = resolve
 
@@ -132,18 +134,26 @@ class GitLoader:
     def _resolved(self, url: str, scheme: str) -> list[str]:
         """git options pinning the host of ``url`` to the addresses it resolves to,
         after refusing (ValueError) an internal one; none for a literal or file."""
-        if scheme == "file":
-            return []
-        parts = urlsplit(url)
-        host = url_host(parts.netloc)
-        if not host or address(host) is not None:
-            return []  # an address literal: check_url judged it
-        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
-        found = sorted(
-            {str(info[4][0]) for info in self.resolve(host, port, proto=socket.IPPROTO_TCP)}
-        )
-        check_addresses(host, found)
+        found = resolved_addresses(url, scheme, self.resolve)
         if scheme not in ("http", "https") or not found:
             return []
+        parts = urlsplit(url)
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
         listed = ",".join(f"[{a}]" if ":" in a else a for a in found)
-        return ["-c", f"http.curloptResolve={host}:{port}:{listed}"]
+        return ["-c", f"http.curloptResolve={url_host(parts.netloc)}:{port}:{listed}"]
+
+
+def resolved_addresses(url: str, scheme: str, resolve: Resolver = socket.getaddrinfo) -> list[str]:
+    """The addresses the host of ``url`` resolves to, after refusing (ValueError) an
+    internal one REVISIT_ALLOWED_INTERNAL_HOSTS does not allow; none for an address
+    literal (check_url judged it) or a file URL. OSError when the name does not resolve."""
+    if scheme == "file":
+        return []
+    parts = urlsplit(url)
+    host = url_host(parts.netloc)
+    if not host or address(host) is not None:
+        return []
+    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    found = sorted({str(info[4][0]) for info in resolve(host, port, proto=socket.IPPROTO_TCP)})
+    check_addresses(host, found)
+    return found

@@ -19,7 +19,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, ClassVar
 
 from app.domain.visit_status import is_success
 from app.loaders.base import VisitResult
@@ -31,6 +31,8 @@ _lock = threading.Lock()
 
 class SimulatedLoader:
     """Pretends to visit: waits, then reports what the arguments say."""
+
+    publishes_statuses: ClassVar[bool] = True
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
         """Wait ``duration_s`` (at most ``timeout_s``), then report the configured outcome."""

@@ -8,6 +8,7 @@ from typing import Any
 from app.db.connection import DictConnection
 from app.db.origins import describe
 from app.domain.latency import wait_s
+from app.loaders.base import publishes_statuses
 from app.services.context import Context
 from queues.mirror import Location
 
@@ -19,6 +20,11 @@ def describe_origin(
     reports = []
     for row in describe(conn, url, visit_type):
         report = dict(row)
+        snapshot, loader = report.get("last_snapshot"), report.get("loader")
+        if snapshot and loader and not publishes_statuses(loader):
+            # The archive's loaders' snapshots are the archive's (revisit's git
+            # loader's are a hash of the refs, no SWHID).
+            report["last_snapshot_swhid"] = f"swh:1:snp:{snapshot}"
         location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))
         report["mirror_place"] = location.pool or location.where
         report["mirror_rank"] = location.rank

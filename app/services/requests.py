@@ -93,6 +93,14 @@ def cancel_request(
     client.sadd(aborted_requests(namespace), request_id)
 
 
+def end_unvisited_request(
+    conn: DictConnection, request_id: int, reason: str, now: datetime
+) -> bool:
+    """Fail a request sent to a loader whose storage publishes the statuses (the
+    archive's) when its visit never reached that storage: no status will end it."""
+    return db.end_unvisited_request(conn, request_id, reason[:500], now)
+
+
 def retry_request(conn: DictConnection, request_id: int) -> int:
     """Make a new request superseding a failed one (kept for inspection); return its id."""
     old = get_request(conn, request_id)

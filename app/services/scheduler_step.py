@@ -39,6 +39,7 @@ from app.domain.queue_names import (
     slow_queue,
     visit_queue,
 )
+from app.loaders.base import publishes_statuses
 from app.services.context import Context
 from app.services.requests import take_pending
 from app.services.scheduling import (
@@ -137,6 +138,9 @@ def _requests(step: _Step) -> list[Send]:
     now_s = epoch_s(now)
     limit = step.tuning.visit_time_limit_s
     visit = visit_number_of(now_s, lane_offset=1)
+    # The archive's loaders number their visits themselves: a request's visit is
+    # then the first of its origin created after it was sent.
+    own_visit = visit if publishes_statuses(config.loader or config.name) else None
     return [
         Send(
             queue,
@@ -154,7 +158,7 @@ def _requests(step: _Step) -> list[Send]:
             limit,
             step.tuning,
         )
-        for r in take_pending(conn, config.name, slots, now, visit)
+        for r in take_pending(conn, config.name, slots, now, own_visit)
     ]
 
 

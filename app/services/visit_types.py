@@ -40,6 +40,8 @@ class VisitTypeChange(BaseModel):
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S, allow_inf_nan=False)
     num_retries: int | None = Field(default=None, ge=0, le=20)
     retry_delay_s: float | None = Field(default=None, gt=0, le=MAX_INTERVAL_S, allow_inf_nan=False)
+    #: Entry point (``revisit.loaders``) of its loader; None: the one named like it.
+    loader: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,39}$")
 
     @model_validator(mode="after")
     def _ordered(self) -> VisitTypeChange:
@@ -65,6 +67,7 @@ def add_visit_type(conn: DictConnection, change: VisitTypeChange) -> None:
         "time_limit_s": change.time_limit_s or 4 * 3600.0,
         "num_retries": 3 if change.num_retries is None else change.num_retries,
         "retry_delay_s": change.retry_delay_s or 30.0,
+        "loader": change.loader,
     }
     if not db.insert_visit_type(conn, params):
         raise VisitTypeError(f"name: visit type {change.name!r} already exists")

@@ -25,7 +25,9 @@ select st.id, st.url, st.visit_type, st.last_visit, st.last_visit_status::text,
        (select string_agg(l.name || '/' || l.instance_name
                           || case when lo.enabled then '' else ' (disabled)' end, ', ')
         from listed_origins lo join listers l on l.id = lo.lister_id
-        where lo.url = st.url and lo.visit_type = st.visit_type) as listed_by
+        where lo.url = st.url and lo.visit_type = st.visit_type) as listed_by,
+       (select coalesce(vt.loader, vt.name) from visit_types vt where vt.name = st.visit_type)
+         as loader
 from origin_visit_stats st
 where st.url = %(url)s and (%(visit_type)s::text is null or st.visit_type = %(visit_type)s)
 order by st.visit_type

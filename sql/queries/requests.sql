@@ -80,18 +80,35 @@ returning r.id
 -- name: requests_finished
 -- The request's own visit ended: the request ends with it, even when the visit's
 -- created status has not arrived yet (statuses of a visit come in any order):
--- its number is the request's from when it was sent.
+-- its number is the request's from when it was sent. A request sent without a
+-- number (the archive's loaders number their visits) whose created status has
+-- not arrived either ends with the first visit of its origin to end after it was
+-- sent, and takes its number.
 update visit_requests r
 set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
-    finished_at = k.date, visit_status = k.status::visit_status,
+    finished_at = k.date, visit_status = k.status::visit_status, visit = k.visit,
     failure_reason = case when k.status = any(%(success)s::text[]) then null
                           else coalesce(k.reason, 'visit ended ' || k.status) end
-from unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
-            %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
-     as k(url, visit_type, visit, date, status, reason)
-where r.url = k.url and r.visit_type = k.visit_type
-  and r.status in ('scheduled', 'running') and r.visit = k.visit
+from (
+  select distinct on (q.id) q.id, e.visit, e.date, e.status, e.reason
+  from visit_requests q
+  join unnest(%(urls)s::text[], %(visit_types)s::text[], %(visits)s::bigint[],
+              %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
+    as e(url, visit_type, visit, date, status, reason)
+    on q.url = e.url and q.visit_type = e.visit_type
+  where (q.status in ('scheduled', 'running') and q.visit = e.visit)
+     or (q.status = 'scheduled' and q.visit is null and q.scheduled_at <= e.date)
+  order by q.id, e.date, e.visit
+) k
+where r.id = k.id
 returning r.id, r.created, r.finished_at, r.kind, r.visit_type
+
+-- name: end_unvisited_request
+-- A request whose visit never reached the archive (a refused URL, a storage
+-- down): no journal status will end it, so the worker does.
+update visit_requests set status = 'failed', finished_at = %(now)s, failure_reason = %(reason)s
+where id = %(id)s and status = 'scheduled' and visit is null
+returning id
 
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):

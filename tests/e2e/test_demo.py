@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_demo_visits_every_listed_repository_and_stops_cleanly() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REVISIT_")}
@@ -26,3 +28,29 @@ def test_demo_visits_every_listed_repository_and_stops_cleanly() -> None:
     assert lister_runs >= 2  # the gitdir lister's full listing, then incremental ones
     assert listed == 7 and visited == 7  # 6 repositories and the deleted project
     assert eventful >= 6 and uneventful > 0 and failed >= 1 and commits > 0
+
+
+def test_the_archive_demo_visits_with_swh_loader_git_and_prints_what_the_archive_holds() -> None:
+    try:
+        import swh.loader.git  # noqa: F401
+    except ImportError as exc:
+        message = f"the archive's packages are not installed: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REVISIT_")}
+    revisit = str(Path(sys.executable).parent / "revisit")
+    proc = subprocess.run(
+        [revisit, "demo", "--archive", "--repos", "3", "--duration", "30"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    held = proc.stdout.split("what the archive holds:", 1)[1]
+    snapshots = re.findall(r"project-\d+ +visit \d+: full +swh:1:snp:[0-9a-f]{40} +\[(.*)\]", held)
+    assert len(snapshots) == 3
+    assert all("refs/heads/main" in branches for branches in snapshots)
+    assert re.search(r"deleted-project +visit \d+: failed", held)

@@ -202,7 +202,7 @@ def test_settings_come_from_a_file_beneath_the_environment(
     assert listed.returncode == 0, listed.stderr
     line = next(x for x in listed.stdout.splitlines() if "│ simulated" in x)
     cells = [c.strip() for c in line.strip("│").split("│")]
-    assert cells[:7] == ["simulated", "12h", "64d", "1000", "0", "yes", "yes"]
+    assert cells[:7] == ["simulated", "12h", "64d", "1000", "0", "yes", "simulated"]
     config.write_text('rpc_port = "many"\n')
     bad = cli("--config", str(config), "visit-type", "list")
     assert bad.returncode == 3

@@ -227,3 +227,22 @@ def test_cli_request_commands(settings: Settings, conn: DictConnection) -> None:
     assert bad_policy.returncode == 2 and "unknown policy 'fastest_first'" in bad_policy.stderr
     assert cli("policy", "set", "git", "seed000_mixing=1").returncode == 0
     assert "seed000_mixing" in cli("policy", "show").stdout
+
+
+def test_a_request_sent_without_a_number_ends_with_its_visit_even_before_its_created_status(
+    conn: DictConnection, ctx: Context
+) -> None:
+    # The archive's loaders number their visits: the scheduler sends no number, and
+    # the archive's journal may deliver a visit's final status before its created one.
+    url = "https://r.example/archive"
+    list_origins(conn, ctx, [url], now=NOW)
+    request_id = ask(conn, url)
+    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=None)
+    journal(conn, ctx, url, 3, "full", 3)
+    journal(conn, ctx, url, 3, "created", 2)
+    journal(conn, ctx, url, 4, "created", 4)  # a later visit does not reopen it
+
+    done = get_request(conn, request_id)
+    assert (done["status"], done["finished_at"]) == ("succeeded", NOW + timedelta(minutes=3))
+    row = conn.execute("select visit from visit_requests where id = %s", (request_id,)).fetchone()
+    assert row is not None and row["visit"] == 3

@@ -77,3 +77,20 @@ def test_schedule_now_sends_with_the_visit_types_tuning_too(
     options = sent_options(loop, "visit.git.express") + sent_options(loop, "visit.git.slow")
     assert len(options) == 2
     assert all(o["visit_time_limit"] == 10_800_000 and o["max_retries"] == 0 for o in options)
+
+
+def test_a_visit_type_names_its_loader_and_a_bad_loader_name_is_refused(
+    settings: Settings, conn: DictConnection
+) -> None:
+    assert "git (not installed)" not in cli("visit-type", "list").stdout
+    switched = cli("visit-type", "set", "git", "--loader", "swh-git")
+    assert switched.returncode == 0, switched.stderr
+    added = cli("visit-type", "add", "bzr", "--loader", "swh-bzr")
+    assert "no loader swh-bzr is installed" in added.stdout
+    refused = cli("visit-type", "set", "git", "--loader", "Swh Git")
+    assert refused.returncode == 2 and "loader" in refused.stderr
+    listed = cli("visit-type", "list").stdout
+    assert "swh-git" in next(line for line in listed.splitlines() if "│ git" in line)
+    assert "swh-bzr (not" in next(line for line in listed.splitlines() if "│ bzr" in line)
+    rows = conn.execute("select name, loader from visit_types where name in ('git', 'bzr')")
+    assert {r["name"]: r["loader"] for r in rows} == {"git": "swh-git", "bzr": "swh-bzr"}

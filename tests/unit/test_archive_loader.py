@@ -1,0 +1,64 @@
+"""The archive's loader plugins refuse what they must not visit before starting
+anything, and a missing configuration is a failed visit naming the variable."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from app.loaders.archive import ArchiveGitLoader, ArchiveHgLoader, _short
+from app.loaders.base import get_loader, publishes_statuses
+from app.settings import get_settings
+
+
+@pytest.fixture
+def schemes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("REVISIT_ALLOWED_INTERNAL_HOSTS", "[]")
+    monkeypatch.setenv("SWH_CONFIG_FILENAME", "/nonexistent/loader.yml")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.mark.usefixtures("schemes")
+def test_swh_git_refuses_a_scheme_not_allowed_and_local_paths_without_running_a_loader() -> None:
+    for url, reason in (
+        ("svn://h.example/r", "scheme 'svn' not allowed"),
+        ("/etc", "must start with a scheme"),
+        ("file:///etc", "not visited unless REVISIT_ALLOWED_INTERNAL_HOSTS allows it"),
+        ("http://127.0.0.1:6379/", "not visited unless REVISIT_ALLOWED_INTERNAL_HOSTS allows it"),
+    ):
+        result = ArchiveGitLoader().load(url, {}, 10)
+        assert result.status == "failed"
+        assert result.error is not None and result.error.startswith("url: ")
+        assert reason in result.error
+        assert result.duration_s == 0.0
+
+
+@pytest.mark.usefixtures("schemes")
+def test_swh_hg_refuses_local_paths_unless_localhost_is_allowed() -> None:
+    result = ArchiveHgLoader().load("file:///srv/hg/repo", {}, 10)
+    assert result.error is not None
+    assert "names localhost (file://)" in result.error
+
+
+def test_a_missing_archive_config_fails_the_visit_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SWH_CONFIG_FILENAME", raising=False)
+    result = ArchiveHgLoader().load("https://h.example/repo", {}, 10)
+    assert result.status == "failed"
+    assert result.error is not None and result.error.startswith("SWH_CONFIG_FILENAME: not set")
+
+
+def test_the_archives_loaders_leave_the_statuses_to_the_archive_and_revisits_publish_them() -> None:
+    assert not publishes_statuses("swh-git") and not publishes_statuses("swh-hg")
+    assert publishes_statuses("git") and publishes_statuses("simulated")
+    assert publishes_statuses("not-installed")  # its failures are the worker's to publish
+    assert get_loader("git", "swh-git").publishes_statuses is False
+
+
+def test_a_reason_is_one_line_without_the_traceback_an_exception_carries() -> None:
+    error = "NotFound: ('/r', '/tmp/x', 'Traceback (most recent call last):\\n  File ...')"
+    assert _short(error) == "NotFound: ('/r', '/tmp/x"
+    assert _short("boom\nsecond line") == "boom"
+    assert _short(None) is None
