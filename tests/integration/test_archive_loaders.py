@@ -251,7 +251,7 @@ def test_a_storage_that_is_down_fails_the_visit_with_a_short_reason_and_the_orig
     conn.execute("update visit_types set num_retries = 0 where name = 'git'")
     list_origins(conn, ctx, [url])
     # A visit the archive never sees: no journal status ends its request, the worker does.
-    refused = create_request(conn, RequestVisit(url="file:///etc", visit_type="git"))
+    refused = create_request(conn, RequestVisit(url="svn://forge.example/r", visit_type="git"))
     config = archive.loader_config.read_text()
     down = f"http://127.0.0.1:{_free_port()}/"
     archive.loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": down}}))
@@ -267,7 +267,8 @@ def test_a_storage_that_is_down_fails_the_visit_with_a_short_reason_and_the_orig
         wait_for(lambda: bool(archive.finals(url)), 30, "a visit once the storage is up", logs)
         wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
         wait_for(lambda: get_request(conn, refused)["status"] == "failed", 10, "refused", logs)
-    assert get_request(conn, refused)["failure_reason"] == ("url: scheme 'file' not allowed (http)")
+    reason = "url: scheme 'svn' not allowed (file, git, http, https)"
+    assert get_request(conn, refused)["failure_reason"] == reason
     failed = [line for line in worker_log.read_text().splitlines() if "StorageAPIError" in line]
     assert f"visited {url} in the express lane: failed in" in failed[0]
     assert all(len(line) < 700 for line in failed)
