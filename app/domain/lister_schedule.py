@@ -13,6 +13,17 @@ The retry wait doubles with each failure in a row from the backoff's initial
 wait up to its maximum (``app.domain.backoff``), never beyond the kind's own
 interval, times a jitter in [0.9, 1.1) drawn from the ``rng`` passed in, so
 failing listers of one forge do not retry in step.
+
+When ``revisit lister schedule`` changes a schedule (``rescheduled``):
+
+| given | next full run | next incremental run |
+|---|---|---|
+| a first run (``--start-in``) | that time | that time + incremental interval |
+| nothing, a new schedule | now | now + incremental interval |
+| nothing, a known schedule | the earlier of its own and now + full | the same, incremental |
+
+so a shorter interval takes effect at once and a longer one waits for the
+run already planned. No incremental interval: no incremental run.
 """
 
 from __future__ import annotations
@@ -22,6 +33,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from app.domain.backoff import Backoff
+
+#: Shortest interval a schedule takes (full or incremental): a lister sent
+#: every few seconds hammers its forge and floods the lister queue.
+MIN_LISTER_INTERVAL_S = 60.0
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be set; ``field`` names the option at fault."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field, self.reason = field, reason
 
 
 @dataclass(frozen=True)
@@ -67,3 +90,49 @@ def after_run(
     if full:
         return replace(schedule, next_full_run=now + wait, failures_in_a_row=failures)
     return replace(schedule, next_incremental_run=now + wait, failures_in_a_row=failures)
+
+
+def check_intervals(
+    full_interval: timedelta,
+    incremental_interval: timedelta | None,
+    shortest: timedelta = timedelta(seconds=MIN_LISTER_INTERVAL_S),
+) -> None:
+    """Refuse an interval below ``shortest`` or an incremental interval not
+    shorter than the full one (the full listing already reports everything)."""
+    if full_interval < shortest:
+        raise ScheduleError("every", f"{full_interval} is below the shortest, {shortest}")
+    if incremental_interval is None:
+        return
+    if incremental_interval < shortest:
+        raise ScheduleError(
+            "incremental-every", f"{incremental_interval} is below the shortest, {shortest}"
+        )
+    if incremental_interval >= full_interval:
+        raise ScheduleError(
+            "incremental-every",
+            f"{incremental_interval} is not shorter than --every ({full_interval}): "
+            "give a shorter one, or 0 for full listings only",
+        )
+
+
+def rescheduled(
+    current: ListerSchedule | None,
+    full_interval: timedelta,
+    incremental_interval: timedelta | None,
+    first_run: datetime | None,
+    now: datetime,
+) -> ListerSchedule:
+    """The schedule with new intervals (see the module's second table)."""
+    failures = current.failures_in_a_row if current else 0
+    if first_run is not None or current is None:
+        start = first_run or now
+        incremental_run = start + incremental_interval if incremental_interval else None
+        return ListerSchedule(full_interval, incremental_interval, start, incremental_run, failures)
+    next_full = min(current.next_full_run, now + full_interval)
+    next_incremental = None
+    if incremental_interval is not None:
+        candidates = [now + incremental_interval, current.next_incremental_run]
+        next_incremental = min(t for t in candidates if t is not None)
+    return ListerSchedule(
+        full_interval, incremental_interval, next_full, next_incremental, failures
+    )

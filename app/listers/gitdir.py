@@ -1,6 +1,7 @@
 """A lister of a directory of git repositories (a forge on local disk, as the demo's).
 
-Arguments: ``path`` (the directory, required), ``visit_type`` (default git),
+Arguments: ``path`` (the directory, required: absolute, an existing directory,
+neither the filesystem root nor a repository itself), ``visit_type`` (default git),
 ``max_depth`` (how deep repositories may be nested, default 3), ``page_size``
 (origins per page, default 1000). Each repository (a ``.git`` folder, or a
 bare repository: ``HEAD`` beside ``objects``) is listed as its ``file://``
@@ -15,13 +16,16 @@ changed since the newest ``last_update`` of the previous run (the state
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from app.inputs.listing import ListedOriginIn
-from app.listers.plugin import ListedPage, ListerRequest
+from app.listers.plugin import ListedPage, ListerRequest, refuse_unknown_arguments
+
+#: The arguments it takes (``--arg NAME=VALUE``) and their defaults.
+ARGUMENTS: dict[str, Any] = {"path": None, "visit_type": "git", "max_depth": 3, "page_size": 1000}
 
 
 def _git_dir(path: Path) -> Path | None:
@@ -69,18 +73,48 @@ def _argument(arguments: dict[str, Any], name: str, kind: type, default: Any) ->
     return value
 
 
+def _root(text: str) -> Path:
+    """The directory to walk: walking ``/`` would list every repository of the
+    machine, a repository itself lists nothing (and a full listing would then
+    disable every origin), a relative path depends on the worker's directory."""
+    root = Path(text)
+    if not root.is_absolute():
+        raise ValueError(f"path: {text!r} is relative; give an absolute path")
+    if not root.is_dir():
+        raise ValueError(f"path: {root} is not a directory")
+    if root.resolve() == Path(root.anchor):
+        raise ValueError(f"path: {root} is the filesystem root; give a directory of repositories")
+    if _git_dir(root) is not None:
+        raise ValueError(
+            f"path: {root} is a git repository; give the directory that holds repositories"
+        )
+    return root
+
+
+def _parse(arguments: Mapping[str, Any]) -> tuple[Path, str, int, int]:
+    """(path, visit_type, max_depth, page_size), or ValueError naming the argument."""
+    refuse_unknown_arguments(arguments, ARGUMENTS)
+    given = dict(arguments)
+    root = _root(_argument(given, "path", str, None))
+    visit_type = _argument(given, "visit_type", str, ARGUMENTS["visit_type"])
+    max_depth = _argument(given, "max_depth", int, ARGUMENTS["max_depth"])
+    page_size = _argument(given, "page_size", int, ARGUMENTS["page_size"])
+    for name, number in (("max_depth", max_depth), ("page_size", page_size)):
+        if number < 1:
+            raise ValueError(f"{name}: expected at least 1, got {number}")
+    return root, visit_type, max_depth, page_size
+
+
 class GitDirectoryLister:
     """Lists the git repositories of a local directory (``revisit.listers``: gitdir)."""
 
+    def check_arguments(self, arguments: Mapping[str, Any]) -> None:
+        """Refuse an argument it does not take or a bad value, naming it."""
+        _parse(arguments)
+
     def pages(self, request: ListerRequest) -> Iterator[ListedPage]:
         """Every repository (full) or those changed since the last run, page by page."""
-        arguments = dict(request.arguments)
-        root = Path(_argument(arguments, "path", str, None))
-        visit_type = _argument(arguments, "visit_type", str, "git")
-        max_depth = _argument(arguments, "max_depth", int, 3)
-        page_size = _argument(arguments, "page_size", int, 1000)
-        if not root.is_dir():
-            raise ValueError(f"path: {root} is not a directory")
+        root, visit_type, max_depth, page_size = _parse(request.arguments)
         since_text = request.state.get("last_update")
         since = None if request.full or not since_text else datetime.fromisoformat(since_text)
         newest = since

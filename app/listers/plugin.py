@@ -6,11 +6,14 @@ lister's name (``listers.name``). revisit's lister worker creates it with no
 argument and iterates ``pages(request)``: after each page is recorded, the
 page's ``state`` is saved as the lister instance's ``current_state``, so a run
 that dies resumes from its last recorded page (the reference listers' habit).
+``check_arguments`` is what ``revisit lister schedule --arg`` is held to before
+anything is written: an argument the lister does not take, or a bad value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import difflib
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib.metadata import entry_points
@@ -46,6 +49,11 @@ class Lister(Protocol):
     """Lists the origins of one kind of forge; raises on failure (the run then
     backs off). Bad arguments raise ValueError naming the argument."""
 
+    def check_arguments(self, arguments: Mapping[str, Any]) -> None:
+        """Raise ValueError naming the first argument it does not take or whose
+        value is bad (``pages`` holds its arguments to the same rules)."""
+        ...
+
     def pages(self, request: ListerRequest) -> Iterator[ListedPage]:
         """The origins, page by page."""
         ...
@@ -69,3 +77,12 @@ def get_lister_plugin(name: str) -> Lister:
     raise UnknownListerPlugin(
         f"no lister named {name!r} (installed: {', '.join(installed_listers()) or 'none'})"
     )
+
+
+def refuse_unknown_arguments(arguments: Mapping[str, Any], known: Collection[str]) -> None:
+    """Raise ValueError naming an argument not in ``known``, listing the known ones."""
+    for name in arguments:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{name}: no such argument (known: {', '.join(known)}){hint}")

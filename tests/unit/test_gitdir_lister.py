@@ -1,4 +1,5 @@
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -47,18 +48,29 @@ def test_an_incremental_listing_reports_only_what_changed_since_the_last_run(
 
 
 @pytest.mark.parametrize(
-    ("arguments", "field"),
+    ("arguments", "refusal"),
     [
-        ({}, "path"),
-        ({"path": "/no/such/dir"}, "path"),
-        ({"path": "/", "max_depth": "2"}, "max_depth"),
+        ({}, "path: expected str"),
+        ({"path": "/no/such/dir"}, "path: /no/such/dir is not a directory"),
+        ({"path": "relative/dir"}, "path: 'relative/dir' is relative"),
+        ({"path": "/"}, "path: / is the filesystem root"),
+        ({"path": "/.."}, "path: /.. is the filesystem root"),
+        ({"path": "{tmp}", "max_depth": "2"}, "max_depth: expected int"),
+        ({"path": "{tmp}", "page_size": 0}, "page_size: expected at least 1"),
+        ({"path": "{tmp}/repo"}, "path: {tmp}/repo is a git repository; give the directory"),
+        ({"path": "{tmp}", "pth": "x"}, "pth: no such argument (known: path, visit_type"),
     ],
 )
-def test_bad_arguments_are_refused_naming_the_argument(
-    arguments: dict[str, object], field: str
+def test_bad_arguments_are_refused_naming_the_argument_at_schedule_and_run_time(
+    arguments: dict[str, object], refusal: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(ValueError, match=f"^{field}:"):
-        list(GitDirectoryLister().pages(ListerRequest(arguments, {}, True, NOW)))
+    fake_repo(tmp_path / "repo", 1_000_000)
+    given = {k: str(v).format(tmp=tmp_path) if k == "path" else v for k, v in arguments.items()}
+    expected = "^" + re.escape(refusal.format(tmp=tmp_path))
+    with pytest.raises(ValueError, match=expected):
+        GitDirectoryLister().check_arguments(given)
+    with pytest.raises(ValueError, match=expected):
+        list(GitDirectoryLister().pages(ListerRequest(given, {}, True, NOW)))
 
 
 def test_the_directory_lister_is_installed_as_gitdir() -> None:
