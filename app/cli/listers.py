@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from app.cli.common import console, fail, now
 from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
 from app.settings import get_settings
 
-console = Console() if sys.stdout.isatty() else Console(width=240)
-err = Console(stderr=True, soft_wrap=True)
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -31,16 +28,12 @@ def rpc() -> None:
     become("actors", "rpc")
 
 
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(2)
-
-
-def parse_duration(text: str, option: str) -> timedelta:
-    """``90``, ``30s``, ``15m``, ``6h`` or ``1d`` as a timedelta; bad text names the option."""
+def parse_duration(text: str, option: str, zero: bool = False) -> timedelta:
+    """``90``, ``30s``, ``15m``, ``6h`` or ``1d`` as a timedelta (``0`` too if
+    ``zero``); bad text names the option."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if not match or float(match[1]) <= 0:
-        raise _fail(f"{option}: expected a positive duration like 30s, 15m, 6h or 1d, got {text!r}")
+    if not match or (float(match[1]) <= 0 and not zero):
+        raise fail(f"{option}: expected a positive duration like 30s, 15m, 6h or 1d, got {text!r}")
     return timedelta(seconds=float(match[1]) * _UNITS_S[match[2] or "s"])
 
 
@@ -50,7 +43,7 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise _fail(f"--arg: expected KEY=VALUE, got {pair!r}")
+            raise fail(f"--arg: expected KEY=VALUE, got {pair!r}")
         try:
             arguments[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -61,34 +54,58 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
 def lister_schedule(
     name: Annotated[str, typer.Argument(help="installed lister (entry point revisit.listers)")],
     instance: str,
-    every: Annotated[str, typer.Option(help="time between full listings")] = "1d",
-    incremental_every: Annotated[
-        str | None, typer.Option(help="time between incremental listings (default: none)")
+    every: Annotated[
+        str | None,
+        typer.Option(help="time between full listings, at least 1m (new schedule: 1d)"),
     ] = None,
-    arg: Annotated[list[str] | None, typer.Option(help="KEY=VALUE argument of the lister")] = None,
-    start_in: Annotated[str | None, typer.Option(help="first full run after this delay")] = None,
+    incremental_every: Annotated[
+        str | None,
+        typer.Option(help="time between incremental listings, shorter than --every (0: none)"),
+    ] = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(help="KEY=VALUE argument of the lister; given, they replace the stored ones"),
+    ] = None,
+    start_in: Annotated[str | None, typer.Option(help="next full run after this delay")] = None,
 ) -> None:
-    """Run lister NAME for INSTANCE recurrently (lister worker and scheduler processes)."""
+    """Schedule lister NAME for INSTANCE, or change its schedule: what is not given
+    keeps its value (a paused schedule stays paused)."""
+    from app.domain.lister_schedule import ScheduleError
     from app.listers.plugin import UnknownListerPlugin
     from app.listers.runs import schedule_lister
 
-    full = parse_duration(every, "--every")
+    full = parse_duration(every, "--every") if every else None
     incremental = (
-        parse_duration(incremental_every, "--incremental-every") if incremental_every else None
+        parse_duration(incremental_every, "--incremental-every", zero=True)
+        if incremental_every
+        else None
     )
-    first_run = datetime.now(tz=UTC) + (
-        parse_duration(start_in, "--start-in") if start_in else timedelta()
-    )
+    started = now()
+    first_run = started + parse_duration(start_in, "--start-in") if start_in else None
     with connect(get_settings()) as conn:
         try:
-            lister_id = schedule_lister(
-                conn, name, instance, parse_arguments(arg or []), full, incremental, first_run
+            done = schedule_lister(
+                conn,
+                name,
+                instance,
+                started,
+                arguments=None if arg is None else parse_arguments(arg),
+                full_interval=full,
+                incremental_interval=incremental,
+                first_run=first_run,
             )
         except UnknownListerPlugin as exc:
-            raise _fail(f"NAME: {exc}") from exc
-    console.print(
-        f"{name}/{instance} ({lister_id}): full every {full}, first run {first_run:%H:%M:%S}"
-    )
+            raise fail(f"NAME: {exc}") from exc
+        except ScheduleError as exc:
+            raise fail(f"--{exc.field}: {exc.reason}") from exc
+    s = done.schedule
+    line = f"{name}/{instance} ({done.lister_id}) {'scheduled' if done.created else 'changed'}:"
+    line += f" full every {s.full_interval}, next {_when(s.next_full_run)}"
+    if s.incremental_interval:
+        line += f"; incremental every {s.incremental_interval}"
+    if not done.enabled:
+        line += f" (paused: revisit lister resume {name} {instance})"
+    console.print(line, highlight=False)
 
 
 def _when(value: datetime | None) -> str:
@@ -120,7 +137,7 @@ def lister_list() -> None:
             if r["incremental_interval"]:
                 schedule += f", incremental {r['incremental_interval']}"
             if not r["enabled"]:
-                schedule += " (disabled)"
+                schedule += " (paused)"
         outcome = r["run_status"] or "-"
         if r["error"]:
             outcome += f": {r['error'][:80]}"
@@ -135,6 +152,119 @@ def lister_list() -> None:
             str(r["failures_in_a_row"] or 0),
         )
     console.print(table)
+
+
+def _runs_table(rows: list[dict[str, Any]], schedules: dict[Any, dict[str, Any]]) -> Table:
+    """One line per run; with ``schedules``, a schedule's columns on its first line."""
+    table = Table()
+    columns = ["lister"]
+    if schedules:
+        columns += ["schedule", "state", "next due"]
+    columns += ["run", "kind", "status", "started", "ended", "origins listed", "error"]
+    for column in columns:
+        table.add_column(column)
+    shown: set[Any] = set()
+    for r in rows:
+        cells = [f"{r['name']}/{r['instance_name']}" if r["lister_id"] not in shown else ""]
+        if schedules:
+            s = schedules[r["lister_id"]]
+            cells += _schedule_cells(s) if r["lister_id"] not in shown else ["", "", ""]
+        shown.add(r["lister_id"])
+        if r["id"] is None:
+            table.add_row(*cells, *["-"] * 7)
+            continue
+        cells += [
+            str(r["id"]),
+            "full" if r["full_listing"] else "incremental",
+            r["status"],
+            _when(r["started_at"]),
+            _when(r["finished_at"]),
+            str(r["origins_listed"]),
+            (r["error"] or "")[:120],
+        ]
+        table.add_row(*cells)
+    return table
+
+
+def _schedule_cells(s: dict[str, Any]) -> list[str]:
+    schedule = f"full {s['full_interval']}"
+    if s["incremental_interval"]:
+        schedule += f", incremental {s['incremental_interval']}"
+    arguments = " ".join(f"{k}={json.dumps(v)}" for k, v in s["arguments"].items())
+    state = "paused" if not s["enabled"] else "active"
+    if s["running_run_id"] is not None:
+        state += f", run {s['running_run_id']} out"
+    if s["failures_in_a_row"]:
+        state += f", {s['failures_in_a_row']} failures in a row"
+    upcoming = [t for t in (s["next_full_run"], s["next_incremental_run"]) if t is not None]
+    due = _when(min(upcoming)) if s["enabled"] else "- (paused)"
+    return [f"{schedule}\n{arguments}" if arguments else schedule, state, due]
+
+
+def lister_schedules(
+    runs: Annotated[int, typer.Option(min=1, max=100, help="latest runs shown per schedule")] = 3,
+) -> None:
+    """Every lister schedule: intervals, arguments, paused or not, next due time,
+    and its latest runs (status, started, ended, origins listed, error)."""
+    from app.db.lister_runs import all_schedules, recent_runs
+
+    with connect(get_settings()) as conn:
+        schedules = {s["lister_id"]: s for s in all_schedules(conn)}
+        by_lister: dict[Any, list[dict[str, Any]]] = {}
+        for r in recent_runs(conn, None, None, runs):
+            by_lister.setdefault(r["lister_id"], []).append(r)
+    rows: list[dict[str, Any]] = []
+    for lister_id, s in schedules.items():
+        none = {"lister_id": lister_id, "id": None, **s}
+        rows += by_lister.get(lister_id) or [none]
+    console.print(_runs_table(rows, schedules))
+
+
+def lister_runs(
+    name: str,
+    instance: Annotated[str | None, typer.Argument(help="(default: every instance)")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="latest runs per instance")] = 20,
+) -> None:
+    """The latest runs of lister NAME (of its INSTANCE), newest first."""
+    from app.db.lister_runs import recent_runs
+
+    with connect(get_settings()) as conn:
+        rows = recent_runs(conn, name, instance, limit)
+    if not rows:
+        shown = f"{name}/{instance}" if instance else name
+        raise fail(f"NAME: no run of lister {shown} is recorded", code=1)
+    console.print(_runs_table(rows, {}))
+
+
+def _change(name: str, instance: str, action: str) -> None:
+    from app.listers.runs import NoSchedule, pause_lister, unschedule_lister
+
+    with connect(get_settings()) as conn:
+        try:
+            if action == "unscheduled":
+                unschedule_lister(conn, name, instance, now())
+            else:
+                pause_lister(conn, name, instance, paused=action == "paused")
+        except NoSchedule as exc:
+            raise fail(f"NAME INSTANCE: {exc}", code=1) from exc
+    console.print(f"{name}/{instance}: {action}", highlight=False)
+
+
+def lister_pause(name: str, instance: str) -> None:
+    """Send no run of this schedule until resumed (the lister scheduler's next
+    step on); a run already out ends as usual."""
+    _change(name, instance, "paused")
+
+
+def lister_resume(name: str, instance: str) -> None:
+    """Send this schedule's runs again; a run that fell due while paused is sent at once."""
+    _change(name, instance, "resumed")
+
+
+def lister_unschedule(name: str, instance: str) -> None:
+    """Remove this schedule; its runs' history and the lister's origins stay
+    (a run still out is marked lost)."""
+    _change(name, instance, "unscheduled")
 
 
 def lister_scheduler() -> None:
@@ -154,5 +284,10 @@ def register(app: typer.Typer, lister_app: typer.Typer) -> None:
     app.command("rpc")(rpc)
     lister_app.command("schedule")(lister_schedule)
     lister_app.command("list")(lister_list)
+    lister_app.command("schedules")(lister_schedules)
+    lister_app.command("runs")(lister_runs)
+    lister_app.command("pause")(lister_pause)
+    lister_app.command("resume")(lister_resume)
+    lister_app.command("unschedule")(lister_unschedule)
     lister_app.command("scheduler")(lister_scheduler)
     lister_app.command("worker")(lister_worker)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -13,25 +13,59 @@ from app.db.queries import query
 from app.domain.lister_schedule import ListerSchedule
 
 
+def get_schedule(
+    conn: DictConnection, lister_id: UUID
+) -> tuple[ListerSchedule, dict[str, Any]] | None:
+    """A lister instance's schedule and arguments, locked until the transaction
+    ends; None if it has no schedule."""
+    row = conn.execute(query("lister_schedule_get"), {"lister_id": lister_id}).fetchone()
+    if row is None:
+        return None
+    arguments = row.pop("arguments")
+    return ListerSchedule(**row), arguments
+
+
 def upsert_schedule(
-    conn: DictConnection,
-    lister_id: UUID,
-    arguments: dict[str, Any],
-    full_interval: timedelta,
-    incremental_interval: timedelta | None,
-    first_run: datetime,
-) -> None:
-    """Set a lister instance's schedule; its first full run is due at ``first_run``."""
-    conn.execute(
+    conn: DictConnection, lister_id: UUID, arguments: dict[str, Any], schedule: ListerSchedule
+) -> bool:
+    """Set a lister instance's schedule (a paused one stays paused); whether it is enabled."""
+    row = conn.execute(
         query("lister_schedule_upsert"),
         {
             "lister_id": lister_id,
             "arguments": Jsonb(arguments),
-            "full_interval": full_interval,
-            "incremental_interval": incremental_interval,
-            "first_run": first_run,
+            "full_interval": schedule.full_interval,
+            "incremental_interval": schedule.incremental_interval,
+            "next_full_run": schedule.next_full_run,
+            "next_incremental_run": schedule.next_incremental_run,
         },
-    )
+    ).fetchone()
+    return bool(row and row["enabled"])
+
+
+def enable_schedule(conn: DictConnection, lister_id: UUID, enabled: bool) -> bool:
+    """Resume (``enabled``) or pause a schedule; False if the lister has none."""
+    params = {"lister_id": lister_id, "enabled": enabled}
+    return conn.execute(query("lister_schedule_enable"), params).fetchone() is not None
+
+
+def delete_schedule(conn: DictConnection, lister_id: UUID, now: datetime) -> bool:
+    """Remove a schedule, keeping its runs (one still out is marked lost); False if none."""
+    params = {"lister_id": lister_id, "now": now}
+    return conn.execute(query("lister_schedule_delete"), params).fetchone() is not None
+
+
+def all_schedules(conn: DictConnection) -> list[dict[str, Any]]:
+    """Every schedule with its lister's name and instance (``revisit lister schedules``)."""
+    return conn.execute(query("lister_schedules_all")).fetchall()
+
+
+def recent_runs(
+    conn: DictConnection, name: str | None, instance_name: str | None, per_lister: int
+) -> list[dict[str, Any]]:
+    """The latest ``per_lister`` runs of each lister instance matching (None: any), newest first."""
+    params = {"name": name, "instance_name": instance_name, "per_lister": per_lister}
+    return conn.execute(query("lister_runs_recent"), params).fetchall()
 
 
 def claim_due_runs(

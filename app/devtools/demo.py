@@ -105,14 +105,18 @@ def list_forge(settings: Settings, forge: Path, gone_url: str) -> None:
     one deleted project, which no listing can find, by hand."""
     ctx = Context.from_settings(settings)
     with connect(settings) as conn:
+        # Below the shortest interval a user may give (MIN_LISTER_INTERVAL_S),
+        # so that the incremental listing reports commits while the demo runs.
+        incremental = timedelta(seconds=DEMO_INCREMENTAL_S)
         schedule_lister(
             conn,
             "gitdir",
             "demo-forge",
-            {"path": str(forge)},
-            timedelta(minutes=1),
-            timedelta(seconds=DEMO_INCREMENTAL_S),
             datetime.now(tz=UTC),
+            arguments={"path": str(forge)},
+            full_interval=timedelta(minutes=1),
+            incremental_interval=incremental,
+            shortest=incremental,
         )
         lister_id = register_lister(conn, "demo", "deleted-projects", None)
         gone = [(1, ListedOriginIn(url=gone_url, visit_type="git"))]

@@ -1,8 +1,10 @@
 """Recurrent lister runs: schedules, sending due runs, running one, recording its outcome.
 
 ``revisit lister schedule`` gives a lister instance its intervals and
-arguments; the lister scheduler (``actors.lister_scheduler``) claims due runs
-(``claim_due_runs``) and sends each to the lister queue; a lister worker runs
+arguments, or changes them (``schedule_lister``: checked before anything is
+written), ``pause_lister`` and ``unschedule_lister`` stop it; the lister
+scheduler (``actors.lister_scheduler``) claims due runs (``claim_due_runs``)
+and sends each to the lister queue; a lister worker runs
 it (``execute_run``): the lister's pages are recorded as a listing (a full
 one disables what it no longer reports), its state saved after each page,
 and the outcome sets the next run (``app.domain.lister_schedule``: intervals,
@@ -21,13 +23,22 @@ from uuid import UUID
 
 from app.db import lister_runs as db
 from app.db.connection import DictConnection
-from app.db.listings import register_lister
+from app.db.listings import UnknownLister, find_lister, register_lister
 from app.domain.backoff import Backoff
-from app.domain.lister_schedule import ListerSchedule, after_run
+from app.domain.lister_schedule import (
+    MIN_LISTER_INTERVAL_S,
+    ListerSchedule,
+    ScheduleError,
+    after_run,
+    check_intervals,
+    rescheduled,
+)
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
 from app.services.context import Context
 from app.services.listing import finish_listing, record_listed_origins, start_listing
 
+#: A new schedule's full listing interval when none is given.
+DEFAULT_FULL_INTERVAL = timedelta(days=1)
 #: Origins recorded per transaction by a run.
 LISTER_BATCH_SIZE = 1000
 #: Wait before retrying a failed run; doubles per failure up to the next constant.
@@ -60,21 +71,90 @@ class RunOutcome:
     next_schedule: ListerSchedule | None
 
 
+@dataclass(frozen=True)
+class ScheduleSet:
+    """A schedule as ``schedule_lister`` left it."""
+
+    lister_id: UUID
+    created: bool
+    enabled: bool
+    arguments: dict[str, Any]
+    schedule: ListerSchedule
+
+
+class NoSchedule(LookupError):
+    """The lister instance has no schedule; the text names the scheduled ones."""
+
+
 def schedule_lister(
     conn: DictConnection,
     name: str,
     instance_name: str,
-    arguments: dict[str, Any],
-    full_interval: timedelta,
-    incremental_interval: timedelta | None,
-    first_run: datetime,
-) -> UUID:
-    """Register the lister instance if new and (re)set its schedule; the first full
-    run is due at ``first_run``. The lister must be installed (``revisit.listers``)."""
-    get_lister_plugin(name)  # refuses an unknown lister, naming the installed ones
-    lister_id = register_lister(conn, name, instance_name, None)
-    db.upsert_schedule(conn, lister_id, arguments, full_interval, incremental_interval, first_run)
+    now: datetime,
+    *,
+    arguments: dict[str, Any] | None = None,
+    full_interval: timedelta | None = None,
+    incremental_interval: timedelta | None = None,
+    first_run: datetime | None = None,
+    shortest: timedelta = timedelta(seconds=MIN_LISTER_INTERVAL_S),
+) -> ScheduleSet:
+    """Register the lister instance if new and create or change its schedule.
+
+    What is not given keeps its value (a new schedule: no arguments, a full
+    listing a day, no incremental one); ``incremental_interval`` of 0 removes
+    incremental listings. The lister must be installed (``revisit.listers``)
+    and take the arguments; the intervals are held to ``check_intervals``.
+    Raises UnknownListerPlugin or ScheduleError before anything is written.
+    """
+    plugin = get_lister_plugin(name)  # refuses an unknown lister, naming the installed ones
+    with conn.transaction():
+        found = _lister_id(conn, name, instance_name)
+        current, stored = (found and db.get_schedule(conn, found)) or (None, {})
+        given = stored if arguments is None else arguments
+        full = full_interval or (current.full_interval if current else DEFAULT_FULL_INTERVAL)
+        incremental = current.incremental_interval if current else None
+        if incremental_interval is not None:
+            incremental = incremental_interval or None
+        check_intervals(full, incremental, shortest)
+        try:
+            plugin.check_arguments(given)
+        except ValueError as exc:
+            raise ScheduleError("arg", f"{name}: {exc}") from exc
+        schedule = rescheduled(current, full, incremental, first_run, now)
+        lister_id = found or register_lister(conn, name, instance_name, None)
+        enabled = db.upsert_schedule(conn, lister_id, given, schedule)
+    return ScheduleSet(lister_id, current is None, enabled, given, schedule)
+
+
+def _lister_id(conn: DictConnection, name: str, instance_name: str) -> UUID | None:
+    try:
+        lister_id: UUID = find_lister(conn, name, instance_name)["id"]
+    except UnknownLister:
+        return None
     return lister_id
+
+
+def _scheduled(conn: DictConnection, name: str, instance_name: str) -> UUID:
+    lister_id = _lister_id(conn, name, instance_name)
+    if lister_id is None or db.get_schedule(conn, lister_id) is None:
+        names = [f"{r['name']}/{r['instance_name']}" for r in db.all_schedules(conn)]
+        raise NoSchedule(
+            f"{name}/{instance_name} has no schedule (scheduled: {', '.join(names) or 'none'})"
+        )
+    return lister_id
+
+
+def pause_lister(conn: DictConnection, name: str, instance_name: str, paused: bool) -> None:
+    """Pause a schedule (the lister scheduler sends none of its runs from its
+    next step on) or resume it (what fell due meanwhile is sent at once)."""
+    with conn.transaction():
+        db.enable_schedule(conn, _scheduled(conn, name, instance_name), not paused)
+
+
+def unschedule_lister(conn: DictConnection, name: str, instance_name: str, now: datetime) -> None:
+    """Remove a lister instance's schedule; its runs and listed origins stay."""
+    with conn.transaction():
+        db.delete_schedule(conn, _scheduled(conn, name, instance_name), now)
 
 
 def claim_due_runs(

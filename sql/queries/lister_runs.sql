@@ -1,20 +1,70 @@
 -- Recurrent lister runs (issue 15): schedules, runs and their outcomes.
 
+-- name: lister_schedule_get
+-- A lister instance's schedule, locked while `revisit lister schedule` changes it.
+select arguments, full_interval, incremental_interval, next_full_run,
+       next_incremental_run, failures_in_a_row
+from lister_schedules where lister_id = %(lister_id)s
+for update
+
 -- name: lister_schedule_upsert
+-- A paused schedule stays paused when its values change.
 insert into lister_schedules (lister_id, arguments, full_interval, incremental_interval,
                               next_full_run, next_incremental_run, enabled)
 values (%(lister_id)s, %(arguments)s, %(full_interval)s, %(incremental_interval)s,
-        %(first_run)s, case when %(incremental_interval)s::interval is null then null
-                            else %(first_run)s::timestamptz + %(incremental_interval)s end,
-        true)
+        %(next_full_run)s, %(next_incremental_run)s, true)
 on conflict (lister_id) do update
   set arguments = excluded.arguments,
       full_interval = excluded.full_interval,
       incremental_interval = excluded.incremental_interval,
-      next_incremental_run = case when excluded.incremental_interval is null then null
-                                  else coalesce(lister_schedules.next_incremental_run,
-                                                excluded.next_incremental_run) end,
-      enabled = true
+      next_full_run = excluded.next_full_run,
+      next_incremental_run = excluded.next_incremental_run
+returning enabled
+
+-- name: lister_schedule_enable
+-- Pause (false) or resume (true); the lister scheduler sends no run of a
+-- paused schedule from its next step on. A run already out ends as usual.
+update lister_schedules set enabled = %(enabled)s
+where lister_id = %(lister_id)s
+returning enabled
+
+-- name: lister_schedule_delete
+-- Remove a schedule; its runs stay (the history of what listed the lister's
+-- origins). A run still out is marked lost: no worker starts it, and one that
+-- already did records its origins but not its outcome.
+with gone as (
+  delete from lister_schedules where lister_id = %(lister_id)s
+  returning lister_id, running_run_id
+), lost as (
+  update lister_runs set status = 'lost', finished_at = %(now)s, error = 'unscheduled'
+  where id = (select running_run_id from gone) and status in ('scheduled', 'running')
+)
+select lister_id from gone
+
+-- name: lister_schedules_all
+-- Every schedule with its lister's name (`revisit lister schedules`).
+select s.lister_id, l.name, l.instance_name, s.arguments, s.full_interval,
+       s.incremental_interval, s.next_full_run, s.next_incremental_run,
+       s.failures_in_a_row, s.enabled, s.running_run_id
+from lister_schedules s join listers l on l.id = s.lister_id
+order by l.name, l.instance_name
+
+-- name: lister_runs_recent
+-- The latest %(per_lister)s runs of each lister instance named (instance_name
+-- null: every instance of that name; name null: every lister), newest first.
+select lister_id, name, instance_name, id, full_listing, status, scheduled_at,
+       started_at, finished_at, origins_listed, error
+from (
+  select r.lister_id, l.name, l.instance_name, r.id, r.full_listing,
+         r.status::text as status, r.scheduled_at, r.started_at, r.finished_at,
+         r.origins_listed, r.error,
+         row_number() over (partition by r.lister_id order by r.id desc) as n
+  from lister_runs r join listers l on l.id = r.lister_id
+  where (%(name)s::text is null or l.name = %(name)s::text)
+    and (%(instance_name)s::text is null or l.instance_name = %(instance_name)s::text)
+) recent
+where n <= %(per_lister)s
+order by name, instance_name, id desc
 
 -- name: lister_runs_claim_due
 -- Due schedules with no run out (or one out longer than the run time-out,

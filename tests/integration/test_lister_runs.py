@@ -30,7 +30,15 @@ def runs(conn: DictConnection) -> list[dict[str, object]]:
 
 
 def schedule(conn: DictConnection, path: Path, at: datetime) -> object:
-    return schedule_lister(conn, "gitdir", "forge", {"path": str(path)}, HOUR, None, at)
+    path.mkdir(parents=True, exist_ok=True)
+    arguments = {"path": str(path)}
+    return schedule_lister(
+        conn, "gitdir", "forge", at, arguments=arguments, full_interval=HOUR, first_run=at
+    )
+
+
+def schedule_row(conn: DictConnection) -> dict[str, object] | None:
+    return conn.execute("select * from lister_schedules").fetchone()
 
 
 def test_a_scheduled_run_is_executed_by_a_worker_and_its_origins_are_visited(
@@ -72,6 +80,7 @@ def test_a_failing_lister_backs_off_and_says_why(
 ) -> None:
     start = datetime(2026, 7, 1, tzinfo=UTC)
     schedule(conn, tmp_path / "missing", start)
+    (tmp_path / "missing").rmdir()  # the forge's directory went away after scheduling
     rng = random.Random(3)
     waits = []
     now = start
@@ -112,16 +121,150 @@ def test_a_run_no_worker_finished_is_declared_lost_and_sent_again(
     assert [r["status"] for r in runs(conn)] == ["lost", "succeeded"]
 
 
-def test_lister_schedule_command_refuses_bad_input_naming_it(conn: DictConnection) -> None:
-    unknown = cli("lister", "schedule", "nope", "x")
-    assert unknown.returncode == 2 and "NAME: no lister named 'nope'" in unknown.stderr
-    bad = cli("lister", "schedule", "gitdir", "x", "--every", "soon")
-    assert bad.returncode == 2 and "--every: expected a positive duration" in bad.stderr
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (["nope", "x"], "NAME: no lister named 'nope'"),
+        (["gitdir", "x", "--every", "soon"], "--every: expected a positive duration"),
+        (["gitdir", "x", "--every", "1s"], "--every: 0:00:01 is below the shortest, 0:01:00"),
+        (
+            ["gitdir", "x", "--every", "1h", "--incremental-every", "2h"],
+            "--incremental-every: 2:00:00 is not shorter than --every (1:00:00)",
+        ),
+        (
+            ["gitdir", "x", "--every", "1h", "--incremental-every", "1h"],
+            "--incremental-every: 1:00:00 is not shorter than --every",
+        ),
+        (["gitdir", "x", "--arg", "path=/"], "--arg: gitdir: path: / is the filesystem root"),
+        (["gitdir", "x", "--arg", "path=/no/such/dir"], "--arg: gitdir: path: /no/such/dir is not"),
+        (
+            ["gitdir", "x", "--arg", "path=/srv", "--arg", "max_detph=2"],
+            "--arg: gitdir: max_detph: no such argument (known: path, visit_type, max_depth, "
+            "page_size); did you mean 'max_depth'?",
+        ),
+    ],
+)
+def test_lister_schedule_command_refuses_bad_input_naming_it_and_writes_nothing(
+    conn: DictConnection, options: list[str], refusal: str
+) -> None:
+    refused = cli("lister", "schedule", *options)
+    assert refused.returncode == 2 and refusal in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
     assert conn.execute("select count(*) as n from lister_schedules").fetchone() == {"n": 0}
-    good = cli("lister", "schedule", "gitdir", "x", "--every", "6h", "--arg", "path=/srv/git")
-    assert good.returncode == 0, good.stderr
-    row = conn.execute("select arguments, full_interval from lister_schedules").fetchone()
-    assert row == {"arguments": {"path": "/srv/git"}, "full_interval": 6 * HOUR}
+    assert conn.execute("select count(*) as n from listers").fetchone() == {"n": 0}
+
+
+def test_rerunning_lister_schedule_changes_only_what_is_given(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    new = cli("lister", "schedule", "gitdir", "x", "--every", "6h", "--arg", f"path={tmp_path}/a")
+    assert new.returncode == 0 and "scheduled" in new.stdout, new.stderr
+    first = schedule_row(conn)
+    assert first is not None and first["arguments"] == {"path": f"{tmp_path}/a"}
+    assert first["full_interval"] == 6 * HOUR and first["incremental_interval"] is None
+    changed = cli("lister", "schedule", "gitdir", "x", "--incremental-every", "1h")
+    assert changed.returncode == 0 and "changed" in changed.stdout, changed.stderr
+    row = schedule_row(conn)
+    assert row is not None and row["arguments"] == {"path": f"{tmp_path}/a"}
+    assert (row["full_interval"], row["incremental_interval"]) == (6 * HOUR, HOUR)
+    assert row["next_full_run"] == first["next_full_run"]  # a run already planned stays
+    # a shorter --every takes effect at once; --arg replaces the arguments
+    moved = cli("lister", "schedule", "gitdir", "x", "--every", "2h", "--arg", f"path={tmp_path}/b")
+    assert moved.returncode == 0, moved.stderr
+    row = schedule_row(conn)
+    assert row is not None and row["arguments"] == {"path": f"{tmp_path}/b"}
+    assert row["full_interval"] == 2 * HOUR
+    # the stored incremental interval (1h) is held against the new --every
+    refused = cli("lister", "schedule", "gitdir", "x", "--every", "30m")
+    assert refused.returncode == 2 and "--incremental-every: 1:00:00 is not" in refused.stderr
+    none = cli("lister", "schedule", "gitdir", "x", "--every", "30m", "--incremental-every", "0")
+    assert none.returncode == 0, none.stderr
+    row = schedule_row(conn)
+    assert row is not None and row["incremental_interval"] is None
+    assert row["next_incremental_run"] is None and row["full_interval"] == HOUR / 2
+
+
+def test_a_paused_schedule_sends_no_run_until_resumed(
+    settings: Settings, conn: DictConnection, tmp_path: Path
+) -> None:
+    schedule(conn, tmp_path / "forge", datetime.now(tz=UTC) - HOUR)
+    scheduler = ListerScheduler(settings)
+    paused = cli("lister", "pause", "gitdir", "forge")
+    assert paused.returncode == 0, paused.stderr
+    assert scheduler.step(datetime.now(tz=UTC)) == []
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, LISTER_QUEUE)
+    queue = redis.Redis.from_url(settings.redis_dsn())
+    assert queue.hlen(keys.messages) == 0 and runs(conn) == []
+    assert "- (paused)" in cli("lister", "schedules").stdout
+    # changing a paused schedule keeps it paused
+    changed = cli("lister", "schedule", "gitdir", "forge", "--every", "2h")
+    assert changed.returncode == 0 and "paused" in changed.stdout
+    assert scheduler.step(datetime.now(tz=UTC)) == []
+    resumed = cli("lister", "resume", "gitdir", "forge")
+    assert resumed.returncode == 0, resumed.stderr
+    (sent,) = scheduler.step(datetime.now(tz=UTC))  # what fell due meanwhile, at once
+    assert sent.full and queue.hlen(keys.messages) == 1
+
+
+def test_pause_resume_and_unschedule_of_an_unscheduled_lister_say_which_are_scheduled(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    schedule(conn, tmp_path / "forge", datetime.now(tz=UTC))
+    for command in ("pause", "resume", "unschedule"):
+        missing = cli("lister", command, "gitdir", "nope")
+        assert missing.returncode == 1
+        assert "gitdir/nope has no schedule (scheduled: gitdir/forge)" in missing.stderr
+    assert schedule_row(conn) is not None
+
+
+def test_unschedule_removes_the_schedule_keeps_its_runs_and_its_run_out_is_not_run(
+    conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    start = datetime.now(tz=UTC)
+    make_repo(tmp_path / "forge" / "r0")
+    schedule(conn, tmp_path / "forge", start)
+    (done,) = claim_due_runs(conn, start, HOUR)
+    assert execute_run(conn, ctx, done.run_id, lambda: start, random.Random()) is not None
+    (out,) = claim_due_runs(conn, start + 2 * HOUR, HOUR)
+    gone = cli("lister", "unschedule", "gitdir", "forge")
+    assert gone.returncode == 0, gone.stderr
+    assert schedule_row(conn) is None
+    assert execute_run(conn, ctx, out.run_id, lambda: start, random.Random()) is None
+    assert [(r["status"], r["error"]) for r in runs(conn)] == [
+        ("succeeded", None),
+        ("lost", "unscheduled"),
+    ]
+    assert claim_due_runs(conn, start + 9 * HOUR, HOUR) == []
+    history = cli("lister", "runs", "gitdir", "forge")
+    assert history.returncode == 0 and "unscheduled" in history.stdout
+    assert "gitdir/forge" not in cli("lister", "schedules").stdout
+
+
+def test_lister_schedules_and_runs_show_each_runs_outcome_and_the_next_due_time(
+    conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    start = datetime(2026, 7, 1, tzinfo=UTC)
+    schedule(conn, tmp_path / "missing", start)
+    (tmp_path / "missing").rmdir()
+    now = start
+    for _ in range(4):
+        (due,) = claim_due_runs(conn, now, 6 * HOUR)
+        outcome = execute_run(conn, ctx, due.run_id, lambda: now, random.Random(1))  # noqa: B023
+        assert outcome is not None and outcome.next_schedule is not None
+        now = outcome.next_schedule.next_full_run
+    listing = cli("lister", "schedules", "--runs", "2")
+    assert listing.returncode == 0, listing.stderr
+    lines = [line for line in listing.stdout.splitlines() if "failed" in line]
+    assert len(lines) == 2 and "ValueError: path:" in lines[0]
+    assert "4 failures in a row" in listing.stdout and now.strftime("%H:%M:%S") in listing.stdout
+    history = cli("lister", "runs", "gitdir", "--limit", "3")
+    assert history.returncode == 0, history.stderr
+    ids = [r["id"] for r in runs(conn)]
+    shown = [line for line in history.stdout.splitlines() if " failed " in line]
+    assert len(shown) == 3 and f" {ids[-1]} " in shown[0] and f" {ids[1]} " in shown[-1]
+    assert cli("lister", "runs", "nope").returncode == 1
 
 
 def test_a_run_that_cannot_be_sent_is_given_back_and_sent_by_a_later_step(
