@@ -100,12 +100,15 @@ def check_intervals(
     """Refuse an interval below ``shortest`` or an incremental interval not
     shorter than the full one (the full listing already reports everything)."""
     if full_interval < shortest:
-        raise ScheduleError("every", f"{full_interval} is below the shortest, {shortest}")
+        raise ScheduleError(
+            "every", f"{full_interval} is below the shortest, {shortest}: give at least that"
+        )
     if incremental_interval is None:
         return
     if incremental_interval < shortest:
         raise ScheduleError(
-            "incremental-every", f"{incremental_interval} is below the shortest, {shortest}"
+            "incremental-every",
+            f"{incremental_interval} is below the shortest, {shortest}: give at least that",
         )
     if incremental_interval >= full_interval:
         raise ScheduleError(
