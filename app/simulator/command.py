@@ -63,6 +63,7 @@ def summary_table(report: dict[str, Any]) -> Table:
     rows: list[tuple[str, Any]] = [
         ("visits per day", lambda r: r["visits"]["per_day"]),
         ("worker hours per day", lambda r: r["visits"]["worker_s_per_day"] / 3600),
+        ("worker utilisation", lambda r: r["worker_utilisation"]),
         ("freshness", lambda r: r["freshness"]),
         ("  optimum, even visits", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
         (

@@ -1,20 +1,25 @@
 """The simulation loop: revisit's own listing, scheduling and journal code, with
 simulated forges, listers and loaders, under a simulated clock.
 
-Each step of ``step_minutes`` at simulated time t:
+Each tick of ``step_minutes`` at simulated time t:
 
 1. the journal events of visits that started or ended by t are applied in one
    batch (``app.services.journal.apply_events_batch``, as the journal client does);
 2. listers due at t record a full listing (``app.services.listing``), unless their
    forge is down;
 3. save-code-now requests that arrived are created (``app.services.requests``);
-4. for each visit type, the scheduler fills the free slots of the request
-   queue (``take_pending``) and of the recurrent queue (``schedule_step``:
+4. the archive is measured against the forges;
+5. for each visit type, the scheduler fills the free slots of the request
+   queue (``take_pending``) and of the recurrent queue (``plan_step``:
    the policies, the Lua pops and the Postgres stamps of production);
-5. the simulated workers run the queued visits until t + step, each visit's
+6. the simulated workers run the queued visits until t + step, each visit's
    outcome and duration drawn from the hidden world (a visit during its
-   forge's outage fails; a large origin's visits take longer);
-6. the archive is measured against the forges.
+   forge's outage fails; a large origin's visits take longer). Whenever a
+   visit's end frees enough of a queue's slots for production's scheduler to
+   refill it (``MIN_FREE_FRACTION``), the journal events due by then are
+   applied and the scheduler steps for that visit type at that instant:
+   production's scheduler steps every second, so its workers never wait for
+   a step.
 
 The only clock is the ``now`` passed to those functions. No policy is
 re-implemented here: which origin is visited when is decided by the production
@@ -46,8 +51,8 @@ from app.services.context import TUNING_KNOBS, Context, Tuning
 from app.services.journal import apply_events_batch
 from app.services.listing import finish_listing, record_listed_origins, start_listing
 from app.services.requests import create_request
-from app.services.scheduler_step import plan_step
-from app.services.scheduling import visit_number
+from app.services.scheduler_step import MIN_FREE_FRACTION, plan_step
+from app.services.scheduling import free_slots, visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -134,6 +139,7 @@ class Simulation:
         self.step_s = config.step_minutes * 60
         measure_from = self.start_s + min(config.burn_in_days, days / 2) * DAY_S
         self.measure_from_s = measure_from
+        window = (measure_from, self.end_s)
         known = known_visit_types(conn)
         seeds = np.random.SeedSequence([config.seed, 1]).spawn(2)
         self.outcome_rng = np.random.default_rng(seeds[0])
@@ -159,8 +165,8 @@ class Simulation:
                     self.configs[vt.name].max_interval_s,
                     [lister.reports_last_update for lister in vt.listers],
                 ),
-                recurrent=WorkerPool(vt.workers, vt.queue_length),
-                requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),
+                recurrent=WorkerPool(vt.workers, vt.queue_length, window),
+                requests=WorkerPool(vt.request_workers, 2 * vt.request_workers, window),
                 lister_ids=[
                     register_lister(conn, lister.name, vt.name, None) for lister in vt.listers
                 ],
@@ -192,20 +198,47 @@ class Simulation:
                 on_step(t)
 
     def step(self, t: float) -> None:
-        """One step at simulated time ``t`` (see the module docstring)."""
+        """One tick at simulated time ``t`` (see the module docstring)."""
         self._apply_journal(t)
         for name, state in self.types.items():
             self._listings(name, state, t)
             self._new_requests(name, state, t)
-            self._schedule(name, state, t)
-            until = t + self.step_s
-            visit = functools.partial(self._visit, name)
-            state.requests.work(until, visit)
-            state.recurrent.work(until, visit)
             state.truth.sample(t)
             if self.steps % 4 == 0:
                 state.pools.append({"t": t, **self.ctx.mirror.sizes(name)})
+            self._schedule(name, state, t)
+        self._serve(t, t + self.step_s)
         self.steps += 1
+
+    def _serve(self, t: float, until: float) -> None:
+        """Run the workers from ``t`` to ``until``, the scheduler stepping for a
+        visit type whenever a visit's end leaves its queue room enough to refill,
+        the earliest first, so the journal is applied in the order of time."""
+        visits = {name: functools.partial(self._visit, name) for name in self.types}
+        refill: dict[str, float | None] = {
+            name: state.recurrent.advance(t, until, visits[name], self._room(name))
+            for name, state in self.types.items()
+        }
+        while any(x is not None for x in refill.values()):
+            x, name = min((x, name) for name, x in refill.items() if x is not None)
+            for other, state in self.types.items():
+                state.requests.work(x, visits[other])
+            self._apply_journal(x)
+            state = self.types[name]
+            self._schedule(name, state, x)
+            refill[name] = state.recurrent.advance(x, until, visits[name], self._room(name))
+        for name, state in self.types.items():
+            state.requests.work(until, visits[name])
+
+    def _room(self, name: str) -> int:
+        """Free slots of the recurrent queue for which the scheduler sends a batch:
+        ``plan_step`` counts both lanes against twice ``max_queue_length``, and
+        the simulator's slow lane is always full."""
+        bound = self.configs[name].max_queue_length
+        return next(
+            (k for k in range(1, bound + 1) if free_slots(2 * bound, 2 * bound - k, MIN_FREE_FRACTION)),
+            bound,
+        )
 
     def _warm_start(self, t: float) -> None:
         """List the world, then feed the journal one past successful visit of each

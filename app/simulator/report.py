@@ -14,6 +14,7 @@ from app.simulator.config import Loader
 from app.simulator.engine import Simulation
 from app.simulator.optimum import Allocation, VisitCosts, allocate, mean_age, uniform
 from app.simulator.truth import Truth
+from app.simulator.workers import WorkerPool
 from app.simulator.world import DAY_S, KINDS, Origin
 
 REPORT_FILE = "report.json"
@@ -35,6 +36,7 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
                 "by_kind": {k: kinds[k] for k in KINDS},
             },
             "workers": state.world.config.workers,
+            "worker_utilisation": _utilisation(state.recurrent, sim),
             "policies": state.policies,
             **summary,
             "mirror_returned": dict(sorted(state.returned.items())),
@@ -49,6 +51,12 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
         "visit_types": types,
         "config": sim.config.model_dump(mode="json"),
     }
+
+
+def _utilisation(pool: WorkerPool, sim: Simulation) -> float | None:
+    """Share of the recurrent workers' time spent visiting over the measured period."""
+    capacity = pool.workers * (sim.end_s - sim.measure_from_s)
+    return pool.busy_s / capacity if capacity > 0 else None
 
 
 def visit_costs(loader: Loader, origins: list[Origin]) -> VisitCosts:
