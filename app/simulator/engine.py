@@ -28,6 +28,7 @@ code alone.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import heapq
@@ -134,6 +135,9 @@ class Simulation:
         self.ctx = Context.from_settings(
             simulation_settings(settings, config), simulation_tuning(config)
         )
+        self.now = config.start.timestamp()
+        if config.oracle_rates:
+            self.ctx = dataclasses.replace(self.ctx, known_rate_per_s=self._true_rate_per_s)
         self.start_s = config.start.timestamp()
         self.end_s = self.start_s + days * DAY_S
         self.step_s = config.step_minutes * 60
@@ -178,6 +182,7 @@ class Simulation:
                 index_of={o.url: o.index for o in world.origins},
             )
         self.request_rng = request_rng
+        self._origin_of = {o.url: o for state in self.types.values() for o in state.world.origins}
         self.configs = visit_type_configs(conn)  # with the world's queue lengths
         self._due: list[_Due] = []
         self._seq = itertools.count()
@@ -199,6 +204,7 @@ class Simulation:
 
     def step(self, t: float) -> None:
         """One tick at simulated time ``t`` (see the module docstring)."""
+        self.now = t
         self._apply_journal(t)
         for name, state in self.types.items():
             self._listings(name, state, t)
@@ -221,6 +227,7 @@ class Simulation:
         }
         while any(x is not None for x in refill.values()):
             x, name = min((x, name) for name, x in refill.items() if x is not None)
+            self.now = x
             for other, state in self.types.items():
                 state.requests.work(x, visits[other])
             self._apply_journal(x)
@@ -236,9 +243,22 @@ class Simulation:
         the simulator's slow lane is always full."""
         bound = self.configs[name].max_queue_length
         return next(
-            (k for k in range(1, bound + 1) if free_slots(2 * bound, 2 * bound - k, MIN_FREE_FRACTION)),
+            (
+                k
+                for k in range(1, bound + 1)
+                if free_slots(2 * bound, 2 * bound - k, MIN_FREE_FRACTION)
+            ),
             bound,
         )
+
+    def _true_rate_per_s(self, url: str) -> float | None:
+        """The origin's hidden change rate now (per second): 0 while dormant or dead."""
+        origin = self._origin_of.get(url)
+        if origin is None:
+            return None
+        if origin.kind == "dead" or self.now < origin.wake_s:
+            return 0.0
+        return origin.rate_per_day / DAY_S
 
     def _warm_start(self, t: float) -> None:
         """List the world, then feed the journal one past successful visit of each
