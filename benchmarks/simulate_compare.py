@@ -63,6 +63,7 @@ DEFAULT_WORLDS = (
     "no_last_update.toml",
     "heavy_tail.toml",
     "forge_outage.toml",
+    "overload.toml",
     "stationary.toml:180",
 )
 

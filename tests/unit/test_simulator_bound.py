@@ -91,3 +91,12 @@ def test_no_schedule_within_the_budget_beats_the_bound(budget_s: float) -> None:
     assert 0.0 < bound <= best * (1 + 1e-9)
     # a Lagrangian bound: close to the best schedule, not a trivial 0
     assert bound >= 0.5 * best
+
+
+def test_a_ratio_to_a_bound_of_zero_or_unknown_is_null_never_zero() -> None:
+    from app.simulator.report import _ratio
+
+    assert _ratio(0.5, 0.0) is None
+    assert _ratio(0.5, None) is None
+    assert _ratio(None, 0.1) is None
+    assert _ratio(0.5, 0.1) == pytest.approx(5.0)
