@@ -14,17 +14,28 @@ file's own ``policies``), ``NAME=default`` (the project's defaults),
 flat failed cooldown: every failed visit rests ``failed_cooldown_s``),
 ``NAME=JSON`` with weights for every visit type, or ``NAME=JSON`` keyed by
 visit type (``{"git": {...}, "hg": {...}}``). The first configuration is the
-baseline of the "vs" column.
+one of the "vs" column.
+
+Beside them, every world and seed also runs the two baselines (``BASELINES``;
+``--no-baselines`` leaves them out), as policies inside the simulator, so that
+failures, cooldowns, the loader's cap and the queue weigh on them as on the
+rest: ``round_robin`` (``oldest_scheduled_first``: every origin equally
+often) and ``oracle`` (age_optimal planning with each origin's true change
+rate, ``WorldConfig.oracle_rates``: its gap to age_optimal is what learning
+loses).
 
 Prints one table per world: per configuration and visit type, the median over
-the seeds of each figure (see ``FIGURES``), with the load average beside the
-wall clock; writes every run's report to ``--json``.
+the seeds of each figure (see ``FIGURES``; "age / best baseline" is the mean
+age over the better baseline's of the same seed, "age / bound" over the
+clairvoyant bound's), with the load average beside the wall clock; writes
+every run's report to ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -52,6 +63,7 @@ DEFAULT_WORLDS = (
     "no_last_update.toml",
     "heavy_tail.toml",
     "forge_outage.toml",
+    "overload.toml",
     "stationary.toml:180",
 )
 
@@ -65,46 +77,40 @@ REFERENCE = {
     "never_visited_oldest_update_first": 49.0,
     "origins_without_last_update": 2.0,
 }
+#: The baselines, run on every world and seed: name -> configuration.
+BASELINES = {"round_robin": "round_robin", "oracle": "oracle"}
+#: The configurations that are not weights.
+KEYWORDS = ("world", "default", "reference", *BASELINES.values())
 Getter = Callable[[dict[str, Any]], Any]
 
 
-def _by_lister_ratio(report: dict[str, Any], group: str) -> float | None:
-    """Mean age over the origins whose lister reports last_update (or not), over
-    the optimum's mean age for the same origins."""
-    mine = report.get("age_days_by_lister", {}).get(group)
-    best = report["optimum"]["even"]["min_age"].get("age_days_by_lister", {}).get(group)
+def _over_best_baseline(report: dict[str, Any]) -> float | None:
+    """Mean age over the better baseline's of the same world and seed (set by
+    ``attach_baselines``)."""
+    best = report.get("best_baseline_age_days")
+    mine = report.get("age_days")
     return mine / best if mine is not None and best else None
 
 
-def _without_flaky_ratio(report: dict[str, Any]) -> float | None:
-    """Mean age over the origins that are not flaky, over the optimum's for the
-    same origins (a flaky origin's failures rest the failed cooldown)."""
-    mine = report.get("age_days_without_flaky")
-    best = report["optimum"]["even"]["min_age"].get("age_days_without_flaky")
-    return mine / best if mine is not None and best else None
-
-
-#: Column, figure of a visit type's report. "age opt" is the mean age of the
-#: age-optimal allocation of the same visit time under the max_interval floor.
+#: Column, figure of a visit type's report.
 FIGURES: tuple[tuple[str, Getter], ...] = (
     ("mean age (d)", lambda r: r["age_days"]),
-    ("age opt (d)", lambda r: r["optimum"]["even"]["min_age"]["age_days"]),
-    ("age / opt", lambda r: r["optimum"]["even"]["policy_age_ratio"]),
-    ("age lu / opt", lambda r: _by_lister_ratio(r, "last_update")),
-    ("age no-lu / opt", lambda r: _by_lister_ratio(r, "no_last_update")),
-    ("age w/o flaky / opt", lambda r: _without_flaky_ratio(r)),
+    ("age / best baseline", _over_best_baseline),
+    ("age / bound", lambda r: r["clairvoyant_bound"]["policy_age_ratio"]),
+    ("bound (d)", lambda r: r["clairvoyant_bound"]["age_days"]),
+    ("age lu (d)", lambda r: r["age_days_by_lister"]["last_update"]),
+    ("age no-lu (d)", lambda r: r["age_days_by_lister"]["no_last_update"]),
+    ("utilisation", lambda r: r["worker_utilisation"]),
+    ("visits / day", lambda r: r["visits"]["per_day"]),
     ("freshness", lambda r: r["freshness"]),
-    ("fresh opt", lambda r: r["optimum"]["even"]["max_freshness"]["freshness"]),
     ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),
     ("useless (last_update)", lambda r: r["useless_visits"]["ratio_where_last_update"]),
     ("of which floor", lambda r: r["useless_visits"].get("floor_share_where_last_update")),
+    ("lag mean (d)", lambda r: r["lag_days"]["mean"]),
     ("1st visit p99 (h)", lambda r: r["first_visit_hours"]["p99"]),
-    ("1st visit max (h)", lambda r: r["first_visit_hours"]["max"]),
     ("1st visit > 7 d", lambda r: r["first_visit_hours"]["not_visited_within_7_days"]),
-    ("scn p99 (h)", lambda r: r["save_code_now_hours"]["p99"]),
     ("scn start p99 (h)", lambda r: r["save_code_now_hours"].get("to_start", {}).get("p99")),
     ("age drift", lambda r: r["drift"]["age_days"]["ratio"]),
-    ("fresh drift", lambda r: r["drift"]["freshness"]["ratio"]),
 )
 
 
@@ -127,12 +133,11 @@ def parse_world(arg: str) -> tuple[str, float]:
 
 
 def parse_policies(arg: str) -> tuple[str, Any]:
-    """``NAME=world``, ``NAME=default``, ``NAME=reference`` or ``NAME=JSON``; the
-    weights are checked."""
+    """``NAME=KEYWORD`` (``KEYWORDS``) or ``NAME=JSON``; the weights are checked."""
     name, sep, spec = arg.partition("=")
     if not sep or not name:
-        raise argparse.ArgumentTypeError(f"{arg!r}: expected NAME=world|default|reference|JSON")
-    if spec in ("world", "default", "reference"):
+        raise argparse.ArgumentTypeError(f"{arg!r}: expected NAME={'|'.join(KEYWORDS)}|JSON")
+    if spec in KEYWORDS:
         return name, spec
     try:
         weights = json.loads(spec)
@@ -151,16 +156,20 @@ def parse_policies(arg: str) -> tuple[str, Any]:
 
 def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     """``config`` with ``seed`` and the policies of ``spec`` for each visit type
-    (``reference``: also the reference's flat failed cooldown)."""
+    (``reference``: also the reference's flat failed cooldown; ``oracle``: the
+    defaults, planned with the true rates)."""
     types = []
     settings = dict(config.settings)
+    oracle = spec == "oracle"
     if spec == "reference":
         settings["failed_retry_s"] = settings.get("failed_cooldown_s", FLAT_FAILED_COOLDOWN_S)
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
-        elif spec == "default":
+        elif spec in ("default", "oracle"):
             policies = None
+        elif spec == "round_robin":
+            policies = {"oldest_scheduled_first": 1.0}
         elif spec == "reference":
             policies = dict(REFERENCE)
         elif all(isinstance(v, dict) for v in spec.values()):
@@ -169,7 +178,13 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
             policies = spec
         types.append({**vt.model_dump(), "policies": policies})
     return WorldConfig.model_validate(
-        {**config.model_dump(), "seed": seed, "visit_types": types, "settings": settings}
+        {
+            **config.model_dump(),
+            "seed": seed,
+            "visit_types": types,
+            "settings": settings,
+            "oracle_rates": oracle,
+        }
     )
 
 
@@ -228,8 +243,26 @@ def median(values: list[Any]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def attach_baselines(results: list[dict[str, Any]]) -> None:
+    """Note in each visit type's figures the mean age of the better baseline run
+    on the same world, length and seed (``best_baseline_age_days``)."""
+    best: dict[tuple[str, float, int, str], float] = {}
+    for result in results:
+        if result["policies"] not in BASELINES.values():
+            continue
+        for vt, figures in result["report"]["visit_types"].items():
+            key = (result["world"], result["days"], result["seed"], vt)
+            if figures["age_days"] is not None:
+                best[key] = min(best.get(key, math.inf), figures["age_days"])
+    for result in results:
+        for vt, figures in result["report"]["visit_types"].items():
+            key = (result["world"], result["days"], result["seed"], vt)
+            figures["best_baseline_age_days"] = best.get(key)
+
+
 def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """World -> "configuration / visit type" -> figure -> median over the seeds."""
+    attach_baselines(results)
     grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for result in results:
         world = f"{Path(result['world']).stem} ({result['days']:g} days)"
@@ -281,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a configuration: world, default, reference or JSON weights (repeatable; "
         "default: world)",
     )
+    parser.add_argument(
+        "--no-baselines", action="store_true", help="run only the configurations named"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     parser.add_argument("--json", type=Path, default=Path("simulate-compare.json"))
     parser.add_argument(
@@ -294,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     worlds = args.worlds or [str(WORLDS / w) for w in DEFAULT_WORLDS]
     configs = args.policies or [("world", "world")]
-    runs = list(plan(worlds, args.seeds, configs))
+    baselines = [] if args.no_baselines else list(BASELINES.items())
+    runs = list(plan(worlds, args.seeds, configs + baselines))
     console.print(f"{len(runs)} runs, {args.jobs} at a time, load {os.getloadavg()[0]:.1f}")
     started = time.monotonic()
     results = run_all(runs, args.jobs, console, args.json)

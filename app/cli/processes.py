@@ -257,7 +257,7 @@ def simulate(
     seed: Annotated[int | None, typer.Option(help="replace the world's seed")] = None,
 ) -> None:
     """Run the scheduler on a simulated world (throwaway PostgreSQL and Redis) and
-    write a report of its scheduling quality beside the optimum."""
+    write a report of its scheduling quality beside a clairvoyant bound."""
     from app.simulator.command import simulate as run
     from app.simulator.config import ConfigError
     from app.simulator.engine import SimulationError

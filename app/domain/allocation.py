@@ -19,7 +19,7 @@ least one visit per ``floor_s`` (the visit type's ``max_interval``), which
 caps I. μ is set by water-filling: the largest interval scale whose visits
 the capacity can pay for (``multiplier_for_capacity``), recomputed as workers
 come and go. This module is the one copy of that rule; the simulator's
-optimum (``app.simulator.optimum``) is the independent check.
+``oracle`` baseline plans with it from the true rates.
 """
 
 from __future__ import annotations

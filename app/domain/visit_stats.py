@@ -103,6 +103,10 @@ class StatsPolicy:
     visit_cost_reference_s: float | None = None
     """The typical worker time of a visit (s): an origin whose visits cost a times
     this is planned with a times μ (``visit_cost_weight``). None: all alike."""
+    known_rate_per_s: Callable[[str], float | None] | None = None
+    """An origin's true change rate by URL, where it is known beforehand (the
+    simulator's ``oracle`` baseline, whose gap to the learned rates is what
+    learning loses); planned with as it is. None: every rate is learned."""
     top_index: int = field(init=False)
     """Highest ladder index allowed by ``max_interval``."""
 
@@ -215,7 +219,8 @@ def _age_optimal_interval(
     changes: the lagging pool brings it back)."""
     if stats.reports_last_update:
         return policy.max_interval
-    rate = rate_per_s * optimism(tally.change_observations)
+    known = policy.known_rate_per_s is not None
+    rate = rate_per_s if known else rate_per_s * optimism(tally.change_observations)
     interval_s = optimal_interval_s(rate, multiplier_s2, policy.max_interval.total_seconds())
     return timedelta(seconds=max(interval_s, 0.0))
 
@@ -243,7 +248,7 @@ def visit_cost_weight(cost_s: float | None, reference_s: float | None) -> float:
     """The factor of an origin's multiplier for its visit cost: over worker time,
     the optimum is h(λI) = p a λ² with p the price of a worker second, so an
     origin whose visits cost a_i plans with μ a_i / ā, ā the typical cost
-    (Cho & Garcia-Molina's allocation with costs; ``app.simulator.optimum``).
+    (Cho & Garcia-Molina's allocation with costs).
     Bounded to [1/MAX_COST_WEIGHT, MAX_COST_WEIGHT]; 1 when a cost is unknown."""
     if cost_s is None or reference_s is None or reference_s <= 0:
         return 1.0
@@ -293,15 +298,19 @@ def replanned_target(
     if not is_success(tally.last_visit_status) or tally.last_final_date is None:
         return None
     anchor = stats.next_visit_anchor or tally.last_final_date
-    rate = learned_rate_per_s(tally, policy)
+    rate = learned_rate_per_s(tally, policy, stats.url)
     multiplier = planning_multiplier_s2(stats.history, policy)
     target = next_target(stats, tally, anchor, policy, fudge, rate, multiplier)
     return target, change_delay_s(policy, rate, multiplier)
 
 
-def learned_rate_per_s(tally: Tally, policy: StatsPolicy) -> float:
+def learned_rate_per_s(tally: Tally, policy: StatsPolicy, url: str) -> float:
     """The learned change rate of an origin, per second (the estimate, not the
-    optimistic rate planned with)."""
+    optimistic rate planned with), or its known one (``known_rate_per_s``)."""
+    if policy.known_rate_per_s is not None:
+        known = policy.known_rate_per_s(url)
+        if known is not None:
+            return known
     return estimate_per_s(tally.change_observations, policy.prior_interval.total_seconds())
 
 
@@ -352,7 +361,7 @@ def _unchanged(
     top = policy.top_index
     tally = fold_of(stats.history, top)
     visited = tally.last_visit_number is not None
-    rate_per_s = learned_rate_per_s(tally, policy)
+    rate_per_s = learned_rate_per_s(tally, policy, stats.url)
     kept = OriginStats(
         stats.url,
         stats.visit_type,
@@ -390,7 +399,7 @@ def _folded(
         # Only a change of the failure streak decides: a listing that re-enabled
         # the origin is not overruled by a replay of the same failures.
         disabled = tally.failures_in_a_row >= policy.max_failures_in_a_row
-    rate_per_s = learned_rate_per_s(tally, policy)
+    rate_per_s = learned_rate_per_s(tally, policy, stats.url)
     history = compact(merged, policy.history_length, policy.top_index)
     # planned from the history just folded (its visits' costs included)
     multiplier = planning_multiplier_s2(history, policy)

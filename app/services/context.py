@@ -3,6 +3,7 @@ and the scheduling's research knobs (``Tuning``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
@@ -85,6 +86,9 @@ class Context:
     mirror: Mirror
     cooldowns: Cooldowns
     tuning: Tuning = field(default_factory=Tuning)
+    #: Each origin's true change rate by URL, known beforehand: only the
+    #: simulator's ``oracle`` baseline sets it (``StatsPolicy.known_rate_per_s``).
+    known_rate_per_s: Callable[[str], float | None] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, tuning: Tuning | None = None) -> Context:

@@ -69,6 +69,7 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
             seconds=ctx.tuning.change_rate_prior_units * ctx.settings.ladder_unit_s
         ),
         visit_cost_reference_s=config.visit_cost_reference_s,
+        known_rate_per_s=ctx.known_rate_per_s,
     )
 
 

@@ -3,7 +3,7 @@
 ``config`` describes a world (a TOML or JSON file), ``world`` draws its hidden
 change processes from a seeded RNG, ``engine`` runs the production listing,
 scheduling and journal code against it with simulated workers, ``truth``
-measures what the archive holds against what the forges hold, ``optimum``
-computes the best allocation of the same capacity from the hidden rates, and
-``report`` writes the JSON report and the plots.
+measures what the archive holds against what the forges hold, ``bound``
+computes a clairvoyant lower bound on the mean age the same workers could reach,
+and ``report`` writes the JSON report and the plots.
 """

@@ -180,6 +180,11 @@ class WorldConfig(_Model):
         "this many days before it (0: the archive starts empty)",
     )
     loader: Loader = Field(default_factory=Loader)
+    oracle_rates: bool = Field(
+        default=False,
+        description="plan with each origin's true change rate at the moment instead of "
+        "learning it (the oracle baseline of age_optimal)",
+    )
     visit_types: list[VisitTypeWorld] = Field(
         default_factory=lambda: [
             VisitTypeWorld(),

@@ -1,20 +1,25 @@
 """The simulation loop: revisit's own listing, scheduling and journal code, with
 simulated forges, listers and loaders, under a simulated clock.
 
-Each step of ``step_minutes`` at simulated time t:
+Each tick of ``step_minutes`` at simulated time t:
 
 1. the journal events of visits that started or ended by t are applied in one
    batch (``app.services.journal.apply_events_batch``, as the journal client does);
 2. listers due at t record a full listing (``app.services.listing``), unless their
    forge is down;
 3. save-code-now requests that arrived are created (``app.services.requests``);
-4. for each visit type, the scheduler fills the free slots of the request
-   queue (``take_pending``) and of the recurrent queue (``schedule_step``:
+4. the archive is measured against the forges;
+5. for each visit type, the scheduler fills the free slots of the request
+   queue (``take_pending``) and of the recurrent queue (``plan_step``:
    the policies, the Lua pops and the Postgres stamps of production);
-5. the simulated workers run the queued visits until t + step, each visit's
+6. the simulated workers run the queued visits until t + step, each visit's
    outcome and duration drawn from the hidden world (a visit during its
-   forge's outage fails; a large origin's visits take longer);
-6. the archive is measured against the forges.
+   forge's outage fails; a large origin's visits take longer). Whenever a
+   visit's end frees enough of a queue's slots for production's scheduler to
+   refill it (``MIN_FREE_FRACTION``), the journal events due by then are
+   applied and the scheduler steps for that visit type at that instant:
+   production's scheduler steps every second, so its workers never wait for
+   a step.
 
 The only clock is the ``now`` passed to those functions. No policy is
 re-implemented here: which origin is visited when is decided by the production
@@ -23,6 +28,7 @@ code alone.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import heapq
@@ -46,8 +52,8 @@ from app.services.context import TUNING_KNOBS, Context, Tuning
 from app.services.journal import apply_events_batch
 from app.services.listing import finish_listing, record_listed_origins, start_listing
 from app.services.requests import create_request
-from app.services.scheduler_step import plan_step
-from app.services.scheduling import visit_number
+from app.services.scheduler_step import MIN_FREE_FRACTION, plan_step
+from app.services.scheduling import free_slots, visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
 from app.simulator.truth import Truth
@@ -129,11 +135,15 @@ class Simulation:
         self.ctx = Context.from_settings(
             simulation_settings(settings, config), simulation_tuning(config)
         )
+        self.now = config.start.timestamp()
+        if config.oracle_rates:
+            self.ctx = dataclasses.replace(self.ctx, known_rate_per_s=self._true_rate_per_s)
         self.start_s = config.start.timestamp()
         self.end_s = self.start_s + days * DAY_S
         self.step_s = config.step_minutes * 60
         measure_from = self.start_s + min(config.burn_in_days, days / 2) * DAY_S
         self.measure_from_s = measure_from
+        window = (measure_from, self.end_s)
         known = known_visit_types(conn)
         seeds = np.random.SeedSequence([config.seed, 1]).spawn(2)
         self.outcome_rng = np.random.default_rng(seeds[0])
@@ -159,8 +169,8 @@ class Simulation:
                     self.configs[vt.name].max_interval_s,
                     [lister.reports_last_update for lister in vt.listers],
                 ),
-                recurrent=WorkerPool(vt.workers, vt.queue_length),
-                requests=WorkerPool(vt.request_workers, 2 * vt.request_workers),
+                recurrent=WorkerPool(vt.workers, vt.queue_length, window),
+                requests=WorkerPool(vt.request_workers, 2 * vt.request_workers, window),
                 lister_ids=[
                     register_lister(conn, lister.name, vt.name, None) for lister in vt.listers
                 ],
@@ -172,6 +182,7 @@ class Simulation:
                 index_of={o.url: o.index for o in world.origins},
             )
         self.request_rng = request_rng
+        self._origin_of = {o.url: o for state in self.types.values() for o in state.world.origins}
         self.configs = visit_type_configs(conn)  # with the world's queue lengths
         self._due: list[_Due] = []
         self._seq = itertools.count()
@@ -192,20 +203,62 @@ class Simulation:
                 on_step(t)
 
     def step(self, t: float) -> None:
-        """One step at simulated time ``t`` (see the module docstring)."""
+        """One tick at simulated time ``t`` (see the module docstring)."""
+        self.now = t
         self._apply_journal(t)
         for name, state in self.types.items():
             self._listings(name, state, t)
             self._new_requests(name, state, t)
-            self._schedule(name, state, t)
-            until = t + self.step_s
-            visit = functools.partial(self._visit, name)
-            state.requests.work(until, visit)
-            state.recurrent.work(until, visit)
             state.truth.sample(t)
             if self.steps % 4 == 0:
                 state.pools.append({"t": t, **self.ctx.mirror.sizes(name)})
+            self._schedule(name, state, t)
+        self._serve(t, t + self.step_s)
         self.steps += 1
+
+    def _serve(self, t: float, until: float) -> None:
+        """Run the workers from ``t`` to ``until``, the scheduler stepping for a
+        visit type whenever a visit's end leaves its queue room enough to refill,
+        the earliest first, so the journal is applied in the order of time."""
+        visits = {name: functools.partial(self._visit, name) for name in self.types}
+        refill: dict[str, float | None] = {
+            name: state.recurrent.advance(t, until, visits[name], self._room(name))
+            for name, state in self.types.items()
+        }
+        while any(x is not None for x in refill.values()):
+            x, name = min((x, name) for name, x in refill.items() if x is not None)
+            self.now = x
+            for other, state in self.types.items():
+                state.requests.work(x, visits[other])
+            self._apply_journal(x)
+            state = self.types[name]
+            self._schedule(name, state, x)
+            refill[name] = state.recurrent.advance(x, until, visits[name], self._room(name))
+        for name, state in self.types.items():
+            state.requests.work(until, visits[name])
+
+    def _room(self, name: str) -> int:
+        """Free slots of the recurrent queue for which the scheduler sends a batch:
+        ``plan_step`` counts both lanes against twice ``max_queue_length``, and
+        the simulator's slow lane is always full."""
+        bound = self.configs[name].max_queue_length
+        return next(
+            (
+                k
+                for k in range(1, bound + 1)
+                if free_slots(2 * bound, 2 * bound - k, MIN_FREE_FRACTION)
+            ),
+            bound,
+        )
+
+    def _true_rate_per_s(self, url: str) -> float | None:
+        """The origin's hidden change rate now (per second): 0 while dormant or dead."""
+        origin = self._origin_of.get(url)
+        if origin is None:
+            return None
+        if origin.kind == "dead" or self.now < origin.wake_s:
+            return 0.0
+        return origin.rate_per_day / DAY_S
 
     def _warm_start(self, t: float) -> None:
         """List the world, then feed the journal one past successful visit of each

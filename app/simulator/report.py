@@ -1,20 +1,18 @@
-"""The report of a run: the policy's figures beside the optimum, as JSON and plots."""
+"""The report of a run: the policy's figures beside the clairvoyant bound, as JSON and plots."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.simulator.config import Loader
+from app.simulator.bound import Samples, clairvoyant_bound, origin_case
 from app.simulator.engine import Simulation
-from app.simulator.optimum import Allocation, VisitCosts, allocate, mean_age, uniform
-from app.simulator.truth import Truth
-from app.simulator.world import DAY_S, KINDS, Origin
+from app.simulator.workers import WorkerPool
+from app.simulator.world import DAY_S, KINDS
 
 REPORT_FILE = "report.json"
 PLOT_FILE = "metrics.png"
@@ -35,11 +33,12 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
                 "by_kind": {k: kinds[k] for k in KINDS},
             },
             "workers": state.world.config.workers,
+            "worker_utilisation": _utilisation(state.recurrent, sim),
             "policies": state.policies,
             **summary,
             "mirror_returned": dict(sorted(state.returned.items())),
             "journal_beyond_history": sim.beyond_history[name],
-            "optimum": optimum_section(truth, sim, summary),
+            "clairvoyant_bound": bound_section(name, sim, summary),
         }
     return {
         "simulated_days": days,
@@ -51,136 +50,62 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
     }
 
 
-def visit_costs(loader: Loader, origins: list[Origin]) -> VisitCosts:
-    """What a visit of each origin costs in worker seconds under the world's loader
-    model (``Loader.visit_s``), for the optimum's worker-time budget, and the
-    age the cap's backlog adds (``app.simulator.backlog``) where it can bind."""
-    sizes = np.array([o.size for o in origins]) * loader.scale
-    per_change = loader.per_commit_s * loader.commits_per_change
-    costs = VisitCosts(sizes * loader.base_s, sizes * per_change, sizes * loader.cap_s)
-    fetchable = loader.fetchable_commits()
-    if not math.isfinite(fetchable) or fetchable < 1:
-        return costs
-    return costs.with_backlog(fetchable, loader.commits_per_change)
+def _utilisation(pool: WorkerPool, sim: Simulation) -> float | None:
+    """Share of the recurrent workers' time spent visiting over the measured period."""
+    capacity = pool.workers * (sim.end_s - sim.measure_from_s)
+    return pool.busy_s / capacity if capacity > 0 else None
 
 
-def optimum_section(truth: Truth, sim: Simulation, policy: dict[str, Any]) -> dict[str, Any]:
-    """The optimal allocations of the visits' own worker time that the policy's
-    recurrent visits used, over the origins live at the end, from their true
-    change rates over the measured period, every origin visited at least once
-    per ``max_interval`` as production's floor asks; ``policy`` is the policy's
-    summary, for the ratios.
-
-    What a schedule decides is how many visits, each with its fixed part: the
-    commits are fetched whoever schedules (an origin visited below its knee
-    falls behind for good). The optimum gets the policy's worker time less
-    what its visits spent fetching commits and less the first fetch of new
-    origins' history, plus what fetching every change at the true rates costs
-    (``VisitCosts``). With commit fetching most of the worker time, the
-    total alone would make the yardstick hang on how many changes the policy
-    happened to fetch within the run."""
-    floor = DAY_S / truth.max_interval_s
-    bound_days = sim.config.starvation_bound_days
-    live = np.flatnonzero(truth.live(sim.end_s))
-    origins = [truth.origins[i] for i in live]
-    # a first visit fetches the origin's whole history, however it is scheduled:
-    # what is to allocate is the fixed part of the other visits
-    visits = policy["visits"]
-    overhead = max(
-        0.0,
-        visits["worker_s_per_day"]
-        - visits["first_fetch_worker_s_per_day"]
-        - visits["fetch_worker_s_per_day"],
+def bound_section(name: str, sim: Simulation, policy: dict[str, Any]) -> dict[str, Any]:
+    """The clairvoyant lower bound on the mean age (``app.simulator.bound``) with the
+    recurrent workers' whole time over the measured period, plus the worker time of
+    the request visits (they archive changes too) and of one longest visit per
+    worker (a visit that straddles the period's end); ``policy`` is the policy's
+    summary, for the ratio."""
+    state = sim.types[name]
+    truth, loader = state.truth, sim.config.loader
+    measured = [s for s in truth.samples if s.t >= sim.measure_from_s]
+    samples = Samples(
+        np.array([s.t for s in measured], dtype=np.float64),
+        np.array([s.live for s in measured], dtype=np.float64),
     )
-    rates = np.array([o.effective_rate(sim.measure_from_s, sim.end_s) for o in origins])
-    costs = visit_costs(sim.config.loader, origins)
-    fetch = float(np.sum(costs.per_change_s * rates))
-    budget = overhead + fetch
-
-    reported = truth.with_last_update[live]
-    kinds = truth.kinds[live]
-
-    def figures(a: Allocation) -> dict[str, Any]:
-        return {
-            "freshness": a.mean_freshness,
-            "age_days": a.mean_age_days if np.isfinite(a.mean_age_days) else None,
-            "age_days_by_lister": _ages_by_lister(rates, a, reported, costs),
-            **_ages_by_kind(rates, a, kinds, costs),
-            "starved_origins": a.starved(bound_days),
-            "beyond_max_interval": a.starved(1 / floor),
-            "visits_per_day": a.visits_per_day,
-            "worker_s_per_day": a.worker_s_per_day,
-            "feasible": a.feasible,
-        }
-
-    section: dict[str, Any] = {
-        "capacity_worker_s_per_day": budget,
-        "visits_worker_s_per_day": overhead,
-        "fetch_worker_s_per_day": fetch,
-        "policy_visits_per_day": policy["visits"]["per_day"],
-        "floor_visits_per_day": floor,
-        "origins": int(live.size),
-    }
-    for timing in ("even", "poisson"):
-        kw: dict[str, Any] = {"costs": costs, "floor_per_day": floor}
-        fresh = allocate(rates, budget, timing, "freshness", **kw)
-        aged = allocate(rates, budget, timing, "age", **kw)
-        section[timing] = {
-            "max_freshness": figures(fresh),
-            "min_age": figures(aged),
-            "uniform": figures(uniform(rates, budget, timing, costs=costs)),
-            "policy_freshness_ratio": _ratio(policy["freshness"], fresh.mean_freshness),
-            "policy_age_ratio": _ratio(policy["age_days"], aged.mean_age_days),
-        }
-    return section
-
-
-def _ages_by_lister(
-    rates: np.ndarray[Any, Any],
-    a: Allocation,
-    reported: np.ndarray[Any, Any],
-    costs: VisitCosts,
-) -> dict[str, float | None]:
-    """The allocation's mean age over the origins whose lister reports last_update
-    and over the others (the optimum knows rates only: the two groups compare
-    with the policy's own split)."""
-    ages = mean_age(rates, a.freqs, a.timing, costs)
-    out: dict[str, float | None] = {}
-    for name, group in (("last_update", reported), ("no_last_update", ~reported)):
-        value = float(np.mean(ages[group])) if group.any() else None
-        out[name] = value if value is None or np.isfinite(value) else None
-    return out
-
-
-def _ages_by_kind(
-    rates: np.ndarray[Any, Any], a: Allocation, kinds: np.ndarray[Any, Any], costs: VisitCosts
-) -> dict[str, Any]:
-    """The allocation's mean age over the origins of each kind, and over those that
-    are not flaky (the optimum knows no failures: a flaky origin's failed visits
-    rest the failed cooldown, 14 days by default, which no allocation shortens)."""
-    ages = mean_age(rates, a.freqs, a.timing, costs)
-
-    def mean(group: np.ndarray[Any, Any]) -> float | None:
-        value = float(np.mean(ages[group])) if group.any() else None
-        return value if value is None or np.isfinite(value) else None
-
+    cases = []
+    for origin in truth.origins:
+        scale = loader.scale * origin.size
+        commits = np.diff(origin.commits, prepend=0).astype(np.float64)
+        fetch = scale * np.minimum(loader.per_commit_s * commits, loader.cap_s - loader.base_s)
+        case = origin_case(
+            origin,
+            float(truth.listed_at[origin.index]),
+            samples,
+            (sim.start_s, sim.measure_from_s),
+            scale * loader.base_s,
+            fetch,
+        )
+        if case is not None:
+            cases.append(case)
+    workers = state.recurrent.workers
+    largest = max((o.size for o in truth.origins), default=1.0)
+    budget = (
+        workers * (sim.end_s - sim.measure_from_s)
+        + state.requests.busy_s
+        + workers * loader.scale * largest * loader.cap_s
+    )
+    bound = clairvoyant_bound(cases, samples, budget)
+    days = (sim.end_s - sim.measure_from_s) / DAY_S
     return {
-        "age_days_by_kind": {str(k): mean(kinds == k) for k in np.unique(kinds)},
-        "age_days_without_flaky": mean(kinds != "flaky"),
+        **bound,
+        "worker_s_per_day": budget / days if days > 0 else None,
+        "policy_age_ratio": _ratio(policy["age_days"], bound["age_days"]),
     }
 
 
-def _optimum_value(
-    report: dict[str, Any] | None, name: str, allocation: str, key: str
-) -> float | None:
-    if report is None:
+def _ratio(value: float | None, bound: float | None) -> float | None:
+    """``value / bound``; None when either is unknown or the bound is 0 (a ratio
+    to nothing says nothing)."""
+    if value is None or bound is None or bound <= 0:
         return None
-    value = report["visit_types"][name]["optimum"]["even"][allocation][key]
-    return None if value is None else float(value)
-
-
-def _ratio(value: float | None, best: float) -> float | None:
-    return None if value is None or best == 0 else value / best
+    return value / bound
 
 
 def write_report(report: dict[str, Any], sim: Simulation, out: Path) -> list[Path]:
@@ -191,17 +116,10 @@ def write_report(report: dict[str, Any], sim: Simulation, out: Path) -> list[Pat
     return [path, plot(sim, out / PLOT_FILE, report)]
 
 
-#: The optimum drawn beside the measured curves: (panel, allocation, figure).
-OPTIMUM_LINES = (
-    ("freshness", "max_freshness", "freshness"),
-    ("mean_age_days", "min_age", "age_days"),
-)
-
-
 def plot(sim: Simulation, path: Path, report: dict[str, Any] | None = None) -> Path:
     """Freshness, age, its tail, pending changes and pool sizes over time; with the
-    report, the optimum of the same worker time (evenly spaced visits, under the
-    max_interval floor) as a dashed line of the visit type's colour."""
+    report, the clairvoyant bound on the mean age as a dashed line of the visit
+    type's colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -215,17 +133,18 @@ def plot(sim: Simulation, path: Path, report: dict[str, Any] | None = None) -> P
         ("age_p999_days", "age p99.9 (days)"),
         ("pending_over_30_days", "origins with a change pending > 30 days"),
     ]
-    optimum = {panel: (alloc, key) for panel, alloc, key in OPTIMUM_LINES}
     for ax, (attr, title) in zip(axes.flat, panels, strict=False):
         for k, (name, state) in enumerate(sim.types.items()):
             samples = state.truth.samples
             days = [(s.t - sim.start_s) / DAY_S for s in samples]
             (line,) = ax.plot(days, [getattr(s, attr) for s in samples], label=name)
-            best = _optimum_value(report, name, *optimum[attr]) if attr in optimum else None
+            best = None
+            if report is not None and attr == "mean_age_days":
+                best = report["visit_types"][name]["clairvoyant_bound"]["age_days"]
             if best is not None:
                 ax.axhline(best, color=line.get_color(), linestyle="--", linewidth=1)
                 ax.annotate(
-                    f"{name} optimum",
+                    f"{name} bound",
                     (days[-1 - (k % 4) * len(days) // 4] if days else 0, best),  # apart
                     fontsize="x-small",
                     ha="right",

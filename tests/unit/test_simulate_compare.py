@@ -78,16 +78,17 @@ def test_a_bad_configuration_is_refused(arg: str) -> None:
         parse_policies(arg)
 
 
-def _result(name: str, seed: int, age: float | None) -> dict[str, Any]:
+def _result(name: str, seed: int, age: float | None, spec: Any = "default") -> dict[str, Any]:
     figures: dict[str, Any] = {
         "age_days": age,
+        "age_days_by_lister": {"last_update": age, "no_last_update": age},
         "freshness": 0.5,
-        "optimum": {
-            "even": {
-                "min_age": {"age_days": 1.0},
-                "max_freshness": {"freshness": 0.6},
-                "policy_age_ratio": age,
-            }
+        "worker_utilisation": 0.9,
+        "visits": {"per_day": 100.0},
+        "lag_days": {"mean": 1.0},
+        "clairvoyant_bound": {
+            "age_days": 0.1,
+            "policy_age_ratio": None if age is None else age / 0.1,
         },
         "starvation": {"beyond_max_interval": seed},
         "useless_visits": {"ratio_where_last_update": None},
@@ -100,11 +101,36 @@ def _result(name: str, seed: int, age: float | None) -> dict[str, Any]:
         "days": 90.0,
         "seed": seed,
         "name": name,
+        "policies": spec,
         "report": {
             "visit_types": {"git": figures},
             "run": {"wall_clock_s": 60.0, "load_average": [1.0, 2.0]},
         },
     }
+
+
+def test_the_baselines_are_round_robin_and_age_optimal_with_the_true_rates() -> None:
+    round_robin = configure(WORLD, 4, "round_robin")
+    assert [vt.policies for vt in round_robin.visit_types] == [{"oldest_scheduled_first": 1.0}] * 2
+    assert not round_robin.oracle_rates
+    oracle = configure(WORLD, 4, "oracle")
+    assert [vt.policies for vt in oracle.visit_types] == [None, None]
+    assert oracle.oracle_rates
+    assert not configure(WORLD, 4, "default").oracle_rates
+
+
+def test_a_policy_is_measured_against_the_better_baseline_of_the_same_seed() -> None:
+    results = [
+        _result("age", 0, 1.0),
+        _result("round_robin", 0, 4.0, "round_robin"),
+        _result("oracle", 0, 2.0, "oracle"),
+        _result("age", 1, 3.0),
+        _result("round_robin", 1, 3.0, "round_robin"),
+        _result("oracle", 1, 6.0, "oracle"),
+    ]
+    rows = summarise(results)["default (90 days)"]
+    assert rows["age / git"]["age / best baseline"] == pytest.approx((0.5 + 1.0) / 2)
+    assert rows["age / git"]["age / bound"] == pytest.approx(20.0)
 
 
 def test_tables_hold_the_median_over_seeds_of_each_configuration() -> None:

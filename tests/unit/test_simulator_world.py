@@ -116,16 +116,34 @@ def test_workers_take_queued_visits_as_soon_as_they_are_free() -> None:
         starts.append(start)
         return 10.0
 
-    assert pool.work(until=15.0, visit=visit) == 4
+    pool.work(until=15.0, visit=visit)
     assert starts == [0.0, 0.0, 10.0, 10.0]
     assert pool.depth(15.0) == 2
     assert pool.depth(25.0) == 0
 
 
+def test_workers_stop_for_a_refill_as_soon_as_a_visit_end_frees_enough_room() -> None:
+    pool = WorkerPool(workers=2, queue_length=4)
+    pool.send([Order(i, f"u{i}", i, "p", 0.0) for i in range(4)])
+    durations = iter([10.0, 30.0, 10.0, 10.0])
+    assert pool.advance(0.0, 100.0, lambda o, s: next(durations), room=1) == 10.0
+    assert pool.depth(10.0) == 3
+    assert pool.advance(10.0, 100.0, lambda o, s: next(durations), room=2) == 20.0
+
+
+def test_busy_time_counts_only_what_falls_in_the_measured_window() -> None:
+    pool = WorkerPool(workers=2, queue_length=4, window=(5.0, 100.0))
+    pool.send([Order(i, f"u{i}", i, "p", 0.0) for i in range(3)])
+    pool.work(until=200.0, visit=lambda o, s: 10.0)
+    assert pool.busy_s == 5.0 + 5.0 + 10.0
+
+
 def test_no_workers_run_nothing() -> None:
     pool = WorkerPool(workers=0, queue_length=0)
     pool.send([Order(0, "u", 0, "p", 0.0)])
-    assert pool.work(until=100.0, visit=lambda o, s: 1.0) == 0
+    pool.work(until=100.0, visit=lambda o, s: 1.0)
+    assert pool.depth(100.0) == 1
+    assert pool.busy_s == 0.0
 
 
 def _origin(changes: list[float]) -> Origin:
