@@ -150,8 +150,9 @@ class ForkServer:
             ours, theirs = socket.socketpair()
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
+            process = None
             try:
-                control = self._ensure()
+                control, process = self._ensure()
                 fds = array.array("i", [theirs.fileno(), out_w, err_w])
                 control.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
             except OSError as exc:
@@ -160,7 +161,7 @@ class ForkServer:
                 os.close(err_r)
                 if attempt == 2 or not isinstance(exc, ConnectionError):
                     raise ZygoteGone(f"the archive's loaders' fork server: {exc}") from exc
-                self._forget()  # it died: start another
+                self._forget(process)  # it died: start another
                 continue
             finally:
                 theirs.close()
@@ -193,13 +194,13 @@ class ForkServer:
             alive = self._process is not None and self._process.poll() is None
             return self._process.pid if alive and self._process is not None else None
 
-    def _ensure(self) -> socket.socket:
+    def _ensure(self) -> tuple[socket.socket, subprocess.Popen[bytes]]:
         with self._lock:
             alive = self._process is not None and self._process.poll() is None
             if self._control is None or not alive or self._owner != os.getpid():
                 self._start()
-            assert self._control is not None
-            return self._control
+            assert self._control is not None and self._process is not None
+            return self._control, self._process
 
     def _start(self) -> None:
         if self._control is not None:
@@ -219,12 +220,15 @@ class ForkServer:
         self._control = ours
         self._owner = os.getpid()
 
-    def _forget(self) -> None:
+    def _forget(self, process: subprocess.Popen[bytes] | None) -> None:
+        """Have the next spawn start a zygote in place of ``process`` (not one
+        another thread started since)."""
         with self._lock:
-            if self._process is not None and self._process.poll() is None:
-                self._process.kill()
-            if self._process is not None:
-                self._process.wait()
+            if process is None or process is not self._process:
+                return
+            if process.poll() is None:
+                process.kill()
+            process.wait()
             self._process = None
 
 
