@@ -39,6 +39,7 @@ from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher
+from app.loaders.archive import stop_children
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.services.context import Tuning, redis_client
 from app.services.requests import end_unvisited_request
@@ -72,6 +73,18 @@ broker.add_middleware(
         on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
     )
 )
+
+
+class StopLoaderChildren(dramatiq.Middleware):
+    """At worker shutdown, kill the archive's loaders' running visits (their
+    process groups): one would otherwise hold the shutdown up to its lane's time
+    limit. Each ends failed (closed failed in the archive if it recorded it)."""
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        stop_children()
+
+
+broker.add_middleware(StopLoaderChildren())
 # The queues ``revisit worker`` chose from the visit_types table (Dramatiq
 # consumes declared queues only); none when imported elsewhere.
 QUEUES: list[str] = json.loads(os.environ.get(WORKER_QUEUES_VARIABLE, "[]"))

@@ -10,12 +10,15 @@ publishes the visit's statuses to the journal, with its own visit numbers:
 these loaders say ``publishes_statuses = False`` and the worker publishes
 nothing for them.
 
-Each visit runs in a child process (``python -m app.loaders.archive``), killed
-at the lane's time limit: the archive's loaders block in C (svn), clear
-``os.environ`` (hg) and have no I/O timeout (git://), so a thread could not be
-stopped. The outcome is the archive's final visit status, read by a proxy of
-the storage as the loader writes it (``load()``'s return value says
-``uneventful`` for a missing repository). A visit the archive recorded but
+Each visit runs in a child process, killed (its process group) at the lane's
+time limit: the archive's loaders block in C (svn), clear ``os.environ`` (hg)
+and have no I/O timeout (git://), so a thread could not be stopped. The child
+is forked by the worker process's fork server (``app.loaders.zygote``), which
+imported the archive's packages once, so a visit does not pay their import.
+
+The outcome is the archive's final visit status, read by a proxy of the
+storage as the loader writes it (``load()``'s return value says ``uneventful``
+for a missing repository). A visit the archive recorded but
 that never got a final status (killed at the time limit, crashed) is closed
 ``failed`` in the archive, so the journal reports it and nothing stays
 ongoing; a visit the archive never recorded (storage down) is published by
@@ -28,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -42,6 +44,7 @@ from app.inputs.rules import check_url
 from app.loaders.base import MAX_ERROR_CHARS, VisitResult
 from app.loaders.git import SCHEMES as GIT_SCHEMES
 from app.loaders.git import resolved_addresses, url_scheme
+from app.loaders.zygote import KILL_WAIT_S, Forked, ForkServer, ShuttingDown, ZygoteGone, serve
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
 CONFIG_VARIABLE = "SWH_CONFIG_FILENAME"
@@ -78,14 +81,17 @@ class ArchiveLoader:
                 "failed", None, 0.0, f"{CONFIG_VARIABLE}: not set (the archive's loader config)"
             )
         request = json.dumps({"worker": self.swh_worker, "url": url, "arguments": arguments})
-        with _child("visit", request) as child:
-            try:
-                out, err = child.communicate(timeout=max(0.1, timeout_s - KILL_MARGIN_S))
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                _kill(child)
-                out, err = child.communicate()
-                timed_out = True
+        try:
+            with _child("visit", request) as child:
+                try:
+                    out, err = child.communicate(timeout=max(0.1, timeout_s - KILL_MARGIN_S))
+                    timed_out = False
+                except subprocess.TimeoutExpired:
+                    out, err = _kill(child)
+                    timed_out = True
+        except (ShuttingDown, ZygoteGone) as exc:
+            # Not started: nothing reached the archive, worth retrying.
+            return VisitResult("failed", None, time.monotonic() - started, str(exc), transient=True)
         duration = time.monotonic() - started
         report = _report(out)
         visit = report.get("visit")
@@ -94,7 +100,12 @@ class ArchiveLoader:
             reason = report.get("error") if status in ("failed", "not_found") else None
             snapshot = bytes.fromhex(report["snapshot"]) if report.get("snapshot") else None
             return VisitResult(status, snapshot, duration, _short(reason), archived=True)
-        error = "timeout" if timed_out else report.get("error") or _last_line(err)
+        if timed_out:
+            error = "timeout"
+        elif FORK_SERVER.stopping:
+            error = "stopped: the worker is shutting down"
+        else:
+            error = report.get("error") or _last_line(err)
         # The archive has the visit without a final status: close it, so its
         # journal reports the failure (an ongoing visit would hold a request).
         closed = visit is not None and _close(url, int(visit), str(report.get("visit_type", "")))
@@ -152,44 +163,86 @@ class ArchiveSvnLoader(ArchiveLoader):
     schemes = frozenset({"https", "http", "svn", "file"})
 
 
+class ArchiveGitCheckoutLoader(ArchiveLoader):
+    """swh-loader-git's checkout loader (``swh-git-checkout``): one ref of a repository
+    as a directory (``ref``, ``checksum_layout``, ``checksums`` arguments)."""
+
+    swh_worker = "loader.git-checkout"
+    schemes = GIT_SCHEMES
+
+
+class ArchiveHgCheckoutLoader(ArchiveLoader):
+    """swh-loader-mercurial's checkout loader (``swh-hg-checkout``)."""
+
+    swh_worker = "loader.mercurial-checkout"
+    schemes = ArchiveHgLoader.schemes
+
+
+class ArchiveSvnExportLoader(ArchiveLoader):
+    """swh-loader-svn's export loader (``swh-svn-export``): one path at one revision."""
+
+    swh_worker = "loader.svn-export"
+    schemes = ArchiveSvnLoader.schemes
+
+
+class ArchiveTarballDirectoryLoader(ArchiveLoader):
+    """swh-loader-core's directory loader (``swh-tarball-directory``): a tarball's
+    content as a directory, checked against its ``checksums``."""
+
+    swh_worker = "loader.directory"
+    schemes = frozenset({"https", "http", "file"})
+
+
+#: The archive's workers the plugins run: what the fork server imports once.
+SWH_WORKERS = tuple(c.swh_worker for c in ArchiveLoader.__subclasses__())
+
+
+#: The fork server of this worker process (started at its first visit).
+FORK_SERVER_ARGV = [sys.executable, "-m", "app.loaders.archive", "zygote"]
+FORK_SERVER = ForkServer(FORK_SERVER_ARGV)
+
+
+def stop_children() -> None:
+    """Kill the running visits' children and start no new visit: the worker is
+    shutting down (a visit the archive recorded is still closed failed)."""
+    FORK_SERVER.stop_children()
+
+
 @contextmanager
-def _child(command: str, request: str) -> Iterator[subprocess.Popen[str]]:
-    """The child process of ``command``, fed ``request``; killed (its whole process
-    group) if it outlives the block, e.g. when Dramatiq's time limit interrupts it."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "app.loaders.archive", command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def _child(command: str, request: str) -> Iterator[Forked]:
+    """The child of ``command`` on ``request``, forked by the fork server; killed
+    (its whole process group) if it outlives the block, e.g. when Dramatiq's time
+    limit interrupts it."""
+    child = FORK_SERVER.spawn(command, request, when_stopping=command == "close")
     try:
-        assert child.stdin is not None
-        child.stdin.write(request)
-        child.stdin.close()
-        child.stdin = None  # communicate() must not flush it again
         yield child
     finally:
-        if child.poll() is None:
-            _kill(child)
-            child.wait()
+        child.close()
 
 
-def _kill(child: subprocess.Popen[str]) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
+def _kill(child: Forked) -> tuple[str, str]:
+    """Kill ``child``; what it wrote (nothing more if a process it left keeps its
+    pipes open)."""
+    child.kill()
+    try:
+        return child.communicate(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        return "", ""
 
 
 def _close(url: str, visit: int, visit_type: str) -> bool:
     """Record the archive's visit ``visit`` of ``url`` failed (best effort): whether
     the archive took it."""
     request = json.dumps({"url": url, "visit": visit, "visit_type": visit_type})
-    with _child("close", request) as child:
-        try:
-            _, err = child.communicate(timeout=CLOSE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            err = "timeout"
+    try:
+        with _child("close", request) as child:
+            try:
+                _, err = child.communicate(timeout=CLOSE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                err = "timeout"
+    except ZygoteGone as exc:
+        log.warning("could not close visit %d of %s in the archive: %s", visit, url, exc)
+        return False
     if child.returncode != 0:
         log.warning("could not close visit %d of %s in the archive: %s", visit, url, err[-300:])
     return child.returncode == 0
@@ -220,9 +273,9 @@ def _short(error: object) -> str | None:
     return (text[0].rstrip(" ,'\"") if text else "")[:REASON_CHARS] or None
 
 
-# The child process: ``python -m app.loaders.archive visit|close``, its request
-# as JSON on stdin, its report as JSON lines on stdout (the loaders' own output
-# goes to stderr).
+# The fork server (``python -m app.loaders.archive zygote FD``) and its children:
+# a child's request comes as JSON, its report goes as JSON lines on its report
+# pipe (the loaders' own output goes to its stderr).
 
 
 class _Recorder:
@@ -324,21 +377,35 @@ def _close_visit(request: dict[str, Any]) -> None:
     storage.flush()
 
 
-def main(argv: list[str]) -> int:
-    """The child's entry: ``visit`` or ``close``, the request on stdin."""
-    # The loaders print: keep stdout for the report alone.
-    report = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    request = json.load(sys.stdin)
-    if argv == ["visit"]:
+def _run(command: str, request: dict[str, Any], report: IO[str]) -> None:
+    """A child's work, ``visit`` or ``close``: its report as JSON lines on ``report``."""
+    if command == "visit":
         _visit(request, report)
-    elif argv == ["close"]:
+    elif command == "close":
         _close_visit(request)
     else:
-        print(f"usage: python -m app.loaders.archive visit|close, not {argv}", file=sys.stderr)
+        raise ValueError(f"unknown command {command!r}")
+
+
+def _preload() -> None:
+    """Import what every child needs: the storage and the installed loaders."""
+    import swh.core.config
+    import swh.model.model
+    import swh.storage
+    import swh.storage.api.client  # noqa: F401
+
+    for worker in SWH_WORKERS:
+        with suppress(Exception):
+            _loader_class(worker)
+
+
+def main(argv: list[str]) -> int:
+    """The fork server's entry: ``python -m app.loaders.archive zygote FD``."""
+    if len(argv) != 2 or argv[0] != "zygote" or not argv[1].isdigit():
+        print(f"usage: python -m app.loaders.archive zygote FD, not {argv}", file=sys.stderr)
         return 2
-    return 0
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    return serve(int(argv[1]), _preload, _run)
 
 
 if __name__ == "__main__":

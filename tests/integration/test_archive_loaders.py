@@ -367,3 +367,65 @@ def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_co
         wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
     assert first.status == "full"
     assert stats_by_url(conn)[url]["eventful_visits"] == 2
+
+
+def _svn_tools() -> None:
+    missing = [tool for tool in ("svnadmin", "svnmucc", "svnrdump") if not shutil.which(tool)]
+    try:
+        import swh.loader.svn  # noqa: F401
+    except ImportError:
+        missing.append("swh.loader.svn")
+    if missing:
+        message = f"svn needs {', '.join(missing)} (scripts/setup installs them)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _svn_commit(url: str, tmp_path: Path, message: str) -> None:
+    change = tmp_path / "svn-change"
+    change.write_text(f"{message}\n")
+    subprocess.run(
+        ["svnmucc", "-m", message, "put", str(change), f"{url}/trunk/{message}"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _svn_tools()
+    repo = tmp_path / "svn" / "repo"
+    repo.parent.mkdir()
+    subprocess.run(["svnadmin", "create", str(repo)], check=True)
+    url = repo.as_uri()
+    subprocess.run(["svnmucc", "-m", "layout", "mkdir", f"{url}/trunk"], check=True)
+    _svn_commit(url, tmp_path, "one")
+    monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", '["svn"]')
+    _loader(conn, "svn", "swh-svn")
+    list_origins(conn, ctx, [url], visit_type="svn")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    journal = {"journal": PROCESSES["journal"]}
+    visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
+    with running(journal, env, logs), running(visiting, env, logs):
+        wait_for(lambda: bool(archive.finals(url)), 40, "a first visit", logs)
+        first = archive.finals(url)[0]
+        _svn_commit(url, tmp_path, "two")
+        wait_for(
+            lambda: any(v.snapshot != first.snapshot for v in archive.finals(url)),
+            40,
+            "an eventful revisit",
+            logs,
+        )
+    with running(journal, env, logs):
+        wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
+    assert first.status == "full"
+    assert stats_by_url(conn)[url]["eventful_visits"] == 2

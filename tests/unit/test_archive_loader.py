@@ -5,9 +5,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.loaders.archive import ArchiveGitLoader, ArchiveHgLoader, _short
+from app.loaders.archive import (
+    ArchiveGitLoader,
+    ArchiveHgLoader,
+    ArchiveLoader,
+    _loader_class,
+    _short,
+)
 from app.loaders.base import get_loader, publishes_statuses
 from app.settings import get_settings
+from tests.conftest import IN_CI
 
 
 @pytest.fixture
@@ -62,3 +69,30 @@ def test_a_reason_is_one_line_without_the_traceback_an_exception_carries() -> No
     assert _short(error) == "NotFound: ('/r', '/tmp/x"
     assert _short("boom\nsecond line") == "boom"
     assert _short(None) is None
+
+
+@pytest.mark.parametrize(
+    ("plugin", "module", "name"),
+    [
+        ("swh-git", "swh.loader.git.loader", "GitLoader"),
+        ("swh-hg", "swh.loader.mercurial.loader", "HgLoader"),
+        ("swh-svn", "swh.loader.svn.loader", "SvnLoaderFromRemoteDump"),
+        ("swh-git-checkout", "swh.loader.git.directory", "GitCheckoutLoader"),
+        ("swh-hg-checkout", "swh.loader.mercurial.directory", "HgCheckoutLoader"),
+        ("swh-svn-export", "swh.loader.svn.directory", "SvnExportLoader"),
+        ("swh-tarball-directory", "swh.loader.core.loader", "TarballDirectoryLoader"),
+    ],
+)
+def test_each_archive_plugin_resolves_to_the_archives_loader_class(
+    plugin: str, module: str, name: str
+) -> None:
+    try:
+        __import__(module)
+    except ImportError as exc:
+        if IN_CI:
+            raise
+        pytest.skip(f"the archive's package is not installed: {exc}")
+    loader = get_loader(plugin.removeprefix("swh-"), plugin)
+    assert isinstance(loader, ArchiveLoader) and not loader.publishes_statuses
+    found = _loader_class(loader.swh_worker)
+    assert (found.__module__, found.__name__) == (module, name)
