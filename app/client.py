@@ -75,7 +75,7 @@ class RevisitClient:
         )
 
     def cancel_request(self, request_id: int) -> str:
-        """Abort a pending or scheduled request."""
+        """Abort a blocked, pending or scheduled request."""
         return self._send("cancel_request", CancelRequest, {"request_id": request_id})
 
     def record_listing(self, **fields: Any) -> str:
