@@ -1,27 +1,46 @@
 """Requests with prerequisites and parents (seed 004): blocked until their
 prerequisites completed, aborted when one fails that may not, following a
-retry; against real PostgreSQL (and Redis for cancel)."""
+retry; against real PostgreSQL and Redis, and real workers for one chain."""
 
+import subprocess
+import sys
+import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+import redis
 
-from app.db.connection import DictConnection
+from app.client import RevisitClient
+from app.db.connection import Connections, DictConnection
 from app.db.scheduling import visit_type_configs
+from app.devtools.demo import make_repo
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.queue_names import API_QUEUE
+from app.domain.visit_stats import keyed_fudge
 from app.inputs.api import InvalidPayload, RequestVisit, validated
+from app.kafka.codec import encode, visit_status_value
 from app.services.context import Context
 from app.services.journal import apply_events_batch
+from app.services.journal_batch import BatchWriter
 from app.services.requests import (
     RequestError,
     adjust_priority,
     cancel_request,
     create_request,
+    end_unvisited_request,
     get_request,
     retry_request,
     take_pending,
 )
+from app.settings import Settings
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
 from tests.integration.helpers import list_origins
+from tests.processes import running, wait_for, with_constants
+
+T = TypeVar("T")
 
 NOW = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -178,7 +197,7 @@ def test_unknown_retried_aborted_or_failed_prerequisites_and_cycles_are_refused_
     retry = retry_request(conn, retried)
     before = counts(conn)
 
-    refusals = {
+    refusals: dict[str, dict[str, Any]] = {
         "depends_on: no request 999999, 999998": dict(depends_on=[999999, 999998]),
         f"depends_on: request {retried} was retried as request {retry}: depend on that one": dict(
             depends_on=[retried]
@@ -216,3 +235,142 @@ def test_allowed_to_fail_must_name_prerequisites() -> None:
         validated(
             RequestVisit, {"url": "https://d.example/a", "visit_type": "git", "depends_on": [0]}
         )
+
+
+def test_two_prerequisites_ending_in_parallel_journal_writers_release_their_dependent(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    writers = 4
+    connections = Connections(settings, writers)
+
+    def on_a_connection(work: Callable[[DictConnection], T]) -> T:
+        with connections.borrow() as c:
+            return work(c)
+
+    batch = BatchWriter(ctx, keyed_fudge(), on_a_connection, writers)
+    try:
+        for round_ in range(10):
+            # two origins the batch writes in two different transactions
+            urls = [f"https://d.example/p{round_}-{i}" for i in range(40)]
+            key = {u: zlib.crc32(f"{u}\x00git".encode()) % writers for u in urls}
+            first = urls[0]
+            second = next(u for u in urls if key[u] != key[first])
+            prerequisites = [
+                create_request(conn, RequestVisit(url=u, visit_type="git")) for u in (first, second)
+            ]
+            waiting = ask(conn, f"w{round_}", depends_on=prerequisites)
+            at = NOW + timedelta(minutes=round_)
+            taken = take_pending(conn, "git", 10, at, visit=1)
+            assert sorted(t.id for t in taken) == prerequisites
+            payloads: list[bytes | None] = [
+                encode(
+                    visit_status_value(
+                        u, 1, at + timedelta(seconds=1), "full", b"s" * 20, "git", None
+                    )
+                )
+                for u in (first, second)
+            ]
+            batch.write(payloads, at)
+            assert status(conn, *prerequisites, waiting) == ["succeeded", "succeeded", "pending"]
+            take_pending(conn, "git", 10, at)  # out of the way of the next round
+    finally:
+        batch.close()
+        connections.close()
+
+
+def test_a_request_ended_by_its_worker_aborts_its_dependents(conn: DictConnection) -> None:
+    sent = ask(conn, "u")
+    waiting = ask(conn, "w", depends_on=[sent])
+    take_pending(conn, "git", 10, NOW, visit=None)
+    assert end_unvisited_request(conn, sent, "refused URL", NOW)
+    assert status(conn, sent, waiting) == ["failed", "aborted"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_cli_adds_requests_after_others_and_shows_what_they_wait_for(conn: DictConnection) -> None:
+    first = cli("request", "add", "https://d.example/one", "--priority", "7").stdout.strip()
+    second = cli("request", "add", "https://d.example/two").stdout.strip()
+    added = cli(
+        "request",
+        "add",
+        "https://d.example/three",
+        "--after",
+        f"{first},{second}",
+        "--allow-fail",
+        second,
+        "--parent",
+        first,
+    )
+    assert added.returncode == 0, added.stderr
+    third = added.stdout.strip()
+    row = get_request(conn, int(third))
+    assert (row["status"], row["base_priority"], row["parent"]) == ("blocked", 7, int(first))
+
+    listed = cli("request", "list", "--status", "blocked")
+    assert "https://d.example/three" in listed.stdout and f"{first},{second}" in listed.stdout
+    shown = cli("request", "show", third).stdout
+    assert "status: blocked" in shown
+    assert f"  {second} pending https://d.example/two (allowed to fail)" in shown
+    assert f"  {third} blocked https://d.example/three" in cli("request", "show", first).stdout
+
+    before = counts(conn)
+    unknown = cli("request", "add", "https://d.example/four", "--after", "999999")
+    assert unknown.returncode != 0 and "depends_on: no request 999999" in unknown.stderr
+    bad = cli("request", "add", "https://d.example/four", "--after", "1;2")
+    assert bad.returncode != 0 and "--after: expected request ids" in bad.stderr
+    stray = cli("request", "add", "https://d.example/four", "--after", first, "--allow-fail", "3")
+    assert stray.returncode != 0 and "allowed_to_fail: Value error, request 3" in stray.stderr
+    assert counts(conn) == before
+    assert cli("request", "cancel", first).returncode == 0
+    assert status(conn, int(third)) == ["aborted"]
+
+
+def test_client_refuses_an_allowed_to_fail_request_that_is_no_prerequisite(
+    settings: Settings,
+) -> None:
+    client = RevisitClient.from_settings(settings)
+    with pytest.raises(InvalidPayload, match="RequestVisit: allowed_to_fail"):
+        client.request_visit(
+            url="https://d.example/a", visit_type="git", depends_on=[1], allowed_to_fail=[2]
+        )
+    api = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE)
+    assert redis.Redis.from_url(settings.redis_dsn()).hlen(api.messages) == 0
+
+
+def test_priority_workers_run_a_chain_in_order_and_abort_what_follows_a_failure(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    urls = [make_repo(tmp_path / "forge" / name) for name in ("a", "b", "c")]
+    missing = "file://" + str(tmp_path / "forge" / "missing")
+    a = create_request(conn, RequestVisit(url=urls[0], visit_type="git"))
+    b = create_request(conn, RequestVisit(url=urls[1], visit_type="git", depends_on=[a]))
+    c = create_request(conn, RequestVisit(url=urls[2], visit_type="git", depends_on=[b]))
+    lost = create_request(conn, RequestVisit(url=missing, visit_type="git", depends_on=[a]))
+    after_lost = create_request(
+        conn, RequestVisit(url=urls[0], visit_type="git", depends_on=[lost])
+    )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    processes = {
+        "scheduler": ["revisit", "scheduler"],
+        "priority": ["revisit", "worker", "--lane", "priority", "--threads", "2"],
+        "journal": ["revisit", "journal"],
+    }
+    fast = with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}, {})
+    with running(processes, fast, logs):
+        wait_for(
+            lambda: status(conn, c, after_lost) == ["succeeded", "aborted"],
+            120,
+            "the chain to succeed and the failed branch to be aborted",
+            logs,
+        )
+    rows = {i: get_request(conn, i) for i in (a, b, c, lost)}
+    assert rows[a]["finished_at"] <= rows[b]["scheduled_at"]
+    assert rows[b]["finished_at"] <= rows[c]["scheduled_at"]
+    assert rows[lost]["status"] == "failed"
+    assert get_request(conn, after_lost)["failure_reason"] == f"prerequisite request {lost} failed"
