@@ -87,7 +87,7 @@ def request_visit(payload: Any) -> None:
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def adjust_priority(payload: Any) -> None:
-    """Add to a pending request's priority adjustment."""
+    """Add to a blocked or pending request's priority adjustment."""
     change = validated(AdjustPriority, payload)
     with _conn() as conn, _bad_input("AdjustPriority"):
         priority = req.adjust_priority(conn, change.request_id, change.delta)

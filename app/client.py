@@ -69,7 +69,7 @@ class RevisitClient:
         return self._send("request_visit", RequestVisit, fields)
 
     def adjust_priority(self, request_id: int, delta: int) -> str:
-        """Add ``delta`` to a pending request's priority."""
+        """Add ``delta`` to a blocked or pending request's priority."""
         return self._send(
             "adjust_priority", AdjustPriority, {"request_id": request_id, "delta": delta}
         )

@@ -176,7 +176,7 @@ def request_adjust(
         ),
     ],
 ) -> None:
-    """Add DELTA to a pending request's priority adjustment."""
+    """Add DELTA to a blocked or pending request's priority adjustment."""
     _request_op("adjust", request_id, delta)
 
 

@@ -100,7 +100,7 @@ def list_requests(conn: DictConnection, status: str | None, limit: int) -> list[
 def adjust_priority(
     conn: DictConnection, request_id: int, delta: int, low: int, high: int
 ) -> int | None:
-    """Add ``delta`` to a pending request's adjustment if its effective priority stays
+    """Add ``delta`` to a blocked or pending request's adjustment if its effective priority stays
     within ``low``..``high``; that priority, or None if nothing changed."""
     params = {"id": request_id, "delta": delta, "min": low, "max": high}
     row = conn.execute(query("adjust_priority"), params).fetchone()

@@ -87,7 +87,7 @@ class RequestVisit(_Payload):
 
 
 class AdjustPriority(_Payload):
-    """Add ``delta`` to a pending request's priority adjustment (operators)."""
+    """Add ``delta`` to a blocked or pending request's priority adjustment (operators)."""
 
     request_id: int = Field(ge=1)
     delta: int = Field(ge=MIN_PRIORITY - MAX_PRIORITY, le=MAX_PRIORITY - MIN_PRIORITY)

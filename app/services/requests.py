@@ -137,7 +137,8 @@ def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
-    """Add ``delta`` to a pending request's adjustment; return its effective priority.
+    """Add ``delta`` to a blocked or pending request's adjustment; return its
+    effective priority.
 
     The effective priority must stay within MIN_PRIORITY..MAX_PRIORITY, the
     bounds of a new request's, so an adjustment cannot overflow or outrank
@@ -148,8 +149,10 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
         if priority is not None:
             return priority
     old = get_request(conn, request_id)
-    if old["status"] != "pending":
-        raise RequestError(f"request_id: request {request_id} is {old['status']}, not pending")
+    if old["status"] not in ("blocked", "pending"):
+        raise RequestError(
+            f"request_id: request {request_id} is {old['status']}, not blocked or pending"
+        )
     raise RequestError(
         f"delta: priority {old['priority']} {delta:+d} is outside {MIN_PRIORITY}..{MAX_PRIORITY}"
     )

@@ -51,7 +51,7 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
 -- name: adjust_priority
 -- The effective priority stays within the bounds a new request has.
 update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
-where id = %(id)s and status = 'pending'
+where id = %(id)s and status in ('blocked', 'pending')
   and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 

@@ -88,6 +88,7 @@ def test_a_three_level_chain_runs_in_order(
     b = ask(conn, "b", depends_on=[a], priority=50)
     c = ask(conn, "c", depends_on=[b], priority=100)
     assert status(conn, a, b, c) == ["pending", "blocked", "blocked"]
+    assert adjust_priority(conn, c, 5) == 105  # an operator may bump a blocked request
     # each step sends only the request whose prerequisites completed, though the
     # blocked ones outrank it
     run(conn, ctx, a, "full", 1)
