@@ -37,10 +37,10 @@ def lock_request_graph(conn: DictConnection) -> None:
     conn.execute(query("lock_request_graph"))
 
 
-def prerequisites_for_share(conn: DictConnection, ids: list[int]) -> list[dict[str, Any]]:
-    """id, status and superseded_by of these requests, locked against an end
-    until the caller's transaction commits."""
-    return conn.execute(query("prerequisites_for_share"), {"ids": ids}).fetchall()
+def prerequisites(conn: DictConnection, ids: list[int]) -> list[dict[str, Any]]:
+    """id, status and superseded_by of these requests (read under the graph
+    lock: none of them ends meanwhile)."""
+    return conn.execute(query("prerequisites"), {"ids": ids}).fetchall()
 
 
 def reaches(conn: DictConnection, ids: list[int], target: int) -> bool:

@@ -88,7 +88,7 @@ def _check_prerequisites(conn: DictConnection, ids: list[int], allowed: set[int]
     """Refuse prerequisites a request cannot wait for; whether one has not completed."""
     if not ids:
         return False
-    rows = {r["id"]: r for r in db.prerequisites_for_share(conn, ids)}
+    rows = {r["id"]: r for r in db.prerequisites(conn, ids)}
     unknown = [str(i) for i in ids if i not in rows]
     if unknown:
         raise RequestError(f"depends_on: no request {', '.join(unknown)}")
@@ -264,12 +264,15 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     # already under way then (a recurrent one) neither starts nor ends it.
     started = [e for e in events if e.status == "created"]
     finished = [e for e in events if e.is_final]
+    if not started and not finished:
+        return []
+    # Before any request row is locked, as on every path that takes it: a
+    # request row locked first could deadlock with a request being created.
+    db.lock_request_graph(conn)
     if started:
         db.requests_started(conn, started)
     if not finished:
         return []
-    # Before any request row is locked, as every path that settles dependents does.
-    db.lock_request_graph(conn)
     rows = db.requests_finished(conn, finished, [_reason(e) for e in finished])
     _settle(conn, [r["id"] for r in rows])
     return [

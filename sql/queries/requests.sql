@@ -128,17 +128,15 @@ group by visit_type, status
 
 -- name: lock_request_graph
 -- Every change of a request that has or may get dependents (creating one with
--- prerequisites, ending, cancelling, retrying one) takes this lock before it
--- reads the edges, so two of them never decide on a stale view (two
--- prerequisites of one request ending in parallel journal writers).
+-- prerequisites, starting, ending, cancelling, retrying one) takes this lock
+-- before it touches a request or reads the edges, so none decides on a stale
+-- view (two prerequisites of one request ending in parallel journal writers,
+-- a prerequisite ending while a request waiting for it is created).
 select pg_advisory_xact_lock(7265717565737473)
 
--- name: prerequisites_for_share
--- The named prerequisites, locked against a concurrent end until the new
--- request's edges are committed.
+-- name: prerequisites
 select id, status::text, superseded_by from visit_requests
 where id = any(%(ids)s::bigint[])
-for share
 
 -- name: reaches
 -- Whether request %(target)s is one of these requests or among their

@@ -4,17 +4,20 @@ retry; against real PostgreSQL and Redis, and real workers for one chain."""
 
 import subprocess
 import sys
+import uuid
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 import redis
 
 from app.client import RevisitClient
 from app.db.connection import Connections, DictConnection
+from app.db.migrate import migrate
 from app.db.scheduling import visit_type_configs
 from app.devtools.demo import make_repo
 from app.domain.journal_event import VisitStatusEvent
@@ -375,3 +378,28 @@ def test_priority_workers_run_a_chain_in_order_and_abort_what_follows_a_failure(
     assert rows[b]["finished_at"] <= rows[c]["scheduled_at"]
     assert rows[lost]["status"] == "failed"
     assert get_request(conn, after_lost)["failure_reason"] == f"prerequisite request {lost} failed"
+
+
+def test_a_database_with_requests_upgrades_to_dependencies(service_env: dict[str, str]) -> None:
+    admin = service_env["REVISIT_DATABASE_URL"]
+    name = f"u_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"create database {name}")  # type: ignore[arg-type]
+    url = psycopg.conninfo.make_conninfo(admin, dbname=name)
+    try:
+        migrate(url, target=21)
+        with psycopg.connect(url) as c:
+            c.execute(
+                "insert into visit_requests (url, visit_type) values ('https://d.example/o', 'git')"
+            )
+        assert [m.version for m in migrate(url)] == [22]
+        with psycopg.connect(url) as c:
+            c.execute(
+                "insert into visit_requests (url, visit_type, status)"
+                " values ('https://d.example/n', 'git', 'blocked')"
+            )
+            rows = c.execute("select status::text from visit_requests order by id").fetchall()
+        assert rows == [("pending",), ("blocked",)]
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
