@@ -384,7 +384,7 @@ def test_a_database_with_requests_upgrades_to_dependencies(service_env: dict[str
     admin = service_env["REVISIT_DATABASE_URL"]
     name = f"u_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f"create database {name}")  # type: ignore[arg-type]
+        c.execute(f"create database {name}")
     url = psycopg.conninfo.make_conninfo(admin, dbname=name)
     try:
         migrate(url, target=21)
@@ -402,4 +402,4 @@ def test_a_database_with_requests_upgrades_to_dependencies(service_env: dict[str
         assert rows == [("pending",), ("blocked",)]
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
+            c.execute(f"drop database if exists {name} with (force)")
