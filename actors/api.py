@@ -87,7 +87,7 @@ def request_visit(payload: Any) -> None:
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def adjust_priority(payload: Any) -> None:
-    """Add to a pending request's priority adjustment."""
+    """Add to a blocked or pending request's priority adjustment."""
     change = validated(AdjustPriority, payload)
     with _conn() as conn, _bad_input("AdjustPriority"):
         priority = req.adjust_priority(conn, change.request_id, change.delta)
@@ -96,7 +96,7 @@ def adjust_priority(payload: Any) -> None:
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def cancel_request(payload: Any) -> None:
-    """Abort a pending or scheduled request."""
+    """Abort a blocked, pending or scheduled request."""
     cancel = validated(CancelRequest, payload)
     ctx = _ctx()
     with _conn() as conn, _bad_input("CancelRequest"):

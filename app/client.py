@@ -69,13 +69,13 @@ class RevisitClient:
         return self._send("request_visit", RequestVisit, fields)
 
     def adjust_priority(self, request_id: int, delta: int) -> str:
-        """Add ``delta`` to a pending request's priority."""
+        """Add ``delta`` to a blocked or pending request's priority."""
         return self._send(
             "adjust_priority", AdjustPriority, {"request_id": request_id, "delta": delta}
         )
 
     def cancel_request(self, request_id: int) -> str:
-        """Abort a pending or scheduled request."""
+        """Abort a blocked, pending or scheduled request."""
         return self._send("cancel_request", CancelRequest, {"request_id": request_id})
 
     def record_listing(self, **fields: Any) -> str:

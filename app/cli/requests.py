@@ -13,7 +13,7 @@ from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
 from app.services.context import Context
 from app.settings import get_settings
 
-STATUSES = ("pending", "scheduled", "running", "succeeded", "failed", "aborted")
+STATUSES = ("blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted")
 request_app = typer.Typer(
     rich_markup_mode=None, help="One-shot visit requests (save code now).", no_args_is_help=True
 )
@@ -23,9 +23,23 @@ request_app = typer.Typer(
 def request_add(
     url: str,
     visit_type: Annotated[str, typer.Option()] = "git",
-    priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            min=MIN_PRIORITY, max=MAX_PRIORITY, help="base priority (default: the parent's, or 0)"
+        ),
+    ] = None,
     kind: Annotated[str, typer.Option(help=f"one of {', '.join(REQUEST_KINDS)}")] = "operator",
     requested_by: Annotated[str | None, typer.Option()] = None,
+    after: Annotated[
+        str | None,
+        typer.Option(help="ID[,ID...]: wait, blocked, until these requests completed"),
+    ] = None,
+    allow_fail: Annotated[
+        str | None,
+        typer.Option(help="ID[,ID...] of --after whose failure does not abort this request"),
+    ] = None,
+    parent: Annotated[int | None, typer.Option(min=1, help="the request this one is for")] = None,
 ) -> None:
     """Ask for a one-shot visit of URL; print the request id."""
     from pydantic import ValidationError
@@ -41,6 +55,9 @@ def request_add(
                 "priority": priority,
                 "kind": kind,
                 "requested_by": requested_by,
+                "depends_on": _ids(after, "--after"),
+                "allowed_to_fail": _ids(allow_fail, "--allow-fail"),
+                "parent": parent,
             }
         )
     except ValidationError as exc:
@@ -51,6 +68,16 @@ def request_add(
         except RequestError as exc:
             raise fail(str(exc)) from exc
     warn_unserved([visit_type])
+
+
+def _ids(text: str | None, option: str) -> list[str]:
+    """The comma-separated ids of an option (checked as request ids by the model)."""
+    if text is None:
+        return []
+    ids = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in ids):
+        raise fail(f"{option}: expected request ids separated by commas, got {text!r}")
+    return ids
 
 
 @request_app.command("list")
@@ -68,7 +95,7 @@ def request_list(
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
     table = Table(
-        "id", "url", "type", "priority", "status", "created", "finished", "visit", "reason"
+        "id", "url", "type", "priority", "status", "after", "created", "finished", "visit", "reason"
     )
     for r in rows:
         table.add_row(
@@ -77,12 +104,38 @@ def request_list(
             r["visit_type"],
             str(r["priority"]),
             r["status"],
+            ",".join(str(i) for i in r["prerequisites"]),
             r["created"].isoformat(timespec="seconds"),
             r["finished_at"].isoformat(timespec="seconds") if r["finished_at"] else "",
             r["visit_status"] or "",
             r["failure_reason"] or "",
         )
     console.print(table)
+
+
+@request_app.command("show")
+def request_show(
+    request_id: Annotated[int, typer.Argument(min=1, max=2**63 - 1, help="the request's id")],
+) -> None:
+    """Every field of a request, its prerequisites and its dependents."""
+    from app.db.requests import dependencies
+    from app.services.requests import RequestError, get_request
+
+    with connect(get_settings()) as conn:
+        try:
+            row = get_request(conn, request_id)
+        except RequestError as exc:
+            raise fail(str(exc)) from exc
+        before = dependencies(conn, request_id)
+        after = dependencies(conn, request_id, dependents=True)
+    for key, value in row.items():
+        if value is not None:
+            console.print(f"{key}: {value}", markup=False, highlight=False)
+    for title, edges in (("prerequisites", before), ("dependents", after)):
+        console.print(f"{title}:" + ("" if edges else " none"), markup=False)
+        for e in edges:
+            may_fail = " (allowed to fail)" if e["allowed_to_fail"] else ""
+            console.print(f"  {e['id']} {e['status']} {e['url']}{may_fail}", markup=False)
 
 
 def _request_op(op: str, request_id: int, delta: int = 0) -> None:
@@ -123,13 +176,14 @@ def request_adjust(
         ),
     ],
 ) -> None:
-    """Add DELTA to a pending request's priority adjustment."""
+    """Add DELTA to a blocked or pending request's priority adjustment."""
     _request_op("adjust", request_id, delta)
 
 
 @request_app.command("cancel")
 def request_cancel(request_id: RequestId) -> None:
-    """Abort a pending or scheduled request."""
+    """Abort a blocked, pending or scheduled request, and its dependents not allowed
+    to fail without it."""
     _request_op("cancel", request_id)
 
 

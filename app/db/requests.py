@@ -11,16 +11,80 @@ from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_status import SUCCESS_STATUSES
 
 
-def insert_request(conn: DictConnection, params: dict[str, Any]) -> int:
-    """Record a pending request; its id (the existing one for a known external_id)."""
+def insert_request(conn: DictConnection, params: dict[str, Any]) -> tuple[int, bool]:
+    """Record a request (``params["status"]``: pending or blocked); its id and
+    whether it is new (the existing one's for a known external_id)."""
     with conn.transaction():
         row = conn.execute(query("insert_request"), params).fetchone()
-        if row is None:
-            row = conn.execute(
-                query("request_by_external_id"), {"external_id": params["external_id"]}
-            ).fetchone()
-        assert row is not None
-        return int(row["id"])
+        if row is not None:
+            return int(row["id"]), True
+        existing = request_by_external_id(conn, params["external_id"])
+        assert existing is not None
+        return existing, False
+
+
+def request_by_external_id(conn: DictConnection, external_id: str | None) -> int | None:
+    """The id of the request made with this caller's key, None if none."""
+    if external_id is None:
+        return None
+    row = conn.execute(query("request_by_external_id"), {"external_id": external_id}).fetchone()
+    return None if row is None else int(row["id"])
+
+
+def lock_request_graph(conn: DictConnection) -> None:
+    """Serialise, until the caller's transaction ends, the changes that read the
+    dependency edges (creating, ending, cancelling, retrying requests)."""
+    conn.execute(query("lock_request_graph"))
+
+
+def prerequisites(conn: DictConnection, ids: list[int]) -> list[dict[str, Any]]:
+    """id, status and superseded_by of these requests (read under the graph
+    lock: none of them ends meanwhile)."""
+    return conn.execute(query("prerequisites"), {"ids": ids}).fetchall()
+
+
+def reaches(conn: DictConnection, ids: list[int], target: int) -> bool:
+    """Whether ``target`` is one of ``ids`` or among their prerequisites, transitively."""
+    row = conn.execute(query("reaches"), {"ids": ids, "target": target}).fetchone()
+    return bool(row and row["found"])
+
+
+def insert_dependencies(
+    conn: DictConnection, request_id: int, prerequisites: list[int], allowed_to_fail: list[int]
+) -> None:
+    """Make ``request_id`` wait for ``prerequisites`` (those in ``allowed_to_fail`` may fail)."""
+    params = {"id": request_id, "ids": prerequisites, "allowed": allowed_to_fail}
+    conn.execute(query("insert_dependencies"), params)
+
+
+def dependencies(
+    conn: DictConnection, request_id: int, dependents: bool = False
+) -> list[dict[str, Any]]:
+    """id, allowed_to_fail, status and url of a request's prerequisites (or dependents)."""
+    params = {"id": request_id, "dependents": dependents}
+    return conn.execute(query("request_dependencies"), params).fetchall()
+
+
+def abort_dependents(conn: DictConnection, ended: list[int]) -> list[int]:
+    """Abort the blocked dependents that needed one of ``ended`` to succeed; their ids."""
+    return [r["id"] for r in conn.execute(query("abort_dependents"), {"ids": ended})]
+
+
+def release_dependents(conn: DictConnection, ended: list[int]) -> list[int]:
+    """Make pending the blocked dependents of ``ended`` whose prerequisites all
+    completed; their ids."""
+    return [r["id"] for r in conn.execute(query("release_dependents"), {"ids": ended})]
+
+
+def repoint_dependencies(conn: DictConnection, request_id: int, new_id: int) -> None:
+    """Make the dependents of ``request_id`` wait for ``new_id`` instead."""
+    conn.execute(query("repoint_dependencies"), {"id": request_id, "new_id": new_id})
+
+
+def revive_aborted(conn: DictConnection, request_id: int) -> list[int]:
+    """Put back to blocked the requests aborted because ``request_id`` failed
+    (transitively); the prerequisites of those requests."""
+    return [r["id"] for r in conn.execute(query("revive_aborted"), {"id": request_id})]
 
 
 def request(conn: DictConnection, request_id: int) -> dict[str, Any] | None:
@@ -36,7 +100,7 @@ def list_requests(conn: DictConnection, status: str | None, limit: int) -> list[
 def adjust_priority(
     conn: DictConnection, request_id: int, delta: int, low: int, high: int
 ) -> int | None:
-    """Add ``delta`` to a pending request's adjustment if its effective priority stays
+    """Add ``delta`` to a blocked or pending request's adjustment if its effective priority stays
     within ``low``..``high``; that priority, or None if nothing changed."""
     params = {"id": request_id, "delta": delta, "min": low, "max": high}
     row = conn.execute(query("adjust_priority"), params).fetchone()
@@ -44,7 +108,7 @@ def adjust_priority(
 
 
 def cancel_request(conn: DictConnection, request_id: int, now: datetime) -> bool:
-    """Abort a pending or scheduled request; False if there is no such request."""
+    """Abort a blocked, pending or scheduled request; False if there is no such request."""
     return (
         conn.execute(query("cancel_request"), {"id": request_id, "now": now}).fetchone() is not None
     )

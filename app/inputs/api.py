@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.inputs.listing import ListedOriginIn, listed_origin
@@ -24,6 +33,10 @@ REQUEST_KINDS: tuple[str, ...] = get_args(RequestKind)
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 #: Most origins one record_listing message may carry.
 MAX_ORIGINS_PER_MESSAGE = 100_000
+#: Most prerequisites one request may name.
+MAX_PREREQUISITES = 1000
+#: A request's id.
+RequestId = Annotated[int, Field(ge=1, lt=2**63)]
 #: Largest payload the client sends (JSON bytes): one Redis value, held whole
 #: in a worker's memory.
 MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
@@ -38,24 +51,50 @@ class RequestVisit(_Payload):
 
     url: OriginUrl
     visit_type: str = Field(min_length=1, max_length=100)
-    priority: int = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY, description="base priority")
+    priority: int | None = Field(
+        default=None,
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+        description="base priority (default: the parent's effective priority, else 0)",
+    )
     kind: RequestKind = "save_code_now"
     requested_by: StoredText | None = Field(default=None, max_length=200)
     extra_loader_arguments: LoaderArguments = Field(default_factory=dict)
     external_id: StoredText | None = Field(
         default=None, max_length=200, description="caller's key: asking twice makes one request"
     )
+    depends_on: list[RequestId] = Field(
+        default_factory=list,
+        max_length=MAX_PREREQUISITES,
+        description="prerequisites: the request waits blocked until each completed",
+    )
+    allowed_to_fail: list[RequestId] = Field(
+        default_factory=list,
+        max_length=MAX_PREREQUISITES,
+        description="prerequisites (of depends_on) whose failure does not abort this request",
+    )
+    parent: RequestId | None = Field(
+        default=None, description="the request this one is made for (its priority by default)"
+    )
+
+    @field_validator("allowed_to_fail")
+    @classmethod
+    def _among_prerequisites(cls, value: list[int], info: ValidationInfo) -> list[int]:
+        others = sorted(set(value) - set(info.data.get("depends_on", value)))
+        if others:
+            raise ValueError(f"request {others[0]} is not in depends_on")
+        return value
 
 
 class AdjustPriority(_Payload):
-    """Add ``delta`` to a pending request's priority adjustment (operators)."""
+    """Add ``delta`` to a blocked or pending request's priority adjustment (operators)."""
 
     request_id: int = Field(ge=1)
     delta: int = Field(ge=MIN_PRIORITY - MAX_PRIORITY, le=MAX_PRIORITY - MIN_PRIORITY)
 
 
 class CancelRequest(_Payload):
-    """Abort a pending or scheduled request."""
+    """Abort a blocked, pending or scheduled request."""
 
     request_id: int = Field(ge=1, lt=2**63)
 

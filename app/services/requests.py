@@ -1,10 +1,13 @@
 """One-shot visit requests: their lifecycle (seed 004) and their scheduling.
 
-pending -> scheduled -> running -> succeeded | failed; aborted by cancel. A
-failed request can be retried: a new request supersedes it and the old one is
-kept. Pending requests are served in descending effective priority (base +
-adjustment), then first in first out: that order is the ``take_pending_requests``
-query, the one copy of it.
+blocked -> pending -> scheduled -> running -> succeeded | failed; aborted by
+cancel, or when a prerequisite not allowed to fail did not succeed. A request
+naming prerequisites waits blocked until each completed (succeeded, or failed
+or aborted where allowed to). A failed request can be retried: a new request
+supersedes it (the old one is kept), its dependents wait for the new one, and
+those aborted because it failed are blocked again. Pending requests are served
+in descending effective priority (base + adjustment), then first in first out:
+that order is the ``take_pending_requests`` query, the one copy of it.
 """
 
 from __future__ import annotations
@@ -35,26 +38,94 @@ def create_request(
     supersedes: int | None = None,
     now: datetime | None = None,
 ) -> int:
-    """Record a pending request made at ``now`` (default: the database's clock);
-    return its id (the existing one for a known external_id)."""
+    """Record a request made at ``now`` (default: the database's clock): pending,
+    or blocked while a prerequisite has not completed; return its id (the
+    existing one for a known external_id).
+
+    Refused, with nothing written: an unknown visit type, prerequisite or
+    parent; a prerequisite that was retried (depend on its retry), aborted, or
+    failed and not allowed to; a dependency closing a cycle.
+    """
     known = known_visit_types(conn)
     if request.visit_type not in known:
         names = ", ".join(sorted(known))
         raise RequestError(
             f"visit_type: unknown visit type {request.visit_type!r} (known: {names})"
         )
-    params = {
-        "url": request.url,
-        "visit_type": request.visit_type,
-        "kind": request.kind,
-        "base_priority": request.priority,
-        "requested_by": request.requested_by,
-        "extra_loader_arguments": json.dumps(request.extra_loader_arguments),
-        "external_id": request.external_id,
-        "supersedes": supersedes,
-        "now": now,
-    }
-    return db.insert_request(conn, params)
+    prerequisites = list(dict.fromkeys(request.depends_on))
+    with conn.transaction():
+        if prerequisites:
+            db.lock_request_graph(conn)
+        existing = db.request_by_external_id(conn, request.external_id)
+        if existing is not None:
+            if prerequisites and db.reaches(conn, prerequisites, existing):
+                raise RequestError(
+                    f"depends_on: request {existing} (external_id {request.external_id!r}) "
+                    "would wait for itself: a cycle"
+                )
+            return existing
+        blocked = _check_prerequisites(conn, prerequisites, set(request.allowed_to_fail))
+        params = {
+            "url": request.url,
+            "visit_type": request.visit_type,
+            "kind": request.kind,
+            "base_priority": _base_priority(conn, request),
+            "requested_by": request.requested_by,
+            "extra_loader_arguments": json.dumps(request.extra_loader_arguments),
+            "external_id": request.external_id,
+            "supersedes": supersedes,
+            "parent": request.parent,
+            "status": "blocked" if blocked else "pending",
+            "now": now,
+        }
+        request_id, new = db.insert_request(conn, params)
+        if new and prerequisites:
+            db.insert_dependencies(conn, request_id, prerequisites, request.allowed_to_fail)
+    return request_id
+
+
+def _check_prerequisites(conn: DictConnection, ids: list[int], allowed: set[int]) -> bool:
+    """Refuse prerequisites a request cannot wait for; whether one has not completed."""
+    if not ids:
+        return False
+    rows = {r["id"]: r for r in db.prerequisites(conn, ids)}
+    unknown = [str(i) for i in ids if i not in rows]
+    if unknown:
+        raise RequestError(f"depends_on: no request {', '.join(unknown)}")
+    for i in ids:
+        row = rows[i]
+        if row["superseded_by"] is not None:
+            raise RequestError(
+                f"depends_on: request {i} was retried as request {row['superseded_by']}: "
+                "depend on that one"
+            )
+        if row["status"] == "aborted":
+            raise RequestError(f"depends_on: request {i} is aborted")
+        if row["status"] == "failed" and i not in allowed:
+            raise RequestError(f"depends_on: request {i} failed (retry it, or allow it to fail)")
+    return any(rows[i]["status"] not in ("succeeded", "failed") for i in ids)
+
+
+def _base_priority(conn: DictConnection, request: RequestVisit) -> int:
+    """The priority asked for, else the parent's effective priority, else 0 (seed 004)."""
+    if request.priority is not None:
+        return request.priority
+    if request.parent is None:
+        return 0
+    parent = db.request(conn, request.parent)
+    if parent is None:
+        raise RequestError(f"parent: no request {request.parent}")
+    return int(parent["priority"])
+
+
+def _settle(conn: DictConnection, ended: list[int]) -> None:
+    """Abort or release the blocked dependents of requests that just ended, and
+    the dependents of those aborted, transitively (inside the caller's
+    transaction, holding the graph lock)."""
+    while ended:
+        aborted = db.abort_dependents(conn, ended)
+        db.release_dependents(conn, ended)
+        ended = aborted
 
 
 def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
@@ -66,7 +137,8 @@ def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
-    """Add ``delta`` to a pending request's adjustment; return its effective priority.
+    """Add ``delta`` to a blocked or pending request's adjustment; return its
+    effective priority.
 
     The effective priority must stay within MIN_PRIORITY..MAX_PRIORITY, the
     bounds of a new request's, so an adjustment cannot overflow or outrank
@@ -77,8 +149,10 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
         if priority is not None:
             return priority
     old = get_request(conn, request_id)
-    if old["status"] != "pending":
-        raise RequestError(f"request_id: request {request_id} is {old['status']}, not pending")
+    if old["status"] not in ("blocked", "pending"):
+        raise RequestError(
+            f"request_id: request {request_id} is {old['status']}, not blocked or pending"
+        )
     raise RequestError(
         f"delta: priority {old['priority']} {delta:+d} is outside {MIN_PRIORITY}..{MAX_PRIORITY}"
     )
@@ -87,9 +161,13 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
 def cancel_request(
     conn: DictConnection, client: redis.Redis, namespace: str, request_id: int, now: datetime
 ) -> None:
-    """Abort a pending or scheduled request (a worker that receives it skips it)."""
-    if not db.cancel_request(conn, request_id, now):
-        raise RequestError(f"request_id: no pending or scheduled request {request_id}")
+    """Abort a blocked, pending or scheduled request (a worker that receives it
+    skips it); its dependents are aborted too, unless allowed to fail."""
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        if not db.cancel_request(conn, request_id, now):
+            raise RequestError(f"request_id: no blocked, pending or scheduled request {request_id}")
+        _settle(conn, [request_id])
     client.sadd(aborted_requests(namespace), request_id)
 
 
@@ -98,27 +176,42 @@ def end_unvisited_request(
 ) -> bool:
     """Fail a request sent to a loader whose storage publishes the statuses (the
     archive's) when its visit never reached that storage: no status will end it."""
-    return db.end_unvisited_request(conn, request_id, reason[:500], now)
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        ended = db.end_unvisited_request(conn, request_id, reason[:500], now)
+        if ended:
+            _settle(conn, [request_id])
+    return ended
 
 
 def retry_request(conn: DictConnection, request_id: int) -> int:
-    """Make a new request superseding a failed one (kept for inspection); return its id."""
-    old = get_request(conn, request_id)
-    if old["status"] != "failed":
-        raise RequestError(f"request_id: request {request_id} is {old['status']}, not failed")
-    if old["superseded_by"] is not None:
-        raise RequestError(f"request_id: request {request_id} was already retried")
-    retry = RequestVisit(
-        url=old["url"],
-        visit_type=old["visit_type"],
-        priority=old["base_priority"] + old["priority_adjustment"],
-        kind=old["kind"],
-        requested_by=old["requested_by"],
-        extra_loader_arguments=old["extra_loader_arguments"],
-    )
+    """Make a new request superseding a failed one (kept for inspection); return its id.
+
+    The failed request's dependents wait for the new one instead, and those
+    aborted because it failed (transitively) are blocked again.
+    """
     with conn.transaction():
+        db.lock_request_graph(conn)
+        old = get_request(conn, request_id)
+        if old["status"] != "failed":
+            raise RequestError(f"request_id: request {request_id} is {old['status']}, not failed")
+        if old["superseded_by"] is not None:
+            raise RequestError(f"request_id: request {request_id} was already retried")
+        retry = RequestVisit(
+            url=old["url"],
+            visit_type=old["visit_type"],
+            priority=old["priority"],
+            kind=old["kind"],
+            requested_by=old["requested_by"],
+            extra_loader_arguments=old["extra_loader_arguments"],
+            parent=old["parent"],
+        )
         new_id = create_request(conn, retry, supersedes=request_id)
         db.supersede_request(conn, request_id, new_id)
+        db.repoint_dependencies(conn, request_id, new_id)
+        # A revived request with another prerequisite that failed meanwhile is
+        # aborted again by it: settling their prerequisites decides.
+        _settle(conn, db.revive_aborted(conn, request_id))
     return new_id
 
 
@@ -171,11 +264,17 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     # already under way then (a recurrent one) neither starts nor ends it.
     started = [e for e in events if e.status == "created"]
     finished = [e for e in events if e.is_final]
+    if not started and not finished:
+        return []
+    # Before any request row is locked, as on every path that takes it: a
+    # request row locked first could deadlock with a request being created.
+    db.lock_request_graph(conn)
     if started:
         db.requests_started(conn, started)
     if not finished:
         return []
     rows = db.requests_finished(conn, finished, [_reason(e) for e in finished])
+    _settle(conn, [r["id"] for r in rows])
     return [
         FinishedRequest(
             r["id"], r["kind"], r["visit_type"], epoch_s(r["finished_at"]) - epoch_s(r["created"])

@@ -2,10 +2,11 @@
 
 -- name: insert_request
 insert into visit_requests (url, visit_type, kind, base_priority, requested_by,
-                            extra_loader_arguments, external_id, supersedes, created)
+                            extra_loader_arguments, external_id, supersedes, parent, status,
+                            created)
 values (%(url)s, %(visit_type)s, %(kind)s, %(base_priority)s, %(requested_by)s,
-        %(extra_loader_arguments)s, %(external_id)s, %(supersedes)s,
-        coalesce(%(now)s::timestamptz, now()))
+        %(extra_loader_arguments)s, %(external_id)s, %(supersedes)s, %(parent)s,
+        %(status)s::request_status, coalesce(%(now)s::timestamptz, now()))
 on conflict (external_id) do nothing
 returning id
 
@@ -16,16 +17,20 @@ select id from visit_requests where external_id = %(external_id)s
 select id, url, visit_type, kind, base_priority, priority_adjustment,
        base_priority + priority_adjustment as priority, status::text, requested_by,
        extra_loader_arguments, created, scheduled_at, started_at, finished_at,
-       visit_status::text, supersedes, superseded_by, external_id, failure_reason
+       visit_status::text, supersedes, superseded_by, external_id, failure_reason, parent,
+       aborted_by
 from visit_requests where id = %(id)s
 
 -- name: list_requests
 select id, url, visit_type, kind, base_priority + priority_adjustment as priority,
        status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by,
-       failure_reason
-from visit_requests
+       failure_reason,
+       (select coalesce(array_agg(d.prerequisite order by d.prerequisite), '{}')
+        from request_dependencies d where d.request_id = r.id) as prerequisites
+from visit_requests r
 where (%(status)s::text is null or status::text = %(status)s)
-order by (status = 'pending') desc, base_priority + priority_adjustment desc, id
+order by (status = 'pending') desc, (status = 'blocked') desc,
+         base_priority + priority_adjustment desc, id
 limit %(limit)s
 
 -- name: take_pending_requests
@@ -46,13 +51,13 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
 -- name: adjust_priority
 -- The effective priority stays within the bounds a new request has.
 update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
-where id = %(id)s and status = 'pending'
+where id = %(id)s and status in ('blocked', 'pending')
   and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 
 -- name: cancel_request
 update visit_requests set status = 'aborted', finished_at = %(now)s
-where id = %(id)s and status in ('pending', 'scheduled')
+where id = %(id)s and status in ('blocked', 'pending', 'scheduled')
 returning id
 
 -- name: supersede_request
@@ -120,3 +125,90 @@ select distinct url, visit_type from visit_requests where status in ('scheduled'
 select visit_type, status::text, count(*) as n from visit_requests
 where status in ('pending', 'scheduled', 'running')
 group by visit_type, status
+
+-- name: lock_request_graph
+-- Every change of a request that has or may get dependents (creating one with
+-- prerequisites, starting, ending, cancelling, retrying one) takes this lock
+-- before it touches a request or reads the edges, so none decides on a stale
+-- view (two prerequisites of one request ending in parallel journal writers,
+-- a prerequisite ending while a request waiting for it is created).
+select pg_advisory_xact_lock(7265717565737473)
+
+-- name: prerequisites
+select id, status::text, superseded_by from visit_requests
+where id = any(%(ids)s::bigint[])
+
+-- name: reaches
+-- Whether request %(target)s is one of these requests or among their
+-- prerequisites, transitively (a dependency on it would close a cycle).
+with recursive up(id) as (
+  select unnest(%(ids)s::bigint[])
+  union
+  select d.prerequisite from request_dependencies d join up on d.request_id = up.id
+)
+select exists (select 1 from up where id = %(target)s) as found
+
+-- name: insert_dependencies
+insert into request_dependencies (request_id, prerequisite, allowed_to_fail)
+select %(id)s, p, p = any(%(allowed)s::bigint[]) from unnest(%(ids)s::bigint[]) as p
+
+-- name: request_dependencies
+-- The prerequisites (or, with %(dependents)s, the dependents) of a request.
+select case when %(dependents)s then d.request_id else d.prerequisite end as id,
+       d.allowed_to_fail, r.status::text, r.url
+from request_dependencies d
+join visit_requests r on r.id = case when %(dependents)s then d.request_id else d.prerequisite end
+where case when %(dependents)s then d.prerequisite else d.request_id end = %(id)s
+order by 1
+
+-- name: abort_dependents
+-- Blocked requests that needed one of these ended requests to succeed are
+-- aborted with it, naming it (the lowest id when several did not).
+update visit_requests r
+set status = 'aborted', finished_at = b.finished_at, aborted_by = b.prerequisite,
+    failure_reason = 'prerequisite request ' || b.prerequisite || ' ' || b.status
+from (
+  select distinct on (d.request_id) d.request_id, d.prerequisite, p.status::text,
+         coalesce(p.finished_at, now()) as finished_at
+  from request_dependencies d join visit_requests p on p.id = d.prerequisite
+  where d.prerequisite = any(%(ids)s::bigint[]) and not d.allowed_to_fail
+    and p.status in ('failed', 'aborted')
+  order by d.request_id, d.prerequisite
+) b
+where r.id = b.request_id and r.status = 'blocked'
+returning r.id
+
+-- name: release_dependents
+-- Blocked dependents of these requests whose every prerequisite completed
+-- (succeeded, or failed or aborted where allowed to) become pending.
+update visit_requests r set status = 'pending'
+where r.status = 'blocked'
+  and r.id in (select request_id from request_dependencies
+               where prerequisite = any(%(ids)s::bigint[]))
+  and not exists (
+    select 1 from request_dependencies d join visit_requests p on p.id = d.prerequisite
+    where d.request_id = r.id
+      and not (p.status = 'succeeded'
+               or (d.allowed_to_fail and p.status in ('failed', 'aborted'))))
+returning r.id
+
+-- name: repoint_dependencies
+-- A retry replaces the failed request in its dependents' prerequisites.
+update request_dependencies set prerequisite = %(new_id)s where prerequisite = %(id)s
+
+-- name: revive_aborted
+-- Requests aborted (transitively) because request %(id)s failed wait again,
+-- blocked; returns their prerequisites, to settle them anew.
+with recursive doomed(id) as (
+  select id from visit_requests where aborted_by = %(id)s and status = 'aborted'
+  union
+  select r.id from visit_requests r join doomed on r.aborted_by = doomed.id
+  where r.status = 'aborted'
+), revived as (
+  update visit_requests r
+  set status = 'blocked', finished_at = null, failure_reason = null, aborted_by = null
+  from doomed where r.id = doomed.id
+  returning r.id
+)
+select distinct d.prerequisite as id
+from request_dependencies d join revived on d.request_id = revived.id

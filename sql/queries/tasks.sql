@@ -9,7 +9,7 @@ returning id
 
 -- name: task_rows
 -- Each task with its request's progress, and the reference's statuses derived
--- from it (the one copy of that mapping). Task: pending -> next_run_not_scheduled,
+-- from it (the one copy of that mapping). Task: blocked or pending -> next_run_not_scheduled,
 -- scheduled or running -> next_run_scheduled, succeeded -> completed, failed or
 -- aborted -> disabled. Its run (none before the request is sent): scheduled,
 -- started (running), eventful / uneventful (succeeded; eventful when its visit
@@ -20,6 +20,7 @@ with derived as (
          r.started_at, r.finished_at, r.visit, r.visit_status::text as visit_status,
          r.failure_reason,
          case r.status when 'pending' then 'next_run_not_scheduled'
+                       when 'blocked' then 'next_run_not_scheduled'
                        when 'scheduled' then 'next_run_scheduled'
                        when 'running' then 'next_run_scheduled'
                        when 'succeeded' then 'completed'

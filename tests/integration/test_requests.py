@@ -60,7 +60,7 @@ def test_cancel_and_retry_follow_the_lifecycle(conn: DictConnection, ctx: Contex
     pending = ask(conn, "https://r.example/a")
     cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
     assert get_request(conn, pending)["status"] == "aborted"
-    with pytest.raises(RequestError, match="no pending or scheduled request"):
+    with pytest.raises(RequestError, match="no blocked, pending or scheduled request"):
         cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
     failed = ask(conn, "https://r.example/b", 5)
     conn.execute("update visit_requests set status = 'failed' where id = %s", (failed,))
@@ -192,12 +192,14 @@ def test_api_actor_records_valid_requests_and_dead_letters_bad_payloads(
         options={},
     )
     client.broker.enqueue(bad)
+    # valid, but the database refuses it: no such prerequisite
+    client.request_visit(url="https://r.example/after", visit_type="git", depends_on=[999999])
     logs = tmp_path / "logs"
     logs.mkdir()
     dead = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, API_QUEUE).dead
     r = redis.Redis.from_url(settings.redis_dsn())
     with running({"api": ["revisit", "api"]}, {}, logs):
-        wait_for(lambda: r.zcard(dead) == 1, 30, "the bad message to be dead-lettered", logs)
+        wait_for(lambda: r.zcard(dead) == 2, 30, "the bad messages to be dead-lettered", logs)
         wait_for(
             lambda: conn.execute("select count(*) as n from visit_requests").fetchone()["n"] == 1,
             30,
@@ -206,7 +208,8 @@ def test_api_actor_records_valid_requests_and_dead_letters_bad_payloads(
         )
     rows = conn.execute("select url, base_priority from visit_requests").fetchall()
     assert rows == [{"url": "https://r.example/good", "base_priority": 3}]
-    assert "priority" in (logs / "api.log").read_text()
+    api_log = (logs / "api.log").read_text()
+    assert "priority" in api_log and "depends_on: no request 999999" in api_log
 
 
 def test_cli_request_commands(settings: Settings, conn: DictConnection) -> None:
