@@ -91,9 +91,23 @@ RetryDelay = Annotated[
 ]
 
 
+Enabled = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable/--disable",
+        help="whether the scheduler sends its visits (a visit type a listing created is "
+        "paused until enabled)",
+        show_default=False,
+    ),
+]
+
+
 @visit_type_app.command("add")
 def visit_type_add(
-    name: Annotated[str, typer.Argument(help="lower case letters, digits and _")],
+    name: Annotated[
+        str,
+        typer.Argument(help="lower case letters, digits, '-', '_' and '.' (e.g. svn-export)"),
+    ],
     description: Description = None,
     min_interval: MinInterval = None,
     max_interval: MaxInterval = None,
@@ -122,6 +136,7 @@ def visit_type_set(
     time_limit: TimeLimit = None,
     num_retries: Retries = None,
     retry_delay: RetryDelay = None,
+    enabled: Enabled = None,
 ) -> None:
     """Change settings of a visit type (those given; the scheduler reads them within 30 s)."""
     _apply(set_visit_type, locals())  # the command's arguments, before any other name
@@ -130,7 +145,8 @@ def visit_type_set(
 
 @visit_type_app.command("list")
 def visit_type_list() -> None:
-    """Every visit type: settings, origins, whether this environment's workers serve
+    """Every visit type: settings, origins, whether the scheduler sends its visits
+    (one a listing created is paused), whether this environment's workers serve
     it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
     settings = get_settings()
     loaders = installed_loaders()
@@ -140,6 +156,7 @@ def visit_type_list() -> None:
         "max interval",
         "queue length",
         "origins",
+        "scheduled",
         "served",
         "loader",
         "time limit",
@@ -155,6 +172,7 @@ def visit_type_list() -> None:
                 _duration(float(r["max_interval_s"])),
                 str(r["max_queue_length"]),
                 str(r["origins"]),
+                "yes" if r["enabled"] else "no (paused: set --enable)",
                 "yes" if settings.served_visit_types([r["name"]]) else "no",
                 "yes" if r["name"] in loaders else "no",
                 _duration(float(r["time_limit_s"])),

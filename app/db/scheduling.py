@@ -34,6 +34,9 @@ class VisitTypeConfig:
     visit_cost_reference_s: float | None = None
     """Typical worker time of a visit (s), which origins' visit costs are
     weighed against; None while unknown."""
+    enabled: bool = True
+    """Whether the scheduler sends its visits (a visit type a listing created is
+    paused until an operator enables it)."""
 
 
 def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
@@ -53,6 +56,7 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
             age_multiplier_s2=r["age_multiplier_s2"],
             measured_capacity_per_day=r["measured_capacity_per_day"],
             visit_cost_reference_s=r["visit_cost_reference_s"],
+            enabled=bool(r["enabled"]),
             spacing=spacing_of(configured.get(str(r["name"])) or default_policies(str(r["name"]))),
         )
         for r in conn.execute(query("visit_type_config"))
