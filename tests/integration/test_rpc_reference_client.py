@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.rpc.codec import decode, encode
-from app.rpc.server import make_server, serve_until
+from app.rpc.server import serving_on_a_free_port
 from app.services.context import Context
 from app.services.journal import apply_events_batch
 from app.settings import Settings
@@ -43,13 +42,8 @@ def reference() -> Path:
 @pytest.fixture
 def rpc_url(settings: Settings) -> Iterator[str]:
     """revisit's RPC server on a free loopback port, for one test."""
-    server = make_server(settings.model_copy(update={"rpc_port": 0}))
-    stop = threading.Event()
-    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    stop.set()
-    thread.join(10)
+    with serving_on_a_free_port(settings) as url:
+        yield url
 
 
 def run_client(python: Path, url: str, *args: str) -> dict[str, object]:
