@@ -44,6 +44,7 @@ from monitoring.metrics import (
     SCHEDULER_FREE_SLOTS,
     SCHEDULER_POP_SECONDS,
     SCHEDULER_STEP_FAILURES,
+    VISIT_TYPE_PAUSED,
 )
 from monitoring.queue_wait import QueueWatch
 from queues.dramatiq_broker import (
@@ -88,6 +89,8 @@ class SchedulerLoop:
         self.queues = QueueWatch()
         #: Visit types whose mirror another process is rebuilding (logged once).
         self._waiting_for_rebuild: set[str] = set()
+        #: Paused visit types already logged as such.
+        self._paused_logged: set[str] = set()
         self._drain_waits: dict[str, float | None] = {}
         self.leases = Leases(
             self.ctx.mirror.client,
@@ -155,6 +158,11 @@ class SchedulerLoop:
             if visit_type != "api":
                 self._estimate_wait(visit_type, queue, lane)
         for visit_type, config in sorted(configs.items()):
+            VISIT_TYPE_PAUSED.labels(visit_type).set(0 if config.enabled else 1)
+            if not config.enabled:
+                self._paused(visit_type)
+                continue
+            self._paused_logged.discard(visit_type)
             SCHEDULER_STEP_FAILURES.labels(visit_type).inc(0)
             MIRROR_REBUILDS.labels(visit_type).inc(0)
             MIRROR_REBUILD_SECONDS.labels(visit_type).inc(0)
@@ -171,6 +179,19 @@ class SchedulerLoop:
                 log.exception("%s: scheduling step failed; the other visit types go on", visit_type)
                 conn.rollback()
         return results
+
+    def _paused(self, visit_type: str) -> None:
+        """Export a paused visit type's origins, and say once why none is sent."""
+        for place, size in self.ctx.mirror.sizes(visit_type).items():
+            MIRROR_ORIGINS.labels(visit_type, place).set(size)
+        if visit_type not in self._paused_logged:
+            self._paused_logged.add(visit_type)
+            log.warning(
+                "%s: paused, no visit sent (created by a listing; once workers with its "
+                "loader run: revisit visit-type set %s --enable)",
+                visit_type,
+                visit_type,
+            )
 
     def _hold_lease(self, visit_type: str) -> bool:
         """Take or renew the visit type's lease; its pops are then fenced with the

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 
 from app.db.migrate import migrate
 from app.devtools import embedded
 from app.settings import Settings
+
+BENCHMARKS = Path(__file__).resolve().parent
 
 
 @contextlib.contextmanager
@@ -45,3 +49,28 @@ def listing_lines(count: int, with_last_update: float = 0.5) -> Iterator[str]:
             f'{{"url": "https://forge.example/group-{i // 1000}/project-{i}.git",'
             f' "visit_type": "git"{update}}}'
         )
+
+
+@contextlib.contextmanager
+def reference_rpc(python: Path, settings: Settings) -> Iterator[tuple[str, str]]:
+    """The reference's own RPC server and backend (reference_rpc_server.py, run by
+    ``python``) on a fresh database of the same PostgreSQL: its URL and DSN."""
+    server = subprocess.Popen(
+        [
+            str(python),
+            str(BENCHMARKS / "reference_rpc_server.py"),
+            "--database-url",
+            settings.database_dsn(),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=BENCHMARKS,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        yield url, server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(30)

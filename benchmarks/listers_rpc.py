@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,10 +41,10 @@ import psycopg
 from app.db.connection import connect
 from app.listers.client import ListerClient
 from app.listers.interface import ListerInterface
-from app.rpc.server import make_server, serve_until
+from app.rpc.server import serving_on_a_free_port
 from app.services.context import Context
 from app.settings import Settings
-from benchmarks.common import bench_settings
+from benchmarks.common import bench_settings, reference_rpc
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "reference" / "lister_client.py"
@@ -82,21 +81,13 @@ def service_env(settings: Settings) -> dict[str, str]:
 
 
 def run_rpc(settings: Settings, reference: Path, count: int, batch: int) -> float:
-    server = make_server(settings.model_copy(update={"rpc_port": 0}))
-    stop = threading.Event()
-    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    try:
+    with serving_on_a_free_port(settings) as url:
         done = subprocess.run(
             [str(reference), str(CLIENT), url, "record", str(count), str(batch), "rpc"],
             capture_output=True,
             text=True,
             check=True,
         )
-    finally:
-        stop.set()
-        thread.join(10)
     result = json.loads(done.stdout)
     assert result["recorded"] == count, result
     return count / float(result["elapsed_s"])
@@ -104,30 +95,13 @@ def run_rpc(settings: Settings, reference: Path, count: int, batch: int) -> floa
 
 def run_reference(settings: Settings, reference: Path, count: int, batch: int) -> float:
     """The same client against the reference's own RPC server and PostgreSQL backend."""
-    server = subprocess.Popen(
-        [
-            str(reference),
-            str(ROOT / "benchmarks" / "reference_rpc_server.py"),
-            "--database-url",
-            settings.database_dsn(),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT / "benchmarks",
-    )
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().strip()
+    with reference_rpc(reference, settings) as (url, _):
         done = subprocess.run(
             [str(reference), str(CLIENT), url, "record", str(count), str(batch), "reference"],
             capture_output=True,
             text=True,
             check=True,
         )
-    finally:
-        server.terminate()
-        server.wait(30)
     result = json.loads(done.stdout)
     assert result["recorded"] == count, result
     return count / float(result["elapsed_s"])

@@ -8,7 +8,8 @@ dependency of revisit):
 Creates its own database on the given PostgreSQL server with the reference
 schema (as benchmarks/reference_journal.py does), serves the reference's
 Flask app with werkzeug's threaded server on a free loopback port, prints
-its URL on one line, and serves until killed.
+its URL on one line and its database's DSN on the next, and serves until
+killed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     app.config["scheduler"] = {"cls": "postgresql", "db": dsn}
     server = make_server("127.0.0.1", 0, app, threaded=True)
     print(f"http://127.0.0.1:{server.server_port}/", flush=True)
+    print(dsn, flush=True)
     sys.stdout.close()
     server.serve_forever()
 

@@ -163,6 +163,12 @@ MIRROR_REBUILD_SECONDS = Gauge(
 MIRROR_ORIGINS = Gauge(
     "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
 )
+VISIT_TYPE_PAUSED = Gauge(
+    "revisit_visit_type_paused",
+    "1 for a visit type the scheduler sends no visits of: created by a listing, it waits "
+    "for an operator to enable it (revisit visit-type set NAME --enable)",
+    ["visit_type"],
+)
 VISITS = Counter(
     "revisit_worker_visits_total",
     "Visits done by workers, by visit type and status",
@@ -283,6 +289,7 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
     MIRROR_REBUILDS,
     MIRROR_REBUILD_SECONDS,
     MIRROR_ORIGINS,
+    VISIT_TYPE_PAUSED,
     REQUESTS_SCHEDULED,
     QUEUE_WORKERS,
     ORIGINS_BY_POOL,

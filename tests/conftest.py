@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +22,7 @@ import redis
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
-from app.rpc.server import make_server, serve_until
+from app.rpc.server import serving_on_a_free_port
 from app.services.context import Context
 from app.settings import Settings, get_settings
 from tests.processes import with_constants
@@ -216,10 +215,5 @@ def internal_hosts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[list[s
 @pytest.fixture
 def rpc_url(settings: Settings) -> Iterator[str]:
     """revisit's RPC server on a free loopback port, for one test."""
-    server = make_server(settings.model_copy(update={"rpc_port": 0}))
-    stop = threading.Event()
-    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    stop.set()
-    thread.join(10)
+    with serving_on_a_free_port(settings) as url:
+        yield url

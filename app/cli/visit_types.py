@@ -98,9 +98,23 @@ LoaderName = Annotated[
 ]
 
 
+Enabled = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable/--disable",
+        help="whether the scheduler sends its visits (a visit type a listing created is "
+        "paused until enabled)",
+        show_default=False,
+    ),
+]
+
+
 @visit_type_app.command("add")
 def visit_type_add(
-    name: Annotated[str, typer.Argument(help="lower case letters, digits and _")],
+    name: Annotated[
+        str,
+        typer.Argument(help="lower case letters, digits, '-', '_' and '.' (e.g. svn-export)"),
+    ],
     description: Description = None,
     min_interval: MinInterval = None,
     max_interval: MaxInterval = None,
@@ -131,6 +145,7 @@ def visit_type_set(
     num_retries: Retries = None,
     retry_delay: RetryDelay = None,
     loader: LoaderName = None,
+    enabled: Enabled = None,
 ) -> None:
     """Change settings of a visit type (those given; the scheduler reads them within 30 s)."""
     _apply(set_visit_type, locals())  # the command's arguments, before any other name
@@ -143,7 +158,8 @@ def visit_type_set(
 
 @visit_type_app.command("list")
 def visit_type_list() -> None:
-    """Every visit type: settings, origins, whether this environment's workers serve
+    """Every visit type: settings, origins, whether the scheduler sends its visits
+    (one a listing created is paused), whether this environment's workers serve
     it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
     settings = get_settings()
     loaders = installed_loaders()
@@ -153,6 +169,7 @@ def visit_type_list() -> None:
         "max interval",
         "queue length",
         "origins",
+        "scheduled",
         "served",
         "loader",
         "time limit",
@@ -168,6 +185,7 @@ def visit_type_list() -> None:
                 _duration(float(r["max_interval_s"])),
                 str(r["max_queue_length"]),
                 str(r["origins"]),
+                "yes" if r["enabled"] else "no (paused: set --enable)",
                 "yes" if settings.served_visit_types([r["name"]]) else "no",
                 r["loader"] if r["loader"] in loaders else f"{r['loader']} (not installed)",
                 _duration(float(r["time_limit_s"])),

@@ -58,9 +58,27 @@ def recorded_origins(conn: DictConnection, lister_id: UUID) -> list[dict[str, An
     return conn.execute(query("listed_origins_recorded"), {"lister_id": lister_id}).fetchall()
 
 
-def listed_origins_page(conn: DictConnection, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """One page of listed origins in (lister_id, url, visit_type) order."""
-    return conn.execute(query("listed_origins_page"), params).fetchall()
+#: Bytes a listed origin weighs beyond its URL and arguments, in memory and
+#: encoded (lister id, visit type, dates, flags).
+ROW_OVERHEAD_BYTES = 200
+
+
+def listed_origins_page(
+    conn: DictConnection, params: dict[str, Any], max_bytes: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """One page of listed origins in (lister_id, url, visit_type) order, read in
+    chunks and ended early once about ``max_bytes`` are read; with whether it was."""
+    rows: list[dict[str, Any]] = []
+    total = 0
+    with conn.transaction(), conn.cursor(name="listed_origins_page") as cursor:
+        cursor.execute(query("listed_origins_page"), params)
+        while chunk := cursor.fetchmany(1000):
+            for row in chunk:
+                total += int(row.pop("size")) + ROW_OVERHEAD_BYTES
+                rows.append(row)
+                if total >= max_bytes and len(rows) < params["limit"]:
+                    return rows, True
+    return rows, False
 
 
 def last_visit_type(conn: DictConnection, lister_id: UUID, url: str) -> str:

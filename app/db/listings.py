@@ -81,6 +81,7 @@ LISTING_STAGING = {
     "last_update": "timestamptz",
     "is_fork": "bool",
     "forked_from_url": "text",
+    "enabled": "bool",
 }
 
 
@@ -95,6 +96,7 @@ def listing_row(row: ListedOriginIn) -> tuple[Any, ...]:
         row.last_update,
         row.is_fork,
         row.forked_from_url,
+        row.enabled,
     )
 
 

@@ -36,6 +36,9 @@ class VisitTypeConfig:
     weighed against; None while unknown."""
     loader: str = ""
     """Entry point of the loader that visits its origins ("": named like it)."""
+    enabled: bool = True
+    """Whether the scheduler sends its visits (a visit type a listing created is
+    paused until an operator enables it)."""
 
 
 def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
@@ -56,6 +59,7 @@ def visit_type_configs(conn: DictConnection) -> dict[str, VisitTypeConfig]:
             measured_capacity_per_day=r["measured_capacity_per_day"],
             visit_cost_reference_s=r["visit_cost_reference_s"],
             loader=str(r["loader"]),
+            enabled=bool(r["enabled"]),
             spacing=spacing_of(configured.get(str(r["name"])) or default_policies(str(r["name"]))),
         )
         for r in conn.execute(query("visit_type_config"))

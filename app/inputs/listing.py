@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from app.inputs.decode_errors import fault
-from app.inputs.rules import check_last_update, check_loader_arguments, check_url
+from app.inputs.rules import check_last_update, check_loader_arguments, check_url, check_visit_type
 
 
 class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -34,11 +34,12 @@ class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     last_update: datetime | None = None
     is_fork: bool | None = None
     forked_from_url: str | None = None
+    #: False: the lister reports the origin but asks that it not be visited.
+    enabled: bool = True
 
     def __post_init__(self) -> None:
         _rule("url", check_url, self.url)
-        if not self.visit_type:
-            raise ValueError("visit_type: String should have at least 1 character")
+        _rule("visit_type", check_visit_type, self.visit_type)
         if self.extra_loader_arguments:
             _rule("extra_loader_arguments", check_loader_arguments, self.extra_loader_arguments)
         if self.last_update is not None and self.last_update.tzinfo is None:
@@ -146,21 +147,6 @@ def _field_message(error: str) -> str:
 def _row_error(number: int, error: str) -> RowError:
     field, _, message = _field_message(error).partition(": ")
     return RowError(number, field, message)
-
-
-def check_visit_types(rows: Sequence[NumberedRow], known: set[str]) -> None:
-    """Refuse rows whose visit type is not configured, naming the known ones."""
-    errors = [
-        RowError(
-            line,
-            "visit_type",
-            f"unknown visit type {row.visit_type!r} (known: {', '.join(sorted(known))})",
-        )
-        for line, row in rows
-        if row.visit_type not in known
-    ]
-    if errors:
-        raise ListingInputError(errors)
 
 
 def check_last_updates(rows: Sequence[NumberedRow], now: datetime) -> None:

@@ -35,8 +35,15 @@ from app.settings import get_settings
 #: Longest URL accepted, in UTF-8 bytes: PostgreSQL's btree entries (the
 #: (url, visit_type) indexes) hold at most 2704 bytes.
 MAX_URL_BYTES = 2048
-#: Longest ``extra_loader_arguments``, as compact JSON, in bytes.
-MAX_LOADER_ARGUMENTS_BYTES = 16_384
+#: Longest ``extra_loader_arguments``, as compact JSON, in bytes: the archive's
+#: listers send tens of KB (a package's artifacts: 40 KB from the gnu lister), and
+#: every visit message carries them, so a visit type's queue of 1,000 messages
+#: holds at most a GiB of them in Redis.
+MAX_LOADER_ARGUMENTS_BYTES = 1024 * 1024
+#: A visit type's name: it names the Dramatiq queues ``visit.<name>.<lane>``,
+#: the Redis hash tag ``{<name>}`` and the Prometheus label values. The
+#: reference's names fit (git, tarball-directory, svn-export, pypi...).
+VISIT_TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 #: Latest Unix time a listing may say it started (9999-12-31).
 MAX_TIMESTAMP_S = 253_402_300_799.0
 
@@ -286,6 +293,17 @@ def check_loader_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
+def check_visit_type(name: str) -> str:
+    """``name`` if it can name a visit type: 1 to 64 lower case letters, digits,
+    ``-``, ``_`` and ``.``, starting with a letter or a digit."""
+    if not VISIT_TYPE_NAME.match(name):
+        raise ValueError(
+            f"{name!r} cannot name a visit type: 1 to 64 lower case letters, digits, '-', '_' "
+            "or '.', starting with a letter or digit (it names queues and Redis keys)"
+        )
+    return name
+
+
 def check_text(text: str) -> str:
     """``text`` if PostgreSQL's text takes it: UTF-8, no NUL."""
     _utf8(text)
@@ -298,5 +316,7 @@ def check_text(text: str) -> str:
 OriginUrl = Annotated[str, AfterValidator(check_url)]
 #: A visit's extra loader arguments (pydantic field type).
 LoaderArguments = Annotated[dict[str, Any], AfterValidator(check_loader_arguments)]
+#: A visit type's name (pydantic field type).
+VisitTypeName = Annotated[str, AfterValidator(check_visit_type)]
 #: Free text stored as is (pydantic field type).
 StoredText = Annotated[str, AfterValidator(check_text)]

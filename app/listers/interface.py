@@ -32,12 +32,7 @@ from app.db import lister_api as sql
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.db.errors import refusal
-from app.inputs.listing import (
-    ListedOriginIn,
-    ListingInputError,
-    check_last_updates,
-    check_visit_types,
-)
+from app.inputs.listing import ListedOriginIn, ListingInputError, check_last_updates
 from app.listers.models import (
     ListedOrigin,
     ListedOriginPage,
@@ -49,10 +44,14 @@ from app.listers.models import (
 )
 from app.services.context import Context
 from app.services.listing import place_recorded
+from app.services.visit_types import add_listed_visit_types
 
-#: The reference's page size, and the largest page served.
+#: The reference's page size.
 DEFAULT_PAGE_SIZE = 1000
-MAX_PAGE_SIZE = 10_000
+#: Bytes of URLs and loader arguments a page of listed origins holds at most,
+#: whatever its ``limit`` (the reference has no bound): a page that would
+#: weigh more ends early, with the token of the next one.
+MAX_PAGE_BYTES = 64 * 1024 * 1024
 #: The last_visit_status of the reference's OriginVisitStats, from revisit's statuses.
 REFERENCE_STATUS = {
     "full": "successful",
@@ -131,10 +130,8 @@ class ListerInterface:
                 raise ListerInputError(f"listed_origins[{index}].{exc}") from None
             by_lister[origin.lister_id].append((index, row))
         self._check_listers(by_lister)
-        known = db.known_visit_types(self.conn)
         for rows in by_lister.values():
             try:
-                check_visit_types(rows, known)
                 check_last_updates(rows, self.clock())
             except ListingInputError as exc:
                 first = exc.errors[0]
@@ -161,6 +158,7 @@ class ListerInterface:
 
         def write() -> tuple[list[Any], list[dict[str, Any]]]:
             with self.conn.transaction():
+                add_listed_visit_types(self.conn, {r.visit_type for _, r in rows}, now)
                 changed = db.upsert_listed_origins(self.conn, lister_id, [r for _, r in rows], now)
                 stored = sql.recorded_origins(self.conn, lister_id)
             return changed, stored
@@ -178,9 +176,10 @@ class ListerInterface:
         limit: int = DEFAULT_PAGE_SIZE,
         page_token: Any = None,
     ) -> ListedOriginPage:
-        """One page of listed origins in (lister_id, url, visit_type) order."""
-        if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
-            raise ListerInputError(f"limit: expected an integer from 1 to {MAX_PAGE_SIZE}")
+        """One page of listed origins in (lister_id, url, visit_type) order: up to
+        ``limit``, fewer (with a token) once the page holds MAX_PAGE_BYTES."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ListerInputError(f"limit: expected a positive integer, got {limit!r}")
         wanted = [url] if url is not None else (list(urls) if urls else None)
         after = _page_token(page_token)
         if after and after[2] is None:
@@ -194,10 +193,10 @@ class ListerInterface:
             "after_visit_type": after[2] if after else None,
             "limit": limit,
         }
-        rows = sql.listed_origins_page(self.conn, params)
+        rows, cut = sql.listed_origins_page(self.conn, params, MAX_PAGE_BYTES)
         results = [ListedOrigin.model_validate(r) for r in rows]
         token = None
-        if len(results) == limit:
+        if results and (cut or len(results) == limit):
             last = results[-1]
             token = (str(last.lister_id), last.url, last.visit_type)
         return ListedOriginPage(results=results, next_page_token=token)
@@ -229,6 +228,7 @@ def _as_listing_row(origin: ListedOrigin) -> ListedOriginIn:
         last_update=origin.last_update,
         is_fork=origin.is_fork,
         forked_from_url=origin.forked_from_url,
+        enabled=origin.enabled,
     )
 
 

@@ -14,10 +14,11 @@ replaced at the next request, so the server outlives a PostgreSQL restart
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -119,3 +120,18 @@ def serve_until(server: ThreadingHTTPServer, stop: threading.Event) -> None:
     stop.wait()
     server.shutdown()
     server.server_close()
+
+
+@contextlib.contextmanager
+def serving_on_a_free_port(settings: Settings) -> Iterator[str]:
+    """The RPC server in this process's threads on a free port of ``rpc_host``, for
+    tests and benchmarks: its URL while the block runs."""
+    server = make_server(settings.model_copy(update={"rpc_port": 0}))
+    stop = threading.Event()
+    thread = threading.Thread(target=serve_until, args=(server, stop), daemon=True)
+    thread.start()
+    try:
+        yield f"http://{settings.rpc_host}:{server.server_address[1]}/"
+    finally:
+        stop.set()
+        thread.join(10)

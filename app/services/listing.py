@@ -21,14 +21,9 @@ import psycopg
 from app.db import listings as db
 from app.db.connection import DictConnection
 from app.domain.placement import MirrorRow, Placement, place
-from app.inputs.listing import (
-    ListingInputError,
-    NumberedRow,
-    RowError,
-    check_last_updates,
-    check_visit_types,
-)
+from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_last_updates
 from app.services.context import Context
+from app.services.visit_types import add_listed_visit_types
 
 #: Most of a lister's origins a full listing may disable without an explicit flag
 #: (``revisit origins import --allow-mass-disable``, record_listing allow_mass_disable).
@@ -42,11 +37,8 @@ def record_listed_origins(
     rows: Sequence[NumberedRow],
     now: datetime,
 ) -> int:
-    """Validate then record one batch of ``rows`` for a lister, all or nothing.
-
-    An unknown visit type refuses the whole batch before anything is written.
-    Returns how many rows were recorded.
-    """
+    """Record one batch of ``rows`` for a lister, all or nothing (a visit type
+    nobody added is created, paused). Returns how many rows were recorded."""
     changed = _write_postgres(conn, lister_id, rows, now)
     _write_redis(ctx, changed, now)
     return len(rows)
@@ -55,9 +47,9 @@ def record_listed_origins(
 def _write_postgres(
     conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[NumberedRow], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
-    check_visit_types(rows, db.known_visit_types(conn))
     check_last_updates(rows, now)
     with conn.transaction():
+        add_listed_visit_types(conn, {r.visit_type for _, r in rows}, now)
         return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
 
 

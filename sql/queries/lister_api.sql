@@ -30,13 +30,14 @@ from listers
 where not %(only_first_visits_to_schedule)s
    or (last_listing_finished_at is not null and first_visits_queue_prefix is not null
        and first_visits_scheduled_at is null)
-order by name, instance_name
+-- in creation order, as the reference returns them
+order by created, name, instance_name
 
 -- name: listers_by_id
 select id, name, instance_name, created, current_state, updated, last_listing_finished_at,
        first_visits_queue_prefix, first_visits_scheduled_at
 from listers where id = any(%(ids)s::uuid[])
-order by name, instance_name
+order by created, name, instance_name
 
 -- name: lister_update
 -- The optimistic check: the row changes only if nobody wrote it since the
@@ -69,9 +70,11 @@ order by lo.url, lo.visit_type
 
 -- name: listed_origins_page
 -- Filters left null do not filter. Pages follow (lister_id, url, visit_type),
--- which listed_origins_lister_url serves.
+-- which listed_origins_lister_url serves. `size` (bytes of the URL and the
+-- arguments) lets the reader end a page early to bound its memory.
 select lister_id, url, visit_type, extra_loader_arguments, last_update, is_fork,
-       forked_from_url, enabled, first_seen, last_seen
+       forked_from_url, enabled, first_seen, last_seen,
+       octet_length(url) + octet_length(extra_loader_arguments::text) as size
 from listed_origins
 where (%(lister_id)s::uuid is null or lister_id = %(lister_id)s::uuid)
   and (%(urls)s::text[] is null or url = any(%(urls)s::text[]))
@@ -91,11 +94,14 @@ where lister_id = %(lister_id)s and url = %(url)s
 select distinct visit_type from listed_origins where lister_id = %(lister_id)s order by visit_type
 
 -- name: visit_stats_get
+-- Only origins scheduled or visited: revisit keeps a row from the first
+-- listing on, where the reference has none before then.
 select st.url, st.visit_type, st.last_successful, st.last_visit,
        st.last_visit_status::text as last_visit_status, st.last_scheduled, st.last_snapshot,
        st.next_visit_queue_position, st.next_position_offset, st.successive_visits
 from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
 join origin_visit_stats st on st.url = k.url and st.visit_type = k.visit_type
+where st.last_visit is not null or st.last_scheduled is not null
 
 -- name: lister_api_queue_positions
 select visit_type, position from visit_scheduler_queue_position order by visit_type

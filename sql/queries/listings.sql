@@ -22,46 +22,58 @@ where first_visits_queue_prefix is not null
 order by prefix
 
 -- name: create_listing_staging
+-- `seq` numbers the rows in the order they were sent: of a URL sent twice in
+-- one batch, the last copy is kept (as the reference does).
 create temporary table listing_staging (
+  seq bigint generated always as identity,
   url text not null,
   visit_type text not null,
   extra_loader_arguments jsonb not null,
   last_update timestamptz,
   is_fork boolean,
-  forked_from_url text
+  forked_from_url text,
+  enabled boolean not null
 ) on commit drop
 
 -- name: copy_listing_staging
 copy listing_staging (url, visit_type, extra_loader_arguments, last_update, is_fork,
-                      forked_from_url) from stdin
+                      forked_from_url, enabled) from stdin
 
 -- name: upsert_listed_origins
 insert into listed_origins as lo (lister_id, url, visit_type, extra_loader_arguments,
                                   enabled, first_seen, last_seen, last_update, is_fork,
                                   forked_from_url)
+-- Every field sent overwrites the stored one, None included (as the reference
+-- does: a forge that stops reporting a date or a fork clears it).
 select distinct on (url, visit_type)
-       %(lister_id)s, url, visit_type, extra_loader_arguments, true, %(now)s, %(now)s,
+       %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
        last_update, is_fork, forked_from_url
 from listing_staging
-order by url, visit_type
+order by url, visit_type, seq desc
 on conflict (url, visit_type, lister_id) do update
   set extra_loader_arguments = excluded.extra_loader_arguments,
-      enabled = true,
+      enabled = excluded.enabled,
       last_seen = excluded.last_seen,
-      last_update = coalesce(excluded.last_update, lo.last_update),
-      is_fork = coalesce(excluded.is_fork, lo.is_fork),
-      forked_from_url = coalesce(excluded.forked_from_url, lo.forked_from_url)
+      last_update = excluded.last_update,
+      is_fork = excluded.is_fork,
+      forked_from_url = excluded.forked_from_url
 
 -- name: upsert_stats_for_listing
 -- One stats row per listed (url, visit_type). A new origin's first target is
 -- the earlier of now and the current queue position, so newly listed origins
 -- come before recurrent visits. An existing row changes only when its place
--- may change (newer last_update, listed again, disabled after failures), and
--- only changed rows are returned, with `inserted` telling new ones apart.
+-- may change (newer last_update, listed again or disabled by its lister,
+-- disabled after failures), and only changed rows are returned, with
+-- `inserted` telling new ones apart. An origin sent with enabled false is
+-- listed only while another lister has it enabled (run after the
+-- listed_origins upsert, this statement sees it).
 -- The returned columns are in the order of app.domain.placement.MirrorRow.
 insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
                                       last_update, listed)
-select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_update), true
+select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_update),
+       bool_or(s.enabled)
+       or exists (select 1 from listed_origins lo
+                  where lo.url = s.url and lo.visit_type = s.visit_type and lo.enabled)
 from listing_staging s
 left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
 group by s.url, s.visit_type, q.position
@@ -71,14 +83,14 @@ order by s.url, s.visit_type
 on conflict (url, visit_type) do update
   set last_update = greatest(st.last_update, excluded.last_update),
       -- an origin an operator disabled stays unlisted whatever listers say
-      listed = not st.disabled_by_operator,
-      disabled_for_failures = false,
-      failures_in_a_row = case when st.disabled_for_failures then 0
+      listed = excluded.listed and not st.disabled_by_operator,
+      disabled_for_failures = st.disabled_for_failures and not excluded.listed,
+      failures_in_a_row = case when st.disabled_for_failures and excluded.listed then 0
                                else st.failures_in_a_row end,
       version = st.version + 1
   where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
-     or (not st.listed and not st.disabled_by_operator)
-     or st.disabled_for_failures
+     or st.listed is distinct from (excluded.listed and not st.disabled_by_operator)
+     or (st.disabled_for_failures and excluded.listed)
 returning {{mirror_columns}},
           (st.xmax = 0) as inserted
 

@@ -37,7 +37,7 @@ select name, max_queue_length, num_retries, extract(epoch from retry_delay) as r
        extract(epoch from min_interval) as min_interval_s,
        extract(epoch from max_interval) as max_interval_s,
        age_multiplier_s2, measured_capacity_per_day, visit_cost_reference_s,
-       coalesce(loader, name) as loader
+       coalesce(loader, name) as loader, enabled
 from visit_types order by name
 
 -- name: change_rate_classes

@@ -2,11 +2,11 @@
 
 -- name: insert_visit_type
 insert into visit_types (name, description, min_interval, max_interval, max_queue_length,
-                         time_limit, num_retries, retry_delay, loader)
+                         time_limit, num_retries, retry_delay, loader, enabled)
 values (%(name)s, %(description)s, make_interval(secs => %(min_interval_s)s),
         make_interval(secs => %(max_interval_s)s), %(max_queue_length)s,
         make_interval(secs => %(time_limit_s)s), %(num_retries)s,
-        make_interval(secs => %(retry_delay_s)s), %(loader)s)
+        make_interval(secs => %(retry_delay_s)s), %(loader)s, %(enabled)s)
 on conflict (name) do nothing
 returning name
 
@@ -20,7 +20,8 @@ update visit_types set
   time_limit = coalesce(make_interval(secs => %(time_limit_s)s), time_limit),
   num_retries = coalesce(%(num_retries)s, num_retries),
   retry_delay = coalesce(make_interval(secs => %(retry_delay_s)s), retry_delay),
-  loader = coalesce(%(loader)s, loader)
+  loader = coalesce(%(loader)s, loader),
+  enabled = coalesce(%(enabled)s, enabled)
 where name = %(name)s
 returning name, extract(epoch from min_interval) as min_interval_s,
           extract(epoch from max_interval) as max_interval_s
@@ -30,7 +31,7 @@ returning name, extract(epoch from min_interval) as min_interval_s,
 select vt.name, vt.description, extract(epoch from vt.min_interval) as min_interval_s,
        extract(epoch from vt.max_interval) as max_interval_s, vt.max_queue_length,
        extract(epoch from vt.time_limit) as time_limit_s, vt.num_retries,
-       extract(epoch from vt.retry_delay) as retry_delay_s, coalesce(vt.loader, vt.name) as loader,
+       extract(epoch from vt.retry_delay) as retry_delay_s, coalesce(vt.loader, vt.name) as loader, vt.enabled,
        (select count(*) from origin_visit_stats st
         where st.visit_type = vt.name and st.listed and not st.disabled_for_failures) as origins
 from visit_types vt order by vt.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -53,11 +54,14 @@ def stats_by_url(conn: DictConnection) -> dict[str, dict[str, object]]:
     return {str(r["url"]): {k: v for k, v in r.items() if k != "version"} for r in rows}
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``revisit ARGS`` as a user would (the test's REVISIT_* environment)."""
+def cli(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``revisit ARGS`` as a user would (the test's REVISIT_* environment, and ``env``)."""
     return subprocess.run(
         [sys.executable, "-m", "app", *args],
         input=stdin,
+        env={**os.environ, **env} if env else None,
         capture_output=True,
         text=True,
         check=False,

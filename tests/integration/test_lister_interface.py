@@ -35,7 +35,7 @@ def test_get_or_create_returns_the_same_lister_and_an_absent_instance_is_empty(
     assert bare.instance_name == ""
     assert api.get_lister("cgit") == bare
     assert api.get_lister("nothing", "here") is None
-    assert [lst.name for lst in api.get_listers()] == ["cgit", "gitlab"]
+    assert [lst.name for lst in api.get_listers()] == ["gitlab", "cgit"]  # creation order
     assert api.get_listers_by_id([str(first.id)]) == [first]
 
 
@@ -83,8 +83,10 @@ def test_a_bad_origin_is_refused_naming_it_and_nothing_is_written(
 ) -> None:
     lister = api.get_or_create_lister("g", "i")
     good = origin(lister.id, "https://f.example/a.git")
-    with pytest.raises(ListerInputError, match=r"listed_origins\[1\]\.visit_type: unknown"):
-        api.record_listed_origins([good, origin(lister.id, "https://f.example/b", "bzr")])
+    with pytest.raises(
+        ListerInputError, match=r"listed_origins\[1\]\.visit_type: .*'svn export' cannot"
+    ):
+        api.record_listed_origins([good, origin(lister.id, "https://f.example/b", "svn export")])
     with pytest.raises(ListerInputError, match=r"listed_origins\[1\]\.last_update"):
         api.record_listed_origins(
             [good, origin(lister.id, "https://f.example/u", last_update="yesterday")]
@@ -134,10 +136,12 @@ def test_visit_stats_and_queue_positions_speak_the_reference_vocabulary(
 ) -> None:
     lister = api.get_or_create_lister("g", "i")
     api.record_listed_origins([origin(lister.id, "https://f.example/a.git")])
+    api.record_listed_origins([origin(lister.id, "https://f.example/never-visited.git")])
     conn.execute(
         "update origin_visit_stats set last_visit_status = 'full', last_snapshot = %s,"
-        " last_successful = %s, next_visit_queue_position = %s",
-        (b"\x01" * 20, NOW, NOW + timedelta(days=1)),
+        " last_successful = %s, last_visit = %s, next_visit_queue_position = %s"
+        " where url = 'https://f.example/a.git'",
+        (b"\x01" * 20, NOW, NOW, NOW + timedelta(days=1)),
     )
     conn.execute(
         "insert into visit_scheduler_queue_position values ('git', %s)"
@@ -145,7 +149,11 @@ def test_visit_stats_and_queue_positions_speak_the_reference_vocabulary(
         (NOW,),
     )
     stats = api.origin_visit_stats_get(
-        [("https://f.example/a.git", "git"), ("https://f.example/unknown", "git")]
+        [
+            ("https://f.example/a.git", "git"),
+            ("https://f.example/unknown", "git"),
+            ("https://f.example/never-visited.git", "git"),  # listed: no row, as the reference
+        ]
     )
     assert len(stats) == 1
     assert stats[0].last_visit_status == "successful"
@@ -169,3 +177,110 @@ def test_a_last_update_before_1970_or_past_tomorrow_is_refused(
         ):
             api.record_listed_origins([good, bad])
     assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
+
+
+def test_an_unknown_visit_type_is_created_paused_and_its_origins_recorded_and_counted(
+    api: ListerInterface, conn: DictConnection, ctx: Context
+) -> None:
+    lister = api.get_or_create_lister("maven", "central")
+    recorded = api.record_listed_origins(
+        [
+            origin(lister.id, "https://repo.example/a", "maven"),
+            origin(lister.id, "https://repo.example/b.tar.gz", "tarball-directory"),
+            origin(lister.id, "https://repo.example/c.git", "git"),
+        ]
+    )
+    assert len(recorded) == 3
+    rows = conn.execute(
+        "select name, enabled from visit_types where name in ('maven', 'tarball-directory', 'git')"
+        " order by name"
+    ).fetchall()
+    assert rows == [
+        {"name": "git", "enabled": True},
+        {"name": "maven", "enabled": False},
+        {"name": "tarball-directory", "enabled": False},
+    ]
+    policies = conn.execute(
+        "select count(*) as n from scheduling_policies where visit_type = 'maven'"
+    ).fetchone()
+    assert policies is not None and policies["n"] >= 1  # the defaults, ready once enabled
+    assert sum(ctx.mirror.sizes("maven").values()) == 1
+    assert api.get_visit_types_for_listed_origins(lister) == ["git", "maven", "tarball-directory"]
+
+
+def test_a_page_of_listed_origins_may_hold_more_than_ten_thousand(api: ListerInterface) -> None:
+    lister = api.get_or_create_lister("github", "github")
+    count = 10_005
+    api.record_listed_origins(
+        [origin(lister.id, f"https://gh.example/{i:05d}") for i in range(count)]
+    )
+    page = api.get_listed_origins(lister_id=lister.id, limit=20_000)
+    assert len(page.results) == count and page.next_page_token is None
+
+
+def test_a_page_heavier_than_the_bound_ends_early_with_a_token_and_paging_completes(
+    api: ListerInterface, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.listers.interface
+
+    lister = api.get_or_create_lister("gnu", "gnu")
+    forty_kb = {"artifacts": [{"url": "https://ftp.example/x.tar.gz", "pad": "x" * 40_000}]}
+    urls = [f"https://ftp.example/p{i}" for i in range(10)]
+    api.record_listed_origins(
+        [origin(lister.id, u, "tarball-directory", extra_loader_arguments=forty_kb) for u in urls]
+    )
+    monkeypatch.setattr(app.listers.interface, "MAX_PAGE_BYTES", 100_000)
+    first = api.get_listed_origins(lister_id=lister.id, limit=100_000)
+    assert 1 <= len(first.results) < len(urls) and first.next_page_token is not None
+    assert first.results[0].extra_loader_arguments == forty_kb
+    seen, token = [o.url for o in first.results], first.next_page_token
+    while token is not None:
+        page = api.get_listed_origins(lister_id=lister.id, limit=100_000, page_token=token)
+        seen += [o.url for o in page.results]
+        token = page.next_page_token
+    assert seen == urls
+    with pytest.raises(ListerInputError, match="limit: expected a positive integer"):
+        api.get_listed_origins(limit=0)
+
+
+def test_an_origin_recorded_disabled_is_stored_returned_and_not_scheduled(
+    api: ListerInterface, ctx: Context
+) -> None:
+    lister = api.get_or_create_lister("g", "i")
+    url = "https://f.example/gone.git"
+    [stored] = api.record_listed_origins([origin(lister.id, url, enabled=False)])
+    assert stored.enabled is False
+    assert [o.url for o in api.get_listed_origins(enabled=False).results] == [url]
+    assert api.get_listed_origins(enabled=True).results == []
+    assert sum(ctx.mirror.sizes("git").values()) == 0
+    api.record_listed_origins([origin(lister.id, url)])
+    assert sum(ctx.mirror.sizes("git").values()) == 1
+    api.record_listed_origins([origin(lister.id, url, enabled=False)])
+    assert sum(ctx.mirror.sizes("git").values()) == 0
+
+
+def test_re_recording_with_none_overwrites_and_the_last_copy_of_a_url_wins(
+    api: ListerInterface,
+) -> None:
+    lister = api.get_or_create_lister("g", "i")
+    url = "https://f.example/fork.git"
+    api.record_listed_origins(
+        [
+            origin(
+                lister.id,
+                url,
+                last_update=NOW,
+                is_fork=True,
+                forked_from_url="https://f.example/upstream.git",
+            )
+        ]
+    )
+    [again] = api.record_listed_origins([origin(lister.id, url)])
+    assert (again.last_update, again.is_fork, again.forked_from_url) == (None, None, None)
+    twice = api.record_listed_origins(
+        [
+            origin(lister.id, url, extra_loader_arguments={"copy": 1}),
+            origin(lister.id, url, extra_loader_arguments={"copy": 2}),
+        ]
+    )
+    assert [o.extra_loader_arguments for o in twice] == [{"copy": 2}]

@@ -118,10 +118,21 @@ def test_import_from_stdin_records_every_origin(settings: Settings, conn: DictCo
     assert show.returncode == 0 and "no_last_update" in show.stdout
 
 
-def test_import_with_an_unknown_visit_type_is_refused(
+def test_import_with_an_unknown_visit_type_creates_it_paused_and_a_bad_name_is_refused(
     settings: Settings, conn: DictConnection
 ) -> None:
     assert cli("lister", "register", "gitlab", "example").returncode == 0
+    bad = cli(
+        "origins",
+        "import",
+        "-",
+        "--lister",
+        "gitlab/example",
+        stdin='{"url": "https://a.example/0", "visit_type": "svn/export"}\n',
+    )
+    assert bad.returncode == 2
+    assert "line 1: visit_type: " in bad.stderr and "cannot name a visit type" in bad.stderr
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
     result = cli(
         "origins",
         "import",
@@ -130,9 +141,11 @@ def test_import_with_an_unknown_visit_type_is_refused(
         "gitlab/example",
         stdin='{"url": "https://a.example/1", "visit_type": "cvs"}\n',
     )
-    assert result.returncode == 2
-    assert "unknown visit type 'cvs' (known: git, hg, svn)" in result.stderr
-    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 0}
+    assert result.returncode == 0, result.stderr
+    assert "visit type cvs created by a listing, paused" in result.stderr
+    assert conn.execute("select count(*) as n from listed_origins").fetchone() == {"n": 1}
+    row = conn.execute("select enabled from visit_types where name = 'cvs'").fetchone()
+    assert row == {"enabled": False}
 
 
 def test_flushdb_then_one_scheduler_iteration_restores_the_mirror(

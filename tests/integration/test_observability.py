@@ -249,7 +249,7 @@ def _assert_targets_up_and_rules_read_series(url: str) -> None:
         "revisit-worker": "up",
     }
     rules = [r for g in api(url, "rules")["groups"] for r in g["rules"]]
-    assert len(rules) == 10
+    assert len(rules) == 11
     for rule in rules:
         assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
         api(url, "query", query=rule["query"])  # valid as written

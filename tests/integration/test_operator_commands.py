@@ -51,7 +51,7 @@ def test_visit_type_add_list_set_and_refusals(settings: Settings, conn: DictConn
     before = conn.execute("select * from visit_types order by name").fetchall()
     for args, message in [
         (("add", "git"), "name: visit type 'git' already exists"),
-        (("add", "Bad.Name"), "name: String should match pattern"),
+        (("add", "Bad.Name"), "'Bad.Name' cannot name a visit type"),
         (("add", "x", "--min-interval", "soon"), "--min-interval: expected a duration"),
         (("set", "simulated", "--min-interval", "60d"), "min_interval_s: 5.184e+06 would be"),
         (("set", "simulated", "--min-interval", "1s"), "min_interval_s: Input should be greater"),
@@ -63,6 +63,29 @@ def test_visit_type_add_list_set_and_refusals(settings: Settings, conn: DictConn
         assert result.returncode == 2, args
         assert message in result.stderr, (args, result.stderr)
     assert conn.execute("select * from visit_types order by name").fetchall() == before
+
+
+def test_a_visit_type_an_import_reports_is_created_paused_listed_and_enabled_by_hand(
+    settings: Settings, conn: DictConnection
+) -> None:
+    assert cli("lister", "register", "maven", "central").returncode == 0
+    lines = '{"url": "https://m.example/a", "visit_type": "maven"}\n'
+    imported = cli("origins", "import", "-", "--lister", "maven/central", stdin=lines)
+    assert imported.returncode == 0, imported.stderr
+    added = cli("visit-type", "add", "svn-export")
+    assert added.returncode == 0, added.stderr
+    assert "no loader is installed for svn-export" in added.stdout
+    listed = cli("visit-type", "list", env={"COLUMNS": "300"})
+    maven = next(x for x in listed.stdout.splitlines() if "maven" in x)
+    assert "no (paused: set --enable)" in maven and " 1 " in maven  # its origin counted
+    assert "svn-export" in listed.stdout
+    again = cli("visit-type", "add", "maven")
+    assert again.returncode == 2 and "--enable" in again.stderr
+    assert cli("visit-type", "set", "maven", "--enable").returncode == 0
+    rows = conn.execute(
+        "select name, enabled from visit_types where name in ('maven', 'svn-export') order by name"
+    ).fetchall()
+    assert rows == [{"name": "maven", "enabled": True}, {"name": "svn-export", "enabled": True}]
 
 
 def test_a_disabled_origin_leaves_the_mirror_and_a_listing_does_not_bring_it_back(

@@ -195,7 +195,7 @@ def test_record_listing_refuses_a_bad_payload_before_writing_anything(
         {"lister_name": "unknown", "instance_name": "x", "origins": [origin]},
         {**lister, "origins": [origin], "full": True, "listing_started_at": math.nan},
         {**lister, "origins": [origin], "full": True, "listing_started_at": 1e20},
-        {**lister, "origins": [{"url": "https://api.example/b", "visit_type": "zzz"}]},
+        {**lister, "origins": [{"url": "https://api.example/b", "visit_type": "Z Z"}]},
     ]
     good = {**lister, "origins": [{"url": "https://api.example/good", "visit_type": "git"}]}
     send_to_api(settings, "record_listing", [*bad, good])
@@ -216,7 +216,7 @@ def test_record_listing_refuses_a_bad_payload_before_writing_anything(
         "lister_name/instance_name: lister unknown/x is not registered",
         "listing_started_at: Input should be a finite number",
         "listing_started_at: Input should be less than or equal to",
-        "line 1: visit_type: unknown visit type 'zzz'",
+        "visit_type: Value error, 'Z Z' cannot name a visit type",
     ):
         assert message in log
     assert mirror_clean(conn, ctx)

@@ -56,9 +56,11 @@ def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
     assert life["finished_round_trip"] is True
     assert str(life["stale"]).startswith("StaleData")
     assert life["listed"] == life["distinct_listed"] == 10000
-    assert life["visit_types"] == ["git"]
+    assert life["visit_types"] == ["git", "tarball-directory"]
     assert str(life["unserved"]).startswith("501 scheduler_metrics/update: not served by revisit")
-    assert "listed_origins[0].visit_type: unknown visit type 'bzr'" in str(life["refused"])
+    assert "listed_origins[0].visit_type: " in str(life["refused"])
+    assert "'svn export' cannot name a visit type" in str(life["refused"])
+    assert life["new_visit_type"] == ["tarball-directory"]  # created, paused, never refused
     assert life["listers"] == ["reference"]
     first = life["first_listed"]
     assert isinstance(first, dict) and first["lister_id"] == life["lister_id"]
@@ -78,8 +80,8 @@ def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
     assert by_url[urls[0]]["last_visit_status"] == "successful"
     assert by_url[urls[0]]["last_snapshot"] == snapshot.hex()
     assert by_url[urls[1]]["last_visit_status"] == "not_found"
-    assert by_url[urls[2]]["last_visit_status"] is None
-    assert len(by_url) == 3 and all(s["has_next_position"] for s in by_url.values())
+    # listed, never visited: no row, as the reference
+    assert len(by_url) == 2 and all(s["has_next_position"] for s in by_url.values())
     assert seen["positions"] == {"git": int(now.timestamp())}
 
 

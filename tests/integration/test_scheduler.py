@@ -336,3 +336,26 @@ def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_schedul
 
     assert taken_meanwhile[0] is not None
     assert other.holder_of("git") == "other:1"
+
+
+def test_a_visit_type_a_listing_created_is_counted_but_not_scheduled_until_enabled(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    from app.services.visit_types import VisitTypeChange, set_visit_type
+    from monitoring.metrics import MIRROR_ORIGINS, VISIT_TYPE_PAUSED
+
+    lister = register_lister(conn, "maven", "central", None)
+    rows = [(i + 1, ListedOriginIn(url=u, visit_type="maven")) for i, u in enumerate(URLS[:3])]
+    record_listed_origins(conn, ctx, lister, rows, NOW)
+    maven = DramatiqQueueKeys("dramatiq", visit_queue("maven")).messages
+    loop = SchedulerLoop(settings)
+    results = loop.step(NOW + timedelta(seconds=1))
+    assert "maven" not in [r.visit_type for r in results]
+    assert loop.broker.client.hlen(maven) == 0
+    assert VISIT_TYPE_PAUSED.labels("maven")._value.get() == 1
+    assert MIRROR_ORIGINS.labels("maven", "no_last_update")._value.get() == 3
+    set_visit_type(conn, VisitTypeChange(name="maven", enabled=True))
+    enabled = SchedulerLoop(settings)  # reads the table afresh (a running one within 30 s)
+    enabled.step(NOW + timedelta(seconds=2))
+    assert enabled.broker.client.hlen(maven) == 3
+    assert VISIT_TYPE_PAUSED.labels("maven")._value.get() == 0

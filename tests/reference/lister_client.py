@@ -6,7 +6,8 @@ object with what it saw.
 
 - ``lifecycle COUNT BATCH``: create a lister, record COUNT origins in batches
   of BATCH, update its state, try a stale update, page everything back, call a
-  served-nowhere endpoint and send a bad origin;
+  served-nowhere endpoint, send a bad origin, then one of a visit type revisit
+  has not heard of;
 - ``stats URL...``: origin_visit_stats_get for those git origins;
 - ``record COUNT BATCH``: only record (timed), for benchmarks/listers_rpc.py.
 """
@@ -70,12 +71,16 @@ def lifecycle(scheduler, count, batch):
         unserved = "answered"
     except RemoteException as exc:
         unserved = f"{exc.response.status_code} {exc.args[0]['message']}"
-    bad = ListedOrigin(lister_id=lister.id, url="https://forge.example/x", visit_type="bzr")
+    bad = ListedOrigin(lister_id=lister.id, url="https://forge.example/x", visit_type="svn export")
     try:
         scheduler.record_listed_origins([bad])
         refused = "accepted"
     except SchedulerException as exc:
         refused = str(exc)
+    tarball = ListedOrigin(
+        lister_id=lister.id, url="https://forge.example/x.tar.gz", visit_type="tarball-directory"
+    )
+    new_type = [o.visit_type for o in scheduler.record_listed_origins([tarball])]
     return {
         "lister_id": str(lister.id),
         "same_lister": again == lister,
@@ -89,6 +94,7 @@ def lifecycle(scheduler, count, batch):
         "visit_types": scheduler.get_visit_types_for_listed_origins(saved),
         "unserved": unserved,
         "refused": refused,
+        "new_visit_type": new_type,
         "listers": [lst.name for lst in scheduler.get_listers()],
     }
 

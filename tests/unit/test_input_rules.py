@@ -66,7 +66,7 @@ def test_an_ascii_url_at_the_size_limit_is_accepted_and_one_byte_more_refused() 
         ({"a": "x\x00"}, "NUL"),
         ({"a\x00": 1}, "NUL"),
         ({"a": [{"b": math.inf}]}, "not finite"),
-        ({"a": "x" * 20_000}, "more than 16384"),
+        ({"a": "x" * (1024 * 1024)}, "more than 1048576"),
     ],
 )
 def test_loader_arguments_jsonb_cannot_take_are_refused(

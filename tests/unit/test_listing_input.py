@@ -5,7 +5,6 @@ import pytest
 from app.inputs.listing import (
     ListedOriginIn,
     ListingInputError,
-    check_visit_types,
     listed_origin,
     parse_csv_rows,
     parse_json_lines,
@@ -41,12 +40,18 @@ def test_malformed_lines_are_reported_with_line_and_field() -> None:
     assert "line 2" in str(info.value)
 
 
-def test_unknown_visit_type_is_refused_with_the_known_list() -> None:
-    rows = parse_json_lines(['{"url": "https://a", "visit_type": "cvs"}'])
-    with pytest.raises(
-        ListingInputError, match=r"line 1: visit_type: unknown visit type 'cvs' \(known: git, hg\)"
-    ):
-        check_visit_types(rows, {"git", "hg"})
+@pytest.mark.parametrize(
+    "name", ["git", "tarball-directory", "svn-export", "git-checkout", "pypi", "3d", "a.b_c"]
+)
+def test_the_references_visit_type_names_are_read(name: str) -> None:
+    [(_, row)] = parse_json_lines([f'{{"url": "https://a", "visit_type": "{name}"}}'])
+    assert row.visit_type == name
+
+
+@pytest.mark.parametrize("name", ["", "Git", "-git", "svn export", "a{b}", "a:b", "x" * 65])
+def test_a_visit_type_that_cannot_name_a_queue_is_refused_with_the_rule(name: str) -> None:
+    with pytest.raises(ListingInputError, match=r"line 1: visit_type: .*lower case letters"):
+        parse_json_lines([f'{{"url": "https://a", "visit_type": "{name}"}}'])
 
 
 def test_the_usual_fields_are_read_with_their_types() -> None:
@@ -88,7 +93,7 @@ def test_a_listing_is_read_as_leniently_as_its_text_allows(text: str, value: obj
     [
         ('"is_fork": "perhaps"', "is_fork", "Expected `bool | null`, got `str`"),
         ('"url": 3', "url", "Expected `str`, got `int`"),
-        ('"visit_type": ""', "visit_type", "String should have at least 1 character"),
+        ('"visit_type": ""', "visit_type", "Value error, '' cannot name a visit type"),
         ('"url": "no-scheme"', "url", "Value error, URL must start with a scheme, e.g. https://"),
         ('"forked_from_url": "x y"', "forked_from_url", "Value error, URL holds a forbidden"),
         ('"extra_loader_arguments": [1]', "extra_loader_arguments", "Expected `object`"),
