@@ -138,6 +138,19 @@ def _end_unvisited(request_id: int, reason: str) -> None:
         log.warning("request %d: could not record that it failed (%s)", request_id, exc)
 
 
+def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
+    """Count a finished visit (its duration, outcome and metrics). Its status is already
+    published: a failure here (Redis restarting) must not make Dramatiq run the visit
+    again, so it is logged in one line and the visit ends."""
+    try:
+        record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
+        _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
+        VISITS.labels(visit_type, result.status).inc()
+        VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
+    except Exception as exc:  # nothing after the publish may retry the visit
+        log.warning("visit of a %s origin: could not record its outcome (%s)", visit_type, exc)
+
+
 def _retry_transient(retries: int, exception: BaseException) -> bool:
     # Transient failures are bounded by the actor itself (its visit type's num_retries); a
     # busy hoster is waited for with the same backoff, as long as it takes.
@@ -220,10 +233,7 @@ def visit(
     elif request_id is not None and not result.archived:
         _end_unvisited(request_id, result.error or f"visit ended {result.status}")
     queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
-    record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
-    _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
-    VISITS.labels(visit_type, result.status).inc()
-    VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
+    _record_outcome(queue, visit_type, result)
     log.info(
         "visited %s in the %s lane: %s in %.2fs%s",
         url,
