@@ -2,20 +2,18 @@
 without a loader is recorded as a failed visit, and its request ends failed
 with the reason stored (real scheduler, worker and journal processes)."""
 
-import socket
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
 from app.db.connection import DictConnection
 from app.inputs.api import RequestVisit
-from app.kafka.client import StatusPublisher
 from app.services.requests import create_request, get_request
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
+from tests.integration.helpers import WatchedPublisher, free_port
 from tests.processes import running, wait_for, with_constants
 
 ENV = with_constants(
@@ -70,33 +68,15 @@ def test_invalid_loader_results_and_missing_loaders_end_their_requests_failed(
     )
 
 
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RecordingPublisher(StatusPublisher):
-    """The real publisher, which also remembers the statuses it published."""
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        self.statuses: list[str] = []
-
-    def publish(self, origin: str, visit_type: str, visit: int, status: str, *rest: Any) -> None:
-        super().publish(origin, visit_type, visit, status, *rest)
-        self.statuses.append(status)
-
-
 def test_a_visit_that_published_its_status_ends_without_retry_when_redis_refuses_after(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import actors.worker
 
-    recording = RecordingPublisher(settings)
+    recording = WatchedPublisher(settings)
     monkeypatch.setattr(actors.worker, "publisher", lambda: recording)
     # Redis restarting: nothing listens on its address.
-    refusing = redis.Redis(host="127.0.0.1", port=unused_port(), socket_connect_timeout=1)
+    refusing = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
     monkeypatch.setattr(actors.worker, "_redis", lambda: refusing)
     # Dramatiq retries a visit only when its actor raises.
     actors.worker.visit.fn(1, "sim://redis-away", "simulated", {}, 1, time.time())
