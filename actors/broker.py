@@ -3,17 +3,33 @@ with revisit's middleware."""
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
+from typing import Any
+
 import dramatiq
 from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
 from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
+from app.loaders.zygote import die_with_parent
 from app.services.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 from queues.dramatiq_broker import redis_broker
 from queues.keys import DRAMATIQ_NAMESPACE
+
+
+class DieWithParent(dramatiq.Middleware):
+    """Each worker process of a Dramatiq pool is told to stop (SIGTERM, as the
+    pool's main process would tell it) when that main process dies: killed
+    (kill -9), it would otherwise leave its children running visits, orphans
+    no one stops. (Its metrics exporter does the same: ``serve_worker_metrics``.)"""
+
+    def after_process_boot(self, broker: Any) -> None:
+        parent = multiprocessing.parent_process()
+        die_with_parent(signal.SIGTERM, parent.pid if parent else None)
 
 
 def make_broker(settings: Settings) -> RedisBroker:
@@ -24,6 +40,7 @@ def make_broker(settings: Settings) -> RedisBroker:
     """
     broker = redis_broker(settings)
     broker.add_middleware(WorkerMetrics())
+    broker.add_middleware(DieWithParent())
     dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the
     # message Retries has just given up on.

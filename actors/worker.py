@@ -38,7 +38,7 @@ from app.db.connection import connect
 from app.domain.cooldown import Cooldowns, presumed_lost
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
-from app.kafka.client import StatusPublisher
+from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
 from app.loaders.archive import stop_children
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.services.context import Tuning, redis_client
@@ -51,6 +51,9 @@ from queues.workers import record_duration
 #: Retries and first retry delay of a message sent without its visit type's.
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY_S = 30.0
+#: The final status's publish gives up this long before the visit's time limit
+#: (which would interrupt it and lose the status) and hands it to ``publish_status``.
+PUBLISH_MARGIN_S = 2.0
 
 log = logging.getLogger("revisit.worker")
 
@@ -138,6 +141,85 @@ def _end_unvisited(request_id: int, reason: str) -> None:
         log.warning("request %d: could not record that it failed (%s)", request_id, exc)
 
 
+def _publish_final(
+    queue: str,
+    url: str,
+    visit_type: str,
+    visit: int,
+    status: str,
+    snapshot: bytes | None,
+    metadata: dict[str, Any],
+    timeout_s: float,
+) -> None:
+    """Publish a visit's final status within what is left of its time limit; one the
+    broker has not acknowledged by then is sent, in the visit's queue, to
+    ``publish_status``, which retries it with backoff past that limit."""
+    date = datetime.now(tz=UTC)
+    try:
+        publisher().publish(
+            url, visit_type, visit, status, snapshot, metadata, date, max(0.0, timeout_s)
+        )
+    except PublishError as exc:
+        log.warning(
+            "visit %d of %s: status %s not yet published (%s); retrying apart",
+            visit,
+            url,
+            status,
+            exc,
+        )
+        # Keyword arguments, as a visit's: the dead-letter listing and metrics read them.
+        later = publish_status.message_with_options(
+            kwargs={
+                "url": url,
+                "visit_type": visit_type,
+                "visit": visit,
+                "status": status,
+                "snapshot_hex": snapshot.hex() if snapshot else None,
+                "metadata": metadata,
+                "date": date.isoformat(),
+            }
+        )
+        broker.enqueue(later.copy(queue_name=queue))
+
+
+@dramatiq.actor(
+    actor_name="publish_status",
+    queue_name=QUEUES[0] if QUEUES else lane_queue("git", "express"),  # sent to a visit's queue
+    time_limit=int((PUBLISH_TIMEOUT_S + 60) * 1000),
+    max_retries=DEFAULT_RETRIES * 4,
+    min_backoff=int(DEFAULT_RETRY_DELAY_S * 1000),
+    max_backoff=int(DEFAULT_RETRY_DELAY_S * 1000 * 2**DEFAULT_RETRIES),
+)
+def publish_status(
+    url: str,
+    visit_type: str,
+    visit: int,
+    status: str,
+    snapshot_hex: str | None,
+    metadata: dict[str, Any],
+    date: str,
+) -> None:
+    """Publish a visit's final status that its visit could not publish within its
+    time limit (the broker away); Dramatiq retries it while the broker stays away."""
+    snapshot = bytes.fromhex(snapshot_hex) if snapshot_hex else None
+    when = datetime.fromisoformat(date)
+    publisher().publish(url, visit_type, visit, status, snapshot, metadata, when)
+    log.info("visit %d of %s: status %s published late", visit, url, status)
+
+
+def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
+    """Count a finished visit (its duration, outcome and metrics). Its status is already
+    published: a failure here (Redis restarting) must not make Dramatiq run the visit
+    again, so it is logged in one line and the visit ends."""
+    try:
+        record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
+        _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
+        VISITS.labels(visit_type, result.status).inc()
+        VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
+    except Exception as exc:  # nothing after the publish may retry the visit
+        log.warning("visit of a %s origin: could not record its outcome (%s)", visit_type, exc)
+
+
 def _retry_transient(retries: int, exception: BaseException) -> bool:
     # Transient failures are bounded by the actor itself (its visit type's num_retries); a
     # busy hoster is waited for with the same backoff, as long as it takes.
@@ -164,6 +246,7 @@ def visit(
 ) -> None:
     """Visit one origin and publish its statuses (created, then final) to the journal,
     unless its loader's storage publishes them (the archive's loaders)."""
+    began = time.monotonic()
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
         return
@@ -215,15 +298,14 @@ def visit(
         metadata["error"] = result.error
     if options.get("timed_out_express"):
         metadata["timed_out_express"] = True
+    queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
     if publishes:
-        publisher().publish(url, visit_type, visit, result.status, result.snapshot, metadata)
+        left_s = limit_s - (time.monotonic() - began) - PUBLISH_MARGIN_S
+        final = (url, visit_type, visit, result.status, result.snapshot, metadata)
+        _publish_final(queue, *final, timeout_s=left_s)
     elif request_id is not None and not result.archived:
         _end_unvisited(request_id, result.error or f"visit ended {result.status}")
-    queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
-    record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
-    _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
-    VISITS.labels(visit_type, result.status).inc()
-    VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
+    _record_outcome(queue, visit_type, result)
     log.info(
         "visited %s in the %s lane: %s in %.2fs%s",
         url,

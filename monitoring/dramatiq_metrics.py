@@ -17,7 +17,9 @@ Dramatiq process owns (``WORKER_OWNED`` and Dramatiq's ``dramatiq_*``).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import tempfile
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -28,6 +30,7 @@ from dramatiq.middleware import prometheus as dramatiq_prometheus
 from dramatiq.middleware.prometheus import Prometheus
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from app.loaders.zygote import die_with_parent
 from app.settings import Settings
 from monitoring.lanes import lane_of
 from monitoring.metrics import VISIT_LANE_SECONDS, WORKER_OWNED
@@ -79,7 +82,11 @@ class _OwnedMetricsHandler(BaseHTTPRequestHandler):
 
 def serve_worker_metrics() -> int:
     """The exporter process Dramatiq forks (in place of its own): serves
-    ``worker_registry`` on ``dramatiq_prom_host``:``dramatiq_prom_port``."""
+    ``worker_registry`` on ``dramatiq_prom_host``:``dramatiq_prom_port``, until
+    told to stop, or its pool's main process dies (its port is then free for the
+    pool started again)."""
+    parent = multiprocessing.parent_process()
+    die_with_parent(signal.SIGTERM, parent.pid if parent else None)
     address = (dramatiq_prometheus.HTTP_HOST, dramatiq_prometheus.HTTP_PORT)
     HTTPServer(address, _OwnedMetricsHandler).serve_forever()
     return 0

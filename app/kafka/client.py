@@ -224,25 +224,27 @@ class ResilientProducer:
         if error.fatal():
             self._fatal = error
 
-    def send(self, records: list[Record]) -> None:
+    def send(self, records: list[Record], timeout_s: float | None = None) -> None:
         """Produce ``records`` and wait until the broker has them all.
 
-        Raises PublishError after ``PUBLISH_TIMEOUT_S`` without success, or
-        within about ``STOP_CHECK_S`` of ``stop`` being set (the records may
-        then be lost: a caller that needs them retries after its restart).
+        Raises PublishError after ``timeout_s`` (by default ``PUBLISH_TIMEOUT_S``)
+        without success, or within about ``STOP_CHECK_S`` of ``stop`` being set
+        (the records may then be lost: a caller that needs them retries after
+        its restart).
         """
-        deadline = time.monotonic() + self.timeout_s
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         while True:
-            failure = self._attempt(records)
+            failure = self._attempt(records, deadline)
             if failure is None:
                 return
             if self.stop.is_set():
                 raise PublishError(f"stopped before acknowledgement: {failure}")
             if time.monotonic() >= deadline:
-                raise PublishError(f"not acknowledged in {self.timeout_s:g}s: {failure}")
+                raise PublishError(f"not acknowledged in {timeout_s:g}s: {failure}")
             self._replace(failure)
 
-    def _attempt(self, records: list[Record]) -> str | None:
+    def _attempt(self, records: list[Record], deadline: float) -> str | None:
         """Produce and flush once; the reason it failed, or None."""
         errors: list[KafkaError] = []
 
@@ -256,7 +258,7 @@ class ResilientProducer:
                 self.producer.produce(
                     r.topic, value=r.value, key=r.key, headers=r.headers, on_delivery=delivered
                 )
-            remaining = self._flush(started + self.attempt_s)
+            remaining = self._flush(min(started + self.attempt_s, deadline))
         except (KafkaException, BufferError) as exc:
             failure: str | None = f"produce failed: {exc}"
         else:
@@ -268,7 +270,7 @@ class ResilientProducer:
             elif errors:
                 failure = f"delivery failed: {errors[0].str()}"
         if failure is not None and time.monotonic() - started < RETRY_PAUSE_S:
-            self.stop.wait(RETRY_PAUSE_S)
+            self.stop.wait(max(0.0, min(RETRY_PAUSE_S, deadline - time.monotonic())))
         return failure
 
     def _flush(self, deadline: float) -> int:
@@ -314,12 +316,14 @@ class StatusPublisher:
         snapshot: bytes | None,
         metadata: dict[str, Any] | None = None,
         date: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        """Publish one status and wait until the broker has it (PublishError if it never does)."""
+        """Publish one status and wait until the broker has it (PublishError if it
+        does not within ``timeout_s``, by default ``PUBLISH_TIMEOUT_S``)."""
         date = date or datetime.now(tz=UTC)
         value = visit_status_value(origin, visit, date, status, snapshot, visit_type, metadata)
         key = visit_status_key(origin, visit, date)
-        self.producer.send([Record(self.topic, encode(value), key)])
+        self.producer.send([Record(self.topic, encode(value), key)], timeout_s)
 
 
 @dataclass(frozen=True)

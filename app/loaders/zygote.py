@@ -310,7 +310,7 @@ class _Zygote:
         code = 1
         try:
             os.setsid()
-            _die_with_parent()
+            die_with_parent()
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             self.selector.close()
@@ -370,8 +370,12 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _die_with_parent() -> None:
-    """Have the kernel kill this child when the zygote dies (Linux)."""
+def die_with_parent(signum: int = signal.SIGKILL, parent_pid: int | None = None) -> None:
+    """Have the kernel send ``signum`` to this process when its parent dies (Linux;
+    elsewhere nothing): a zygote's children, a Dramatiq pool's processes. Sent at
+    once if the parent, ``parent_pid``, died already."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signum)

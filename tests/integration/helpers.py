@@ -20,6 +20,7 @@ from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.domain.queue_names import API_QUEUE, visit_queue
 from app.inputs.listing import ListedOriginIn
+from app.kafka.client import StatusPublisher
 from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.settings import Settings
@@ -154,3 +155,15 @@ def serve_requests(tmp_path: Path, until: Callable[[], bool], what: str) -> None
     }
     with running(procs, {}, logs):
         wait_for(until, 90, what, logs)
+
+
+class WatchedPublisher(StatusPublisher):
+    """A worker's publisher, which also remembers the statuses the broker acknowledged."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.statuses: list[str] = []
+
+    def publish(self, origin: str, visit_type: str, visit: int, status: str, *rest: Any) -> None:
+        super().publish(origin, visit_type, visit, status, *rest)
+        self.statuses.append(status)

@@ -15,11 +15,14 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import dramatiq
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from dramatiq.middleware import CurrentMessage
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
@@ -29,13 +32,15 @@ from app.db.connection import DictConnection, connect
 from app.db.scheduling import visit_type_configs
 from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher, producer_config
-from app.services.context import Context
+from app.services.context import Context, redis_client
 from app.services.journal import apply_events_batch
 from app.services.mirror_sync import LOST_VISIT_GRACE_S, check
 from app.services.scheduling import schedule_step
 from app.settings import Settings
-from tests.integration.helpers import list_origins, stats_by_url
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
+from tests.integration.helpers import WatchedPublisher, list_origins, stats_by_url
 from tests.processes import wait_for
 
 URLS = [f"https://faults.example/r{i}.git" for i in range(6)]
@@ -226,6 +231,48 @@ def test_a_worker_publishes_again_after_a_broker_restart_that_lost_its_producer_
     assert publisher.producer.replaced >= 1
     [key] = statuses_on_topic(settings, 1)  # the broker lost the first one with its topics
     assert URLS[1].encode() in key
+
+
+def test_a_final_status_the_broker_misses_within_the_time_limit_is_published_once_it_is_back(
+    settings: Settings, own_broker: embedded.Restartable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import actors.worker
+
+    settings = settings.model_copy(update={"kafka_brokers": own_broker.address})
+    publisher = WatchedPublisher(settings)
+    monkeypatch.setattr(actors.worker, "publisher", lambda: publisher)
+    url, queue, limit_s = "sim://faults/late", lane_queue("simulated", "express"), 6.0
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=queue, actor_name="visit", args=(), kwargs={}, options={}
+    )
+    message.options["time_limit"] = int(limit_s * 1000)
+    ended: list[float] = []
+
+    def visit() -> None:  # as a worker thread runs it
+        CurrentMessage._MESSAGE.set(message)
+        actors.worker.visit.fn(1, url, "simulated", {"duration_s": 2.0}, 1, time.time())
+        ended.append(time.monotonic())
+
+    began = time.monotonic()
+    thread = threading.Thread(target=visit, daemon=True)
+    thread.start()
+    wait_for(lambda: publisher.statuses == ["created"], 30, "the created status published")
+    own_broker.stop()  # down when the visit ends
+    thread.join(limit_s + 5)
+    # Ended within its time limit (which would have interrupted it), status unpublished...
+    assert ended and ended[0] - began < limit_s
+    assert publisher.statuses == ["created"]
+    # ...and handed, in the visit's queue, to the actor that publishes it later.
+    stored = redis_client(settings).hvals(DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue).messages)
+    [later] = [dramatiq.Message.decode(value) for value in stored]  # type: ignore[union-attr]
+    assert later.actor_name == "publish_status"
+    own_broker.start()
+    actors.worker.publish_status.fn(**later.kwargs)
+    # The restart lost "created" with the topic; the final status may come twice
+    # (the producer re-sends what it held), which the journal client absorbs.
+    keys = statuses_on_topic(settings, 1)
+    assert keys and all(url.encode() in key for key in keys)
+    assert publisher.statuses[-1] == "full"
 
 
 def test_journal_recreates_a_missing_dead_letter_topic_and_goes_on(

@@ -4,9 +4,11 @@ nothing sent to them is lost or done twice over."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
+from tests.integration.helpers import free_port
 from tests.processes import running, wait_for, with_constants
 
 VISIT_TYPE = "simulated"
@@ -62,13 +65,11 @@ def final_visits(conn: DictConnection) -> dict[str, tuple[object, object]]:
     return {str(r["url"]): (r["status"], r["visit"]) for r in rows}
 
 
-def test_a_worker_killed_in_the_middle_of_visits_loses_none_of_them(
-    settings: Settings, conn: DictConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def list_simulated_origins(conn: DictConnection, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Six origins of VISIT_S visits listed, the FAST set-up in the environment."""
     for key, value in FAST.items():
         monkeypatch.setenv(key, value)
-    settings = Settings()
-    ctx = Context.from_settings(settings)
+    ctx = Context.from_settings(Settings())
     conn.execute(
         "insert into visit_types (name, max_queue_length) values (%s, 100) on conflict do nothing",
         (VISIT_TYPE,),
@@ -85,6 +86,14 @@ def test_a_worker_killed_in_the_middle_of_visits_loses_none_of_them(
         for i, url in enumerate(urls)
     ]
     record_listed_origins(conn, ctx, lister, origins, datetime.now(tz=UTC))
+    return urls
+
+
+def test_a_worker_killed_in_the_middle_of_visits_loses_none_of_them(
+    settings: Settings, conn: DictConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    urls = list_simulated_origins(conn, monkeypatch)
+    settings = Settings()
     logs = tmp_path / "logs"
     logs.mkdir()
     services = {"scheduler": ["revisit", "scheduler"], "journal": ["revisit", "journal"]}
@@ -102,6 +111,59 @@ def test_a_worker_killed_in_the_middle_of_visits_loses_none_of_them(
     visits = final_visits(conn)
     assert sorted(visits) == urls
     assert "Traceback" not in (logs / "scheduler.log").read_text()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no one reaped does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def metrics_served(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def test_a_worker_whose_main_process_is_killed_leaves_no_child_and_its_port_free(
+    settings: Settings, conn: DictConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    list_simulated_origins(conn, monkeypatch)
+    settings = Settings()
+    port = free_port()
+    metrics = {"REVISIT_METRICS_PORT": str(port)}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services = {"scheduler": ["revisit", "scheduler"], "journal": ["revisit", "journal"]}
+    with running(services, {}, logs):
+        with running({"worker": WORKER}, metrics, logs) as first:
+            wait_for(lambda: in_progress(settings) >= 4, 60, "four visits under way", logs)
+            main = first["worker"].pid
+            pool = children(main)  # the worker process and the metrics exporter, at least
+            assert len(pool) >= 2
+            os.kill(main, signal.SIGKILL)  # the main process alone
+            first["worker"].wait(10)
+            wait_for(
+                lambda: not any(alive(pid) for pid in pool), 15, "the pool's processes gone", logs
+            )
+        with running({"worker_again": WORKER}, metrics, logs):
+            wait_for(lambda: metrics_served(port), 60, "the restarted worker's metrics", logs)
+    assert "Address already in use" not in (logs / "worker_again.log").read_text()
 
 
 def test_requests_sent_to_an_api_process_killed_and_started_again_are_all_recorded_once(

@@ -2,8 +2,10 @@
 without a loader is recorded as a failed visit, and its request ends failed
 with the reason stored (real scheduler, worker and journal processes)."""
 
+import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from app.db.connection import DictConnection
@@ -11,6 +13,7 @@ from app.inputs.api import RequestVisit
 from app.services.requests import create_request, get_request
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
+from tests.integration.helpers import WatchedPublisher, free_port
 from tests.processes import running, wait_for, with_constants
 
 ENV = with_constants(
@@ -63,3 +66,19 @@ def test_invalid_loader_results_and_missing_loaders_end_their_requests_failed(
     assert (
         "warning: no loader installed for visit type(s) hg" in (logs / "scheduler.log").read_text()
     )
+
+
+def test_a_visit_that_published_its_status_ends_without_retry_when_redis_refuses_after(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import actors.worker
+
+    recording = WatchedPublisher(settings)
+    monkeypatch.setattr(actors.worker, "publisher", lambda: recording)
+    # Redis restarting: nothing listens on its address.
+    refusing = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
+    monkeypatch.setattr(actors.worker, "_redis", lambda: refusing)
+    # Dramatiq retries a visit only when its actor raises.
+    actors.worker.visit.fn(1, "sim://redis-away", "simulated", {}, 1, time.time())
+    assert recording.statuses == ["created", "full"]
+    assert "could not record its outcome" in caplog.text
