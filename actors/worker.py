@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
 from app.db.connection import connect
-from app.domain.cooldown import Cooldowns, presumed_lost
+from app.domain.cooldown import Cooldowns, start_within_s
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
@@ -250,9 +251,14 @@ def visit(
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
         return
-    if request_id is None and presumed_lost(scheduled_at, time.time(), _cooldowns()):
-        # Queued past the scheduled cooldown: the scheduler has put the origin
-        # back and sent it again; this copy would overlap that visit.
+    # A recurrent visit must start, and its created status be taken, before the
+    # scheduler presumes it lost and sends the origin again (requests are not).
+    start_within = (
+        math.inf
+        if request_id is not None
+        else start_within_s(scheduled_at, time.time(), _cooldowns())
+    )
+    if start_within <= 0:
         log.info("visit %d of %s waited past the scheduled cooldown; not visiting", visit, url)
         return
     message = CurrentMessage.get_current_message()
@@ -270,7 +276,24 @@ def visit(
     # statuses, numbered by the archive; publishing them too would count it twice.
     publishes = loader is None or getattr(loader, "publishes_statuses", True)
     if publishes:
-        publisher().publish(url, visit_type, visit, "created", None, {"lane": lane})
+        try:
+            publisher().publish(
+                url,
+                visit_type,
+                visit,
+                "created",
+                None,
+                {"lane": lane},
+                None,
+                min(start_within, PUBLISH_TIMEOUT_S),
+            )
+        except PublishError as exc:
+            if start_within > PUBLISH_TIMEOUT_S:
+                raise  # Dramatiq retries the visit
+            # The broker away until the cooldown's end: the scheduler sends the
+            # origin again once it takes it back; visiting now would overlap that.
+            log.warning("visit %d of %s: created not published (%s); not visiting", visit, url, exc)
+            return
     started = time.monotonic()
     try:
         # The loader's own I/O timeout is the lane's limit: Dramatiq cannot

@@ -98,9 +98,18 @@ def in_flight_since(
     return last_scheduled
 
 
-def presumed_lost(scheduled_at_s: float, now_s: float, cooldowns: Cooldowns) -> bool:
-    """Whether a visit sent at ``scheduled_at_s`` has waited so long that the
+#: Share of the scheduled cooldown a worker keeps in hand: the scheduler takes an
+#: origin back once the cooldown has passed with no status applied, so a visit
+#: started at its very end, or whose ``created`` status reaches the journal only
+#: after it, would overlap the visit sent again.
+LOST_MARGIN_FRACTION = 0.1
+
+
+def start_within_s(scheduled_at_s: float, now_s: float, cooldowns: Cooldowns) -> float:
+    """Seconds left for a visit sent at ``scheduled_at_s`` to start and have its
+    ``created`` status taken by the broker, keeping LOST_MARGIN_FRACTION of the
+    scheduled cooldown for the journal to apply it; 0 or less: too late, the
     scheduler presumes it lost (``in_flight_since``) and has sent, or will send,
-    the origin again: a worker that runs it now could run two visits of one
-    origin at once."""
-    return now_s - scheduled_at_s >= cooldowns.scheduled.total_seconds()
+    the origin again."""
+    cooldown_s = cooldowns.scheduled.total_seconds()
+    return scheduled_at_s + cooldown_s * (1 - LOST_MARGIN_FRACTION) - now_s

@@ -34,12 +34,12 @@ from app.devtools import embedded
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.queue_names import lane_queue
 from app.kafka.client import StatusPublisher, producer_config
-from app.services.context import Context, redis_client
+from app.services.context import Context
 from app.services.journal import apply_events_batch
 from app.services.mirror_sync import LOST_VISIT_GRACE_S, check
 from app.services.scheduling import schedule_step
 from app.settings import Settings
-from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
+from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import WatchedPublisher, list_origins, stats_by_url
 from tests.processes import wait_for
 
@@ -246,6 +246,7 @@ def test_a_final_status_the_broker_misses_within_the_time_limit_is_published_onc
         queue_name=queue, actor_name="visit", args=(), kwargs={}, options={}
     )
     message.options["time_limit"] = int(limit_s * 1000)
+    actors.worker.broker.flush(queue)  # what earlier tests left in the worker's queue
     ended: list[float] = []
 
     def visit() -> None:  # as a worker thread runs it
@@ -263,7 +264,10 @@ def test_a_final_status_the_broker_misses_within_the_time_limit_is_published_onc
     assert ended and ended[0] - began < limit_s
     assert publisher.statuses == ["created"]
     # ...and handed, in the visit's queue, to the actor that publishes it later.
-    stored = redis_client(settings).hvals(DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue).messages)
+    # The worker module's own broker (its settings are those of the first test
+    # that imported it).
+    broker = actors.worker.broker
+    stored = broker.client.hvals(DramatiqQueueKeys(broker.namespace, queue).messages)
     [later] = [dramatiq.Message.decode(value) for value in stored]  # type: ignore[union-attr]
     assert later.actor_name == "publish_status"
     own_broker.start()

@@ -74,7 +74,7 @@ def test_a_visit_type_an_import_reports_is_created_paused_listed_and_enabled_by_
     assert imported.returncode == 0, imported.stderr
     added = cli("visit-type", "add", "svn-export")
     assert added.returncode == 0, added.stderr
-    assert "no loader is installed for svn-export" in added.stdout
+    assert "no loader svn-export is installed: its visits would fail" in added.stdout
     listed = cli("visit-type", "list", env={"COLUMNS": "300"})
     maven = next(x for x in listed.stdout.splitlines() if "maven" in x)
     assert "no (paused: set --enable)" in maven and " 1 " in maven  # its origin counted
@@ -225,7 +225,7 @@ def test_settings_come_from_a_file_beneath_the_environment(
     assert listed.returncode == 0, listed.stderr
     line = next(x for x in listed.stdout.splitlines() if "│ simulated" in x)
     cells = [c.strip() for c in line.strip("│").split("│")]
-    assert cells[:7] == ["simulated", "12h", "64d", "1000", "0", "yes", "simulated"]
+    assert cells[:8] == ["simulated", "12h", "64d", "1000", "0", "yes", "yes", "simulated"]
     config.write_text('rpc_port = "many"\n')
     bad = cli("--config", str(config), "visit-type", "list")
     assert bad.returncode == 3

@@ -392,7 +392,7 @@ def test_a_database_with_requests_upgrades_to_dependencies(service_env: dict[str
             c.execute(
                 "insert into visit_requests (url, visit_type) values ('https://d.example/o', 'git')"
             )
-        assert [m.version for m in migrate(url)] == [22]
+        assert [m.version for m in migrate(url, target=22)] == [22]
         with psycopg.connect(url) as c:
             c.execute(
                 "insert into visit_requests (url, visit_type, status)"

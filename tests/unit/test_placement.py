@@ -244,3 +244,12 @@ def test_every_enabled_origin_has_exactly_one_place(
     )
     assert (p.where == "absent") == (not enabled)
     assert p.pool in ("never_visited", "lagging", "no_last_update", "up_to_date")
+
+
+def test_a_visit_must_start_within_nine_tenths_of_the_scheduled_cooldown() -> None:
+    from app.domain.cooldown import start_within_s
+
+    cooldowns = Cooldowns(scheduled=timedelta(seconds=10))
+    assert start_within_s(100.0, 100.0, cooldowns) == 9.0
+    assert start_within_s(100.0, 108.5, cooldowns) == 0.5
+    assert start_within_s(100.0, 109.0, cooldowns) <= 0  # too late: the scheduler takes it back
