@@ -26,9 +26,20 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-
-from app.kafka.client import admin_client, ensure_topics, kafka_logger, make_consumer
+from app.kafka.client import ERRORS as KAFKA_ERRORS
+from app.kafka.client import (
+    Consumer,
+    KafkaError,
+    Message,
+    TopicPartition,
+    admin_client,
+    ensure_topics,
+    is_missing_topic,
+    is_partition_end,
+    kafka_logger,
+    make_consumer,
+    next_offsets,
+)
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_ASSIGNED_PARTITIONS,
@@ -51,15 +62,6 @@ ENSURE_TOPICS_EVERY_S = 10.0
 #: How long creating the topics, or asking who owns them, may take (the stop
 #: signal waits that long at most).
 ADMIN_TIMEOUT_S = 5.0
-
-
-def next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """The offsets to commit after ``messages``: one past the last of each partition."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = max(last.get(key, -1), int(m.offset() or 0))
-    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 
 class JournalConsumer:
@@ -130,10 +132,10 @@ class JournalConsumer:
             error = message.error()
             if error is None:
                 good.append(message)
-            elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            elif is_missing_topic(error):
                 log.warning("kafka: %s; creating the missing topics", error)
                 self.ensure_topics()
-            elif error.code() != KafkaError._PARTITION_EOF:
+            elif not is_partition_end(error):
                 log.warning("kafka: %s", error)
         return good
 
@@ -197,7 +199,7 @@ class JournalConsumer:
         offsets = next_offsets(messages)
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
+        except KAFKA_ERRORS as exc:
             # Typically a rebalance took the partitions away: their new owner
             # replays from the last committed offsets, which changes nothing.
             log.warning("offset commit failed (%s); the batch will be replayed", exc)
@@ -209,6 +211,6 @@ class JournalConsumer:
 
     def close(self) -> None:
         """Leave the group (a broker that is away does not hold this up)."""
-        with contextlib.suppress(KafkaException, RuntimeError):
+        with contextlib.suppress(*KAFKA_ERRORS, RuntimeError):
             self.consumer.close()
         JOURNAL_ASSIGNED_PARTITIONS.set(0)

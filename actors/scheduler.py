@@ -11,7 +11,6 @@ from collections import Counter
 from datetime import datetime
 
 import psycopg
-import redis
 
 from actors.broker import make_broker
 from actors.loop import run_every
@@ -47,6 +46,7 @@ from monitoring.metrics import (
     VISIT_TYPE_PAUSED,
 )
 from monitoring.queue_wait import QueueWatch
+from queues import errors as redis_errors
 from queues.dramatiq_broker import (
     enqueue_many,
     queue_depth,
@@ -67,7 +67,7 @@ CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
 RATE_SMOOTHING = 0.1
 #: Errors that say a server is away, not that a visit type's step is wrong.
-UNAVAILABLE = (psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError)
+UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError, *redis_errors.UNAVAILABLE)
 
 
 class SchedulerLoop:
@@ -317,6 +317,6 @@ class SchedulerLoop:
         try:
             run_every(self.step, POLL_INTERVAL_S, stop, log, "scheduler step")
         finally:
-            with contextlib.suppress(redis.RedisError):
+            with contextlib.suppress(redis_errors.RedisError):
                 self.leases.release_all()
             self.db.close()

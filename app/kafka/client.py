@@ -12,15 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Producer
+
+# The client's types, for the journal process: only app.kafka imports confluent_kafka.
+from confluent_kafka import Consumer as Consumer
+from confluent_kafka import KafkaError as KafkaError
+from confluent_kafka import Message as Message
+from confluent_kafka import TopicPartition as TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from app.kafka.codec import encode, visit_status_key, visit_status_value
@@ -184,6 +182,34 @@ def idle_members(processes: int, partitions: int | None, topic: str) -> str | No
 
 class PublishError(RuntimeError):
     """The broker did not acknowledge records within ``PUBLISH_TIMEOUT_S``."""
+
+
+#: What the Kafka client raises when the broker is away or refuses.
+ERRORS: tuple[type[Exception], ...] = (KafkaException, PublishError)
+
+
+def is_kafka_error(exc: BaseException) -> bool:
+    """True if the Kafka client failed (the broker away, or refusing)."""
+    return isinstance(exc, ERRORS)
+
+
+def is_missing_topic(error: KafkaError) -> bool:
+    """True if a message's error says its topic or partition does not exist."""
+    return bool(error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def is_partition_end(error: KafkaError) -> bool:
+    """True if a message's error only says the end of a partition was reached."""
+    return bool(error.code() == KafkaError._PARTITION_EOF)
+
+
+def next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """The offsets to commit after ``messages``: one past the last of each partition."""
+    last: dict[tuple[str, int], int] = {}
+    for m in messages:
+        key = (str(m.topic()), int(m.partition() or 0))
+        last[key] = max(last.get(key, -1), int(m.offset() or 0))
+    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 
 @dataclass(frozen=True)
