@@ -17,8 +17,12 @@ from app.loaders.zygote import die_with_parent
 from app.services.context import redis_client
 from app.settings import Settings
 from monitoring.dramatiq_metrics import WorkerMetrics
-from queues.dramatiq_broker import redis_broker
+from queues.dramatiq_broker import LeaveOutOfDepth, redis_broker
 from queues.keys import DRAMATIQ_NAMESPACE
+
+#: Actors whose messages are sent to a visit's queue but are not visits: a final
+#: status the visit could not publish in time (``actors.worker.publish_status``).
+NOT_VISITS = frozenset({"publish_status"})
 
 
 class DieWithParent(dramatiq.Middleware):
@@ -40,6 +44,7 @@ def make_broker(settings: Settings) -> RedisBroker:
     """
     broker = redis_broker(settings)
     broker.add_middleware(WorkerMetrics())
+    broker.add_middleware(LeaveOutOfDepth(NOT_VISITS))
     broker.add_middleware(DieWithParent())
     dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the

@@ -16,7 +16,7 @@ import redis
 from dramatiq import Message
 from dramatiq.errors import DecodeError
 
-from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys
+from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys, uncounted_messages
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,14 @@ class QueueDepth:
     running: int
     delayed: int
     dead: int
+    #: Of the waiting, running and delayed messages, those that are not visits.
+    others: int = 0
 
     @property
-    def total(self) -> int:
-        """Messages that still count against the queue's max length."""
-        return self.waiting + self.running + self.delayed
+    def visits(self) -> int:
+        """Visits the queue holds, waiting, running or delayed: what counts against
+        its max length."""
+        return self.waiting + self.running + self.delayed - self.others
 
 
 @dataclass(frozen=True)
@@ -49,17 +52,20 @@ class DeadLetter:
 def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, QueueDepth]:
     """Depth of each queue, in one round trip."""
     pipe = client.pipeline(transaction=False)
+    uncounted = _script(client, "uncounted")
     for q in queues:
         keys = DramatiqQueueKeys(namespace, q)
         pipe.llen(keys.waiting)
         pipe.hlen(keys.messages)
         pipe.hlen(keys.delayed_messages)
         pipe.zcard(keys.dead)
+        uncounted_keys = [uncounted_messages(namespace, q), keys.messages, keys.delayed_messages]
+        uncounted(keys=uncounted_keys, client=pipe)
     values = [int(v) for v in pipe.execute()]
     found = {}
     for i, q in enumerate(queues):
-        waiting, held, delayed, dead = values[4 * i : 4 * i + 4]
-        found[q] = QueueDepth(waiting, max(0, held - waiting), delayed, dead)
+        waiting, held, delayed, dead, others = values[5 * i : 5 * i + 5]
+        found[q] = QueueDepth(waiting, max(0, held - waiting), delayed, dead, others)
     return found
 
 
