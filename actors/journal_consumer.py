@@ -1,22 +1,14 @@
 """The journal client's Kafka consumer: its group, missing topics, offsets, and
 a watchdog that replaces a consumer its group no longer serves.
 
-librdkafka reconnects by itself, but two states were seen to last for good
-after a restart of the memory-only test broker, while a new consumer of the
-same group was served at once:
-
-- no assignment at all: the consumer stays "rebalancing";
-- an empty assignment: the consumer rejoined before the topic existed again,
-  so the group's assignor gave out nothing, and the topic coming back (with a
-  new topic id) did not make librdkafka rejoin. The same happens on Apache
-  Kafka to a topic deleted and created again.
-
-So a consumer that has had no assignment for ``REJOIN_AFTER_S``, or an
-empty one while the broker says no member of the group owns some partition of
-the topic, is closed and replaced. A healthy group on Apache Kafka never meets
-either rule (an extra member with nothing to do sees the others own every
-partition). Uncommitted messages are read again by the new consumer: the
-journal's processing is idempotent.
+librdkafka reconnects by itself, but after a broker restart a consumer can stay
+unserved for good while a new one of the same group is served at once: with no
+assignment (stuck "rebalancing"), or with an empty one (it rejoined before the
+topic existed again, and the topic's return did not make it rejoin; likewise on
+Apache Kafka for a topic deleted and created again). So a consumer with no
+assignment for ``REJOIN_AFTER_S``, or an empty one while no member of the group
+owns some partition, is replaced. The new consumer reads the uncommitted
+messages again: the journal's processing is idempotent.
 """
 
 from __future__ import annotations
@@ -33,11 +25,11 @@ from app.kafka.client import (
     Message,
     TopicPartition,
     admin_client,
+    consumer_config,
     ensure_topics,
     is_missing_topic,
     is_partition_end,
     kafka_logger,
-    make_consumer,
     next_offsets,
 )
 from app.settings import Settings
@@ -81,7 +73,7 @@ class JournalConsumer:
         self.consumer: Consumer = self._subscribe()
 
     def _subscribe(self) -> Consumer:
-        consumer = make_consumer(self.settings, error_cb=self._on_error)
+        consumer = Consumer({**consumer_config(self.settings), "error_cb": self._on_error})
         consumer.subscribe(
             [self.settings.journal_topic],
             on_assign=self._on_assign,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any, Protocol
 from uuid import uuid4
 
@@ -36,6 +35,7 @@ from dramatiq.brokers.redis import MAINTENANCE_SCALE, RedisBroker
 from dramatiq.common import q_name
 
 from app.settings import Settings
+from queues import lua
 from queues.dramatiq_queues import depths
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys, uncounted_messages
 
@@ -171,16 +171,13 @@ def _redis_id(message: dramatiq.Message[Any]) -> str:
     return str(message.options["redis_message_id"])
 
 
-_ENQUEUE_FIRST = (resources.files("queues") / "lua" / "enqueue_first.lua").read_text()
-
-
 def enqueue_first(broker: RedisBroker, message: dramatiq.Message[Any]) -> None:
     """Enqueue ``message`` at the head of its queue (served before the others)."""
     broker.declare_queue(message.queue_name)
     stored = _before_enqueue(broker, message)
     keys = DramatiqQueueKeys(broker.namespace, stored.queue_name)
     broker.client.eval(
-        _ENQUEUE_FIRST, 2, keys.messages, keys.waiting, _redis_id(stored), stored.encode()
+        lua("enqueue_first"), 2, keys.messages, keys.waiting, _redis_id(stored), stored.encode()
     )
     broker.emit_after("enqueue", stored, None)
 

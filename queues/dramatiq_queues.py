@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
 from dramatiq import Message
 from dramatiq.errors import DecodeError
 
+from queues import lua
 from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys, uncounted_messages
 
 
@@ -109,8 +109,7 @@ def _decode(raw: bytes) -> tuple[str, dict[str, Any]]:
 
 
 def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
-    text = (resources.files("queues") / "lua" / f"{name}.lua").read_text()
-    return client.register_script(text)
+    return client.register_script(lua(name))
 
 
 def requeue(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:

@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -102,17 +101,6 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
         "log_level": 3,
         "logger": kafka_logger(settings),
     }
-
-
-def make_consumer(
-    settings: Settings, error_cb: Callable[[KafkaError], None] | None = None
-) -> Consumer:
-    """A consumer subscribed to nothing yet; ``error_cb`` hears of client-wide errors
-    (every broker down, a name that does not resolve)."""
-    config = consumer_config(settings)
-    if error_cb is not None:
-        config["error_cb"] = error_cb
-    return Consumer(config)
 
 
 def admin_client(settings: Settings) -> AdminClient:
@@ -314,11 +302,6 @@ class ResilientProducer:
         old.purge()
         old.flush(0)
         self.replaced += 1
-
-    def flush(self, timeout_s: float) -> int:
-        """Wait for outstanding records (at close), at most ``timeout_s`` and not
-        past ``stop``; how many remain."""
-        return self._flush(time.monotonic() + timeout_s)
 
     def discard(self) -> None:
         """Drop what was never acknowledged (at close, when no one waits for it)."""
