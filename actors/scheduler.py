@@ -205,17 +205,12 @@ class SchedulerLoop:
         return True
 
     def _keep_lease(self, visit_type: str) -> None:
-        """Renew the lease of ``visit_type`` while this process rebuilds its mirror,
-        every third of the lease (called at each of the rebuild's writes).
-
-        A rebuild of a lost mirror takes minutes at archive scale: were the
-        lease left to lapse, another scheduler could take the visit type over
-        and the step's own pop after the rebuild would be refused. A rebuild
-        that stops writing, or a step stuck elsewhere, renews nothing: its
-        lease lapses for another scheduler. A lease taken again with a newer
-        token is not adopted (the step read its queue depths under the old
-        one), so its pop is refused.
-        """
+        """Renew the lease of ``visit_type`` while this process rebuilds its mirror
+        (minutes at archive scale), every third of the lease, at the rebuild's
+        writes: a rebuild that stops writing renews nothing, and its lease lapses
+        for another scheduler. A lease taken again with a newer token is not
+        adopted (the step read its queue depths under the old one): its pop is
+        refused."""
         if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < self._renew_lease_s:
             return
         token = self.ctx.mirror.fences.get(visit_type)

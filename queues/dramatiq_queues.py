@@ -52,15 +52,14 @@ class DeadLetter:
 def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, QueueDepth]:
     """Depth of each queue, in one round trip."""
     pipe = client.pipeline(transaction=False)
-    uncounted = _script(client, "uncounted")
     for q in queues:
         keys = DramatiqQueueKeys(namespace, q)
         pipe.llen(keys.waiting)
         pipe.hlen(keys.messages)
         pipe.hlen(keys.delayed_messages)
         pipe.zcard(keys.dead)
-        uncounted_keys = [uncounted_messages(namespace, q), keys.messages, keys.delayed_messages]
-        uncounted(keys=uncounted_keys, client=pipe)
+        uncounted = uncounted_messages(namespace, q)
+        pipe.eval(lua("uncounted"), 3, uncounted, keys.messages, keys.delayed_messages)
     values = [int(v) for v in pipe.execute()]
     found = {}
     for i, q in enumerate(queues):
