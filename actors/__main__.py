@@ -97,7 +97,7 @@ def journal_member(args: list[str]) -> None:
     from monitoring.process import start_journal_series
 
     stop = _stop_on_signal()
-    watch_parent(stop)
+    watch_parent()
     start_journal_series(_table_visit_types(get_settings()))
     _run_journal_client(stop)
 

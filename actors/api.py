@@ -14,8 +14,8 @@ The lister interface's writes share the queue: ``get_or_create_lister``,
 ``app.listers.api_models``). An unknown visit type, an unregistered lister or
 a stale ``updated`` is refused the same way.
 
-The actors of a process share its PostgreSQL connections (one per worker
-thread at work), kept from one message to the next and replaced when lost.
+The actors of a process share its PostgreSQL connections
+(``actors.broker.connection``).
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 import dramatiq
 import psycopg
 
-from actors.broker import make_broker
-from app.db.connection import Connections, DictConnection
+from actors.broker import connection, context, make_broker, utc_now
+from app.db.connection import DictConnection
 from app.db.listings import UnknownLister, find_lister
 from app.domain.queue_names import API_QUEUE
 from app.inputs.api import (
@@ -46,7 +45,6 @@ from app.inputs.listing import ListingInputError
 from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
 from app.listers.interface import ListerInterface
 from app.services import requests as req
-from app.services.context import Context
 from app.services.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing
 from app.services.listing import record_listed_origins as record_listing_origins
 from app.settings import get_settings
@@ -56,31 +54,13 @@ broker = make_broker(get_settings())
 broker.declare_queue(API_QUEUE)
 
 
-@lru_cache(maxsize=1)
-def _ctx() -> Context:
-    return Context.from_settings(get_settings())
-
-
-@lru_cache(maxsize=1)
-def _connections() -> Connections:
-    return Connections(get_settings(), size=None)
-
-
-def _conn() -> contextlib.AbstractContextManager[DictConnection]:
-    return _connections().borrow()
-
-
-def _now() -> datetime:
-    return datetime.now(tz=UTC)
-
-
 # These actors return nothing: without a results backend Dramatiq would discard
 # the value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def request_visit(payload: Any) -> None:
     """Record a one-shot visit request."""
     request = validated(RequestVisit, payload)
-    with _conn() as conn, _bad_input("RequestVisit"):
+    with connection() as conn, _bad_input("RequestVisit"):
         request_id = req.create_request(conn, request)
     log.info("request %d: visit %s (%s)", request_id, request.url, request.visit_type)
 
@@ -89,7 +69,7 @@ def request_visit(payload: Any) -> None:
 def adjust_priority(payload: Any) -> None:
     """Add to a blocked or pending request's priority adjustment."""
     change = validated(AdjustPriority, payload)
-    with _conn() as conn, _bad_input("AdjustPriority"):
+    with connection() as conn, _bad_input("AdjustPriority"):
         priority = req.adjust_priority(conn, change.request_id, change.delta)
     log.info("request %d: priority %d", change.request_id, priority)
 
@@ -98,9 +78,11 @@ def adjust_priority(payload: Any) -> None:
 def cancel_request(payload: Any) -> None:
     """Abort a blocked, pending or scheduled request."""
     cancel = validated(CancelRequest, payload)
-    ctx = _ctx()
-    with _conn() as conn, _bad_input("CancelRequest"):
-        req.cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, _now())
+    ctx = context()
+    with connection() as conn, _bad_input("CancelRequest"):
+        req.cancel_request(
+            conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, utc_now()
+        )
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
@@ -112,10 +94,10 @@ def record_listing(payload: Any) -> None:
     before anything is written.
     """
     listing = validated(RecordListing, payload)
-    ctx = _ctx()
-    now = _now()
+    ctx = context()
+    now = utc_now()
     rows = list(enumerate(listing.origins, start=1))
-    with _conn() as conn, _bad_input("RecordListing"):
+    with connection() as conn, _bad_input("RecordListing"):
         try:
             lister = find_lister(conn, listing.lister_name, listing.instance_name)["id"]
         except UnknownLister as exc:
@@ -145,12 +127,16 @@ def _bad_input(model: str) -> Iterator[None]:
         raise InvalidPayload(f"{model}: PostgreSQL refused a value: {exc}") from None
 
 
+def _listers(conn: DictConnection) -> ListerInterface:
+    return ListerInterface(conn, context(), utc_now)
+
+
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def get_or_create_lister(payload: Any) -> str:
     """Register the lister instance if new; returns its id."""
     asked = validated(GetOrCreateLister, payload)
-    with _conn() as conn:
-        lister = ListerInterface(conn, _ctx(), _now).get_or_create_lister(**asked.model_dump())
+    with connection() as conn:
+        lister = _listers(conn).get_or_create_lister(**asked.model_dump())
     return str(lister.id)
 
 
@@ -158,15 +144,15 @@ def get_or_create_lister(payload: Any) -> str:
 def update_lister(payload: Any) -> None:
     """Write the lister's state, refusing a stale ``updated``."""
     asked = validated(UpdateLister, payload)
-    with _conn() as conn:
-        ListerInterface(conn, _ctx(), _now).update_lister(asked.lister)
+    with connection() as conn:
+        _listers(conn).update_lister(asked.lister)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def record_listed_origins(payload: Any) -> int:
     """Record listed origins (all or nothing per lister); returns how many."""
     asked = validated(RecordListedOrigins, payload)
-    with _conn() as conn:
-        recorded = ListerInterface(conn, _ctx(), _now).record_listed_origins(asked.listed_origins)
+    with connection() as conn:
+        recorded = _listers(conn).record_listed_origins(asked.listed_origins)
     log.info("recorded %d listed origins", len(recorded))
     return len(recorded)

@@ -3,8 +3,11 @@ with revisit's middleware."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import dramatiq
@@ -13,12 +16,18 @@ from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
 from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
+from app.db.connection import Connections, DictConnection
 from app.loaders.zygote import die_with_parent
-from app.services.context import redis_client
-from app.settings import Settings
+from app.services.context import Context, redis_client
+from app.settings import Settings, get_settings
 from monitoring.dramatiq_metrics import WorkerMetrics
-from queues.dramatiq_broker import redis_broker
+from monitoring.multiprocess import in_multiprocess_mode
+from queues.dramatiq_broker import LeaveOutOfDepth, redis_broker
 from queues.keys import DRAMATIQ_NAMESPACE
+
+#: Actors whose messages are sent to a visit's queue but are not visits: a final
+#: status the visit could not publish in time (``actors.worker.publish_status``).
+NOT_VISITS = frozenset({"publish_status"})
 
 
 class DieWithParent(dramatiq.Middleware):
@@ -35,11 +44,13 @@ class DieWithParent(dramatiq.Middleware):
 def make_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, set as Dramatiq's global broker.
 
-    Its Prometheus middleware exports only in processes started with a
+    Its Prometheus middleware is added only in the processes started with a
     multiprocess directory (``revisit worker`` and ``revisit api``).
     """
     broker = redis_broker(settings)
-    broker.add_middleware(WorkerMetrics())
+    if in_multiprocess_mode():
+        broker.add_middleware(WorkerMetrics())
+    broker.add_middleware(LeaveOutOfDepth(NOT_VISITS))
     broker.add_middleware(DieWithParent())
     dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the
@@ -58,3 +69,25 @@ def make_broker(settings: Settings) -> RedisBroker:
     )
     dramatiq.set_broker(broker)
     return broker
+
+
+@lru_cache(maxsize=1)
+def context() -> Context:
+    """The handles the actors of a Dramatiq process share (Redis, the mirror)."""
+    return Context.from_settings(get_settings())
+
+
+def connection() -> contextlib.AbstractContextManager[DictConnection]:
+    """A PostgreSQL connection of the process's pool, shared by its actors: one per
+    worker thread at work, kept from one message to the next, replaced when lost."""
+    return _connections().borrow()
+
+
+@lru_cache(maxsize=1)
+def _connections() -> Connections:
+    return Connections(get_settings(), size=None)
+
+
+def utc_now() -> datetime:
+    """Now, in UTC."""
+    return datetime.now(tz=UTC)

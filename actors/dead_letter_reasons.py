@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from dramatiq import Middleware
 
+from queues.errors import Redis
 from queues.keys import dead_letter_reason
 
 #: Longest reason kept (the exception's text, not its traceback).
@@ -20,7 +20,7 @@ MAX_REASON_CHARS = 1000
 class DeadLetterReasons(Middleware):
     """Stores ``<exception type>: <text>`` of a failed message for ``ttl_s``."""
 
-    def __init__(self, client: redis.Redis, namespace: str, ttl_s: float) -> None:
+    def __init__(self, client: Redis, namespace: str, ttl_s: float) -> None:
         self.client = client
         self.namespace = namespace
         self.ttl_s = int(ttl_s)

@@ -18,13 +18,13 @@ from functools import cache
 from typing import Any
 
 import dramatiq
-import redis
 from dramatiq import Middleware
 from dramatiq.middleware import MiddlewareError
 from dramatiq.rate_limits import ConcurrentRateLimiter
 from dramatiq.rate_limits.backends import RedisBackend
 
 from app.domain.hosts import hoster_limit, hoster_of
+from queues.errors import Redis
 from queues.keys import hoster_slots
 
 log = logging.getLogger("revisit.worker")
@@ -43,7 +43,7 @@ class HosterLimits(Middleware):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Redis,
         namespace: str,
         limits: dict[str, int],
         slot_ttl_ms: int,

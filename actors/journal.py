@@ -20,14 +20,12 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
-import redis
-from confluent_kafka import Consumer, KafkaException, Message
 
 from actors.journal_consumer import JournalConsumer
 from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
 from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
-from app.kafka.client import PublishError, Record, ResilientProducer
+from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
 from app.services.context import Context
 from app.services.journal import BatchOutcome, place_rows
 from app.services.journal_batch import BatchWriter
@@ -43,6 +41,7 @@ from monitoring.metrics import (
     JOURNAL_OUTCOMES,
     REQUEST_LATENCY,
 )
+from queues.errors import RedisError
 
 #: PostgreSQL connections writing a journal batch, each a share of its origins.
 JOURNAL_WRITERS = 2
@@ -50,13 +49,15 @@ JOURNAL_WRITERS = 2
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
 
-#: What a batch is retried after, as the label of JOURNAL_BATCH_RETRIES.
-RETRIED_FAULTS: tuple[tuple[type[BaseException], str], ...] = (
-    (redis.RedisError, "redis"),
-    (PublishError, "kafka"),
-    (KafkaException, "kafka"),
-    (psycopg.Error, "database"),
-)
+
+def fault_label(exc: BaseException) -> str | None:
+    """The server a failed batch blames, as the label of JOURNAL_BATCH_RETRIES (None:
+    a bug)."""
+    if isinstance(exc, RedisError):
+        return "redis"
+    if is_kafka_error(exc):
+        return "kafka"
+    return "database" if isinstance(exc, psycopg.Error) else None
 
 
 #: Allocations between two collections of the youngest generation in the
@@ -207,7 +208,7 @@ class JournalClient:
         )
 
     def _log_retry(self, exc: Exception, delay_s: float) -> None:
-        cause = next((label for kind, label in RETRIED_FAULTS if isinstance(exc, kind)), None)
+        cause = fault_label(exc)
         JOURNAL_BATCH_RETRIES.labels(cause or "error").inc()
         if cause is None:
             log.exception("batch failed; retrying it in %.1fs", delay_s)

@@ -1,22 +1,14 @@
 """The journal client's Kafka consumer: its group, missing topics, offsets, and
 a watchdog that replaces a consumer its group no longer serves.
 
-librdkafka reconnects by itself, but two states were seen to last for good
-after a restart of the memory-only test broker, while a new consumer of the
-same group was served at once:
-
-- no assignment at all: the consumer stays "rebalancing";
-- an empty assignment: the consumer rejoined before the topic existed again,
-  so the group's assignor gave out nothing, and the topic coming back (with a
-  new topic id) did not make librdkafka rejoin. The same happens on Apache
-  Kafka to a topic deleted and created again.
-
-So a consumer that has had no assignment for ``REJOIN_AFTER_S``, or an
-empty one while the broker says no member of the group owns some partition of
-the topic, is closed and replaced. A healthy group on Apache Kafka never meets
-either rule (an extra member with nothing to do sees the others own every
-partition). Uncommitted messages are read again by the new consumer: the
-journal's processing is idempotent.
+librdkafka reconnects by itself, but after a broker restart a consumer can stay
+unserved for good while a new one of the same group is served at once: with no
+assignment (stuck "rebalancing"), or with an empty one (it rejoined before the
+topic existed again, and the topic's return did not make it rejoin; likewise on
+Apache Kafka for a topic deleted and created again). So a consumer with no
+assignment for ``REJOIN_AFTER_S``, or an empty one while no member of the group
+owns some partition, is replaced. The new consumer reads the uncommitted
+messages again: the journal's processing is idempotent.
 """
 
 from __future__ import annotations
@@ -26,9 +18,20 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-
-from app.kafka.client import admin_client, ensure_topics, kafka_logger, make_consumer
+from app.kafka.client import ERRORS as KAFKA_ERRORS
+from app.kafka.client import (
+    Consumer,
+    KafkaError,
+    Message,
+    TopicPartition,
+    admin_client,
+    consumer_config,
+    ensure_topics,
+    is_missing_topic,
+    is_partition_end,
+    kafka_logger,
+    next_offsets,
+)
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_ASSIGNED_PARTITIONS,
@@ -53,15 +56,6 @@ ENSURE_TOPICS_EVERY_S = 10.0
 ADMIN_TIMEOUT_S = 5.0
 
 
-def next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """The offsets to commit after ``messages``: one past the last of each partition."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = max(last.get(key, -1), int(m.offset() or 0))
-    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
-
-
 class JournalConsumer:
     """The group consumer of the journal topic, replaced when its group is lost."""
 
@@ -79,7 +73,7 @@ class JournalConsumer:
         self.consumer: Consumer = self._subscribe()
 
     def _subscribe(self) -> Consumer:
-        consumer = make_consumer(self.settings, error_cb=self._on_error)
+        consumer = Consumer({**consumer_config(self.settings), "error_cb": self._on_error})
         consumer.subscribe(
             [self.settings.journal_topic],
             on_assign=self._on_assign,
@@ -130,10 +124,10 @@ class JournalConsumer:
             error = message.error()
             if error is None:
                 good.append(message)
-            elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            elif is_missing_topic(error):
                 log.warning("kafka: %s; creating the missing topics", error)
                 self.ensure_topics()
-            elif error.code() != KafkaError._PARTITION_EOF:
+            elif not is_partition_end(error):
                 log.warning("kafka: %s", error)
         return good
 
@@ -197,7 +191,7 @@ class JournalConsumer:
         offsets = next_offsets(messages)
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
+        except KAFKA_ERRORS as exc:
             # Typically a rebalance took the partitions away: their new owner
             # replays from the last committed offsets, which changes nothing.
             log.warning("offset commit failed (%s); the batch will be replayed", exc)
@@ -209,6 +203,6 @@ class JournalConsumer:
 
     def close(self) -> None:
         """Leave the group (a broker that is away does not hold this up)."""
-        with contextlib.suppress(KafkaException, RuntimeError):
+        with contextlib.suppress(*KAFKA_ERRORS, RuntimeError):
             self.consumer.close()
         JOURNAL_ASSIGNED_PARTITIONS.set(0)

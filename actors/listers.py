@@ -11,38 +11,19 @@ from __future__ import annotations
 
 import logging
 import random
-from datetime import UTC, datetime
-from functools import lru_cache
 
 import dramatiq
 import psycopg
 
-from actors.broker import make_broker
-from app.db.connection import Connections
+from actors.broker import connection, context, make_broker, utc_now
 from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import LISTER_RUN_TIMEOUT_S, execute_run
-from app.services.context import Context
 from app.settings import get_settings
 from monitoring.listers import LISTER_ORIGINS, LISTER_RUNS
 
 log = logging.getLogger("revisit.listers")
 broker = make_broker(get_settings())
 broker.declare_queue(LISTER_QUEUE)
-
-
-@lru_cache(maxsize=1)
-def _ctx() -> Context:
-    return Context.from_settings(get_settings())
-
-
-@lru_cache(maxsize=1)
-def _connections() -> Connections:
-    """The process's PostgreSQL connections, kept from one run to the next."""
-    return Connections(get_settings(), size=None)
-
-
-def _now() -> datetime:
-    return datetime.now(tz=UTC)
 
 
 def _database_away(retries: int, exc: BaseException) -> bool:
@@ -63,8 +44,8 @@ DATABASE_RETRIES = 10
 )
 def run_lister(run_id: int) -> None:
     """Run one lister run (sent by the lister scheduler) and record its outcome."""
-    with _connections().borrow() as conn:
-        outcome = execute_run(conn, _ctx(), run_id, _now, random.Random())
+    with connection() as conn:
+        outcome = execute_run(conn, context(), run_id, utc_now, random.Random())
     if outcome is None:
         log.info("run %d: no longer due (lost and re-sent, or already running)", run_id)
         return

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import psycopg
-import redis
 
 from app.db.errors import is_unavailable
 from app.domain.backoff import Backoff
+from queues import errors as redis_errors
 
 #: Longest wait between two attempts while a server is away.
 MAX_RETRY_DELAY_S = 30.0
@@ -63,6 +63,6 @@ def unavailable_server(exc: BaseException) -> str | None:
     something else (a bug, a refused value)."""
     if isinstance(exc, psycopg.Error) and is_unavailable(exc):
         return "PostgreSQL"
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+    if redis_errors.is_unavailable(exc):
         return "Redis"
     return None

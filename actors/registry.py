@@ -14,11 +14,11 @@ import threading
 from datetime import datetime
 from typing import Any
 
-import redis
 from dramatiq import Middleware
 
 from actors.loop import run_every
 from queues.dramatiq_broker import served_queues, worker_threads
+from queues.errors import Redis
 from queues.keys import queue_workers
 from queues.workers import REFRESH_S
 
@@ -28,7 +28,7 @@ log = logging.getLogger("revisit.workers")
 class WorkerRegistry(Middleware):
     """Dramatiq middleware: registers this worker process's threads per queue."""
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: Redis, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
         self._stop = threading.Event()

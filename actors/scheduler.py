@@ -11,7 +11,6 @@ from collections import Counter
 from datetime import datetime
 
 import psycopg
-import redis
 
 from actors.broker import make_broker
 from actors.loop import run_every
@@ -47,6 +46,7 @@ from monitoring.metrics import (
     VISIT_TYPE_PAUSED,
 )
 from monitoring.queue_wait import QueueWatch
+from queues import errors as redis_errors
 from queues.dramatiq_broker import (
     enqueue_many,
     queue_depth,
@@ -67,7 +67,7 @@ CONFIG_REFRESH_S = 30.0
 #: Weight of the latest step in the pick rate behind ETAs.
 RATE_SMOOTHING = 0.1
 #: Errors that say a server is away, not that a visit type's step is wrong.
-UNAVAILABLE = (psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError)
+UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError, *redis_errors.UNAVAILABLE)
 
 
 class SchedulerLoop:
@@ -205,17 +205,12 @@ class SchedulerLoop:
         return True
 
     def _keep_lease(self, visit_type: str) -> None:
-        """Renew the lease of ``visit_type`` while this process rebuilds its mirror,
-        every third of the lease (called at each of the rebuild's writes).
-
-        A rebuild of a lost mirror takes minutes at archive scale: were the
-        lease left to lapse, another scheduler could take the visit type over
-        and the step's own pop after the rebuild would be refused. A rebuild
-        that stops writing, or a step stuck elsewhere, renews nothing: its
-        lease lapses for another scheduler. A lease taken again with a newer
-        token is not adopted (the step read its queue depths under the old
-        one), so its pop is refused.
-        """
+        """Renew the lease of ``visit_type`` while this process rebuilds its mirror
+        (minutes at archive scale), every third of the lease, at the rebuild's
+        writes: a rebuild that stops writing renews nothing, and its lease lapses
+        for another scheduler. A lease taken again with a newer token is not
+        adopted (the step read its queue depths under the old one): its pop is
+        refused."""
         if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < self._renew_lease_s:
             return
         token = self.ctx.mirror.fences.get(visit_type)
@@ -317,6 +312,6 @@ class SchedulerLoop:
         try:
             run_every(self.step, POLL_INTERVAL_S, stop, log, "scheduler step")
         finally:
-            with contextlib.suppress(redis.RedisError):
+            with contextlib.suppress(redis_errors.RedisError):
                 self.leases.release_all()
             self.db.close()

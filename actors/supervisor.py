@@ -31,6 +31,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from app.loaders.zygote import die_with_parent
+
 log = logging.getLogger("revisit.supervisor")
 
 #: How long the children may take to stop once told (the journal client's
@@ -143,18 +145,8 @@ def _describe(code: int) -> str:
     return f"code {code}"
 
 
-def watch_parent(stop: threading.Event, interval_s: float = 1.0) -> threading.Thread:
-    """Set ``stop`` if this process's parent dies (it is then adopted by another):
-    a child whose supervisor was killed -9 leaves its group rather than
-    consuming on, unseen, beside the group its restarted supervisor starts."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while not stop.wait(interval_s):
-            if os.getppid() != parent:
-                log.warning("the supervisor (process %d) is gone: stopping", parent)
-                stop.set()
-
-    thread = threading.Thread(target=watch, name="watch-parent", daemon=True)
-    thread.start()
-    return thread
+def watch_parent() -> None:
+    """Have this process told to stop (SIGTERM) if its parent dies: a child whose
+    supervisor was killed -9 leaves its group rather than consuming on, unseen,
+    beside the group its restarted supervisor starts."""
+    die_with_parent(signal.SIGTERM, os.getppid())

@@ -15,12 +15,12 @@ import threading
 import time
 from typing import Any
 
-import redis
 from dramatiq import Middleware
 
 from actors.loop import run_every
 from queues.dramatiq_broker import served_queues
 from queues.dramatiq_queues import dead_letter_undecodable
+from queues.errors import Redis
 from queues.keys import dead_letter_reason
 
 #: How often each worker process dead-letters the messages of its queues that
@@ -35,7 +35,7 @@ class SweepUndecodable(Middleware):
     """Moves undecodable messages of this worker's queues to their dead letters."""
 
     def __init__(
-        self, client: redis.Redis, dramatiq_namespace: str, namespace: str, interval_s: float
+        self, client: Redis, dramatiq_namespace: str, namespace: str, interval_s: float
     ) -> None:
         self.client = client
         self.dramatiq_namespace = dramatiq_namespace

@@ -18,7 +18,6 @@ Dramatiq process owns (``WORKER_OWNED`` and Dramatiq's ``dramatiq_*``).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import tempfile
 import time
@@ -95,61 +94,40 @@ def serve_worker_metrics() -> int:
 class WorkerMetrics(Prometheus):
     """Dramatiq's Prometheus middleware, plus visit durations by visit type and lane.
 
-    Inert (no exporter, no metrics) unless the process was started with a
-    multiprocess directory, so every process can share one broker set-up.
+    Added only to the processes started with a multiprocess directory
+    (``in_multiprocess_mode``): elsewhere it would export nothing.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.enabled = MULTIPROC_ENV in os.environ
         self._visit_started: dict[str, float] = {}
         self._delayed: dict[tuple[str, str], set[str]] = {}
 
     @property
     def forks(self) -> list[Any]:
-        return [serve_worker_metrics] if self.enabled else []
-
-    def after_process_boot(self, broker: Any) -> None:
-        if self.enabled:
-            super().after_process_boot(broker)  # type: ignore[no-untyped-call]
-
-    def after_worker_shutdown(self, broker: Any, worker: Any) -> None:
-        if self.enabled:
-            super().after_worker_shutdown(broker, worker)  # type: ignore[no-untyped-call]
-
-    def after_nack(self, broker: Any, message: Any) -> None:
-        if self.enabled:
-            super().after_nack(broker, message)  # type: ignore[no-untyped-call]
-
-    def after_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
-        if self.enabled:
-            super().after_enqueue(broker, message, delay)  # type: ignore[no-untyped-call]
+        return [serve_worker_metrics]
 
     # Dramatiq counts delayed messages up and down (inc on delay, dec on
     # process), which drifted below zero (-39 seen); the gauge is set here to
     # the size of this process's set of delayed ids instead, never negative.
     def before_delay_message(self, broker: Any, message: Any) -> None:
-        if self.enabled:
-            key = (message.queue_name, message.actor_name)
-            ids = self._delayed.setdefault(key, set())
-            ids.add(message.message_id)
-            self.inprogress_delayed_messages.labels(*key).set(len(ids))
+        key = (message.queue_name, message.actor_name)
+        ids = self._delayed.setdefault(key, set())
+        ids.add(message.message_id)
+        self.inprogress_delayed_messages.labels(*key).set(len(ids))
 
     def before_process_message(self, broker: Any, message: Any) -> None:
-        if self.enabled:
-            key = (message.queue_name, message.actor_name)
-            ids = self._delayed.get(key)
-            if ids is not None and message.message_id in ids:
-                ids.discard(message.message_id)
-                self.inprogress_delayed_messages.labels(*key).set(len(ids))
-            super().before_process_message(broker, message)  # type: ignore[no-untyped-call]
-            self._visit_started[message.message_id] = time.monotonic()
+        key = (message.queue_name, message.actor_name)
+        ids = self._delayed.get(key)
+        if ids is not None and message.message_id in ids:
+            ids.discard(message.message_id)
+            self.inprogress_delayed_messages.labels(*key).set(len(ids))
+        super().before_process_message(broker, message)  # type: ignore[no-untyped-call]
+        self._visit_started[message.message_id] = time.monotonic()
 
     def after_process_message(
         self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
     ) -> None:
-        if not self.enabled:
-            return
         super().after_process_message(  # type: ignore[no-untyped-call]
             broker, message, result=result, exception=exception
         )
@@ -162,6 +140,5 @@ class WorkerMetrics(Prometheus):
     def after_skip_message(
         self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
     ) -> None:
-        if self.enabled:
-            super().after_process_message(broker, message)  # type: ignore[no-untyped-call]
-            self._visit_started.pop(message.message_id, None)
+        super().after_process_message(broker, message)  # type: ignore[no-untyped-call]
+        self._visit_started.pop(message.message_id, None)

@@ -112,7 +112,8 @@ SCHEDULER_ENQUEUE_SECONDS = Histogram(
 )
 QUEUE_DEPTH = Gauge(
     "revisit_queue_depth",
-    "Messages held by each Dramatiq visit queue (waiting and running) at the last step",
+    "Visits held by each Dramatiq visit queue (waiting, running or delayed; not the late "
+    "statuses publish_status sends there) at the last step",
     ["visit_type", "queue", "lane"],
 )
 QUEUE_ESTIMATED_WAIT = Gauge(

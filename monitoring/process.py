@@ -64,23 +64,11 @@ def journal_group_dir(settings: Settings) -> Path:
 
 def serve_journal_group(settings: Settings, directory: Path) -> None:
     """Serve on the journal's port, for the supervisor of ``revisit journal
-    --processes N``, what its client processes write into ``directory``.
-
-    prometheus_client's multiprocess mode, as the Dramatiq pools use it: the
-    clients are processes of their own (no Kafka client crosses a fork), so
-    nothing is shared but those files, read at each scrape, and one target
-    serves the group as the single process did: counters and histograms
-    summed over the clients, the partitions assigned summed over the live
-    ones, each partition's lag from its owner (the client that set it last;
-    a revoked partition's series is forgotten, ``monitoring.multiprocess``).
-    The process_* and GC figures of each client are not exported: the
-    multiprocess mode has none (prometheus_client's documentation).
-
-    The other way, the supervisor scraping each client's own /metrics on a
-    private port and adding them up, would need a port per client and a merge
-    of our own for every metric type; the files need a directory, and
-    prometheus_client merges them. Its one gap, a gauge series cannot be
-    removed, is closed by ``monitoring.multiprocess.forget``.
+    --processes N``, what its client processes write into ``directory``
+    (prometheus_client's multiprocess mode, as the Dramatiq pools use it):
+    counters and histograms summed over the clients, the partitions assigned
+    summed over the live ones, each partition's lag from its owner. The
+    clients' process_* and GC figures are not exported: the mode has none.
     """
     registry = CollectorRegistry()
     registry.register(OwnedFiles(directory, JOURNAL_OWNED))

@@ -9,7 +9,8 @@
   and announced to the middleware as ``RedisBroker.enqueue`` does;
 - ``enqueue_first``: a message at the head of its queue
   (``queues/lua/enqueue_first.lua``);
-- ``queue_depth``: the messages a queue holds (``queues.dramatiq_queues.depths``);
+- ``queue_depth``: the visits a queue holds (``queues.dramatiq_queues.depths``),
+  leaving out the other messages that ``LeaveOutOfDepth`` saw sent to it;
 - ``return_dead_workers_messages``: Dramatiq's queue maintenance, run now;
 - ``served_queues`` and ``worker_threads``: what a worker process consumes.
 
@@ -26,16 +27,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any, Protocol
 from uuid import uuid4
 
 import dramatiq
 from dramatiq.brokers.redis import MAINTENANCE_SCALE, RedisBroker
+from dramatiq.common import q_name
 
 from app.settings import Settings
+from queues import lua
 from queues.dramatiq_queues import depths
-from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys, uncounted_messages
 
 #: A worker silent this long is dead: its unacknowledged messages go back to their queue.
 HEARTBEAT_TIMEOUT_MS = 15000
@@ -109,8 +111,21 @@ def tuning_options(tuning: Tuning) -> dict[str, int]:
 
 
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
-    """Messages a queue holds against its max length: waiting, running and delayed."""
-    return depths(broker.client, broker.namespace, [queue_name])[queue_name].total
+    """Visits a queue holds against its max length: waiting, running and delayed."""
+    return depths(broker.client, broker.namespace, [queue_name])[queue_name].visits
+
+
+class LeaveOutOfDepth(dramatiq.Middleware):
+    """Remembers the messages of ``actors``, which are not visits though they are
+    sent to a visit's queue, so that ``queue_depth`` does not count them."""
+
+    def __init__(self, actors: frozenset[str]) -> None:
+        self.actors = actors
+
+    def after_enqueue(self, broker: Any, message: dramatiq.Message[Any], delay: Any) -> None:
+        if message.actor_name in self.actors:
+            key = uncounted_messages(broker.namespace, q_name(message.queue_name))
+            broker.client.sadd(key, message.options["redis_message_id"])
 
 
 def enqueue_many(
@@ -156,16 +171,13 @@ def _redis_id(message: dramatiq.Message[Any]) -> str:
     return str(message.options["redis_message_id"])
 
 
-_ENQUEUE_FIRST = (resources.files("queues") / "lua" / "enqueue_first.lua").read_text()
-
-
 def enqueue_first(broker: RedisBroker, message: dramatiq.Message[Any]) -> None:
     """Enqueue ``message`` at the head of its queue (served before the others)."""
     broker.declare_queue(message.queue_name)
     stored = _before_enqueue(broker, message)
     keys = DramatiqQueueKeys(broker.namespace, stored.queue_name)
     broker.client.eval(
-        _ENQUEUE_FIRST, 2, keys.messages, keys.waiting, _redis_id(stored), stored.encode()
+        lua("enqueue_first"), 2, keys.messages, keys.waiting, _redis_id(stored), stored.encode()
     )
     broker.emit_after("enqueue", stored, None)
 

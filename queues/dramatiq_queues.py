@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
 from dramatiq import Message
 from dramatiq.errors import DecodeError
 
-from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys
+from queues import lua
+from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys, uncounted_messages
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,14 @@ class QueueDepth:
     running: int
     delayed: int
     dead: int
+    #: Of the waiting, running and delayed messages, those that are not visits.
+    others: int = 0
 
     @property
-    def total(self) -> int:
-        """Messages that still count against the queue's max length."""
-        return self.waiting + self.running + self.delayed
+    def visits(self) -> int:
+        """Visits the queue holds, waiting, running or delayed: what counts against
+        its max length."""
+        return self.waiting + self.running + self.delayed - self.others
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,13 @@ def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, 
         pipe.hlen(keys.messages)
         pipe.hlen(keys.delayed_messages)
         pipe.zcard(keys.dead)
+        uncounted = uncounted_messages(namespace, q)
+        pipe.eval(lua("uncounted"), 3, uncounted, keys.messages, keys.delayed_messages)
     values = [int(v) for v in pipe.execute()]
     found = {}
     for i, q in enumerate(queues):
-        waiting, held, delayed, dead = values[4 * i : 4 * i + 4]
-        found[q] = QueueDepth(waiting, max(0, held - waiting), delayed, dead)
+        waiting, held, delayed, dead, others = values[5 * i : 5 * i + 5]
+        found[q] = QueueDepth(waiting, max(0, held - waiting), delayed, dead, others)
     return found
 
 
@@ -103,8 +108,7 @@ def _decode(raw: bytes) -> tuple[str, dict[str, Any]]:
 
 
 def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
-    text = (resources.files("queues") / "lua" / f"{name}.lua").read_text()
-    return client.register_script(text)
+    return client.register_script(lua(name))
 
 
 def requeue(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:

@@ -165,6 +165,12 @@ def dead_letter_reason(namespace: str, message_id: str) -> str:
     return f"{namespace}:dead_letter_reason:{message_id}"
 
 
+def uncounted_messages(namespace: str, queue: str) -> str:
+    """Set: ids of the messages sent to a Dramatiq queue that are not visits
+    (``publish_status``), left out of its depth; in Dramatiq's namespace."""
+    return f"{namespace}:revisit.uncounted.{queue}"
+
+
 #: The prefix of Dramatiq's own keys (its default), in the broker's Redis.
 DRAMATIQ_NAMESPACE = "dramatiq"
 #: Dramatiq's suffix of a queue's dead-letter set (``DramatiqQueueKeys.dead``).

@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from importlib import resources
 
 import redis
 
+from queues import lua
 from queues.keys import scheduler_lease, scheduler_lease_tokens
 
 
@@ -51,9 +51,7 @@ class Leases:
         self.holder = holder
         self.shards = dict(shards or {})
         self.tokens: dict[str, str] = {}
-        self._take = client.register_script(
-            (resources.files("queues") / "lua" / "lease.lua").read_text()
-        )
+        self._take = client.register_script(lua("lease"))
 
     def hold(self, visit_type: str) -> str | None:
         """Take or renew the lease of ``visit_type``; its fencing token, or None

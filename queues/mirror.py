@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from importlib import resources
 from itertools import islice
 from typing import Any
 from uuid import uuid4
@@ -13,6 +12,7 @@ from uuid import uuid4
 import redis
 
 from app.domain.placement import POOLS, Placement
+from queues import lua
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
@@ -41,10 +41,6 @@ MAX_MOVES_PER_POP = 10000
 #: Lua place index of each place (pools are 1..4 in POOLS order).
 PLACE_INDEX: dict[str, int] = {"absent": 0, "inflight": 5, "cooling": 6}
 POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
-
-
-def _script(name: str) -> str:
-    return (resources.files("queues") / "lua" / f"{name}.lua").read_text()
 
 
 def parked_value(p: Placement) -> str:
@@ -87,14 +83,14 @@ class Mirror(PickBookkeeping, MirrorReads):
         self.client = client
         self.namespace = namespace
         self._shards = dict(shards or {})
-        self._pop = client.register_script(_script("pop"))
-        self._place = client.register_script(_script("place"))
-        self._claim = client.register_script(_script("claim"))
-        self._rebuild = client.register_script(_script("rebuild"))
-        fence = _script("fence")
+        self._pop = client.register_script(lua("pop"))
+        self._place = client.register_script(lua("place"))
+        self._claim = client.register_script(lua("claim"))
+        self._rebuild = client.register_script(lua("rebuild"))
+        fence = lua("fence")
         self._guarded = {
-            "pop": client.register_script(fence + _script("pop")),
-            "claim": client.register_script(fence + _script("claim")),
+            "pop": client.register_script(fence + lua("pop")),
+            "claim": client.register_script(fence + lua("claim")),
         }
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
@@ -145,7 +141,7 @@ class Mirror(PickBookkeeping, MirrorReads):
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
-        with plain pipelined writes: much faster than ``place`` for bulk listings."""
+        with plain pipelined writes (no version check), for bulk listings."""
         added = 0
         for shard, part in self._split(visit_type, list(placements)).items():
             keys = self.keys(visit_type, shard)
@@ -470,13 +466,9 @@ def _place_keys(keys: VisitTypeKeys) -> list[str]:
 
 
 def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
-    """place.lua's ARGV: the mode, then five values per placement.
-
-    Where an origin returns to is sent only where place.lua reads it: for an
-    origin in flight or cooling, and, in 'keep_inflight', for any origin (it
-    may be in flight in Redis). Elsewhere it is empty: formatting it for every
-    origin of a rebuild was a tenth of the rebuild's Python time.
-    """
+    """place.lua's ARGV: the mode, then five values per placement. Where an origin
+    returns to is formatted only where place.lua reads it: for an origin in flight
+    or cooling, and, in 'keep_inflight', for any (it may be in flight in Redis)."""
     args: list[Any] = [mode]
     every = mode == "keep_inflight"
     for p in chunk:

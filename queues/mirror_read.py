@@ -138,14 +138,6 @@ class MirrorReads:
             parked.update({int(k): parse_parked(v.decode()) for k, v in raw_parked.items()})
         return found, parked
 
-    def parked(self, visit_type: str) -> dict[int, tuple[str, float]]:
-        """The parked hash: the (pool, score) each in-flight or cooling origin returns to."""
-        found: dict[int, tuple[str, float]] = {}
-        for keys in self.shard_keys(visit_type):
-            raw = self.client.hgetall(keys.parked)
-            found.update({int(k): parse_parked(v.decode()) for k, v in raw.items()})  # type: ignore[misc,union-attr]
-        return found
-
     def locate(self, visit_type: str, origin_id: int) -> Location:
         """Where one origin is, with its score and rank (across every shard: the
         origins of its place with a lower score)."""

@@ -39,11 +39,8 @@ Weights = Sequence[float] | str
 
 
 class Popped(NamedTuple):
-    """One origin taken by a pop: its id, the pool it came from and its score there.
-
-    A named tuple: a pop builds a thousand of them, and a frozen dataclass's
-    ``__init__`` (one ``object.__setattr__`` per field) took twice as long.
-    """
+    """One origin taken by a pop: its id, the pool it came from and its score there
+    (a named tuple, the cheapest to build: a pop builds thousands)."""
 
     id: int
     pool: PoolName

@@ -7,20 +7,17 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Producer
+
+# The client's types, for the journal process: only app.kafka imports confluent_kafka.
+from confluent_kafka import Consumer as Consumer
+from confluent_kafka import KafkaError as KafkaError
+from confluent_kafka import Message as Message
+from confluent_kafka import TopicPartition as TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from app.kafka.codec import encode, visit_status_key, visit_status_value
@@ -106,17 +103,6 @@ def consumer_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_consumer(
-    settings: Settings, error_cb: Callable[[KafkaError], None] | None = None
-) -> Consumer:
-    """A consumer subscribed to nothing yet; ``error_cb`` hears of client-wide errors
-    (every broker down, a name that does not resolve)."""
-    config = consumer_config(settings)
-    if error_cb is not None:
-        config["error_cb"] = error_cb
-    return Consumer(config)
-
-
 def admin_client(settings: Settings) -> AdminClient:
     """An admin client of the brokers, logging as the other clients do."""
     config: dict[str, Any] = {"bootstrap.servers": settings.kafka_brokers, "log_level": 3}
@@ -184,6 +170,34 @@ def idle_members(processes: int, partitions: int | None, topic: str) -> str | No
 
 class PublishError(RuntimeError):
     """The broker did not acknowledge records within ``PUBLISH_TIMEOUT_S``."""
+
+
+#: What the Kafka client raises when the broker is away or refuses.
+ERRORS: tuple[type[Exception], ...] = (KafkaException, PublishError)
+
+
+def is_kafka_error(exc: BaseException) -> bool:
+    """True if the Kafka client failed (the broker away, or refusing)."""
+    return isinstance(exc, ERRORS)
+
+
+def is_missing_topic(error: KafkaError) -> bool:
+    """True if a message's error says its topic or partition does not exist."""
+    return bool(error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+def is_partition_end(error: KafkaError) -> bool:
+    """True if a message's error only says the end of a partition was reached."""
+    return bool(error.code() == KafkaError._PARTITION_EOF)
+
+
+def next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """The offsets to commit after ``messages``: one past the last of each partition."""
+    last: dict[tuple[str, int], int] = {}
+    for m in messages:
+        key = (str(m.topic()), int(m.partition() or 0))
+        last[key] = max(last.get(key, -1), int(m.offset() or 0))
+    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 
 @dataclass(frozen=True)
@@ -288,11 +302,6 @@ class ResilientProducer:
         old.purge()
         old.flush(0)
         self.replaced += 1
-
-    def flush(self, timeout_s: float) -> int:
-        """Wait for outstanding records (at close), at most ``timeout_s`` and not
-        past ``stop``; how many remain."""
-        return self._flush(time.monotonic() + timeout_s)
 
     def discard(self) -> None:
         """Drop what was never acknowledged (at close, when no one waits for it)."""

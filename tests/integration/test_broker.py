@@ -23,7 +23,8 @@ from queues.dramatiq_broker import (
     visit_message,
     worker_threads,
 )
-from queues.keys import DramatiqQueueKeys, dramatiq_heartbeats
+from queues.dramatiq_queues import depths
+from queues.keys import DramatiqQueueKeys, dramatiq_heartbeats, uncounted_messages
 from tests.processes import wait_for
 
 
@@ -107,6 +108,38 @@ def test_batch_enqueued_messages_are_consumed_by_dramatiq_in_order(settings: Set
     consumer.close()
     assert queue_depth(broker, "contract.a") == 0
     assert queue_depth(broker, "contract.b") == 1
+
+
+def test_a_queues_depth_counts_its_visits_and_not_the_late_statuses_sent_to_it(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    queue = "contract.depth"
+    enqueue_many(broker, [message(queue, n) for n in range(3)])
+    late = dramatiq.Message(
+        queue_name=queue, actor_name="publish_status", args=(), kwargs={}, options={}
+    )
+    broker.enqueue(late)
+    broker.enqueue(late, delay=60_000)  # a retry waiting out its backoff
+    assert queue_depth(broker, queue) == 3
+    assert depths(broker.client, broker.namespace, [queue])[queue].others == 2
+
+
+def test_a_late_status_that_left_its_queue_is_no_longer_left_out_of_its_depth(
+    settings: Settings,
+) -> None:
+    broker = make_broker(settings)
+    queue = "contract.depth_drained"
+    late = dramatiq.Message(
+        queue_name=queue, actor_name="publish_status", args=(), kwargs={}, options={}
+    )
+    broker.enqueue(late)
+    consumer = broker.consume(queue, prefetch=10, timeout=1000)
+    consumer.ack(next(consumer))
+    consumer.close()
+    enqueue_many(broker, [message(queue, n) for n in range(2)])
+    assert queue_depth(broker, queue) == 2
+    assert broker.client.scard(uncounted_messages(broker.namespace, queue)) == 0
 
 
 def lost_message(broker: dramatiq.Broker, queue: str) -> DramatiqQueueKeys:

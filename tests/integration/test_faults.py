@@ -39,6 +39,7 @@ from app.services.journal import apply_events_batch
 from app.services.mirror_sync import LOST_VISIT_GRACE_S, check
 from app.services.scheduling import schedule_step
 from app.settings import Settings
+from queues.dramatiq_broker import queue_depth
 from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import WatchedPublisher, list_origins, stats_by_url
 from tests.processes import wait_for
@@ -270,6 +271,7 @@ def test_a_final_status_the_broker_misses_within_the_time_limit_is_published_onc
     stored = broker.client.hvals(DramatiqQueueKeys(broker.namespace, queue).messages)
     [later] = [dramatiq.Message.decode(value) for value in stored]  # type: ignore[union-attr]
     assert later.actor_name == "publish_status"
+    assert queue_depth(broker, queue) == 0  # a late status is no visit
     own_broker.start()
     actors.worker.publish_status.fn(**later.kwargs)
     # The restart lost "created" with the topic; the final status may come twice

@@ -188,10 +188,11 @@ def test_a_revoked_partitions_lag_is_no_longer_served(mode: str, tmp_path: Path)
 
 def test_a_child_whose_supervisor_dies_stops_by_itself(tmp_path: Path) -> None:
     orphan = (
-        "import sys, threading\n"
+        "import signal, sys, threading\n"
         "from actors.supervisor import watch_parent\n"
         "stop = threading.Event()\n"
-        "watch_parent(stop, interval_s=0.1)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: stop.set())\n"
+        "watch_parent()\n"
         "print('watching', flush=True)\n"
         "sys.exit(0 if stop.wait(30) else 1)\n"
     )

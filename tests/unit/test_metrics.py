@@ -119,7 +119,6 @@ def test_delayed_messages_gauge_never_goes_below_zero() -> None:
     from monitoring.dramatiq_metrics import WorkerMetrics
 
     middleware = WorkerMetrics()
-    middleware.enabled = True
     registry = CollectorRegistry()
     gauge = Gauge("delayed", "test", ["queue_name", "actor_name"], registry=registry)
     middleware.inprogress_delayed_messages = gauge
