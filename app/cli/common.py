@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -36,6 +37,29 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on stderr; return the Exit to raise (2: bad input)."""
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+#: Seconds per duration unit (no unit: seconds).
+UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_HELP = "a duration: seconds, or a number with s, m, h or d (12h, 64d)"
+
+
+def parse_duration(text: str, option: str, positive: bool = False) -> float:
+    """Seconds of ``90``, ``30s``, ``15m``, ``6h`` or ``1d``; bad text (zero too if
+    ``positive``) is refused naming ``option``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if match is None or (positive and float(match[1]) == 0):
+        kind = "a positive duration" if positive else "a duration"
+        raise fail(f"{option}: expected {DURATION_HELP.replace('a duration', kind)}, got {text!r}")
+    return float(match[1]) * UNIT_S[match[2]]
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in the largest unit that divides it (``12h``, ``90s``)."""
+    for unit in ("d", "h", "m"):
+        if seconds >= UNIT_S[unit] and seconds % UNIT_S[unit] == 0:
+            return f"{seconds / UNIT_S[unit]:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def visit_types_of(conn: DictConnection, visit_type: str | None) -> list[str]:
