@@ -332,6 +332,25 @@ def _hg_commit(repo: Path, message: str) -> None:
     _hg(repo, "commit", "-q", "-A", "-u", "test", "-m", message)
 
 
+#: ``visit_twice(url, visit_type, change)``.
+VisitTwice = Callable[[str, str, Callable[[], None]], None]
+
+
+@pytest.fixture
+def visit_twice(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> VisitTwice:
+    """Serve a visit type with the archive's loader and check that an origin is
+    visited, then revisited eventfully after ``change``, and that revisit's stats
+    then match the archive's visits."""
+    return functools.partial(_visit_twice, conn, ctx, archive, tmp_path, monkeypatch)
+
+
 def _visit_twice(
     conn: DictConnection,
     ctx: Context,
@@ -342,9 +361,6 @@ def _visit_twice(
     visit_type: str,
     change: Callable[[], None],
 ) -> None:
-    """Serve ``visit_type`` with the archive's loader and check that the origin
-    ``url`` is visited, then revisited eventfully after ``change``, and that
-    revisit's stats then match the archive's visits."""
     monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", f'["{visit_type}"]')
     _loader(conn, visit_type, f"swh-{visit_type}")
     list_origins(conn, ctx, [url], visit_type=visit_type)
@@ -370,27 +386,13 @@ def _visit_twice(
 
 
 def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_commits(
-    settings: Settings,
-    conn: DictConnection,
-    ctx: Context,
-    archive: Archive,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, visit_twice: VisitTwice
 ) -> None:
     repo = tmp_path / "hg" / "repo"
     repo.mkdir(parents=True)
     _hg(repo, "init")
     _hg_commit(repo, "one")
-    _visit_twice(
-        conn,
-        ctx,
-        archive,
-        tmp_path,
-        monkeypatch,
-        repo.as_uri(),
-        "hg",
-        lambda: _hg_commit(repo, "two"),
-    )
+    visit_twice(repo.as_uri(), "hg", lambda: _hg_commit(repo, "two"))
 
 
 def _svn_tools() -> None:
@@ -417,12 +419,7 @@ def _svn_commit(url: str, tmp_path: Path, message: str) -> None:
 
 
 def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
-    settings: Settings,
-    conn: DictConnection,
-    ctx: Context,
-    archive: Archive,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, visit_twice: VisitTwice
 ) -> None:
     _svn_tools()
     repo = tmp_path / "svn" / "repo"
@@ -431,13 +428,4 @@ def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
     url = repo.as_uri()
     subprocess.run(["svnmucc", "-m", "layout", "mkdir", f"{url}/trunk"], check=True)
     _svn_commit(url, tmp_path, "one")
-    _visit_twice(
-        conn,
-        ctx,
-        archive,
-        tmp_path,
-        monkeypatch,
-        url,
-        "svn",
-        lambda: _svn_commit(url, tmp_path, "two"),
-    )
+    visit_twice(url, "svn", lambda: _svn_commit(url, tmp_path, "two"))
