@@ -145,20 +145,19 @@ class ArchiveLoader:
         return None
 
 
-_HG = frozenset({"https", "http", "file"})
-_SVN = frozenset({"https", "http", "svn", "file"})
+_WEB = frozenset({"https", "http", "file"})
 #: The archive's loaders as revisit loaders: plugin (its ``revisit.loaders`` entry
 #: point) → the archive's worker and the URL schemes it visits. The checkout and
 #: export loaders take one ref, path or tarball as a directory (``ref``,
 #: ``checksum_layout``, ``checksums`` arguments).
 PLUGINS: dict[str, tuple[str, frozenset[str]]] = {
     "swh-git": ("loader.git", GIT_SCHEMES),
-    "swh-hg": ("loader.mercurial", _HG),
-    "swh-svn": ("loader.svn", _SVN),
+    "swh-hg": ("loader.mercurial", _WEB),
+    "swh-svn": ("loader.svn", _WEB | {"svn"}),
     "swh-git-checkout": ("loader.git-checkout", GIT_SCHEMES),
-    "swh-hg-checkout": ("loader.mercurial-checkout", _HG),
-    "swh-svn-export": ("loader.svn-export", _SVN),
-    "swh-tarball-directory": ("loader.directory", _HG),
+    "swh-hg-checkout": ("loader.mercurial-checkout", _WEB),
+    "swh-svn-export": ("loader.svn-export", _WEB | {"svn"}),
+    "swh-tarball-directory": ("loader.directory", _WEB),
 }
 
 
