@@ -27,8 +27,9 @@ from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
 from app.services.context import Context
-from app.services.journal import BatchOutcome, place_rows
+from app.services.journal import BatchOutcome
 from app.services.journal_batch import BatchWriter
+from app.services.mirror_sync import place_rows
 from app.settings import Settings
 from monitoring.metrics import (
     JOURNAL_BATCH_MESSAGES,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,8 +21,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, connect
 from app.db.listings import known_visit_types
+from app.services.context import Context
+from app.settings import get_settings
 
 # Piped output (scripts, tests) gets wide tables rather than truncated cells.
 console = Console() if sys.stdout.isatty() else Console(width=240)
@@ -38,6 +42,42 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: Seconds per duration unit (no unit: seconds).
+UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_HELP = "a duration: seconds, or a number with s, m, h or d (12h, 64d)"
+
+
+def parse_duration(text: str, option: str, positive: bool = False) -> float:
+    """Seconds of ``90``, ``30s``, ``15m``, ``6h`` or ``1d``; bad text (zero too if
+    ``positive``) is refused naming ``option``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if match is None or (positive and float(match[1]) == 0):
+        kind = "a positive duration" if positive else "a duration"
+        raise fail(f"{option}: expected {DURATION_HELP.replace('a duration', kind)}, got {text!r}")
+    return float(match[1]) * UNIT_S[match[2]]
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in the largest unit that divides it (``12h``, ``90s``)."""
+    for unit in ("d", "h", "m"):
+        if seconds >= UNIT_S[unit] and seconds % UNIT_S[unit] == 0:
+            return f"{seconds / UNIT_S[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
+#: ``--visit-type`` of the commands on one origin (checked by ``require_visit_type``).
+OnlyVisitType = Annotated[str | None, typer.Option(help="only this visit type")]
+
+
+@contextlib.contextmanager
+def connected() -> Iterator[tuple[DictConnection, Context]]:
+    """A PostgreSQL connection and the services' context, from the settings."""
+    settings = get_settings()
+    ctx = Context.from_settings(settings)
+    with connect(settings) as conn:
+        yield conn, ctx
+
+
 def visit_types_of(conn: DictConnection, visit_type: str | None) -> list[str]:
     """The visit types of the table, or just ``visit_type`` if it is one of them."""
     if visit_type is None:
@@ -46,8 +86,10 @@ def visit_types_of(conn: DictConnection, visit_type: str | None) -> list[str]:
     return [visit_type]
 
 
-def require_visit_type(conn: DictConnection, visit_type: str, field: str) -> None:
-    """Refuse, naming ``field``, a visit type the database does not know."""
+def require_visit_type(conn: DictConnection, visit_type: str | None, field: str) -> None:
+    """Refuse, naming ``field``, a visit type the database does not know (None: any)."""
+    if visit_type is None:
+        return
     known = known_visit_types(conn)
     if visit_type not in known:
         names = ", ".join(sorted(known))
@@ -88,7 +130,6 @@ def warn_unserved(visit_types: Iterable[str]) -> None:
 
     from app.domain.queue_names import priority_queue
     from app.services.context import redis_client
-    from app.settings import get_settings
     from queues.workers import queue_capacity
 
     settings = get_settings()

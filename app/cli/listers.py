@@ -4,19 +4,16 @@ runs and their worker. Registered on the main app by ``app.cli``."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, now
+from app.cli.common import console, fail, now, parse_duration
 from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
 from app.settings import get_settings
-
-_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def rpc() -> None:
@@ -26,15 +23,6 @@ def rpc() -> None:
     port_free(settings.rpc_port, settings.rpc_host, "REVISIT_RPC_PORT", "serve the RPC")
     port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "rpc")
-
-
-def parse_duration(text: str, option: str, zero: bool = False) -> timedelta:
-    """``90``, ``30s``, ``15m``, ``6h`` or ``1d`` as a timedelta (``0`` too if
-    ``zero``); bad text names the option."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if not match or (float(match[1]) <= 0 and not zero):
-        raise fail(f"{option}: expected a positive duration like 30s, 15m, 6h or 1d, got {text!r}")
-    return timedelta(seconds=float(match[1]) * _UNITS_S[match[2] or "s"])
 
 
 def parse_arguments(pairs: list[str]) -> dict[str, Any]:
@@ -74,14 +62,11 @@ def lister_schedule(
     from app.listers.plugin import UnknownListerPlugin
     from app.listers.runs import schedule_lister
 
-    full = parse_duration(every, "--every") if every else None
-    incremental = (
-        parse_duration(incremental_every, "--incremental-every", zero=True)
-        if incremental_every
-        else None
-    )
+    full = _interval(every, "--every", positive=True)
+    incremental = _interval(incremental_every, "--incremental-every")
     started = now()
-    first_run = started + parse_duration(start_in, "--start-in") if start_in else None
+    delay = _interval(start_in, "--start-in", positive=True)
+    first_run = started + delay if delay is not None else None
     with connect(get_settings()) as conn:
         try:
             done = schedule_lister(
@@ -106,6 +91,10 @@ def lister_schedule(
     if not done.enabled:
         line += f" (paused: revisit lister resume {name} {instance})"
     console.print(line, highlight=False)
+
+
+def _interval(text: str | None, option: str, positive: bool = False) -> timedelta | None:
+    return timedelta(seconds=parse_duration(text, option, positive)) if text else None
 
 
 def _when(value: datetime | None) -> str:

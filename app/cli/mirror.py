@@ -7,10 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.common import console, err, now, visit_types_of
-from app.db.connection import connect
+from app.cli.common import connected, console, err, now, visit_types_of
 from app.services.context import Context
-from app.settings import get_settings
 
 mirror_app = typer.Typer(
     rich_markup_mode=None, help="The Redis mirror of the scheduling pools.", no_args_is_help=True
@@ -25,9 +23,7 @@ def mirror_rebuild(
     from app.services.mirror_sync import rebuild
     from queues.mirror import RebuildInProgress, RebuildLost
 
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
+    with connected() as (conn, ctx):
         for vt in visit_types_of(conn, visit_type):
             with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
                 try:
@@ -69,10 +65,8 @@ def _mirror_command(
     """Run ``action`` on each visit type's mirror, after its corrupt keys (one
     line each) are removed when ``repairing``, or counted as differences (the
     comparison cannot read them) when checking."""
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
     found = 0
-    with connect(settings) as conn:
+    with connected() as (conn, ctx):
         for vt in visit_types_of(conn, visit_type):
             corrupt = ctx.mirror.corruptions(vt)
             for corruption in corrupt[:50]:

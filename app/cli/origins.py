@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from app.cli.common import (
+    OnlyVisitType,
+    connected,
     console,
     err,
     fail,
@@ -163,18 +165,12 @@ def _report(exc: ListingInputError, file: str) -> None:
 
 
 @origin_app.command("show")
-def origin_show(
-    url: str,
-    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
-) -> None:
+def origin_show(url: str, visit_type: OnlyVisitType = None) -> None:
     """Where an origin stands: listing, visit stats, place and rank in the mirror."""
     from app.services.introspection import describe_origin
 
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
-        if visit_type is not None:
-            require_visit_type(conn, visit_type, "--visit-type")
+    with connected() as (conn, ctx):
+        require_visit_type(conn, visit_type, "--visit-type")
         reports = describe_origin(conn, ctx, url, visit_type)
     if not reports:
         raise fail(f"URL: no origin {url!r} is known", code=1)
@@ -188,11 +184,8 @@ def origin_show(
 def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
     from app.services.origins import set_disabled
 
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
-        if visit_type is not None:
-            require_visit_type(conn, visit_type, "--visit-type")
+    with connected() as (conn, ctx):
+        require_visit_type(conn, visit_type, "--visit-type")
         changed = set_disabled(conn, ctx, url, visit_type, now(), disabled=disabled)
     if not changed:
         raise fail(f"URL: no origin {url!r} is known", code=1)
@@ -201,19 +194,13 @@ def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
 
 
 @origin_app.command("disable")
-def origin_disable(
-    url: str,
-    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
-) -> None:
+def origin_disable(url: str, visit_type: OnlyVisitType = None) -> None:
     """Stop visiting an origin (listings do not undo it; in-flight visits finish)."""
     _set_disabled(url, visit_type, disabled=True)
 
 
 @origin_app.command("enable")
-def origin_enable(
-    url: str,
-    visit_type: Annotated[str | None, typer.Option(help="only this visit type")] = None,
-) -> None:
+def origin_enable(url: str, visit_type: OnlyVisitType = None) -> None:
     """Visit a disabled origin again (if some lister still reports it)."""
     _set_disabled(url, visit_type, disabled=False)
 
@@ -231,8 +218,7 @@ def origins_send(
     from app.services.requests import RequestError
 
     with connect(get_settings()) as conn:
-        if visit_type is not None:
-            require_visit_type(conn, visit_type, "--visit-type")
+        require_visit_type(conn, visit_type, "--visit-type")
         try:
             sent = send_visits(conn, urls, visit_type, priority)
         except ValidationError as exc:

@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, now, require_visit_type, visit_types_of
+from app.cli.common import connected, console, fail, now, require_visit_type, visit_types_of
 from app.db.connection import connect
-from app.services.context import Context
 from app.services.scheduler_step import Tuning, tuning_of
 from app.services.scheduling import VisitOrder
 from app.settings import get_settings
@@ -38,9 +37,7 @@ def schedule(
     from app.db.scheduling import visit_type_configs
     from app.services.scheduling import schedule_step
 
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
+    with connected() as (conn, ctx):
         visit_types_of(conn, visit_type)
         config = visit_type_configs(conn)[visit_type]
         if n > config.max_queue_length:

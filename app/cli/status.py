@@ -12,14 +12,13 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from app.cli.common import console, now, visit_types_of
-from app.db.connection import DictConnection, connect
+from app.cli.common import connected, console, now, visit_types_of
+from app.db.connection import DictConnection
 from app.db.metrics import open_requests, schedule_drift
 from app.domain.lanes import LANES
 from app.domain.queue_names import lane_queue
 from app.services.context import Context
 from app.services.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
-from app.settings import get_settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
 from queues.workers import queue_capacity
@@ -124,9 +123,7 @@ def status(
 ) -> None:
     """Live view: per visit type the pools, in flight, cooling, lane queues and
     workers, visits/s, failure rate, open requests, schedule drift, dead letters."""
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
+    with connected() as (conn, ctx):
         types = visit_types_of(conn, visit_type)
         previous = snapshot(conn, ctx, types, now())
         if once:

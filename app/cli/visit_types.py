@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from app.cli.common import console, fail
+from app.cli.common import DURATION_HELP, console, fail, format_duration, parse_duration
 from app.db.connection import DictConnection, connect
 from app.db.visit_types import list_visit_types
 from app.inputs.api import first_error
@@ -29,20 +28,6 @@ visit_type_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-DURATION_HELP = "a duration: seconds, or a number with s, m, h or d (12h, 64d)"
-
-
-def parse_duration(text: str | None, field: str) -> float | None:
-    """Seconds of ``12h``-style text (None stays None); a refusal names ``field``."""
-    if text is None:
-        return None
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise fail(f"{field}: expected {DURATION_HELP}, got {text!r}")
-    return float(match[1]) * _UNIT_S[match[2]]
-
 
 def _apply(
     write: Callable[[DictConnection, VisitTypeChange], None], arguments: dict[str, Any]
@@ -53,7 +38,9 @@ def _apply(
     durations = {"min_interval", "max_interval", "time_limit", "retry_delay"}
     fields: dict[str, Any] = {
         (f"{key}_s" if key in durations else key): (
-            parse_duration(value, "--" + key.replace("_", "-")) if key in durations else value
+            parse_duration(value, "--" + key.replace("_", "-"))
+            if key in durations and value is not None
+            else value
         )
         for key, value in options.items()
     }
@@ -181,23 +168,16 @@ def visit_type_list() -> None:
         for r in list_visit_types(conn):
             table.add_row(
                 r["name"],
-                _duration(float(r["min_interval_s"])),
-                _duration(float(r["max_interval_s"])),
+                format_duration(float(r["min_interval_s"])),
+                format_duration(float(r["max_interval_s"])),
                 str(r["max_queue_length"]),
                 str(r["origins"]),
                 "yes" if r["enabled"] else "no (paused: set --enable)",
                 "yes" if settings.served_visit_types([r["name"]]) else "no",
                 r["loader"] if r["loader"] in loaders else f"{r['loader']} (not installed)",
-                _duration(float(r["time_limit_s"])),
+                format_duration(float(r["time_limit_s"])),
                 str(r["num_retries"]),
-                _duration(float(r["retry_delay_s"])),
+                format_duration(float(r["retry_delay_s"])),
                 r["description"],
             )
     console.print(table)
-
-
-def _duration(seconds: float) -> str:
-    for unit in ("d", "h", "m"):
-        if seconds >= _UNIT_S[unit] and seconds % _UNIT_S[unit] == 0:
-            return f"{seconds / _UNIT_S[unit]:g}{unit}"
-    return f"{seconds:g}s"

@@ -40,12 +40,8 @@ def connect(settings: Settings, *, autocommit: bool = True) -> DictConnection:
     Autocommit by default: every write path opens an explicit transaction, so
     no statement leaves a transaction (and its row locks) open by accident.
     The session's time zone is UTC from the start (``utc_options``): psycopg
-    gives each timestamptz it reads the session's time zone, and for UTC it
-    builds the date in C, where for any other zone name (``Etc/UTC``
-    included) it converts each one through zoneinfo, which also makes
-    turning the date into a mirror score (``epoch_s``) slower. A journal
-    batch reads a dozen timestamps per origin, a
-    rebuild or a listing batch a few. The instants are the same, and no
+    builds a UTC timestamptz in C, and any other zone (``Etc/UTC`` included)
+    through zoneinfo, on paths that read a dozen dates per origin. No
     statement depends on the zone (no ``::date``, ``date_trunc`` or ``at time
     zone``; a timestamp plus an interval of days, as a lister's next run,
     takes days of 24 hours, as Python's timedelta).

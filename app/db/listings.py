@@ -117,8 +117,7 @@ def upsert_listed_origins(
     with conn.cursor(row_factory=tuple_row) as cursor:
         cursor.execute(query("upsert_stats_for_listing"), params)
         # Tuples, not dicts, fetched at once and read by position: this returns
-        # a row per new origin of a bulk listing (by name and row by row, reading
-        # them back was a quarter of the import's Python time).
+        # a row per new origin of a bulk listing.
         names = list(column_index(cursor))
         if names != [*MIRROR_COLUMNS, "inserted"]:
             raise ValueError(f"upsert_stats_for_listing returns {names}")

@@ -145,15 +145,7 @@ def open_request_origins(conn: DictConnection) -> set[tuple[str, str]]:
 
 def requests_started(conn: DictConnection, started: list[VisitStatusEvent]) -> None:
     """Mark running the scheduled requests whose visit these events created."""
-    conn.execute(
-        query("requests_started"),
-        {
-            "urls": [e.origin for e in started],
-            "visit_types": [e.visit_type for e in started],
-            "visits": [e.visit for e in started],
-            "dates": [e.date for e in started],
-        },
-    )
+    conn.execute(query("requests_started"), _event_columns(started))
 
 
 def requests_finished(
@@ -161,15 +153,20 @@ def requests_finished(
 ) -> list[dict[str, Any]]:
     """End the running requests whose visit these events ended (``reasons`` their
     errors); the rows of the requests ended."""
-    return conn.execute(
-        query("requests_finished"),
-        {
-            "urls": [e.origin for e in finished],
-            "visit_types": [e.visit_type for e in finished],
-            "visits": [e.visit for e in finished],
-            "dates": [e.date for e in finished],
-            "statuses": [e.status for e in finished],
-            "reasons": reasons,
-            "success": sorted(SUCCESS_STATUSES),
-        },
-    ).fetchall()
+    params = {
+        **_event_columns(finished),
+        "statuses": [e.status for e in finished],
+        "reasons": reasons,
+        "success": sorted(SUCCESS_STATUSES),
+    }
+    return conn.execute(query("requests_finished"), params).fetchall()
+
+
+def _event_columns(events: list[VisitStatusEvent]) -> dict[str, list[Any]]:
+    """The events' visits as parallel arrays: urls, visit_types, visits, dates."""
+    return {
+        "urls": [e.origin for e in events],
+        "visit_types": [e.visit_type for e in events],
+        "visits": [e.visit for e in events],
+        "dates": [e.date for e in events],
+    }

@@ -26,8 +26,8 @@ def column_index(cursor: Cursor[Any]) -> dict[str, int]:
 def json_array(values: Sequence[Any]) -> str:
     """``values`` as one JSON text parameter, for ``json_array_elements_text``.
 
-    psycopg dumps a list parameter element by element in Python (about a
-    microsecond each); msgspec encodes the whole list in C. Strings keep every
+    psycopg dumps a list parameter element by element in Python; msgspec
+    encodes the whole list in C. Strings keep every
     character (JSON escapes control characters); dates go as RFC 3339 text,
     which a ``::timestamptz`` cast reads back exactly if they are in UTC (an
     offset with seconds loses them).

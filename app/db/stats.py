@@ -60,14 +60,9 @@ _STATS_COLUMNS = [
 ]  # fmt: skip
 
 
-def stats_from_row(row: tuple[Any, ...], at: dict[str, int]) -> OriginStats:
-    """The OriginStats of a row read with the columns of ``lock_stats``, at ``at``."""
-    return stats_reader(at)(row)
-
-
 def stats_reader(at: dict[str, int]) -> Callable[[tuple[Any, ...]], OriginStats]:
-    """``stats_from_row`` for the rows of one statement, the columns found once (a
-    journal batch reads thousands)."""
+    """The reader of OriginStats from the rows of one statement with the columns of
+    ``lock_stats`` at ``at``, found once (a journal batch reads thousands)."""
     tally_values = itemgetter(*[at[name] for name in _TALLY_COLUMNS])
     other_values = itemgetter(*[at[name] for name in _STATS_COLUMNS])
     # read where the query selects it (the re-planning sweep compares it)
@@ -116,38 +111,9 @@ STATS_STAGING = {
 }  # fmt: skip
 
 
-def stats_values(s: OriginStats) -> dict[str, Any]:
-    """The staging columns of one refolded origin, by name."""
-    t = s.tally
-    return {
-        "url": s.url,
-        "visit_type": s.visit_type,
-        "last_successful": t.last_successful,
-        "last_visit": s.last_visit,
-        "last_visit_status": t.last_visit_status,
-        "last_snapshot": t.last_snapshot,
-        "next_visit_queue_position": s.next_visit_queue_position,
-        "next_position_offset": t.next_position_offset,
-        "successive_visits": t.successive_visits,
-        "last_visit_number": t.last_visit_number,
-        "last_final_date": t.last_final_date,
-        "eventful_visits": t.eventful_visits,
-        "uneventful_visits": t.uneventful_visits,
-        "failed_visits": t.failed_visits,
-        "failures_in_a_row": t.failures_in_a_row,
-        "last_duration_s": t.last_duration_s,
-        "disabled_for_failures": s.disabled_for_failures,
-        "last_eventful": t.last_eventful,
-        "next_visit_anchor": s.next_visit_anchor,
-        "visit_history": encode_history(s.history),
-        "change_rate_per_day": s.change_rate_per_day,
-        "reported_change_delay_s": s.reported_change_delay_s,
-    }
-
-
 def stats_row(s: OriginStats) -> tuple[Any, ...]:
-    """The COPY row of one refolded origin: ``stats_values`` in STATS_STAGING's
-    order, built as a tuple (a journal batch writes thousands)."""
+    """The COPY row of one refolded origin, in STATS_STAGING's order, built as a
+    tuple (a journal batch writes thousands)."""
     t = s.tally
     return (
         s.url,

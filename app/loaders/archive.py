@@ -34,9 +34,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import IO, Any, ClassVar
 
 from app.domain.visit_status import FINAL_STATUSES
@@ -61,13 +63,14 @@ CLOSE_TIMEOUT_S = 30.0
 log = logging.getLogger("revisit.loaders.archive")
 
 
+@dataclass(frozen=True)
 class ArchiveLoader:
-    """Runs the archive's loader registered as ``loader.<name>`` in ``swh.workers``."""
+    """Runs the archive's loader registered as ``swh_worker`` in ``swh.workers`` on
+    URLs of ``schemes`` (``file`` only where the URL rules allow it)."""
 
     publishes_statuses: ClassVar[bool] = False
-    swh_worker: ClassVar[str] = ""
-    #: URL schemes the loader takes (``file`` only where the URL rules allow it).
-    schemes: ClassVar[frozenset[str]] = frozenset()
+    swh_worker: str
+    schemes: frozenset[str]
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
         """Visit ``url`` with the archive's loader in a child process; the result is
@@ -142,59 +145,38 @@ class ArchiveLoader:
         return None
 
 
-class ArchiveGitLoader(ArchiveLoader):
-    """swh-loader-git (``swh-git``): the schemes revisit's git loader visits."""
-
-    swh_worker = "loader.git"
-    schemes = GIT_SCHEMES
-
-
-class ArchiveHgLoader(ArchiveLoader):
-    """swh-loader-mercurial (``swh-hg``)."""
-
-    swh_worker = "loader.mercurial"
-    schemes = frozenset({"https", "http", "file"})
-
-
-class ArchiveSvnLoader(ArchiveLoader):
-    """swh-loader-svn from a remote dump (``swh-svn``)."""
-
-    swh_worker = "loader.svn"
-    schemes = frozenset({"https", "http", "svn", "file"})
+_WEB = frozenset({"https", "http", "file"})
+#: The archive's loaders as revisit loaders: plugin (its ``revisit.loaders`` entry
+#: point) → the archive's worker and the URL schemes it visits. The checkout and
+#: export loaders take one ref, path or tarball as a directory (``ref``,
+#: ``checksum_layout``, ``checksums`` arguments).
+PLUGINS: dict[str, tuple[str, frozenset[str]]] = {
+    "swh-git": ("loader.git", GIT_SCHEMES),
+    "swh-hg": ("loader.mercurial", _WEB),
+    "swh-svn": ("loader.svn", _WEB | {"svn"}),
+    "swh-git-checkout": ("loader.git-checkout", GIT_SCHEMES),
+    "swh-hg-checkout": ("loader.mercurial-checkout", _WEB),
+    "swh-svn-export": ("loader.svn-export", _WEB | {"svn"}),
+    "swh-tarball-directory": ("loader.directory", _WEB),
+}
 
 
-class ArchiveGitCheckoutLoader(ArchiveLoader):
-    """swh-loader-git's checkout loader (``swh-git-checkout``): one ref of a repository
-    as a directory (``ref``, ``checksum_layout``, ``checksums`` arguments)."""
-
-    swh_worker = "loader.git-checkout"
-    schemes = GIT_SCHEMES
+def plugin(name: str) -> Callable[[], ArchiveLoader]:
+    """The loader factory of the entry point ``name``."""
+    return partial(ArchiveLoader, *PLUGINS[name])
 
 
-class ArchiveHgCheckoutLoader(ArchiveLoader):
-    """swh-loader-mercurial's checkout loader (``swh-hg-checkout``)."""
-
-    swh_worker = "loader.mercurial-checkout"
-    schemes = ArchiveHgLoader.schemes
-
-
-class ArchiveSvnExportLoader(ArchiveLoader):
-    """swh-loader-svn's export loader (``swh-svn-export``): one path at one revision."""
-
-    swh_worker = "loader.svn-export"
-    schemes = ArchiveSvnLoader.schemes
-
-
-class ArchiveTarballDirectoryLoader(ArchiveLoader):
-    """swh-loader-core's directory loader (``swh-tarball-directory``): a tarball's
-    content as a directory, checked against its ``checksums``."""
-
-    swh_worker = "loader.directory"
-    schemes = frozenset({"https", "http", "file"})
-
+# What the entry points in pyproject.toml name.
+ArchiveGitLoader = plugin("swh-git")
+ArchiveHgLoader = plugin("swh-hg")
+ArchiveSvnLoader = plugin("swh-svn")
+ArchiveGitCheckoutLoader = plugin("swh-git-checkout")
+ArchiveHgCheckoutLoader = plugin("swh-hg-checkout")
+ArchiveSvnExportLoader = plugin("swh-svn-export")
+ArchiveTarballDirectoryLoader = plugin("swh-tarball-directory")
 
 #: The archive's workers the plugins run: what the fork server imports once.
-SWH_WORKERS = tuple(c.swh_worker for c in ArchiveLoader.__subclasses__())
+SWH_WORKERS = tuple(worker for worker, _ in PLUGINS.values())
 
 
 #: The fork server of this worker process (started at its first visit).

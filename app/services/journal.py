@@ -10,10 +10,11 @@ from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig
 from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
-from app.domain.placement import MirrorRow, Placement, place
+from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
 from app.kafka.codec import decode_event
 from app.services.context import Context
+from app.services.mirror_sync import place_rows
 from app.services.requests import FinishedRequest, follow_visits
 
 #: Final visits kept per origin, to refold when a status arrives late.
@@ -122,14 +123,6 @@ def write_batch(
         mirror_rows = write_stats(conn, outcome.written)
         outcome.finished_requests = follow_visits(conn, events)
     return outcome, mirror_rows
-
-
-def place_rows(ctx: Context, rows: list[MirrorRow], now: datetime) -> int:
-    """Move the written origins to their place in the Redis mirror."""
-    by_type: dict[str, list[Placement]] = defaultdict(list)
-    for row in rows:
-        by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
-    return sum(ctx.mirror.place(vt, placements) for vt, placements in by_type.items())
 
 
 def apply_events_batch(

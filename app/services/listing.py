@@ -11,7 +11,6 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,9 +19,10 @@ import psycopg
 
 from app.db import listings as db
 from app.db.connection import DictConnection
-from app.domain.placement import MirrorRow, Placement, place
+from app.domain.placement import MirrorRow
 from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_last_updates
 from app.services.context import Context
+from app.services.mirror_sync import place_rows
 from app.services.visit_types import add_listed_visit_types
 
 #: Most of a lister's origins a full listing may disable without an explicit flag
@@ -40,7 +40,7 @@ def record_listed_origins(
     """Record one batch of ``rows`` for a lister, all or nothing (a visit type
     nobody added is created, paused). Returns how many rows were recorded."""
     changed = _write_postgres(conn, lister_id, rows, now)
-    _write_redis(ctx, changed, now)
+    place_recorded(ctx, changed, now)
     return len(rows)
 
 
@@ -53,19 +53,11 @@ def _write_postgres(
         return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
 
 
-def _write_redis(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:
-    new = [row for row, inserted in changed if inserted]
-    moved = [row for row, inserted in changed if not inserted]
-    for visit_type, placements in _by_type(new, ctx, now).items():
-        ctx.mirror.add_new(visit_type, placements)
-    for visit_type, placements in _by_type(moved, ctx, now).items():
-        ctx.mirror.place(visit_type, placements, keep_inflight=True)
-
-
 def place_recorded(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:
     """Place in the Redis mirror the origins a committed listing batch added or moved
     (what ``app.db.listings.upsert_listed_origins`` returned)."""
-    _write_redis(ctx, changed, now)
+    place_rows(ctx, [row for row, inserted in changed if inserted], now, new=True)
+    place_rows(ctx, [row for row, inserted in changed if not inserted], now, keep_inflight=True)
 
 
 @dataclass
@@ -120,7 +112,7 @@ def import_listing(
         # batch in Postgres but not in the mirror would wait for a rebuild.
         while (item := to_redis.get()) is not _DONE:
             try:
-                _write_redis(ctx, *item)  # type: ignore[misc]
+                place_recorded(ctx, *item)  # type: ignore[misc]
             except BaseException as exc:
                 failure.append(exc)
 
@@ -215,16 +207,3 @@ def finish_listing(
         changed = db.disable_unseen(conn, lister_id, started, now)
     place_rows(ctx, changed, now)
     return len(changed)
-
-
-def place_rows(ctx: Context, rows: Iterable[MirrorRow], now: datetime) -> None:
-    """Move origins whose Postgres row changed to their place in the mirror."""
-    for visit_type, placements in _by_type(rows, ctx, now).items():
-        ctx.mirror.place(visit_type, placements)
-
-
-def _by_type(rows: Iterable[MirrorRow], ctx: Context, now: datetime) -> dict[str, list[Placement]]:
-    by_type: dict[str, list[Placement]] = defaultdict(list)
-    for row in rows:
-        by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
-    return by_type

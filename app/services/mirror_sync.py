@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import redis
 from msgspec import structs
 
 from app.db.connection import DictConnection
-from app.db.listings import mirror_row
 from app.db.mirror import mirror_row_batches, mirror_rows_of_ids, unstarted_ids, urls_of
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from app.services.context import Context
@@ -123,19 +122,31 @@ def requeue_unstarted(
         yield p
 
 
-def confirm_scheduled(
-    ctx: Context, visit_type: str, rows: Iterable[dict[str, Any]], now: datetime
+def place_rows(
+    ctx: Context,
+    rows: Iterable[MirrorRow],
+    now: datetime,
+    *,
+    new: bool = False,
+    keep_inflight: bool = False,
 ) -> int:
-    """Place origins just marked scheduled (``mark_scheduled``'s rows) at the version
-    that write gave them: in flight since ``now``.
+    """Place in the mirror, at ``now``, the origins whose PostgreSQL rows were just
+    written (listings, the journal, the scheduler's marks, operators, re-planning);
+    return how many moved. Each row's version decides against a concurrent writer.
 
-    The pop moved them in flight before Postgres knew; a journal client that
-    committed before the mark but reached Redis after the pop may have moved
-    one back to a pool. This placement wins over it (a higher version), and
-    any later one of the journal wins over this.
+    ``new``: rows just inserted, which cannot be in the mirror yet (plain writes,
+    ``Mirror.add_new``). ``keep_inflight``: leave alone origins Redis has in
+    flight, for writers that cannot know of a pop still being recorded.
     """
-    placements = [place(mirror_row(r), now, ctx.cooldowns) for r in rows]
-    return ctx.mirror.place(visit_type, placements)
+    by_type: dict[str, list[Placement]] = defaultdict(list)
+    for row in rows:
+        by_type[row.visit_type].append(place(row, now, ctx.cooldowns))
+    if new:
+        return sum(ctx.mirror.add_new(vt, placements) for vt, placements in by_type.items())
+    return sum(
+        ctx.mirror.place(vt, placements, keep_inflight=keep_inflight)
+        for vt, placements in by_type.items()
+    )
 
 
 def ensure_built(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) -> bool:

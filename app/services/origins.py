@@ -13,7 +13,7 @@ from app.db import origins as db
 from app.db.connection import DictConnection
 from app.inputs.api import RequestVisit
 from app.services.context import Context
-from app.services.listing import place_rows
+from app.services.mirror_sync import place_rows
 from app.services.requests import RequestError, create_request
 
 

@@ -21,10 +21,10 @@ from datetime import datetime, timedelta
 from app.db.connection import DictConnection
 from app.db.replan import PlannedTarget, set_planned_targets, stats_after
 from app.db.scheduling import VisitTypeConfig
-from app.domain.placement import place
 from app.domain.visit_stats import Fudge, keyed_fudge, replanned_target
 from app.services.context import Context
 from app.services.journal import stats_policy
+from app.services.mirror_sync import place_rows
 
 #: A target that moves less than this is left alone (no write, no Redis move).
 TOLERANCE = timedelta(minutes=1)
@@ -84,8 +84,6 @@ def replan_slice(
             moves.append((origin_id, target, stats.tally.last_final_date, delay))
     with conn.transaction():
         written = set_planned_targets(conn, moves)
-    if written:
-        placements = [place(row, now, ctx.cooldowns) for row in written]
-        ctx.mirror.place(config.name, placements, keep_inflight=True)
+    place_rows(ctx, written, now, keep_inflight=True)
     ctx.mirror.set_replan_state(config.name, rows[-1][0] if len(rows) == limit else 0, multiplier)
     return len(written)

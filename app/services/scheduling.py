@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from app.db.connection import DictConnection
+from app.db.listings import mirror_row
 from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import (
     advance_queue_position,
@@ -30,7 +31,7 @@ from app.domain.policies import (
 )
 from app.services.allocation import planned_lateness, refresh_allocation, schedule_drift_s
 from app.services.context import Context
-from app.services.mirror_sync import confirm_scheduled, ensure_built
+from app.services.mirror_sync import ensure_built, place_rows
 from app.services.replan import replan_slice
 from queues.mirror import RebuildInProgress
 
@@ -220,7 +221,10 @@ def _record(
         ]
         if targets:
             advance_queue_position(conn, visit_type, epoch_s(max(targets)))
-    confirm_scheduled(ctx, visit_type, rows, now)
+    # In flight since now, at the version the mark gave them: this wins over a
+    # journal client that committed before the mark but reached Redis after the
+    # pop (and moved one back to a pool); any later placement wins over this.
+    place_rows(ctx, map(mirror_row, rows), now)
     now_s = epoch_s(now)
     visit = visit_number(now_s)
     return [

@@ -4,8 +4,7 @@
 -- Lock the rows a batch refolds, in one fixed order (the keys come sorted), so
 -- concurrent journal clients cannot deadlock, and read them. The lateral
 -- subquery makes each key one primary-key probe: a plain join let the planner
--- hash the whole table for every batch (95 ms for 5,000 keys of 200,000 rows,
--- growing with the table; 21 ms this way, whatever its size). The keys come as
+-- hash the whole table for every batch, a cost that grows with the table. The keys come as
 -- JSON arrays (app.db.rows.json_array: psycopg dumps a list element by element
 -- in Python).
 select st.*

@@ -2,12 +2,10 @@
 
 -- name: refresh_scheduler_metrics
 -- Seed 002's coverage, per lister and visit type, in one statement (rows of
--- listers or visit types no longer listed are deleted): one pass
--- over listed_origins joined to the stats (a parallel hash join). Measured at
--- 1M origins on 2 cores: 0.33 s; a variant joining only the stats rows that
--- can count (never visited, or changed since the last visit) took 0.41 s
--- with 10%% of them behind, and grows with the backlog, so it was not kept.
--- The scheduler runs it off its scheduling thread (monitoring/coverage.py).
+-- listers or visit types no longer listed are deleted): one pass over
+-- listed_origins joined to the stats (a parallel hash join), whose cost does not
+-- grow with the backlog. The scheduler runs it off its scheduling thread
+-- (monitoring/coverage.py).
 with figures as (
   select lo.lister_id, lo.visit_type,
          count(*) as known,

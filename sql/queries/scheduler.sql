@@ -10,7 +10,7 @@
 -- listed_origins_with_arguments), and are null for the others (no '{}' to
 -- parse a thousand times). It also returns the
 -- mirror columns and the new version, for the scheduler to confirm the
--- origins in flight at that version (app.services.mirror_sync.confirm_scheduled).
+-- origins in flight at that version (app.services.mirror_sync.place_rows).
 -- version is bumped here, not by the row trigger's function (migration 16).
 with marked as (
   update origin_visit_stats st set last_scheduled = %(now)s, version = st.version + 1

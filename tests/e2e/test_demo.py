@@ -2,28 +2,18 @@
 
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.e2e import run_to_the_end
+
 
 def test_demo_visits_every_listed_repository_and_stops_cleanly() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REVISIT_")}
-    proc = subprocess.run(
-        [str(Path(sys.executable).parent / "revisit"), "demo", "--repos", "6", "--duration", "25"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "stopped." in proc.stdout
+    out = run_to_the_end("demo", "--repos", "6", "--duration", "25", timeout=240)
+    assert "stopped." in out
     # The last summary row: lister runs, listed, visited, eventful, uneventful, failed,
     # commits made.
-    rows = re.findall(r"│" + r"\s+(\d+) │" * 7, proc.stdout)
+    rows = re.findall(r"│" + r"\s+(\d+) │" * 7, out)
     lister_runs, listed, visited, eventful, uneventful, failed, commits = map(int, rows[-1])
     assert lister_runs >= 2  # the gitdir lister's full listing, then incremental ones
     assert listed == 7 and visited == 7  # 6 repositories and the deleted project
@@ -38,18 +28,8 @@ def test_the_archive_demo_visits_with_swh_loader_git_and_prints_what_the_archive
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REVISIT_")}
-    revisit = str(Path(sys.executable).parent / "revisit")
-    proc = subprocess.run(
-        [revisit, "demo", "--archive", "--repos", "3", "--duration", "30"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    held = proc.stdout.split("what the archive holds:", 1)[1]
+    out = run_to_the_end("demo", "--archive", "--repos", "3", "--duration", "30", timeout=240)
+    held = out.split("what the archive holds:", 1)[1]
     snapshots = re.findall(r"project-\d+ +visit \d+: full +swh:1:snp:[0-9a-f]{40} +\[(.*)\]", held)
     assert len(snapshots) == 3
     assert all("refs/heads/main" in branches for branches in snapshots)

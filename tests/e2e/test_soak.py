@@ -6,11 +6,10 @@ The 30-minute figures are in benchmarks/README.md (``python -m benchmarks.soak``
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e import run_to_the_end
+
 FAULTS = "kill,redis,broker,postgres,poison,bad_api"
 KINDS = {
     *(f"kill_{p}" for p in ("scheduler", "journal", "api")),
@@ -26,22 +25,12 @@ KINDS = {
 
 def test_two_minutes_of_random_faults_lose_nothing_and_need_no_person(tmp_path: Path) -> None:
     report_path = tmp_path / "soak.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.soak",
-            *("--origins", "300", "--seconds", "120", "--settle-s", "40"),
-            *("--warmup-s", "8", "--fault-every-s", "5", "--faults", FAULTS),
-            *("--logs", str(tmp_path / "logs"), "--json", str(report_path)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    run_to_the_end(
+        *("-m", "benchmarks.soak", "--origins", "300", "--seconds", "120", "--settle-s", "40"),
+        *("--warmup-s", "8", "--fault-every-s", "5", "--faults", FAULTS),
+        *("--logs", str(tmp_path / "logs"), "--json", str(report_path)),
         timeout=600,
-        check=False,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(report_path.read_text())
     assert set(report["faults"]) == KINDS, report
     assert all(r["never"] == 0 for r in report["resume_s"].values()), report

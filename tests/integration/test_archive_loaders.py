@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -332,22 +332,38 @@ def _hg_commit(repo: Path, message: str) -> None:
     _hg(repo, "commit", "-q", "-A", "-u", "test", "-m", message)
 
 
-def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_commits(
+#: ``visit_twice(url, visit_type, change)``.
+VisitTwice = Callable[[str, str, Callable[[], None]], None]
+
+
+@pytest.fixture
+def visit_twice(
     settings: Settings,
     conn: DictConnection,
     ctx: Context,
     archive: Archive,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+) -> VisitTwice:
+    """Serve a visit type with the archive's loader and check that an origin is
+    visited, then revisited eventfully after ``change``, and that revisit's stats
+    then match the archive's visits."""
+    return functools.partial(_visit_twice, conn, ctx, archive, tmp_path, monkeypatch)
+
+
+def _visit_twice(
+    conn: DictConnection,
+    ctx: Context,
+    archive: Archive,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    visit_type: str,
+    change: Callable[[], None],
 ) -> None:
-    repo = tmp_path / "hg" / "repo"
-    repo.mkdir(parents=True)
-    _hg(repo, "init")
-    _hg_commit(repo, "one")
-    url = repo.as_uri()
-    monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", '["hg"]')
-    _loader(conn, "hg", "swh-hg")
-    list_origins(conn, ctx, [url], visit_type="hg")
+    monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", f'["{visit_type}"]')
+    _loader(conn, visit_type, f"swh-{visit_type}")
+    list_origins(conn, ctx, [url], visit_type=visit_type)
     logs = tmp_path / "logs"
     logs.mkdir()
     env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
@@ -356,7 +372,7 @@ def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_co
     with running(journal, env, logs), running(visiting, env, logs):
         wait_for(lambda: bool(archive.finals(url)), 40, "a first visit", logs)
         first = archive.finals(url)[0]
-        _hg_commit(repo, "two")
+        change()
         wait_for(
             lambda: any(v.snapshot != first.snapshot for v in archive.finals(url)),
             40,
@@ -367,6 +383,16 @@ def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_co
         wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
     assert first.status == "full"
     assert stats_by_url(conn)[url]["eventful_visits"] == 2
+
+
+def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_commits(
+    tmp_path: Path, visit_twice: VisitTwice
+) -> None:
+    repo = tmp_path / "hg" / "repo"
+    repo.mkdir(parents=True)
+    _hg(repo, "init")
+    _hg_commit(repo, "one")
+    visit_twice(repo.as_uri(), "hg", lambda: _hg_commit(repo, "two"))
 
 
 def _svn_tools() -> None:
@@ -393,12 +419,7 @@ def _svn_commit(url: str, tmp_path: Path, message: str) -> None:
 
 
 def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
-    settings: Settings,
-    conn: DictConnection,
-    ctx: Context,
-    archive: Archive,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, visit_twice: VisitTwice
 ) -> None:
     _svn_tools()
     repo = tmp_path / "svn" / "repo"
@@ -407,25 +428,4 @@ def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
     url = repo.as_uri()
     subprocess.run(["svnmucc", "-m", "layout", "mkdir", f"{url}/trunk"], check=True)
     _svn_commit(url, tmp_path, "one")
-    monkeypatch.setenv("REVISIT_WORKER_VISIT_TYPES_ALLOW", '["svn"]')
-    _loader(conn, "svn", "swh-svn")
-    list_origins(conn, ctx, [url], visit_type="svn")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
-    journal = {"journal": PROCESSES["journal"]}
-    visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
-    with running(journal, env, logs), running(visiting, env, logs):
-        wait_for(lambda: bool(archive.finals(url)), 40, "a first visit", logs)
-        first = archive.finals(url)[0]
-        _svn_commit(url, tmp_path, "two")
-        wait_for(
-            lambda: any(v.snapshot != first.snapshot for v in archive.finals(url)),
-            40,
-            "an eventful revisit",
-            logs,
-        )
-    with running(journal, env, logs):
-        wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match the archive", logs)
-    assert first.status == "full"
-    assert stats_by_url(conn)[url]["eventful_visits"] == 2
+    visit_twice(url, "svn", lambda: _svn_commit(url, tmp_path, "two"))

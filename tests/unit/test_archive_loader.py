@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.loaders.archive import (
+    PLUGINS,
     ArchiveGitLoader,
     ArchiveHgLoader,
     ArchiveLoader,
@@ -96,3 +97,10 @@ def test_each_archive_plugin_resolves_to_the_archives_loader_class(
     assert isinstance(loader, ArchiveLoader) and not loader.publishes_statuses
     found = _loader_class(loader.swh_worker)
     assert (found.__module__, found.__name__) == (module, name)
+
+
+def test_every_archive_plugin_of_the_table_is_an_installed_entry_point() -> None:
+    for name, (worker, schemes) in PLUGINS.items():
+        loader = get_loader(name)
+        assert isinstance(loader, ArchiveLoader)
+        assert (loader.swh_worker, loader.schemes) == (worker, schemes)
