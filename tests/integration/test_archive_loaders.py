@@ -302,10 +302,11 @@ def test_a_repository_that_hangs_is_killed_at_the_time_limit_and_closed_failed_i
             wait_for(
                 lambda: (
                     "slow lane time limit (3s)" in worker_log.read_text()
+                    and len(archive.finals(stuck)) >= 2
                     and len(archive.finals(url)) >= 2
                 ),
-                40,
-                "the hanging visit to fail in the slow lane, the other origin visited on",
+                60,
+                "the hanging visit to be closed failed in both lanes, the other origin visited on",
                 logs,
             )
             wait_for(lambda: _agree(conn, archive), 20, "revisit's stats to match", logs)
