@@ -96,11 +96,12 @@ def adjust_priority(payload: Any) -> None:
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def cancel_request(payload: Any) -> None:
-    """Abort a blocked, pending or scheduled request."""
+    """Abort a blocked, pending, scheduled or running request and what was made for it."""
     cancel = validated(CancelRequest, payload)
     ctx = _ctx()
+    namespace = ctx.settings.redis_namespace
     with _conn() as conn, _bad_input("CancelRequest"):
-        req.cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, _now())
+        req.cancel_request(conn, ctx.redis, namespace, cancel.request_id, _now(), cancel.by)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)

@@ -74,9 +74,10 @@ class RevisitClient:
             "adjust_priority", AdjustPriority, {"request_id": request_id, "delta": delta}
         )
 
-    def cancel_request(self, request_id: int) -> str:
-        """Abort a blocked, pending or scheduled request."""
-        return self._send("cancel_request", CancelRequest, {"request_id": request_id})
+    def cancel_request(self, request_id: int, by: str | None = None) -> str:
+        """Abort a blocked, pending, scheduled or running request (its visit is
+        stopped) and the open requests made for it; ``by``: who."""
+        return self._send("cancel_request", CancelRequest, {"request_id": request_id, "by": by})
 
     def record_listing(self, **fields: Any) -> str:
         """Send a batch of a lister's origins (fields of app.inputs.api.RecordListing)."""

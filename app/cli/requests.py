@@ -138,7 +138,7 @@ def request_show(
             console.print(f"  {e['id']} {e['status']} {e['url']}{may_fail}", markup=False)
 
 
-def _request_op(op: str, request_id: int, delta: int = 0) -> None:
+def _request_op(op: str, request_id: int, delta: int = 0, by: str | None = None) -> None:
     from app.services import requests as req
 
     settings = get_settings()
@@ -149,9 +149,12 @@ def _request_op(op: str, request_id: int, delta: int = 0) -> None:
                 console.print(
                     f"request {request_id}: priority {req.adjust_priority(conn, request_id, delta)}"
                 )
-            elif op == "cancel":
-                req.cancel_request(conn, ctx.redis, settings.redis_namespace, request_id, now())
-                console.print(f"request {request_id}: aborted")
+            elif op == "abort":
+                aborted = req.cancel_request(
+                    conn, ctx.redis, settings.redis_namespace, request_id, now(), by
+                )
+                more = f" (and {len(aborted) - 1} made for it or after it)" if aborted[1:] else ""
+                console.print(f"request {request_id}: aborted{more}")
             else:
                 console.print(
                     f"request {request_id}: retried as {req.retry_request(conn, request_id)}"
@@ -180,11 +183,18 @@ def request_adjust(
     _request_op("adjust", request_id, delta)
 
 
-@request_app.command("cancel")
-def request_cancel(request_id: RequestId) -> None:
-    """Abort a blocked, pending or scheduled request, and its dependents not allowed
-    to fail without it."""
-    _request_op("cancel", request_id)
+@request_app.command("abort")
+def request_abort(
+    request_id: RequestId,
+    by: Annotated[str | None, typer.Option(help="who aborts it (kept in its reason)")] = None,
+) -> None:
+    """Abort a blocked, pending, scheduled or running request (its running visit
+    is stopped, its origin stays in its pool), the open requests made for it
+    (--parent, a workflow's), and the dependents not allowed to fail without them."""
+    _request_op("abort", request_id, by=by)
+
+
+request_app.command("cancel", hidden=True)(request_abort)
 
 
 @request_app.command("retry")

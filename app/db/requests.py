@@ -107,11 +107,19 @@ def adjust_priority(
     return None if row is None else int(row["priority"])
 
 
-def cancel_request(conn: DictConnection, request_id: int, now: datetime) -> bool:
-    """Abort a blocked, pending or scheduled request; False if there is no such request."""
-    return (
-        conn.execute(query("cancel_request"), {"id": request_id, "now": now}).fetchone() is not None
-    )
+def abort_request(conn: DictConnection, request_id: int, reason: str, now: datetime) -> str | None:
+    """Abort a blocked, pending, scheduled or running request; the status it had,
+    None if there is no such request."""
+    params = {"id": request_id, "reason": reason, "now": now}
+    row = conn.execute(query("abort_request"), params).fetchone()
+    return None if row is None else str(row["was"])
+
+
+def abort_children(conn: DictConnection, request_id: int, now: datetime) -> dict[int, str]:
+    """Abort the open requests made for ``request_id``, transitively; the status
+    each had, by id."""
+    params = {"id": request_id, "now": now}
+    return {r["id"]: str(r["was"]) for r in conn.execute(query("abort_children"), params)}
 
 
 def end_unvisited_request(

@@ -94,9 +94,13 @@ class AdjustPriority(_Payload):
 
 
 class CancelRequest(_Payload):
-    """Abort a blocked, pending or scheduled request."""
+    """Abort a blocked, pending, scheduled or running request (a running visit
+    is stopped) and the open requests made for it."""
 
     request_id: int = Field(ge=1, lt=2**63)
+    by: StoredText | None = Field(
+        default=None, max_length=200, description="who aborts it (kept in its reason)"
+    )
 
 
 def _listed_origin(value: Any) -> ListedOriginIn:

@@ -118,14 +118,17 @@ def _base_priority(conn: DictConnection, request: RequestVisit) -> int:
     return int(parent["priority"])
 
 
-def _settle(conn: DictConnection, ended: list[int]) -> None:
+def _settle(conn: DictConnection, ended: list[int]) -> list[int]:
     """Abort or release the blocked dependents of requests that just ended, and
     the dependents of those aborted, transitively (inside the caller's
-    transaction, holding the graph lock)."""
+    transaction, holding the graph lock); every id ended or aborted."""
+    seen = list(ended)
     while ended:
         aborted = db.abort_dependents(conn, ended)
         db.release_dependents(conn, ended)
+        seen += aborted
         ended = aborted
+    return seen
 
 
 def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
@@ -159,16 +162,36 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
 
 
 def cancel_request(
-    conn: DictConnection, client: redis.Redis, namespace: str, request_id: int, now: datetime
-) -> None:
-    """Abort a blocked, pending or scheduled request (a worker that receives it
-    skips it); its dependents are aborted too, unless allowed to fail."""
+    conn: DictConnection,
+    client: redis.Redis,
+    namespace: str,
+    request_id: int,
+    now: datetime,
+    by: str | None = None,
+) -> list[int]:
+    """Abort a blocked, pending, scheduled or running request (``by``: who, kept in
+    its reason), the open requests made for it (its children, transitively), and
+    their dependents not allowed to fail without them; the ids aborted.
+
+    A worker that receives one of them skips it; one running its visit stops it
+    and publishes no final status, so the visit neither fails the origin's stats
+    nor counts as a visit outcome, and the origin stays in its pool.
+    """
+    reason = f"aborted by {by}" if by else "aborted"
     with conn.transaction():
         db.lock_request_graph(conn)
-        if not db.cancel_request(conn, request_id, now):
-            raise RequestError(f"request_id: no blocked, pending or scheduled request {request_id}")
-        _settle(conn, [request_id])
-    client.sadd(aborted_requests(namespace), request_id)
+        was = db.abort_request(conn, request_id, reason[:500], now)
+        if was is None:
+            raise RequestError(
+                f"request_id: no blocked, pending, scheduled or running request {request_id}"
+            )
+        children = db.abort_children(conn, request_id, now)
+        aborted = _settle(conn, [request_id, *children])
+    # Only a scheduled or running request can be at a worker (blocked ones were never sent).
+    sent = [i for i, s in {request_id: was, **children}.items() if s in ("scheduled", "running")]
+    if sent:
+        client.sadd(aborted_requests(namespace), *sent)
+    return aborted
 
 
 def end_unvisited_request(

@@ -55,10 +55,33 @@ where id = %(id)s and status in ('blocked', 'pending')
   and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 
--- name: cancel_request
-update visit_requests set status = 'aborted', finished_at = %(now)s
-where id = %(id)s and status in ('blocked', 'pending', 'scheduled')
-returning id
+-- name: abort_request
+-- The status it had: a worker may hold a scheduled or running one, and stops
+-- its visit (it reads the aborted set in Redis).
+update visit_requests r
+set status = 'aborted', finished_at = %(now)s, failure_reason = %(reason)s
+from (select id, status::text as was from visit_requests where id = %(id)s for update) old
+where r.id = old.id and old.was in ('blocked', 'pending', 'scheduled', 'running')
+returning r.id, old.was
+
+-- name: abort_children
+-- The open requests made for request %(id)s (its children, transitively) are
+-- aborted with it, naming it; with the status each had.
+with recursive tree(id) as (
+  select id from visit_requests where parent = %(id)s
+  union
+  select r.id from visit_requests r join tree on r.parent = tree.id
+), old as (
+  select r.id, r.status::text as was from visit_requests r join tree using (id)
+  where r.status in ('blocked', 'pending', 'scheduled', 'running')
+  for update of r
+)
+update visit_requests r
+set status = 'aborted', finished_at = %(now)s, aborted_by = %(id)s,
+    failure_reason = 'parent request ' || %(id)s || ' aborted'
+from old
+where r.id = old.id
+returning r.id, old.was
 
 -- name: supersede_request
 update visit_requests set superseded_by = %(new_id)s
