@@ -144,9 +144,9 @@ returning id
 select distinct url, visit_type from visit_requests where status in ('scheduled', 'running')
 
 -- name: open_requests_by_visit_type
--- Requests not yet done, per visit type and status (the live view).
+-- Visit requests not yet done, per visit type and status (the live view).
 select visit_type, status::text, count(*) as n from visit_requests
-where status in ('pending', 'scheduled', 'running')
+where status in ('blocked', 'pending', 'scheduled', 'running') and visit_type is not null
 group by visit_type, status
 
 -- name: lock_request_graph
