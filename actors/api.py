@@ -5,7 +5,7 @@ Consumed by ``revisit api`` (Procfile ``api``). Payloads are documented by
 field named, nothing is written, and Dramatiq dead-letters it (no retry).
 
 Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
-actor names ``request_visit``, ``adjust_priority``, ``cancel_request``,
+actor names ``request_visit``, ``adjust_priority``, ``cancel_request``, ``add_forge``,
 ``record_listing``, queue ``revisit.api``, one keyword argument ``payload``
 holding the model's fields.
 
@@ -35,6 +35,7 @@ from app.db.connection import Connections, DictConnection
 from app.db.listings import UnknownLister, find_lister
 from app.domain.queue_names import API_QUEUE
 from app.inputs.api import (
+    AddForge,
     AdjustPriority,
     CancelRequest,
     InvalidPayload,
@@ -44,6 +45,7 @@ from app.inputs.api import (
 )
 from app.inputs.listing import ListingInputError
 from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
+from app.listers.forges import add_forge as add_forge_now
 from app.listers.interface import ListerInterface
 from app.services import requests as req
 from app.services.context import Context
@@ -92,6 +94,15 @@ def adjust_priority(payload: Any) -> None:
     with _conn() as conn, _bad_input("AdjustPriority"):
         priority = req.adjust_priority(conn, change.request_id, change.delta)
     log.info("request %d: priority %d", change.request_id, priority)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def add_forge(payload: Any) -> None:
+    """Add forge now: schedule the lister, list now, then first-visit what it lists."""
+    forge = validated(AddForge, payload)
+    with _conn() as conn, _bad_input("AddForge"):
+        request_id = add_forge_now(conn, forge, _now())
+    log.info("request %d: add forge now %s/%s", request_id, forge.lister, forge.instance)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from app.db.connection import DictConnection
 from app.db.queries import query
@@ -181,3 +182,43 @@ def requests_finished(
             "success": sorted(SUCCESS_STATUSES),
         },
     ).fetchall()
+
+
+def insert_listing_request(conn: DictConnection, params: dict[str, Any]) -> int:
+    """Record a lister's next full listing as a running request; its id."""
+    row = conn.execute(query("insert_listing_request"), params).fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+def open_listing_request(conn: DictConnection, lister_id: UUID) -> int | None:
+    """The running listing request of a lister, None if none."""
+    row = conn.execute(query("open_listing_request"), {"lister_id": lister_id}).fetchone()
+    return None if row is None else int(row["id"])
+
+
+def insert_first_visits(
+    conn: DictConnection, parent: int, origins: list[tuple[str, str]], now: datetime
+) -> None:
+    """Make the (url, visit_type) origins' first visits children of ``parent``,
+    blocked until it ends (one per origin)."""
+    params = {
+        "parent": parent,
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+        "now": now,
+    }
+    conn.execute(query("insert_first_visits"), params)
+
+
+def end_listing_request(
+    conn: DictConnection, lister_id: UUID, error: str | None, now: datetime
+) -> list[int]:
+    """End the running listing request of a lister (failed with ``error`` if one); its id."""
+    params = {"lister_id": lister_id, "error": error, "now": now}
+    return [r["id"] for r in conn.execute(query("end_listing_request"), params)]
+
+
+def children(conn: DictConnection, request_id: int, limit: int) -> list[dict[str, Any]]:
+    """The requests made for ``request_id`` per status: count and the first ``limit``."""
+    return conn.execute(query("children"), {"id": request_id, "limit": limit}).fetchall()

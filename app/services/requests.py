@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import redis
 
@@ -24,6 +25,7 @@ from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
+from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from queues.keys import aborted_requests
 
@@ -107,11 +109,13 @@ def _check_prerequisites(conn: DictConnection, ids: list[int], allowed: set[int]
 
 
 def _base_priority(conn: DictConnection, request: RequestVisit) -> int:
-    """The priority asked for, else the parent's effective priority, else 0 (seed 004)."""
+    """The priority asked for, else the parent's effective priority, else its
+    kind's workflow template's, else 0 (seed 004)."""
     if request.priority is not None:
         return request.priority
     if request.parent is None:
-        return 0
+        template = TEMPLATES.get(request.kind)
+        return 0 if template is None else template.priority
     parent = db.request(conn, request.parent)
     if parent is None:
         raise RequestError(f"parent: no request {request.parent}")
@@ -170,8 +174,9 @@ def cancel_request(
     by: str | None = None,
 ) -> list[int]:
     """Abort a blocked, pending, scheduled or running request (``by``: who, kept in
-    its reason), the open requests made for it (its children, transitively), and
-    their dependents not allowed to fail without them; the ids aborted.
+    its reason), the open requests made for it (its children, transitively, even
+    when it ended itself: a workflow's listing), and their dependents not allowed
+    to fail without them; the ids aborted.
 
     A worker that receives one of them skips it; one running its visit stops it
     and publishes no final status, so the visit neither fails the origin's stats
@@ -181,12 +186,15 @@ def cancel_request(
     with conn.transaction():
         db.lock_request_graph(conn)
         was = db.abort_request(conn, request_id, reason[:500], now)
-        if was is None:
-            raise RequestError(
-                f"request_id: no blocked, pending, scheduled or running request {request_id}"
-            )
+        # A workflow's request that ended (its listing) may still have open children.
         children = db.abort_children(conn, request_id, now)
-        aborted = _settle(conn, [request_id, *children])
+        if was is None and not children:
+            raise RequestError(
+                f"request_id: no blocked, pending, scheduled or running request {request_id} "
+                "nor one made for it"
+            )
+        ended = [request_id] if was is not None else []
+        aborted = _settle(conn, [*ended, *children])
     # Only a scheduled or running request can be at a worker (blocked ones were never sent).
     sent = [i for i, s in {request_id: was, **children}.items() if s in ("scheduled", "running")]
     if sent:
@@ -216,6 +224,10 @@ def retry_request(conn: DictConnection, request_id: int) -> int:
     with conn.transaction():
         db.lock_request_graph(conn)
         old = get_request(conn, request_id)
+        if old["lister_id"] is not None:
+            raise RequestError(
+                f"request_id: request {request_id} is a listing: add the forge again instead"
+            )
         if old["status"] != "failed":
             raise RequestError(f"request_id: request {request_id} is {old['status']}, not failed")
         if old["superseded_by"] is not None:
@@ -236,6 +248,61 @@ def retry_request(conn: DictConnection, request_id: int) -> int:
         # aborted again by it: settling their prerequisites decides.
         _settle(conn, db.revive_aborted(conn, request_id))
     return new_id
+
+
+def start_listing_request(
+    conn: DictConnection,
+    lister_id: UUID,
+    url: str,
+    template: WorkflowTemplate,
+    priority: int | None,
+    requested_by: str | None,
+    now: datetime,
+) -> int:
+    """Record the lister's next full listing as a running request of ``template``'s
+    kind (its priority unless ``priority``); return its id. The listing makes the
+    first visits of what it lists its children (``request_first_visits``) and
+    releases them when it ends (``end_listing_request``).
+
+    Refused, with nothing written: a lister with a listing request under way.
+    """
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        under_way = db.open_listing_request(conn, lister_id)
+        if under_way is not None:
+            raise RequestError(f"lister: its listing is already request {under_way}, under way")
+        params = {
+            "url": url,
+            "lister_id": lister_id,
+            "kind": template.kind,
+            "base_priority": template.priority if priority is None else priority,
+            "requested_by": requested_by,
+            "now": now,
+        }
+        return db.insert_listing_request(conn, params)
+
+
+def request_first_visits(
+    conn: DictConnection, lister_id: UUID, origins: list[tuple[str, str]], now: datetime
+) -> None:
+    """Make the first visits of these (url, visit_type) origins, which a full
+    listing of the lister just recorded, requests waiting for its listing
+    request, if it has one under way."""
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        listing = db.open_listing_request(conn, lister_id)
+        if listing is not None and origins:
+            db.insert_first_visits(conn, listing, origins, now)
+
+
+def end_listing_request(
+    conn: DictConnection, lister_id: UUID, error: str | None, now: datetime
+) -> None:
+    """End the lister's listing request, if it has one under way: succeeded (its
+    first visits become pending), or failed with ``error`` (they are aborted)."""
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        _settle(conn, db.end_listing_request(conn, lister_id, error and error[:500], now))
 
 
 @dataclass(frozen=True)

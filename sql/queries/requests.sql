@@ -18,7 +18,7 @@ select id, url, visit_type, kind, base_priority, priority_adjustment,
        base_priority + priority_adjustment as priority, status::text, requested_by,
        extra_loader_arguments, created, scheduled_at, started_at, finished_at,
        visit_status::text, supersedes, superseded_by, external_id, failure_reason, parent,
-       aborted_by
+       aborted_by, lister_id
 from visit_requests where id = %(id)s
 
 -- name: list_requests
@@ -26,8 +26,14 @@ select id, url, visit_type, kind, base_priority + priority_adjustment as priorit
        status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by,
        failure_reason,
        (select coalesce(array_agg(d.prerequisite order by d.prerequisite), '{}')
-        from request_dependencies d where d.request_id = r.id) as prerequisites
+        from request_dependencies d where d.request_id = r.id) as prerequisites,
+       c.children, c.visited
 from visit_requests r
+cross join lateral (
+  select count(*) as children,
+         count(*) filter (where status in ('succeeded', 'failed')) as visited
+  from visit_requests where parent = r.id
+) c
 where (%(status)s::text is null or status::text = %(status)s)
 order by (status = 'pending') desc, (status = 'blocked') desc,
          base_priority + priority_adjustment desc, id
@@ -235,3 +241,51 @@ with recursive doomed(id) as (
 )
 select distinct d.prerequisite as id
 from request_dependencies d join revived on d.request_id = revived.id
+
+-- name: insert_listing_request
+-- A lister's next full listing as a request (a workflow's first step): running
+-- from the start, as no scheduler sends it; the lister run ends it.
+insert into visit_requests (url, lister_id, kind, base_priority, requested_by, status,
+                            started_at, created)
+values (%(url)s, %(lister_id)s, %(kind)s, %(base_priority)s, %(requested_by)s, 'running',
+        %(now)s, %(now)s)
+returning id
+
+-- name: open_listing_request
+select id from visit_requests where lister_id = %(lister_id)s and status = 'running'
+
+-- name: insert_first_visits
+-- The first visits of the origins a workflow's listing reports: children of its
+-- request, blocked until it ends, at its effective priority (seed 004); an
+-- origin listed twice gets one.
+with made as (
+  insert into visit_requests (url, visit_type, kind, base_priority, requested_by, parent,
+                              status, created)
+  select o.url, o.visit_type, p.kind, p.base_priority + p.priority_adjustment, p.requested_by,
+         p.id, 'blocked'::request_status, %(now)s
+  from (select distinct url, visit_type
+        from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)) o
+  join visit_requests p on p.id = %(parent)s
+  where not exists (select 1 from visit_requests c
+                    where c.parent = p.id and c.url = o.url and c.visit_type = o.visit_type)
+  returning id
+)
+insert into request_dependencies (request_id, prerequisite)
+select id, %(parent)s from made
+
+-- name: end_listing_request
+-- The lister's full listing ended: its request succeeds, or fails with the error.
+update visit_requests
+set status = (case when %(error)s::text is null then 'succeeded'
+                   else 'failed' end)::request_status,
+    finished_at = %(now)s, failure_reason = %(error)s
+where lister_id = %(lister_id)s and status = 'running'
+returning id
+
+-- name: children
+-- The requests made for a request: how many in each status, and the first few.
+select status::text, count(*) as n,
+       (array_agg(id || ' ' || status || ' ' || url order by id))[1:%(limit)s] as first
+from visit_requests where parent = %(id)s
+group by status
+order by status

@@ -4,15 +4,29 @@
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from actors.lister_scheduler import ListerScheduler
 from app.db.connection import DictConnection
-from app.db.listings import register_lister
-from app.inputs.api import RequestVisit
+from app.db.listings import find_lister, register_lister
+from app.devtools.demo import make_forge
+from app.inputs.api import AddForge, RequestVisit
 from app.inputs.listing import ListedOriginIn
+from app.listers.forges import add_forge
 from app.services.context import Context
 from app.services.listing import record_listed_origins
-from app.services.requests import cancel_request, create_request, get_request
+from app.services.requests import (
+    RequestError,
+    cancel_request,
+    create_request,
+    end_listing_request,
+    get_request,
+    request_first_visits,
+    retry_request,
+)
+from app.settings import Settings
 from queues.keys import visit_outcomes
-from tests.integration.helpers import stats_by_url
+from tests.integration.helpers import cli, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
 SIMULATED = with_constants(
@@ -87,3 +101,167 @@ def test_aborting_a_running_request_stops_its_visit_and_leaves_its_origin_unharm
         ctx.redis.hget(visit_outcomes(ctx.settings.redis_namespace, "simulated"), "failed") is None
     )
     assert sum(ctx.mirror.sizes("simulated").values()) == 1
+
+
+def forge(path: Path, **fields: object) -> AddForge:
+    return AddForge.model_validate(
+        {
+            "lister": "gitdir",
+            "instance": "forge",
+            "url": path.as_uri(),
+            "arguments": {"path": str(path)},
+            **fields,
+        }
+    )
+
+
+def children(conn: DictConnection, parent: int) -> dict[str, str]:
+    rows = conn.execute(
+        "select url, status::text from visit_requests where parent = %s", (parent,)
+    ).fetchall()
+    return {r["url"]: r["status"] for r in rows}
+
+
+def list_backlog(conn: DictConnection, ctx: Context, root: Path, count: int) -> list[str]:
+    """``count`` never-visited git origins, updated long ago (first in the
+    recurrent never-visited pool), whose visits end not_found."""
+    lister = register_lister(conn, "test", "backlog", None)
+    old = datetime(2000, 1, 1, tzinfo=UTC)
+    urls = [(root / f"gone-{i:04d}").as_uri() for i in range(count)]
+    rows = [
+        (i + 1, ListedOriginIn(url=u, visit_type="git", last_update=old))
+        for i, u in enumerate(urls)
+    ]
+    record_listed_origins(conn, ctx, lister, rows, datetime.now(tz=UTC))
+    return urls
+
+
+def test_add_forge_now_visits_every_listed_origin_by_its_request_ahead_of_the_backlog(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    urls = make_forge(tmp_path / "forge", 50)
+    backlog = list_backlog(conn, ctx, tmp_path / "backlog", 1000)
+    root = add_forge(conn, forge(tmp_path / "forge"), datetime.now(tz=UTC))
+    assert (get_request(conn, root)["status"], get_request(conn, root)["priority"]) == (
+        "running",
+        50,
+    )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "lister_worker": ["revisit", "lister", "worker"],
+        "scheduler": ["revisit", "scheduler"],
+        "priority": ["revisit", "worker", "--lane", "priority", "--threads", "2"],
+        # the recurrent backlog, served all along
+        "express": ["revisit", "worker", "--lane", "express", "--threads", "1"],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}), logs):
+        assert len(ListerScheduler(settings).step(datetime.now(tz=UTC))) == 1
+        wait_for(
+            lambda: set(children(conn, root).values()) == {"succeeded"},
+            180,
+            "the forge's first visits",
+            logs,
+        )
+        stats = stats_by_url(conn)
+    assert get_request(conn, root)["status"] == "succeeded"
+    assert sorted(children(conn, root)) == sorted(urls)
+    # each forge origin was visited once, by its request: no recurrent visit
+    # of one started first (or at all)
+    visits = {
+        r["url"]: r["visit"]
+        for r in conn.execute("select url, visit from visit_requests where parent = %s", (root,))
+    }
+    for url in urls:
+        row = stats[url]
+        assert row["eventful_visits"] == 1 and row["uneventful_visits"] == 0
+        assert row["last_visit_number"] == visits[url]
+    # the backlog, listed before the forge, was being served and was not done
+    visited = sum(1 for u in backlog if stats.get(u, {}).get("last_final_date"))
+    assert 0 < visited < len(backlog)
+    shown = cli("request", "show", str(root)).stdout
+    assert "children: 50/50 visited (50 succeeded)" in shown
+    listed = cli("request", "list", "--limit", "500").stdout
+    assert "50/50" in listed
+
+
+def test_aborting_a_forge_aborts_its_open_first_visits_and_refusals_write_nothing(
+    conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    (tmp_path / "forge").mkdir()
+    root = add_forge(conn, forge(tmp_path / "forge", priority=70), datetime.now(tz=UTC))
+    lister_id = find_lister(conn, "gitdir", "forge")["id"]
+    conn.execute("insert into visit_types (name) values ('hg') on conflict do nothing")
+    first = [(f"https://f.example/{i}", "git") for i in range(3)]
+    request_first_visits(conn, lister_id, [*first, first[0]], datetime.now(tz=UTC))
+    assert set(children(conn, root).values()) == {"blocked"}
+    assert {get_request(conn, i)["priority"] for i in _ids(conn, root)} == {70}
+
+    def counts() -> tuple[int, int]:
+        row = conn.execute(
+            "select (select count(*) from visit_requests) as r,"
+            " (select count(*) from lister_schedules) as s"
+        ).fetchone()
+        assert row is not None
+        return row["r"], row["s"]
+
+    before = counts()
+    refusals = [
+        (forge(tmp_path / "forge"), "lister: its listing is already request"),
+        (forge(tmp_path / "forge", lister="nope"), "lister: "),
+        (forge(tmp_path / "forge", arguments={"colour": "red"}), "arguments: gitdir"),
+    ]
+    for bad, reason in refusals:
+        with pytest.raises(RequestError, match=reason):
+            add_forge(conn, bad, datetime.now(tz=UTC))
+    assert counts() == before
+    with pytest.raises(RequestError, match="is a listing: add the forge again"):
+        retry_request(conn, root)
+
+    end_listing_request(conn, lister_id, None, datetime.now(tz=UTC))
+    assert set(children(conn, root).values()) == {"pending"}
+    aborted = cancel_request(
+        conn, ctx.redis, ctx.settings.redis_namespace, root, datetime.now(tz=UTC)
+    )
+    assert len(aborted) == 3  # the listing itself had succeeded
+    assert set(children(conn, root).values()) == {"aborted"}
+    # the lister's next listing makes no more requests for the aborted workflow
+    request_first_visits(conn, lister_id, [("https://f.example/9", "git")], datetime.now(tz=UTC))
+    assert len(children(conn, root)) == 3
+
+
+def _ids(conn: DictConnection, parent: int) -> list[int]:
+    rows = conn.execute("select id from visit_requests where parent = %s", (parent,)).fetchall()
+    return [r["id"] for r in rows]
+
+
+def test_a_failed_forge_listing_aborts_its_first_visits(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    (tmp_path / "forge").mkdir()
+    root = add_forge(conn, forge(tmp_path / "forge"), datetime.now(tz=UTC))
+    lister_id = find_lister(conn, "gitdir", "forge")["id"]
+    request_first_visits(conn, lister_id, [("https://f.example/a", "git")], datetime.now(tz=UTC))
+    end_listing_request(conn, lister_id, "OSError: gone", datetime.now(tz=UTC))
+    row = get_request(conn, root)
+    assert (row["status"], row["failure_reason"]) == ("failed", "OSError: gone")
+    assert children(conn, root) == {"https://f.example/a": "aborted"}
+
+
+def test_cli_adds_a_forge_and_refuses_a_bad_one_naming_the_field(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    (tmp_path / "forge").mkdir()
+    path = tmp_path / "forge"
+    added = cli("forge", "add", "gitdir", "forge", path.as_uri(), "--arg", f"path={path}")
+    assert added.returncode == 0, added.stderr
+    row = get_request(conn, int(added.stdout))
+    assert (row["kind"], row["priority"], row["visit_type"]) == ("add_forge_now", 50, None)
+    again = cli("forge", "add", "gitdir", "forge", path.as_uri(), "--arg", f"path={path}")
+    assert again.returncode != 0 and "its listing is already request" in again.stderr
+    bad = cli("forge", "add", "gitdir", "other", "not a url", "--arg", f"path={path}")
+    assert bad.returncode != 0 and "url" in bad.stderr
+    shown = cli("request", "show", added.stdout.strip()).stdout
+    assert "kind: add_forge_now" in shown and "lister_id: " in shown
+    assert "listing" in cli("request", "list").stdout
