@@ -27,6 +27,8 @@ from app.services.requests import (
 from app.settings import Settings
 from queues.keys import visit_outcomes
 from tests.integration.helpers import cli, stats_by_url
+from tests.integration.test_rpc_reference_client import reference  # noqa: F401
+from tests.integration.test_rpc_tasks import run_client
 from tests.processes import running, wait_for, with_constants
 
 SIMULATED = with_constants(
@@ -265,3 +267,33 @@ def test_cli_adds_a_forge_and_refuses_a_bad_one_naming_the_field(
     shown = cli("request", "show", added.stdout.strip()).stdout
     assert "kind: add_forge_now" in shown and "lister_id: " in shown
     assert "listing" in cli("request", "list").stdout
+
+
+def test_a_one_shot_full_listing_task_is_add_forge_now(
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "forge").mkdir()
+    url = (tmp_path / "forge").as_uri()
+    seen = run_client(reference, rpc_url, "forge", url, str(tmp_path / "forge"))
+    assert (seen["status"], seen["priority"]) == ("next_run_scheduled", "high")
+    task = conn.execute("select request_id from tasks where id = %s", (seen["id"],)).fetchone()
+    assert task is not None
+    row = get_request(conn, task["request_id"])
+    assert (row["kind"], row["status"], row["priority"], row["url"]) == (
+        "add_forge_now",
+        "running",
+        100,
+        url,
+    )
+    schedule = conn.execute(
+        "select l.name, l.instance_name, s.arguments from lister_schedules s"
+        " join listers l on l.id = s.lister_id"
+    ).fetchone()
+    assert schedule == {
+        "name": "gitdir",
+        "instance_name": url,
+        "arguments": {"path": str(tmp_path / "forge")},
+    }
