@@ -110,16 +110,25 @@ def _check_prerequisites(conn: DictConnection, ids: list[int], allowed: set[int]
 
 def _base_priority(conn: DictConnection, request: RequestVisit) -> int:
     """The priority asked for, else the parent's effective priority, else its
-    kind's workflow template's, else 0 (seed 004)."""
+    kind's workflow template's, else 0 (seed 004). Refused: a parent unknown,
+    aborted or retried."""
+    parent = None if request.parent is None else db.request(conn, request.parent)
+    if request.parent is not None:
+        if parent is None:
+            raise RequestError(f"parent: no request {request.parent}")
+        if parent["status"] == "aborted":
+            raise RequestError(f"parent: request {request.parent} is aborted")
+        if parent["superseded_by"] is not None:
+            raise RequestError(
+                f"parent: request {request.parent} was retried as request "
+                f"{parent['superseded_by']}: make it for that one"
+            )
     if request.priority is not None:
         return request.priority
-    if request.parent is None:
-        template = TEMPLATES.get(request.kind)
-        return 0 if template is None else template.priority
-    parent = db.request(conn, request.parent)
-    if parent is None:
-        raise RequestError(f"parent: no request {request.parent}")
-    return int(parent["priority"])
+    if parent is not None:
+        return int(parent["priority"])
+    template = TEMPLATES.get(request.kind)
+    return 0 if template is None else template.priority
 
 
 def _settle(conn: DictConnection, ended: list[int]) -> list[int]:
