@@ -153,7 +153,8 @@ def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
-    """Add ``delta`` to a blocked or pending request's adjustment; return its
+    """Add ``delta`` to a blocked or pending request's adjustment (or a listing's
+    under way: the first visits it makes after take its priority); return its
     effective priority.
 
     The effective priority must stay within MIN_PRIORITY..MAX_PRIORITY, the
@@ -165,7 +166,8 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
         if priority is not None:
             return priority
     old = get_request(conn, request_id)
-    if old["status"] not in ("blocked", "pending"):
+    listing = old["status"] == "running" and old["lister_id"] is not None
+    if old["status"] not in ("blocked", "pending") and not listing:
         raise RequestError(
             f"request_id: request {request_id} is {old['status']}, not blocked or pending"
         )

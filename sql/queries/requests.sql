@@ -55,9 +55,12 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
 
 -- name: adjust_priority
--- The effective priority stays within the bounds a new request has.
+-- The effective priority stays within the bounds a new request has. A listing
+-- under way (add forge now) may be adjusted: the first visits it makes after
+-- take its effective priority.
 update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
-where id = %(id)s and status in ('blocked', 'pending')
+where id = %(id)s
+  and (status in ('blocked', 'pending') or (status = 'running' and lister_id is not null))
   and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 

@@ -17,6 +17,7 @@ from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.services.requests import (
     RequestError,
+    adjust_priority,
     cancel_request,
     create_request,
     end_listing_request,
@@ -142,6 +143,8 @@ def test_add_forge_now_visits_every_listed_origin_by_its_request_ahead_of_the_ba
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
     urls = make_forge(tmp_path / "forge", 50)
+    # bounded queues, full of the backlog as a busy archive's are
+    conn.execute("update visit_types set max_queue_length = 20 where name = 'git'")
     backlog = list_backlog(conn, ctx, tmp_path / "backlog", 1000)
     root = add_forge(conn, forge(tmp_path / "forge"), datetime.now(tz=UTC))
     assert (get_request(conn, root)["status"], get_request(conn, root)["priority"]) == (
@@ -155,7 +158,7 @@ def test_add_forge_now_visits_every_listed_origin_by_its_request_ahead_of_the_ba
         "scheduler": ["revisit", "scheduler"],
         "priority": ["revisit", "worker", "--lane", "priority", "--threads", "2"],
         # the recurrent backlog, served all along
-        "express": ["revisit", "worker", "--lane", "express", "--threads", "1"],
+        "recurrent": ["revisit", "worker", "--lane", "recurrent", "--threads", "2"],
         "journal": ["revisit", "journal"],
     }
     with running(procs, with_constants({"actors.scheduler.POLL_INTERVAL_S": 0.2}), logs):
@@ -194,11 +197,11 @@ def test_aborting_a_forge_aborts_its_open_first_visits_and_refusals_write_nothin
     (tmp_path / "forge").mkdir()
     root = add_forge(conn, forge(tmp_path / "forge", priority=70), datetime.now(tz=UTC))
     lister_id = find_lister(conn, "gitdir", "forge")["id"]
-    conn.execute("insert into visit_types (name) values ('hg') on conflict do nothing")
+    assert adjust_priority(conn, root, 5) == 75  # the listing under way
     first = [(f"https://f.example/{i}", "git") for i in range(3)]
     request_first_visits(conn, lister_id, [*first, first[0]], datetime.now(tz=UTC))
     assert set(children(conn, root).values()) == {"blocked"}
-    assert {get_request(conn, i)["priority"] for i in _ids(conn, root)} == {70}
+    assert {get_request(conn, i)["priority"] for i in _ids(conn, root)} == {75}
 
     def counts() -> tuple[int, int]:
         row = conn.execute(
