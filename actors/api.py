@@ -5,7 +5,7 @@ Consumed by ``revisit api`` (Procfile ``api``). Payloads are documented by
 field named, nothing is written, and Dramatiq dead-letters it (no retry).
 
 Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
-actor names ``request_visit``, ``adjust_priority``, ``cancel_request``,
+actor names ``request_visit``, ``adjust_priority``, ``cancel_request``, ``add_forge``,
 ``record_listing``, queue ``revisit.api``, one keyword argument ``payload``
 holding the model's fields.
 
@@ -34,6 +34,7 @@ from app.db.connection import DictConnection
 from app.db.listings import UnknownLister, find_lister
 from app.domain.queue_names import API_QUEUE
 from app.inputs.api import (
+    AddForge,
     AdjustPriority,
     CancelRequest,
     InvalidPayload,
@@ -43,6 +44,7 @@ from app.inputs.api import (
 )
 from app.inputs.listing import ListingInputError
 from app.listers.api_models import GetOrCreateLister, RecordListedOrigins, UpdateLister
+from app.listers.forges import add_forge as add_forge_now
 from app.listers.interface import ListerInterface
 from app.services import requests as req
 from app.services.listing import MAX_DISABLE_SHARE, MassDisable, finish_listing
@@ -75,13 +77,22 @@ def adjust_priority(payload: Any) -> None:
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
+def add_forge(payload: Any) -> None:
+    """Add forge now: schedule the lister, list now, then first-visit what it lists."""
+    forge = validated(AddForge, payload)
+    with connection() as conn, _bad_input("AddForge"):
+        request_id = add_forge_now(conn, forge, utc_now())
+    log.info("request %d: add forge now %s/%s", request_id, forge.lister, forge.instance)
+
+
+@dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def cancel_request(payload: Any) -> None:
-    """Abort a blocked, pending or scheduled request."""
+    """Abort a blocked, pending, scheduled or running request and what was made for it."""
     cancel = validated(CancelRequest, payload)
     ctx = context()
     with connection() as conn, _bad_input("CancelRequest"):
         req.cancel_request(
-            conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, utc_now()
+            conn, ctx.redis, ctx.settings.redis_namespace, cancel.request_id, utc_now(), cancel.by
         )
 
 

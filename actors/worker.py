@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import time
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import Any
@@ -31,6 +32,7 @@ import psycopg
 import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
+from actors.abort import AbortWatch, VisitAborted
 from actors.broker import make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
@@ -295,16 +297,24 @@ def visit(
             log.warning("visit %d of %s: created not published (%s); not visiting", visit, url, exc)
             return
     started = time.monotonic()
+    watch: AbstractContextManager[object] = nullcontext()
+    if request_id is not None:  # an aborted request's visit stops
+        watch = AbortWatch(_redis(), settings.redis_namespace, request_id)
     try:
         # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
         # interrupt a blocking call, so the loader must stop by itself.
         if loader is None:
             result = VisitResult("failed", None, 0.0, problem)
         else:
-            loaded = loader.load(url, arguments, limit_s)
+            with watch:
+                loaded = loader.load(url, arguments, limit_s)
             result = checked_result(loaded, time.monotonic() - started)
     except TimeLimitExceeded:
         result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
+    except VisitAborted:
+        # No final status: the visit neither fails the origin nor counts as an outcome.
+        log.info("request %s was aborted; stopped visiting %s", request_id, url)
+        return
     if result.timed_out:
         if lane == "express" and message is not None:
             mark_outlasted_express(message, result.duration_s)  # ExpressEscalation re-sends it

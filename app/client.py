@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from app.domain.queue_names import API_QUEUE
 from app.inputs.api import (
     MAX_PAYLOAD_BYTES,
+    AddForge,
     AdjustPriority,
     CancelRequest,
     InvalidPayload,
@@ -74,9 +75,14 @@ class RevisitClient:
             "adjust_priority", AdjustPriority, {"request_id": request_id, "delta": delta}
         )
 
-    def cancel_request(self, request_id: int) -> str:
-        """Abort a blocked, pending or scheduled request."""
-        return self._send("cancel_request", CancelRequest, {"request_id": request_id})
+    def cancel_request(self, request_id: int, by: str | None = None) -> str:
+        """Abort a blocked, pending, scheduled or running request (its visit is
+        stopped) and the open requests made for it; ``by``: who."""
+        return self._send("cancel_request", CancelRequest, {"request_id": request_id, "by": by})
+
+    def add_forge(self, **fields: Any) -> str:
+        """Add forge now (fields of app.inputs.api.AddForge)."""
+        return self._send("add_forge", AddForge, fields)
 
     def record_listing(self, **fields: Any) -> str:
         """Send a batch of a lister's origins (fields of app.inputs.api.RecordListing)."""

@@ -14,6 +14,7 @@ from app.cli.common import console, err
 from app.cli.db import db_app
 from app.cli.dead_letters import dead_letters_app
 from app.cli.errors import unreachable
+from app.cli.forges import forge_app
 from app.cli.mirror import mirror_app
 from app.cli.origins import lister_app, origin_app, origins_app
 from app.cli.policies import policy_app, schedule
@@ -67,6 +68,7 @@ app.add_typer(origins_app, name="origins")
 app.add_typer(origin_app, name="origin")
 app.add_typer(mirror_app, name="mirror")
 app.add_typer(request_app, name="request")
+app.add_typer(forge_app, name="forge")
 app.add_typer(policy_app, name="policy")
 app.add_typer(visit_type_app, name="visit-type")
 app.add_typer(dead_letters_app, name="dead-letters")

@@ -207,7 +207,8 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
 
 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
-    """Run the actor API (request_visit, adjust_priority, cancel_request, record_listing)."""
+    """Run the actor API (request_visit, adjust_priority, cancel_request, add_forge,
+    record_listing)."""
     from app.domain.queue_names import API_QUEUE
 
     exec_dramatiq("actors.api", 1, threads, [API_QUEUE])

@@ -13,6 +13,8 @@ from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
 from app.services.context import Context
 from app.settings import get_settings
 
+#: Children of a request shown per status by ``request show``.
+SHOWN_CHILDREN = 10
 STATUSES = ("blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted")
 request_app = typer.Typer(
     rich_markup_mode=None, help="One-shot visit requests (save code now).", no_args_is_help=True
@@ -95,16 +97,27 @@ def request_list(
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
     table = Table(
-        "id", "url", "type", "priority", "status", "after", "created", "finished", "visit", "reason"
+        "id",
+        "url",
+        "type",
+        "priority",
+        "status",
+        "after",
+        "visited",
+        "created",
+        "finished",
+        "visit",
+        "reason",
     )
     for r in rows:
         table.add_row(
             str(r["id"]),
             r["url"],
-            r["visit_type"],
+            r["visit_type"] or "listing",
             str(r["priority"]),
             r["status"],
             ",".join(str(i) for i in r["prerequisites"]),
+            f"{r['visited']}/{r['children']}" if r["children"] else "",
             r["created"].isoformat(timespec="seconds"),
             r["finished_at"].isoformat(timespec="seconds") if r["finished_at"] else "",
             r["visit_status"] or "",
@@ -117,8 +130,9 @@ def request_list(
 def request_show(
     request_id: Annotated[int, typer.Argument(min=1, max=2**63 - 1, help="the request's id")],
 ) -> None:
-    """Every field of a request, its prerequisites and its dependents."""
-    from app.db.requests import dependencies
+    """Every field of a request, its prerequisites, its dependents, and the
+    requests made for it (a workflow's) with its progress."""
+    from app.db.requests import children, dependencies
     from app.services.requests import RequestError, get_request
 
     with connect(get_settings()) as conn:
@@ -128,6 +142,7 @@ def request_show(
             raise fail(str(exc)) from exc
         before = dependencies(conn, request_id)
         after = dependencies(conn, request_id, dependents=True)
+        made = children(conn, request_id, SHOWN_CHILDREN)
     for key, value in row.items():
         if value is not None:
             console.print(f"{key}: {value}", markup=False, highlight=False)
@@ -136,9 +151,19 @@ def request_show(
         for e in edges:
             may_fail = " (allowed to fail)" if e["allowed_to_fail"] else ""
             console.print(f"  {e['id']} {e['status']} {e['url']}{may_fail}", markup=False)
+    if made:
+        counts = {m["status"]: int(m["n"]) for m in made}
+        visited = counts.get("succeeded", 0) + counts.get("failed", 0)
+        each = ", ".join(f"{n} {status}" for status, n in counts.items())
+        console.print(f"children: {visited}/{sum(counts.values())} visited ({each})", markup=False)
+        for m in made:
+            for line in m["first"]:
+                console.print(f"  {line}", markup=False, highlight=False)
+            if m["n"] > len(m["first"]):
+                console.print(f"  ... {m['n'] - len(m['first'])} more {m['status']}", markup=False)
 
 
-def _request_op(op: str, request_id: int, delta: int = 0) -> None:
+def _request_op(op: str, request_id: int, delta: int = 0, by: str | None = None) -> None:
     from app.services import requests as req
 
     settings = get_settings()
@@ -149,9 +174,12 @@ def _request_op(op: str, request_id: int, delta: int = 0) -> None:
                 console.print(
                     f"request {request_id}: priority {req.adjust_priority(conn, request_id, delta)}"
                 )
-            elif op == "cancel":
-                req.cancel_request(conn, ctx.redis, settings.redis_namespace, request_id, now())
-                console.print(f"request {request_id}: aborted")
+            elif op == "abort":
+                aborted = req.cancel_request(
+                    conn, ctx.redis, settings.redis_namespace, request_id, now(), by
+                )
+                more = f" (and {len(aborted) - 1} made for it or after it)" if aborted[1:] else ""
+                console.print(f"request {request_id}: aborted{more}")
             else:
                 console.print(
                     f"request {request_id}: retried as {req.retry_request(conn, request_id)}"
@@ -180,11 +208,18 @@ def request_adjust(
     _request_op("adjust", request_id, delta)
 
 
-@request_app.command("cancel")
-def request_cancel(request_id: RequestId) -> None:
-    """Abort a blocked, pending or scheduled request, and its dependents not allowed
-    to fail without it."""
-    _request_op("cancel", request_id)
+@request_app.command("abort")
+def request_abort(
+    request_id: RequestId,
+    by: Annotated[str | None, typer.Option(help="who aborts it (kept in its reason)")] = None,
+) -> None:
+    """Abort a blocked, pending, scheduled or running request (its running visit
+    is stopped, its origin stays in its pool), the open requests made for it
+    (--parent, a workflow's), and the dependents not allowed to fail without them."""
+    _request_op("abort", request_id, by=by)
+
+
+request_app.command("cancel", hidden=True)(request_abort)
 
 
 @request_app.command("retry")

@@ -23,6 +23,9 @@ from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
 from queues.workers import queue_capacity
 
+#: The request statuses the live view counts, in its column's order.
+REQUEST_COLUMNS = ("blocked", "pending", "scheduled", "running")
+
 
 def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: datetime) -> Snapshot:
     """Read the state of ``visit_types`` now (``at`` stamps it)."""
@@ -88,7 +91,8 @@ def render(current: Snapshot, previous: Snapshot | None) -> Group:
         "dead",
         title=f"revisit status at {current.at.isoformat(timespec='seconds')}",
         caption="queues: waiting+running(+delayed) /worker threads; requests: "
-        "pending/scheduled/running; drift: how far the clock is ahead of the next visit target",
+        "blocked/pending/scheduled/running; drift: how far the clock is ahead of the next "
+        "visit target",
     )
     before = {s.visit_type: s for s in previous.visit_types} if previous else {}
     seconds = (current.at - previous.at).total_seconds() if previous else 0.0
@@ -102,7 +106,7 @@ def render(current: Snapshot, previous: Snapshot | None) -> Group:
             *(_lane(s.lanes[lane]) for lane in LANES),
             f"{rate.visits_per_s:.2f}" if rate else "-",
             f"{rate.failed_share:.0%}" if rate else "-",
-            "/".join(str(s.requests.get(k, 0)) for k in ("pending", "scheduled", "running")),
+            "/".join(str(s.requests.get(k, 0)) for k in REQUEST_COLUMNS),
             _drift(s.drift_s),
             Text(str(s.dead), style="red" if s.dead else ""),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from app.db.connection import DictConnection
 from app.db.queries import query
@@ -107,11 +108,19 @@ def adjust_priority(
     return None if row is None else int(row["priority"])
 
 
-def cancel_request(conn: DictConnection, request_id: int, now: datetime) -> bool:
-    """Abort a blocked, pending or scheduled request; False if there is no such request."""
-    return (
-        conn.execute(query("cancel_request"), {"id": request_id, "now": now}).fetchone() is not None
-    )
+def abort_request(conn: DictConnection, request_id: int, reason: str, now: datetime) -> str | None:
+    """Abort a blocked, pending, scheduled or running request; the status it had,
+    None if there is no such request."""
+    params = {"id": request_id, "reason": reason, "now": now}
+    row = conn.execute(query("abort_request"), params).fetchone()
+    return None if row is None else str(row["was"])
+
+
+def abort_children(conn: DictConnection, request_id: int, now: datetime) -> dict[int, str]:
+    """Abort the open requests made for ``request_id``, transitively; the status
+    each had, by id."""
+    params = {"id": request_id, "now": now}
+    return {r["id"]: str(r["was"]) for r in conn.execute(query("abort_children"), params)}
 
 
 def end_unvisited_request(
@@ -170,3 +179,43 @@ def _event_columns(events: list[VisitStatusEvent]) -> dict[str, list[Any]]:
         "visits": [e.visit for e in events],
         "dates": [e.date for e in events],
     }
+
+
+def insert_listing_request(conn: DictConnection, params: dict[str, Any]) -> int:
+    """Record a lister's next full listing as a running request; its id."""
+    row = conn.execute(query("insert_listing_request"), params).fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+def open_listing_request(conn: DictConnection, lister_id: UUID) -> int | None:
+    """The running listing request of a lister, None if none."""
+    row = conn.execute(query("open_listing_request"), {"lister_id": lister_id}).fetchone()
+    return None if row is None else int(row["id"])
+
+
+def insert_first_visits(
+    conn: DictConnection, parent: int, origins: list[tuple[str, str]], now: datetime
+) -> None:
+    """Make the (url, visit_type) origins' first visits children of ``parent``,
+    blocked until it ends (one per origin)."""
+    params = {
+        "parent": parent,
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+        "now": now,
+    }
+    conn.execute(query("insert_first_visits"), params)
+
+
+def end_listing_request(
+    conn: DictConnection, lister_id: UUID, error: str | None, now: datetime
+) -> list[int]:
+    """End the running listing request of a lister (failed with ``error`` if one); its id."""
+    params = {"lister_id": lister_id, "error": error, "now": now}
+    return [r["id"] for r in conn.execute(query("end_listing_request"), params)]
+
+
+def children(conn: DictConnection, request_id: int, limit: int) -> list[dict[str, Any]]:
+    """The requests made for ``request_id`` per status: count and the first ``limit``."""
+    return conn.execute(query("children"), {"id": request_id, "limit": limit}).fetchall()

@@ -27,7 +27,7 @@ from app.inputs.rules import MAX_TIMESTAMP_S, LoaderArguments, OriginUrl, Stored
 
 #: Who asks for a one-shot visit (a label of the request latency metric, so a
 #: closed list).
-RequestKind = Literal["save_code_now", "operator"]
+RequestKind = Literal["save_code_now", "operator", "add_forge_now"]
 REQUEST_KINDS: tuple[str, ...] = get_args(RequestKind)
 #: Bounds of a request's effective priority (base + adjustment).
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
@@ -93,10 +93,31 @@ class AdjustPriority(_Payload):
     delta: int = Field(ge=MIN_PRIORITY - MAX_PRIORITY, le=MAX_PRIORITY - MIN_PRIORITY)
 
 
+class AddForge(_Payload):
+    """Add forge now: schedule a forge's lister, run its full listing now as a
+    request, then the first visits of what it lists as requests waiting for it."""
+
+    lister: str = Field(min_length=1, max_length=100, description="installed lister")
+    instance: StoredText = Field(min_length=1, max_length=200)
+    url: OriginUrl = Field(description="the forge's URL (the listing request's)")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="the lister's")
+    priority: int | None = Field(
+        default=None,
+        ge=MIN_PRIORITY,
+        le=MAX_PRIORITY,
+        description="base priority (default: the add_forge_now template's)",
+    )
+    requested_by: StoredText | None = Field(default=None, max_length=200)
+
+
 class CancelRequest(_Payload):
-    """Abort a blocked, pending or scheduled request."""
+    """Abort a blocked, pending, scheduled or running request (a running visit
+    is stopped) and the open requests made for it."""
 
     request_id: int = Field(ge=1, lt=2**63)
+    by: StoredText | None = Field(
+        default=None, max_length=200, description="who aborts it (kept in its reason)"
+    )
 
 
 def _listed_origin(value: Any) -> ListedOriginIn:

@@ -36,6 +36,7 @@ from app.domain.lister_schedule import (
 from app.listers.plugin import Lister, ListerRequest, get_lister_plugin
 from app.services.context import Context
 from app.services.listing import finish_listing, record_listed_origins, start_listing
+from app.services.requests import end_listing_request, request_first_visits
 
 #: A new schedule's full listing interval when none is given.
 DEFAULT_FULL_INTERVAL = timedelta(days=1)
@@ -187,6 +188,8 @@ def execute_run(
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
     backoff = Backoff(LISTER_RETRY_BASE_S, LISTER_RETRY_MAX_S)
     schedule = _finish(conn, run_id, lister_id, full, error, clock(), backoff, rng)
+    if full:
+        end_listing_request(conn, lister_id, error, clock())
     name = f"{run['name']}/{run['instance_name']}"
     return RunOutcome(run_id, name, full, error is None, listed, error, schedule)
 
@@ -208,6 +211,9 @@ def _list(
         while batch := list(islice(origins, batch_size)):
             rows = list(enumerate(batch, start=listed + 1))
             listed += record_listed_origins(conn, ctx, lister_id, rows, clock())
+            if full:  # an add forge now's listing: their first visits are requests
+                listed_now = [(o.url, o.visit_type) for o in batch]
+                request_first_visits(conn, lister_id, listed_now, clock())
         db.run_progress(conn, run["id"], len(page.origins), page.state)
     finish_listing(conn, ctx, lister_id, started, clock(), full=full)
     return listed

@@ -9,8 +9,11 @@ arguments), so the RPC server serves both from one object:
   ``create_task_type`` of a ``load-*`` type creates the visit type;
 - ``create_tasks``: a one-shot ``load-<visit type>`` task (save code now)
   becomes a visit request, its priority high / normal / low mapped to
-  ``PRIORITIES``; the ``tasks`` table keeps the task and its request.
-  Recurring load tasks and lister tasks are refused with what to do instead;
+  ``PRIORITIES``; the ``tasks`` table keeps the task and its request. A
+  one-shot ``list-<lister>-full`` task is add forge now
+  (``app.listers.forges``): kwargs ``url``, ``instance`` (default: the URL's
+  host) and the lister's arguments; its request is the forge's listing.
+  Recurring load tasks and other lister tasks are refused with what to do instead;
 - ``get_tasks``, ``search_tasks``, ``get_task_runs``: the tasks, with the
   reference's statuses derived from their request's (the ``task_rows`` query);
   ``disable_tasks`` cancels their requests;
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -34,7 +38,8 @@ from app.db import tasks as db
 from app.db.listings import known_visit_types
 from app.db.visit_types import list_visit_types
 from app.domain.policies import REGISTRY
-from app.inputs.api import InvalidPayload, RequestVisit, validated
+from app.inputs.api import AddForge, InvalidPayload, RequestVisit, validated
+from app.listers.forges import add_forge
 from app.listers.interface import ListerInterface
 from app.listers.models import ListedOrigin, ListerInputError, parse
 from app.listers.plugin import installed_listers
@@ -191,7 +196,10 @@ class TaskInterface(ListerInterface):
         with self.conn.transaction():
             for task, request in zip(parsed, requests, strict=True):
                 try:
-                    request_id = create_request(self.conn, request, now=self.clock())
+                    if isinstance(request, AddForge):
+                        request_id = add_forge(self.conn, request, self.clock())
+                    else:
+                        request_id = create_request(self.conn, request, now=self.clock())
                 except RequestError as exc:
                     raise ListerInputError(f"tasks: {exc}") from None
                 fields = {
@@ -204,9 +212,12 @@ class TaskInterface(ListerInterface):
                 ids.append(db.insert_task(self.conn, fields, request_id))
         return self.get_tasks(ids)
 
-    def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit:
+    def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit | AddForge:
         if task.type.startswith(LIST):
-            name = task.type[len(LIST) :].rsplit("-", 1)[0]
+            name, _, kind = task.type[len(LIST) :].rpartition("-")
+            if task.policy == "oneshot" and kind == "full":
+                return _as_forge(task, name, field)
+            name = name or kind
             raise ListerInputError(f"{field}.type: {task.type}: " + _LISTER.format(name=name))
         visit_type = task.type[len(LOAD) :] if task.type.startswith(LOAD) else None
         if visit_type not in known:
@@ -343,6 +354,23 @@ class TaskInterface(ListerInterface):
         if not isinstance(position, int) or not 0 <= position < 2**35:
             raise ListerInputError("position: expected Unix seconds")
         db.set_queue_position(self.conn, visit_type, position)
+
+
+def _as_forge(task: Task, lister: str, field: str) -> AddForge:
+    """A one-shot full listing task as add forge now: kwargs ``url`` (the forge's),
+    ``instance`` (default: the URL's host), the others the lister's arguments."""
+    kwargs = dict(task.arguments.kwargs)
+    url = kwargs.pop("url", None)
+    if not isinstance(url, str):
+        raise ListerInputError(f"{field}.arguments.kwargs.url: required, the forge's URL")
+    instance = kwargs.pop("instance", None) or urlsplit(url).hostname or url
+    fields = {"lister": lister, "instance": instance, "url": url, "arguments": kwargs}
+    if task.priority is not None:
+        fields["priority"] = PRIORITIES[task.priority]
+    try:
+        return validated(AddForge, fields | {"requested_by": "task API"})
+    except InvalidPayload as exc:
+        raise ListerInputError(f"{field}.arguments: {exc}") from None
 
 
 def _check_limit(limit: Any) -> None:

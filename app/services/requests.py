@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import redis
 
@@ -24,6 +25,7 @@ from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
+from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
 from queues.keys import aborted_requests
 
@@ -107,25 +109,39 @@ def _check_prerequisites(conn: DictConnection, ids: list[int], allowed: set[int]
 
 
 def _base_priority(conn: DictConnection, request: RequestVisit) -> int:
-    """The priority asked for, else the parent's effective priority, else 0 (seed 004)."""
+    """The priority asked for, else the parent's effective priority, else its
+    kind's workflow template's, else 0 (seed 004). Refused: a parent unknown,
+    aborted or retried."""
+    parent = None if request.parent is None else db.request(conn, request.parent)
+    if request.parent is not None:
+        if parent is None:
+            raise RequestError(f"parent: no request {request.parent}")
+        if parent["status"] == "aborted":
+            raise RequestError(f"parent: request {request.parent} is aborted")
+        if parent["superseded_by"] is not None:
+            raise RequestError(
+                f"parent: request {request.parent} was retried as request "
+                f"{parent['superseded_by']}: make it for that one"
+            )
     if request.priority is not None:
         return request.priority
-    if request.parent is None:
-        return 0
-    parent = db.request(conn, request.parent)
-    if parent is None:
-        raise RequestError(f"parent: no request {request.parent}")
-    return int(parent["priority"])
+    if parent is not None:
+        return int(parent["priority"])
+    template = TEMPLATES.get(request.kind)
+    return 0 if template is None else template.priority
 
 
-def _settle(conn: DictConnection, ended: list[int]) -> None:
+def _settle(conn: DictConnection, ended: list[int]) -> list[int]:
     """Abort or release the blocked dependents of requests that just ended, and
     the dependents of those aborted, transitively (inside the caller's
-    transaction, holding the graph lock)."""
+    transaction, holding the graph lock); every id ended or aborted."""
+    seen = list(ended)
     while ended:
         aborted = db.abort_dependents(conn, ended)
         db.release_dependents(conn, ended)
+        seen += aborted
         ended = aborted
+    return seen
 
 
 def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
@@ -137,7 +153,8 @@ def get_request(conn: DictConnection, request_id: int) -> dict[str, Any]:
 
 
 def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
-    """Add ``delta`` to a blocked or pending request's adjustment; return its
+    """Add ``delta`` to a blocked or pending request's adjustment (or a listing's
+    under way: the first visits it makes after take its priority); return its
     effective priority.
 
     The effective priority must stay within MIN_PRIORITY..MAX_PRIORITY, the
@@ -149,7 +166,8 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
         if priority is not None:
             return priority
     old = get_request(conn, request_id)
-    if old["status"] not in ("blocked", "pending"):
+    listing = old["status"] == "running" and old["lister_id"] is not None
+    if old["status"] not in ("blocked", "pending") and not listing:
         raise RequestError(
             f"request_id: request {request_id} is {old['status']}, not blocked or pending"
         )
@@ -159,16 +177,40 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
 
 
 def cancel_request(
-    conn: DictConnection, client: redis.Redis, namespace: str, request_id: int, now: datetime
-) -> None:
-    """Abort a blocked, pending or scheduled request (a worker that receives it
-    skips it); its dependents are aborted too, unless allowed to fail."""
+    conn: DictConnection,
+    client: redis.Redis,
+    namespace: str,
+    request_id: int,
+    now: datetime,
+    by: str | None = None,
+) -> list[int]:
+    """Abort a blocked, pending, scheduled or running request (``by``: who, kept in
+    its reason), the open requests made for it (its children, transitively, even
+    when it ended itself: a workflow's listing), and their dependents not allowed
+    to fail without them; the ids aborted.
+
+    A worker that receives one of them skips it; one running its visit stops it
+    and publishes no final status, so the visit neither fails the origin's stats
+    nor counts as a visit outcome, and the origin stays in its pool.
+    """
+    reason = f"aborted by {by}" if by else "aborted"
     with conn.transaction():
         db.lock_request_graph(conn)
-        if not db.cancel_request(conn, request_id, now):
-            raise RequestError(f"request_id: no blocked, pending or scheduled request {request_id}")
-        _settle(conn, [request_id])
-    client.sadd(aborted_requests(namespace), request_id)
+        was = db.abort_request(conn, request_id, reason[:500], now)
+        # A workflow's request that ended (its listing) may still have open children.
+        children = db.abort_children(conn, request_id, now)
+        if was is None and not children:
+            raise RequestError(
+                f"request_id: no blocked, pending, scheduled or running request {request_id} "
+                "nor one made for it"
+            )
+        ended = [request_id] if was is not None else []
+        aborted = _settle(conn, [*ended, *children])
+    # Only a scheduled or running request can be at a worker (blocked ones were never sent).
+    sent = [i for i, s in {request_id: was, **children}.items() if s in ("scheduled", "running")]
+    if sent:
+        client.sadd(aborted_requests(namespace), *sent)
+    return aborted
 
 
 def end_unvisited_request(
@@ -193,6 +235,10 @@ def retry_request(conn: DictConnection, request_id: int) -> int:
     with conn.transaction():
         db.lock_request_graph(conn)
         old = get_request(conn, request_id)
+        if old["lister_id"] is not None:
+            raise RequestError(
+                f"request_id: request {request_id} is a listing: add the forge again instead"
+            )
         if old["status"] != "failed":
             raise RequestError(f"request_id: request {request_id} is {old['status']}, not failed")
         if old["superseded_by"] is not None:
@@ -213,6 +259,61 @@ def retry_request(conn: DictConnection, request_id: int) -> int:
         # aborted again by it: settling their prerequisites decides.
         _settle(conn, db.revive_aborted(conn, request_id))
     return new_id
+
+
+def start_listing_request(
+    conn: DictConnection,
+    lister_id: UUID,
+    url: str,
+    template: WorkflowTemplate,
+    priority: int | None,
+    requested_by: str | None,
+    now: datetime,
+) -> int:
+    """Record the lister's next full listing as a running request of ``template``'s
+    kind (its priority unless ``priority``); return its id. The listing makes the
+    first visits of what it lists its children (``request_first_visits``) and
+    releases them when it ends (``end_listing_request``).
+
+    Refused, with nothing written: a lister with a listing request under way.
+    """
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        under_way = db.open_listing_request(conn, lister_id)
+        if under_way is not None:
+            raise RequestError(f"lister: its listing is already request {under_way}, under way")
+        params = {
+            "url": url,
+            "lister_id": lister_id,
+            "kind": template.kind,
+            "base_priority": template.priority if priority is None else priority,
+            "requested_by": requested_by,
+            "now": now,
+        }
+        return db.insert_listing_request(conn, params)
+
+
+def request_first_visits(
+    conn: DictConnection, lister_id: UUID, origins: list[tuple[str, str]], now: datetime
+) -> None:
+    """Make the first visits of these (url, visit_type) origins, which a full
+    listing of the lister just recorded, requests waiting for its listing
+    request, if it has one under way."""
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        listing = db.open_listing_request(conn, lister_id)
+        if listing is not None and origins:
+            db.insert_first_visits(conn, listing, origins, now)
+
+
+def end_listing_request(
+    conn: DictConnection, lister_id: UUID, error: str | None, now: datetime
+) -> None:
+    """End the lister's listing request, if it has one under way: succeeded (its
+    first visits become pending), or failed with ``error`` (they are aborted)."""
+    with conn.transaction():
+        db.lock_request_graph(conn)
+        _settle(conn, db.end_listing_request(conn, lister_id, error and error[:500], now))
 
 
 @dataclass(frozen=True)

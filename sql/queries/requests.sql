@@ -18,7 +18,7 @@ select id, url, visit_type, kind, base_priority, priority_adjustment,
        base_priority + priority_adjustment as priority, status::text, requested_by,
        extra_loader_arguments, created, scheduled_at, started_at, finished_at,
        visit_status::text, supersedes, superseded_by, external_id, failure_reason, parent,
-       aborted_by
+       aborted_by, lister_id
 from visit_requests where id = %(id)s
 
 -- name: list_requests
@@ -26,8 +26,14 @@ select id, url, visit_type, kind, base_priority + priority_adjustment as priorit
        status::text, created, scheduled_at, finished_at, visit_status::text, superseded_by,
        failure_reason,
        (select coalesce(array_agg(d.prerequisite order by d.prerequisite), '{}')
-        from request_dependencies d where d.request_id = r.id) as prerequisites
+        from request_dependencies d where d.request_id = r.id) as prerequisites,
+       c.children, c.visited
 from visit_requests r
+cross join lateral (
+  select count(*) as children,
+         count(*) filter (where status in ('succeeded', 'failed')) as visited
+  from visit_requests where parent = r.id
+) c
 where (%(status)s::text is null or status::text = %(status)s)
 order by (status = 'pending') desc, (status = 'blocked') desc,
          base_priority + priority_adjustment desc, id
@@ -49,16 +55,42 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
 
 -- name: adjust_priority
--- The effective priority stays within the bounds a new request has.
+-- The effective priority stays within the bounds a new request has. A listing
+-- under way (add forge now) may be adjusted: the first visits it makes after
+-- take its effective priority.
 update visit_requests set priority_adjustment = priority_adjustment + %(delta)s
-where id = %(id)s and status in ('blocked', 'pending')
+where id = %(id)s
+  and (status in ('blocked', 'pending') or (status = 'running' and lister_id is not null))
   and base_priority + priority_adjustment + %(delta)s between %(min)s and %(max)s
 returning id, base_priority + priority_adjustment as priority
 
--- name: cancel_request
-update visit_requests set status = 'aborted', finished_at = %(now)s
-where id = %(id)s and status in ('blocked', 'pending', 'scheduled')
-returning id
+-- name: abort_request
+-- The status it had: a worker may hold a scheduled or running one, and stops
+-- its visit (it reads the aborted set in Redis).
+update visit_requests r
+set status = 'aborted', finished_at = %(now)s, failure_reason = %(reason)s
+from (select id, status::text as was from visit_requests where id = %(id)s for update) old
+where r.id = old.id and old.was in ('blocked', 'pending', 'scheduled', 'running')
+returning r.id, old.was
+
+-- name: abort_children
+-- The open requests made for request %(id)s (its children, transitively) are
+-- aborted with it, naming it; with the status each had.
+with recursive tree(id) as (
+  select id from visit_requests where parent = %(id)s
+  union
+  select r.id from visit_requests r join tree on r.parent = tree.id
+), old as (
+  select r.id, r.status::text as was from visit_requests r join tree using (id)
+  where r.status in ('blocked', 'pending', 'scheduled', 'running')
+  for update of r
+)
+update visit_requests r
+set status = 'aborted', finished_at = %(now)s, aborted_by = %(id)s,
+    failure_reason = 'parent request ' || %(id)s || ' aborted'
+from old
+where r.id = old.id
+returning r.id, old.was
 
 -- name: supersede_request
 update visit_requests set superseded_by = %(new_id)s
@@ -121,9 +153,9 @@ returning id
 select distinct url, visit_type from visit_requests where status in ('scheduled', 'running')
 
 -- name: open_requests_by_visit_type
--- Requests not yet done, per visit type and status (the live view).
+-- Visit requests not yet done, per visit type and status (the live view).
 select visit_type, status::text, count(*) as n from visit_requests
-where status in ('pending', 'scheduled', 'running')
+where status in ('blocked', 'pending', 'scheduled', 'running') and visit_type is not null
 group by visit_type, status
 
 -- name: lock_request_graph
@@ -212,3 +244,51 @@ with recursive doomed(id) as (
 )
 select distinct d.prerequisite as id
 from request_dependencies d join revived on d.request_id = revived.id
+
+-- name: insert_listing_request
+-- A lister's next full listing as a request (a workflow's first step): running
+-- from the start, as no scheduler sends it; the lister run ends it.
+insert into visit_requests (url, lister_id, kind, base_priority, requested_by, status,
+                            started_at, created)
+values (%(url)s, %(lister_id)s, %(kind)s, %(base_priority)s, %(requested_by)s, 'running',
+        %(now)s, %(now)s)
+returning id
+
+-- name: open_listing_request
+select id from visit_requests where lister_id = %(lister_id)s and status = 'running'
+
+-- name: insert_first_visits
+-- The first visits of the origins a workflow's listing reports: children of its
+-- request, blocked until it ends, at its effective priority (seed 004); an
+-- origin listed twice gets one.
+with made as (
+  insert into visit_requests (url, visit_type, kind, base_priority, requested_by, parent,
+                              status, created)
+  select o.url, o.visit_type, p.kind, p.base_priority + p.priority_adjustment, p.requested_by,
+         p.id, 'blocked'::request_status, %(now)s
+  from (select distinct url, visit_type
+        from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)) o
+  join visit_requests p on p.id = %(parent)s
+  where not exists (select 1 from visit_requests c
+                    where c.parent = p.id and c.url = o.url and c.visit_type = o.visit_type)
+  returning id
+)
+insert into request_dependencies (request_id, prerequisite)
+select id, %(parent)s from made
+
+-- name: end_listing_request
+-- The lister's full listing ended: its request succeeds, or fails with the error.
+update visit_requests
+set status = (case when %(error)s::text is null then 'succeeded'
+                   else 'failed' end)::request_status,
+    finished_at = %(now)s, failure_reason = %(error)s
+where lister_id = %(lister_id)s and status = 'running'
+returning id
+
+-- name: children
+-- The requests made for a request: how many in each status, and the first few.
+select status::text, count(*) as n,
+       (array_agg(id || ' ' || status || ' ' || url order by id))[1:%(limit)s] as first
+from visit_requests where parent = %(id)s
+group by status
+order by status

@@ -177,7 +177,8 @@ def test_status_shows_pools_flight_queues_and_requests_of_each_visit_type(
 ) -> None:
     list_origins(conn, ctx, [f"https://v.example/{i}" for i in range(5)])
     assert cli("schedule", "git", "-n", "2").returncode == 0
-    assert cli("request", "add", "https://v.example/0").returncode == 0
+    first = cli("request", "add", "https://v.example/0").stdout.strip()
+    assert cli("request", "add", "https://v.example/1", "--after", first).returncode == 0
     result = cli("status", "--once")
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ git"))
@@ -186,7 +187,7 @@ def test_status_shows_pools_flight_queues_and_requests_of_each_visit_type(
     # express, slow, priority queues, visits/s, failed, requests, drift, dead
     assert cells[1:7] == ["0", "0", "3", "0", "2", "0"]
     assert cells[7] == "2+0 /0t"
-    assert cells[12] == "1/0/0"
+    assert cells[12] == "1/1/0/0"  # blocked/pending/scheduled/running
     assert cells[14] == "0"
     assert "3 origins waiting in pools" in result.stdout
 

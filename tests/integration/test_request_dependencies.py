@@ -189,7 +189,7 @@ def counts(conn: DictConnection) -> tuple[int, int]:
     return row["r"], row["d"]
 
 
-def test_unknown_retried_aborted_or_failed_prerequisites_and_cycles_are_refused_unwritten(
+def test_unknown_retried_aborted_or_failed_prerequisites_or_parents_and_cycles_are_refused_unwritten(  # noqa: E501
     conn: DictConnection, ctx: Context, origins: None
 ) -> None:
     a = ask(conn, "a")
@@ -211,7 +211,11 @@ def test_unknown_retried_aborted_or_failed_prerequisites_and_cycles_are_refused_
         f"depends_on: request {keyed} (external_id 'wf-1') would wait for itself: a cycle": dict(
             depends_on=[keyed], external_id="wf-1"
         ),
-        "parent: no request 999999": dict(parent=999999),
+        "parent: no request 999999": dict(parent=999999, priority=5),
+        f"parent: request {aborted} is aborted": dict(parent=aborted),
+        f"parent: request {retried} was retried as request {retry}: make it for that one": dict(
+            parent=retried
+        ),
     }
     for reason, fields in refusals.items():
         with pytest.raises(RequestError) as refused:

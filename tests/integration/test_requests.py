@@ -60,7 +60,7 @@ def test_cancel_and_retry_follow_the_lifecycle(conn: DictConnection, ctx: Contex
     pending = ask(conn, "https://r.example/a")
     cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
     assert get_request(conn, pending)["status"] == "aborted"
-    with pytest.raises(RequestError, match="no blocked, pending or scheduled request"):
+    with pytest.raises(RequestError, match="no blocked, pending, scheduled or running request"):
         cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, pending, NOW)
     failed = ask(conn, "https://r.example/b", 5)
     conn.execute("update visit_requests set status = 'failed' where id = %s", (failed,))

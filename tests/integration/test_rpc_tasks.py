@@ -96,6 +96,9 @@ def test_tasks_revisit_cannot_run_are_refused_with_why_and_nothing_written_and_a
     assert "tasks[1].arguments.kwargs.url: required" in str(seen["no_url"])
     assert "tasks[1].arguments: RequestVisit: url:" in str(seen["bad_url"])
     assert "revisit lister schedule gitdir" in str(seen["lister"])
+    assert "tasks[1].arguments.kwargs.url: required, the forge's URL" in str(
+        seen["forge_without_url"]
+    )
     assert seen["remaining"] == 0
     # then one accepted and disabled: its request is cancelled before any run
     assert (seen["disabled"], seen["disabled_runs"]) == (["disabled"], 0)

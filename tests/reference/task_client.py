@@ -10,6 +10,7 @@ object with what it saw.
   one-shot ``load-git`` task of high priority per origin, as it creates them;
 - ``follow TASK_ID...``: the tasks and their runs, as the frontend follows them;
 - ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
+- ``forge URL PATH``: a one-shot ``list-gitdir-full`` task (add forge now);
 - ``grab VISIT_TYPE COUNT POLICY``: the runner's grab_next_visits, then
   visit_scheduler_queue_position_set.
 """
@@ -86,7 +87,8 @@ def refused(scheduler, origin):
         "unknown_type": create_oneshot_task("load-bzr", url=origin),
         "no_url": create_oneshot_task("load-git", repo=origin),
         "bad_url": create_oneshot_task("load-git", url="not a url"),
-        "lister": create_oneshot_task("list-gitdir-full"),
+        "lister": create_oneshot_task("list-gitdir-incremental"),
+        "forge_without_url": create_oneshot_task("list-gitdir-full"),
     }
     seen = {}
     for name, task in attempts.items():
@@ -107,6 +109,15 @@ def refused(scheduler, origin):
     except RemoteException as exc:
         seen["grab_ready"] = f"{exc.response.status_code} {exc.args[0]['message']}"
     return seen
+
+
+def forge(scheduler, url, path):
+    """Add forge now as the archive's add-forge-now service asks: a one-shot full
+    listing task."""
+    (task,) = scheduler.create_tasks(
+        [create_oneshot_task("list-gitdir-full", url=url, path=path, priority="high")]
+    )
+    return {"id": task.id, "status": task.status, "priority": task.priority}
 
 
 def grab(scheduler, visit_type, count, policy):
@@ -136,6 +147,8 @@ def main():
         result = follow(scheduler, [int(a) for a in args])
     elif phase == "refused":
         result = refused(scheduler, args[0])
+    elif phase == "forge":
+        result = forge(scheduler, *args)
     elif phase == "grab":
         result = grab(scheduler, *args)
     else:
