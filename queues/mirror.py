@@ -73,6 +73,11 @@ def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
 MirrorClient = redis.Redis | redis.RedisCluster
 
 
+def connect_mirror(url: str, *, cluster: bool) -> MirrorClient:
+    """A client of the mirror's Redis at ``url``: a cluster client with ``cluster``."""
+    return redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+
+
 class Mirror(PickBookkeeping, MirrorReads):
     """The mirror of every visit type, in one Redis database or on a cluster;
     a visit type's keys may be split into shards (``queues.shards``)."""

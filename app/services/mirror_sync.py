@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import redis
 from msgspec import structs
 
 from app.db.connection import DictConnection
 from app.db.mirror import mirror_row_batches, mirror_rows_of_ids, unstarted_ids, urls_of
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from app.services.context import Context
+from queues.errors import RedisError
 from queues.mirror import returns_to
 
 #: After a Redis wipe, a visit sent but not started (no 'created' status) is sent
@@ -82,7 +82,7 @@ def rebuild(
     except BaseException:
         # Release the marker now: a retry (the scheduler's next step) would
         # otherwise wait REBUILD_MARKER_TTL_S for it to lapse.
-        with contextlib.suppress(redis.RedisError):
+        with contextlib.suppress(RedisError):
             ctx.mirror.abort_rebuild(visit_type, token)
         raise
 
