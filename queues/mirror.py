@@ -304,8 +304,11 @@ class Mirror(PickBookkeeping, MirrorReads):
         every = self.shard_keys(visit_type)
         if not all(self.client.exists(keys.meta) for keys in every):
             return False
-        built = self.client.hget(every[0].meta, "shards")
-        return int(built or 1) == len(every)
+        # Each swap writes the count into its shard's meta: a rebuild into a new
+        # split that stopped between two swaps leaves a shard of the old count.
+        # (A meta without it counts as shard 0's, which counts as one shard.)
+        counts = [self.client.hget(keys.meta, "shards") for keys in every]
+        return all(int(count or counts[0] or 1) == len(every) for count in counts)
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
@@ -423,21 +426,27 @@ class Mirror(PickBookkeeping, MirrorReads):
     def finish_rebuild(self, visit_type: str, token: str) -> int:
         """Swap every shard's staging keys in for its live keys; return how many
         origins the new mirror holds. Raise ``RebuildLost`` if the rebuild's
-        marker lapsed and another rebuild took it over."""
+        marker lapsed and another rebuild took it over.
+
+        Each swap writes the shard count into its shard's meta (rebuild.lua), so
+        a rebuild that stops after its last swap leaves a built mirror. The
+        shards of a larger split, unused now, go first: stopped before its
+        swaps, the rebuild leaves a mirror still to be rebuilt, which deletes
+        them again."""
         every = self.shard_keys(visit_type)
         built = int(self.client.hget(every[0].meta, "shards") or 1)
+        for gone in range(len(every), built):
+            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
+                self.client.delete(key)
         origins = 0
         for live in every:
             try:
-                origins += int(self._rebuild_step(live, "swap", token, repr(time.time())))
+                swapped = self._rebuild_step(live, "swap", token, repr(time.time()), len(every))
             except redis.ResponseError as exc:
                 if "REBUILD_LOST" in str(exc):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
                 raise
-        self.client.hset(every[0].meta, "shards", len(every))
-        for gone in range(len(every), built):  # shards of a larger split, now unused
-            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
-                self.client.delete(key)
+            origins += int(swapped)
         return origins
 
     def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
