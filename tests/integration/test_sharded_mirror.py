@@ -32,6 +32,15 @@ def sharded(settings: Settings, shards: int = SHARDS) -> Context:
     return Context.from_settings(settings.model_copy(update={"mirror_shards": {"git": shards}}))
 
 
+def built_in(settings: Settings, conn: DictConnection, shards: int) -> tuple[Context, datetime]:
+    """The origins of URLS listed, and their mirror rebuilt in ``shards`` shards."""
+    ctx = sharded(settings, shards)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    rebuild(conn, ctx, "git", now)
+    return ctx, now
+
+
 def in_pool(origin: int) -> Placement:
     return Placement(origin, "pool", float(origin), "no_last_update", float(origin), 1)
 
@@ -113,10 +122,7 @@ def test_scheduling_and_the_journal_on_a_sharded_mirror_keep_it_equal_to_postgre
 def test_changing_the_number_of_shards_rebuilds_the_mirror_in_the_new_split(
     settings: Settings, conn: DictConnection
 ) -> None:
-    now = datetime.now(tz=UTC)
-    three = sharded(settings, 3)
-    list_origins(conn, three, URLS, now=now)
-    rebuild(conn, three, "git", now)
+    three, now = built_in(settings, conn, 3)
     two = sharded(settings, 2)
 
     assert ensure_built(conn, two, "git", now)
@@ -168,10 +174,7 @@ def test_a_rebuild_dying_after_its_last_swap_leaves_a_built_mirror(
 def test_a_rebuild_into_a_new_split_dying_between_two_swaps_is_rebuilt_by_the_next_step(
     settings: Settings, conn: DictConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    now = datetime.now(tz=UTC)
-    four = sharded(settings, 4)
-    list_origins(conn, four, URLS, now=now)
-    rebuild(conn, four, "git", now)
+    _, now = built_in(settings, conn, 4)
     two = sharded(settings, 2)
     crash_after_swaps(two, monkeypatch, 1)
 
