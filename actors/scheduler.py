@@ -99,10 +99,8 @@ class SchedulerLoop:
             holder_name(),
             settings.mirror_shards,
         )
-        #: When each visit type's lease was last taken or renewed (monotonic s).
-        self._lease_held_at: dict[str, float] = {}
-        self._renew_lease_s = LEASE_S / 3
-        self.ctx.mirror.on_rebuild_write = self._keep_lease
+        self.ctx.mirror.on_rebuild_renew = self._keep_lease
+        self.ctx.mirror.rebuild_renew_s = LEASE_S / 3
 
     def configs(self, conn: DictConnection) -> dict[str, VisitTypeConfig]:
         """Visit types (the table's, every one), their configuration and policies, and
@@ -201,22 +199,19 @@ class SchedulerLoop:
             self.ctx.mirror.fences.pop(visit_type, None)
             return False
         self.ctx.mirror.fences[visit_type] = token
-        self._lease_held_at[visit_type] = time.monotonic()
         return True
 
     def _keep_lease(self, visit_type: str) -> None:
         """Renew the lease of ``visit_type`` while this process rebuilds its mirror
-        (minutes at archive scale), every third of the lease, at the rebuild's
-        writes: a rebuild that stops writing renews nothing, and its lease lapses
-        for another scheduler. A lease taken again with a newer token is not
+        (minutes at archive scale): the rebuild calls this every third of the
+        lease from its own thread, whatever phase it is in, until it has made
+        no progress for ``queues.mirror.REBUILD_MARKER_TTL_S`` (then it lapses for
+        another scheduler). A lease taken again with a newer token is not
         adopted (the step read its queue depths under the old one): its pop is
         refused."""
-        if time.monotonic() - self._lease_held_at.get(visit_type, 0.0) < self._renew_lease_s:
-            return
         token = self.ctx.mirror.fences.get(visit_type)
         if token is None:
             return
-        self._lease_held_at[visit_type] = time.monotonic()
         held = self.leases.hold(visit_type)
         if held != token:
             log.warning(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,8 +35,12 @@ from queues.shards import (
 PLACE_CHUNK = 2000
 #: Placements per place.lua call of a rebuild (a call blocks Redis while it runs).
 REBUILD_CHUNK = 5000
-#: The rebuild-in-progress marker outlives a dead rebuild by at most this (s).
+#: The rebuild-in-progress marker outlives a dead rebuild by at most this (s);
+#: a rebuild that makes no progress (no write, no batch read back) this long
+#: stops renewing it, and its caller's lease.
 REBUILD_MARKER_TTL_S = 600
+#: How often a running rebuild renews its marker unless told otherwise (s).
+REBUILD_RENEW_S = 60.0
 #: Origins taken per SPOP from a rebuild's touched set once its bulk phase ends.
 TOUCHED_BATCH = 10_000
 MAX_MOVES_PER_POP = 10000
@@ -58,7 +64,7 @@ class RebuildInProgress(Exception):
 
 
 class RebuildLost(Exception):
-    """A rebuild's marker lapsed (no write for ``REBUILD_MARKER_TTL_S``) and another
+    """A rebuild's marker lapsed (not renewed for ``REBUILD_MARKER_TTL_S``) and another
     rebuild took it over: this one's staging keys were not swapped in."""
 
 
@@ -71,6 +77,11 @@ def _chunks(items: Iterable[Placement], size: int) -> Iterator[list[Placement]]:
 #: The mirror lives in one Redis or on a Redis Cluster (keys of one visit type,
 #: or of one shard, share a hash slot, which the Lua scripts need).
 MirrorClient = redis.Redis | redis.RedisCluster
+
+
+def connect_mirror(url: str, *, cluster: bool) -> MirrorClient:
+    """A client of the mirror's Redis at ``url``: a cluster client with ``cluster``."""
+    return redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
 
 
 class Mirror(PickBookkeeping, MirrorReads):
@@ -94,9 +105,13 @@ class Mirror(PickBookkeeping, MirrorReads):
         }
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
-        #: Called with the visit type at each write of a rebuild (the scheduler
-        #: renews its lease there: a rebuild at archive scale outlasts it).
-        self.on_rebuild_write: Callable[[str], None] | None = None
+        #: Called with the visit type every ``rebuild_renew_s`` while a rebuild
+        #: runs (``renewing``): the scheduler renews its lease there, since a
+        #: rebuild at archive scale outlasts it.
+        self.on_rebuild_renew: Callable[[str], None] | None = None
+        self.rebuild_renew_s = REBUILD_RENEW_S
+        #: When each rebuild in progress last wrote or read back a batch (monotonic s).
+        self._rebuild_progress: dict[str, float] = {}
 
     def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
         """Key names of one visit type (of one of its shards)."""
@@ -299,8 +314,11 @@ class Mirror(PickBookkeeping, MirrorReads):
         every = self.shard_keys(visit_type)
         if not all(self.client.exists(keys.meta) for keys in every):
             return False
-        built = self.client.hget(every[0].meta, "shards")
-        return int(built or 1) == len(every)
+        # Each swap writes the count into its shard's meta: a rebuild into a new
+        # split that stopped between two swaps leaves a shard of the old count.
+        # (A meta without it counts as shard 0's, which counts as one shard.)
+        counts = [self.client.hget(keys.meta, "shards") for keys in every]
+        return all(int(count or counts[0] or 1) == len(every) for count in counts)
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
@@ -327,7 +345,7 @@ class Mirror(PickBookkeeping, MirrorReads):
 
         Raise ``RebuildInProgress`` if another rebuild of the visit type holds
         the marker (it lapses ``REBUILD_MARKER_TTL_S`` after that rebuild's
-        last write if it died).
+        last renewal if it died: ``renewing``).
         """
         token = f"{holder_name()}:{uuid4().hex[:8]}"
         for live in self.shard_keys(visit_type):
@@ -338,7 +356,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 raise RebuildInProgress(
                     f"a rebuild of the {visit_type} mirror is in progress "
                     f"({holder.split(' ', 1)[-1]}); it ends with its swap, or lapses "
-                    f"{REBUILD_MARKER_TTL_S} s after its last write if it died"
+                    f"{REBUILD_MARKER_TTL_S} s after its last renewal if it died"
                 )
         return token
 
@@ -355,10 +373,8 @@ class Mirror(PickBookkeeping, MirrorReads):
             for chunk in _chunks(placements, REBUILD_CHUNK):
                 pipe = self.client.pipeline(transaction=False)
                 for shard, part in self._split(visit_type, chunk).items():
-                    staging = every[shard].staging()
-                    _renew(pipe, staging)
-                    _stage(pipe, staging, part)
-                self._rebuild_wrote(visit_type)
+                    _stage(pipe, every[shard].staging(), part)
+                self._progressed(visit_type)
                 if writing is not None:
                     writing.result()
                 writing = writer.submit(pipe.execute)
@@ -382,24 +398,54 @@ class Mirror(PickBookkeeping, MirrorReads):
             if not self._rebuild_step(live, "direct", token, REBUILD_MARKER_TTL_S):
                 raise RebuildLost(
                     f"the rebuild of the {visit_type} mirror lost its marker before the end of"
-                    f" its bulk writes (no write for {REBUILD_MARKER_TTL_S} s, then taken over)"
+                    f" its bulk writes (not renewed for {REBUILD_MARKER_TTL_S} s, then taken over)"
                 )
             while members := self.client.spop(live.staging().touched, TOUCHED_BATCH):
                 touched.update(int(m) for m in members)
+                self._progressed(visit_type)
         return touched
 
-    def renew_rebuild(self, visit_type: str) -> None:
-        """Keep a rebuild's marker (and touched set) alive during a long step
-        that writes nothing."""
+    @contextlib.contextmanager
+    def renewing(self, visit_type: str) -> Iterator[None]:
+        """Keep the rebuild of ``visit_type`` alive while the block runs: a thread
+        renews its marker (and touched sets), and calls ``on_rebuild_renew``,
+        every ``rebuild_renew_s``, whatever the rebuild is doing (a long query
+        writes nothing). Once the rebuild has made no progress for
+        ``REBUILD_MARKER_TTL_S`` (stuck for good), the thread stops renewing:
+        its marker and its caller's lease lapse for another process."""
+        stop = threading.Event()
+        self._progressed(visit_type)
+
+        def keep() -> None:
+            while not stop.wait(self.rebuild_renew_s):
+                stalled_s = time.monotonic() - self._rebuild_progress[visit_type]
+                if stalled_s < REBUILD_MARKER_TTL_S:
+                    with contextlib.suppress(redis.RedisError):  # the rebuild fails too
+                        self._renew_rebuild(visit_type)
+
+        keeper = threading.Thread(target=keep, name=f"rebuild {visit_type}", daemon=True)
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join()
+            del self._rebuild_progress[visit_type]
+
+    def _renew_rebuild(self, visit_type: str) -> None:
+        """Renew a rebuild's marker and, with it, the origins placed meanwhile (which
+        must outlive every renewal of the marker, or they would not be read again);
+        then whatever the caller renews with it."""
         pipe = self.client.pipeline(transaction=False)
         for live in self.shard_keys(visit_type):
-            _renew(pipe, live.staging())
+            pipe.expire(live.staging().meta, REBUILD_MARKER_TTL_S)
+            pipe.expire(live.staging().touched, REBUILD_MARKER_TTL_S)
         pipe.execute()
-        self._rebuild_wrote(visit_type)
+        if self.on_rebuild_renew is not None:
+            self.on_rebuild_renew(visit_type)
 
-    def _rebuild_wrote(self, visit_type: str) -> None:
-        if self.on_rebuild_write is not None:
-            self.on_rebuild_write(visit_type)
+    def _progressed(self, visit_type: str) -> None:
+        self._rebuild_progress[visit_type] = time.monotonic()
 
     def abort_rebuild(self, visit_type: str, token: str) -> None:
         """Drop a failed rebuild's staging keys and release its marker (where it
@@ -410,6 +456,7 @@ class Mirror(PickBookkeeping, MirrorReads):
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
         phase, as ``place`` does to the live keys (the newest version wins)."""
+        self._progressed(visit_type)
         return sum(
             self._place_chunks(self.keys(visit_type, shard).staging(), "force", part, PLACE_CHUNK)
             for shard, part in self._split(visit_type, placements).items()
@@ -418,21 +465,27 @@ class Mirror(PickBookkeeping, MirrorReads):
     def finish_rebuild(self, visit_type: str, token: str) -> int:
         """Swap every shard's staging keys in for its live keys; return how many
         origins the new mirror holds. Raise ``RebuildLost`` if the rebuild's
-        marker lapsed and another rebuild took it over."""
+        marker lapsed and another rebuild took it over.
+
+        Each swap writes the shard count into its shard's meta (rebuild.lua), so
+        a rebuild that stops after its last swap leaves a built mirror. The
+        shards of a larger split, unused now, go first: stopped before its
+        swaps, the rebuild leaves a mirror still to be rebuilt, which deletes
+        them again."""
         every = self.shard_keys(visit_type)
         built = int(self.client.hget(every[0].meta, "shards") or 1)
+        for gone in range(len(every), built):
+            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
+                self.client.delete(key)
         origins = 0
         for live in every:
             try:
-                origins += int(self._rebuild_step(live, "swap", token, repr(time.time())))
+                swapped = self._rebuild_step(live, "swap", token, repr(time.time()), len(every))
             except redis.ResponseError as exc:
                 if "REBUILD_LOST" in str(exc):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
                 raise
-        self.client.hset(every[0].meta, "shards", len(every))
-        for gone in range(len(every), built):  # shards of a larger split, now unused
-            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
-                self.client.delete(key)
+            origins += int(swapped)
         return origins
 
     def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
@@ -449,13 +502,6 @@ class Mirror(PickBookkeeping, MirrorReads):
             pipe.execute()
             count += len(chunk)
         return count
-
-
-def _renew(pipe: Any, staging: VisitTypeKeys) -> None:
-    """Renew a rebuild's marker and, with it, the origins placed meanwhile (which
-    must outlive every renewal of the marker, or they would not be read again)."""
-    pipe.expire(staging.meta, REBUILD_MARKER_TTL_S)
-    pipe.expire(staging.touched, REBUILD_MARKER_TTL_S)
 
 
 def _place_keys(keys: VisitTypeKeys) -> list[str]:

@@ -131,7 +131,10 @@ def pop_across(
         short = count - len(popped)
         if short <= 0 or peek:
             break
-        popped += pop_from(shard, short).popped
+        # A refill pop returns cooled and lost origins too (past a pop's move limit).
+        refill = pop_from(shard, short)
+        popped += refill.popped
+        cooled, lost = cooled + refill.cooled, lost + refill.lost
     order = {pool: i for i, pool in enumerate(POOLS)}
     popped.sort(key=lambda p: (order[p.pool], p.score))
     return PopResult(popped, cooled, lost)

@@ -126,10 +126,9 @@ def progress(description: str, total: float | None) -> Iterator[Callable[[float]
 def warn_unserved(visit_types: Iterable[str]) -> None:
     """Warn on stderr when no worker serves the priority lane of a visit type a
     request was just made for: it would wait, without a word, until one starts."""
-    import redis
-
     from app.domain.queue_names import priority_queue
     from app.services.context import redis_client
+    from queues.errors import UNAVAILABLE
     from queues.workers import queue_capacity
 
     settings = get_settings()
@@ -145,5 +144,5 @@ def warn_unserved(visit_types: Iterable[str]) -> None:
                     markup=False,
                     highlight=False,
                 )
-    except (redis.ConnectionError, redis.TimeoutError):
+    except UNAVAILABLE:
         pass  # the request is recorded; the broker's state is the workers' concern

@@ -12,12 +12,12 @@ import re
 from urllib.parse import urlsplit
 
 import psycopg
-import redis
-from confluent_kafka import KafkaException
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from app.kafka.client import is_kafka_error
 from app.settings import CONFIG_VARIABLE, ConfigFileError, get_settings
+from queues.errors import is_unavailable as redis_unavailable
 
 
 def _postgres_address() -> str:
@@ -28,8 +28,9 @@ def _postgres_address() -> str:
     return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 
 
-def _redis_address() -> str:
-    parts = urlsplit(get_settings().redis_dsn())
+def _redis_address(dsn: str) -> str:
+    """A Redis URL's ``host:port`` and database path (never its password)."""
+    parts = urlsplit(dsn)
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path}"
 
 
@@ -38,8 +39,7 @@ def _broker_address() -> str | None:
     settings = get_settings()
     if settings.broker_redis_url is None:
         return None
-    parts = urlsplit(settings.broker_redis_dsn())
-    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+    return _redis_address(settings.broker_redis_dsn()).partition("/")[0]
 
 
 def broker_unreachable(exc: BaseException) -> str:
@@ -79,15 +79,13 @@ def unreachable(exc: BaseException) -> str | None:
             f"cannot reach PostgreSQL at {_postgres_address()} "
             f"(set REVISIT_DATABASE_URL): {_first_line(exc)}"
         )
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+    if redis_unavailable(exc):
         broker = _broker_address()
-        mirror = _redis_address().partition("/")[0]
-        if broker is not None and broker != mirror and broker in str(exc):
+        mirror = _redis_address(get_settings().redis_dsn())
+        if broker is not None and broker != mirror.partition("/")[0] and broker in str(exc):
             return broker_unreachable(exc)
-        return (
-            f"cannot reach Redis at {_redis_address()} (set REVISIT_REDIS_URL): {_first_line(exc)}"
-        )
-    if isinstance(exc, KafkaException):
+        return f"cannot reach Redis at {mirror} (set REVISIT_REDIS_URL): {_first_line(exc)}"
+    if is_kafka_error(exc):
         return (
             f"cannot reach Kafka at {get_settings().kafka_brokers} "
             f"(set REVISIT_KAFKA_BROKERS): {_first_line(exc)}"

@@ -67,15 +67,14 @@ def _check_broker(visit_type: str) -> None:
     """Refuse, naming the broker's setting, when its Redis cannot be reached:
     visits picked then would be stamped scheduled and held in flight with no
     message sent (the scheduled cooldown, a week)."""
-    import redis
-
     from app.cli.errors import broker_unreachable
     from app.domain.queue_names import visit_queue
     from queues.dramatiq_broker import queue_depth, redis_broker
+    from queues.errors import UNAVAILABLE
 
     try:
         queue_depth(redis_broker(get_settings()), visit_queue(visit_type))
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except UNAVAILABLE as exc:
         raise fail(broker_unreachable(exc) + "; nothing was scheduled", code=3) from exc
 
 

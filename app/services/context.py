@@ -7,11 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
-import redis
-
 from app.domain.cooldown import Cooldowns
 from app.settings import Settings
-from queues.mirror import Mirror, MirrorClient
+from queues.errors import Redis
+from queues.mirror import Mirror, MirrorClient, connect_mirror
 
 #: The ladder unit the rests of ``Tuning`` are given at (REVISIT_LADDER_UNIT_S's default).
 DAY_S = 86400.0
@@ -63,17 +62,15 @@ class Tuning:
 TUNING_KNOBS = frozenset(f.name for f in fields(Tuning))
 
 
-def redis_client(settings: Settings) -> redis.Redis:
+def redis_client(settings: Settings) -> Redis:
     """A client of the broker's Redis (bytes in, bytes out): Dramatiq's queues and
     what lives beside them (worker registry, hoster limits, dead-letter reasons)."""
-    return redis.Redis.from_url(settings.broker_redis_dsn())
+    return Redis.from_url(settings.broker_redis_dsn())
 
 
 def mirror_client(settings: Settings) -> MirrorClient:
     """A client of the mirror's Redis: a cluster client when ``redis_cluster``."""
-    if settings.redis_cluster:
-        return redis.RedisCluster.from_url(settings.redis_dsn())
-    return redis.Redis.from_url(settings.redis_dsn())
+    return connect_mirror(settings.redis_dsn(), cluster=settings.redis_cluster)
 
 
 @dataclass(frozen=True)
@@ -82,7 +79,7 @@ class Context:
 
     settings: Settings
     #: The broker's Redis (``mirror.client`` is the mirror's, perhaps a cluster).
-    redis: redis.Redis
+    redis: Redis
     mirror: Mirror
     cooldowns: Cooldowns
     tuning: Tuning = field(default_factory=Tuning)

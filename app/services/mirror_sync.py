@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import redis
 from msgspec import structs
 
 from app.db.connection import DictConnection
 from app.db.mirror import mirror_row_batches, mirror_rows_of_ids, unstarted_ids, urls_of
 from app.domain.placement import MirrorRow, Placement, epoch_s, place
 from app.services.context import Context
+from queues.errors import RedisError
 from queues.mirror import returns_to
 
 #: After a Redis wipe, a visit sent but not started (no 'created' status) is sent
@@ -48,7 +48,8 @@ def rebuild(
     The origins are read in one transaction, begun once the rebuild is marked
     in progress, and written to staging keys; the origins placed meanwhile
     are read again, and one swap makes the new mirror live
-    (``queues.mirror.Mirror.begin_rebuild``).
+    (``queues.mirror.Mirror.begin_rebuild``). Its marker, and the caller's
+    lease, are renewed throughout (``Mirror.renewing``).
 
     With ``redis_lost`` (the mirror vanished, so did the Dramatiq messages in
     the same Redis), visits sent but not started are sent again after
@@ -59,30 +60,30 @@ def rebuild(
     ctx.mirror.remove_corruptions(visit_type, ctx.mirror.corruptions(visit_type, members=False))
     token = ctx.mirror.begin_rebuild(visit_type)
     try:
-        with conn.transaction():
-            placements = expected_placements(conn, ctx, visit_type, now)
-            if redis_lost:
-                placements = requeue_unstarted(
-                    ctx, placements, unstarted_ids(conn, visit_type), now
-                )
-            ctx.mirror.stage(visit_type, placements)
-        # Origins placed while the bulk was written may hold a newer place than
-        # the one staged: read them again, now that places reach the staging keys.
-        touched = sorted(ctx.mirror.end_bulk(visit_type, token))
-        unstarted = unstarted_ids(conn, visit_type) if redis_lost and touched else None
-        for start in range(0, len(touched), REREAD_IDS):
+        with ctx.mirror.renewing(visit_type):
             with conn.transaction():
-                ids = touched[start : start + REREAD_IDS]
-                placements = placements_of(conn, ctx, visit_type, ids, now)
-                if unstarted is not None:
-                    placements = requeue_unstarted(ctx, placements, unstarted, now)
-                ctx.mirror.place_staged(visit_type, placements)
-            ctx.mirror.renew_rebuild(visit_type)
-        return ctx.mirror.finish_rebuild(visit_type, token)
+                placements = expected_placements(conn, ctx, visit_type, now)
+                if redis_lost:
+                    placements = requeue_unstarted(
+                        ctx, placements, unstarted_ids(conn, visit_type), now
+                    )
+                ctx.mirror.stage(visit_type, placements)
+            # Origins placed while the bulk was written may hold a newer place than
+            # the one staged: read them again, now that places reach the staging keys.
+            touched = sorted(ctx.mirror.end_bulk(visit_type, token))
+            unstarted = unstarted_ids(conn, visit_type) if redis_lost and touched else None
+            for start in range(0, len(touched), REREAD_IDS):
+                with conn.transaction():
+                    ids = touched[start : start + REREAD_IDS]
+                    placements = placements_of(conn, ctx, visit_type, ids, now)
+                    if unstarted is not None:
+                        placements = requeue_unstarted(ctx, placements, unstarted, now)
+                    ctx.mirror.place_staged(visit_type, placements)
+            return ctx.mirror.finish_rebuild(visit_type, token)
     except BaseException:
         # Release the marker now: a retry (the scheduler's next step) would
         # otherwise wait REBUILD_MARKER_TTL_S for it to lapse.
-        with contextlib.suppress(redis.RedisError):
+        with contextlib.suppress(RedisError):
             ctx.mirror.abort_rebuild(visit_type, token)
         raise
 

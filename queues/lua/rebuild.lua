@@ -14,14 +14,15 @@
 --
 -- KEYS[1..8]   live keys: the four pools, inflight, cooling, parked, version
 -- KEYS[9..16]  the staging keys, in the same order
--- KEYS[17]     live meta        hash: 'rebuilt_at' and 'origins' set by 'swap'
+-- KEYS[17]     live meta        hash: 'rebuilt_at', 'origins' and 'shards' set by 'swap'
 -- KEYS[18]     staging meta     the marker: '<phase> <token>'
 -- KEYS[19]     staging touched  set: origins placed during the 'bulk' phase
 -- ARGV[1] the step: 'begin', 'direct', 'swap' or 'abort'
 -- ARGV[2] the rebuild's token
 -- ARGV[3] 'begin', 'direct': the marker's time to live (s); 'swap': rebuilt_at (unix s)
 -- ARGV[4] 'begin': 'nx' to refuse while another rebuild holds the marker,
---         anything else to take it over (the shards after the first)
+--         anything else to take it over (the shards after the first);
+--         'swap': how many shards the visit type is split into
 --
 -- Returns: 'begin' nil once begun, or the marker of the rebuild in progress;
 -- 'direct', 'abort' 1, or 0 when the marker is not this rebuild's; 'swap' how
@@ -60,7 +61,9 @@ if step == 'abort' then
 end
 
 -- 'swap': the staging keys replace the live ones, atomically (a reader sees
--- the old mirror or the new one, never a mix).
+-- the old mirror or the new one, never a mix), and the live meta says how many
+-- shards the mirror is built in (the mirror is built once every shard's meta
+-- says the count configured: no step after the swaps is needed).
 if not mine then
   return redis.error_reply('REBUILD_LOST the marker is ' .. tostring(held))
 end
@@ -76,5 +79,5 @@ for i = 1, 8 do
   end
 end
 redis.call('DEL', KEYS[18], KEYS[19])
-redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[3], 'origins', origins)
+redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[3], 'origins', origins, 'shards', ARGV[4])
 return origins

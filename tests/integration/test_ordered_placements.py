@@ -102,11 +102,13 @@ def test_origins_placed_early_in_a_long_rebuild_are_still_reread_at_its_end(
     ctx.mirror.place("git", [Placement(1, "cooling", 900.0, "up_to_date", 40.0, 3)])
     # The set would expire long before the rebuild ends but for its renewals.
     ctx.mirror.client.pexpire(staging.touched, 300)
+    ctx.mirror.rebuild_renew_s = 0.05
 
-    ctx.mirror.stage("git", [Placement(2, "pool", 2.0, "no_last_update", 2.0, 1)])
-    time.sleep(0.5)
+    with ctx.mirror.renewing("git"):
+        ctx.mirror.stage("git", [Placement(2, "pool", 2.0, "no_last_update", 2.0, 1)])
+        time.sleep(0.5)
 
-    assert ctx.mirror.end_bulk("git", token) == {1}
+        assert ctx.mirror.end_bulk("git", token) == {1}
 
 
 def test_more_touched_origins_than_one_drain_batch_are_all_returned_and_the_set_is_gone(

@@ -4,7 +4,7 @@ dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +20,7 @@ from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import Placement
 from app.domain.queue_names import visit_queue
 from app.inputs.listing import ListedOriginIn
+from app.services import mirror_sync
 from app.services.context import Context
 from app.services.introspection import describe_origin
 from app.services.journal import apply_events_batch
@@ -318,6 +319,64 @@ def test_a_rebuild_longer_than_the_lease_keeps_it_and_the_step_pops_after_it(
     assert rebuilt.rebuilt and taken_meanwhile == [None]
     assert other.holder_of("git") == loop.leases.holder
     assert len(rebuilt.orders) == len(URLS)
+
+
+@pytest.mark.parametrize("phase", ["unstarted visits read", "touched origins drained"])
+def test_a_rebuild_phase_that_writes_nothing_for_longer_than_the_lease_keeps_it(
+    settings: Settings,
+    conn: DictConnection,
+    ctx: Context,
+    monkeypatch: pytest.MonkeyPatch,
+    phase: str,
+) -> None:
+    loop, other = short_lease_and_another_holder(settings, conn, ctx)
+    ctx.mirror.client.flushdb()  # Redis restarted empty: the step rebuilds
+    taken_meanwhile: list[str | None] = []
+
+    def slowly(call: Any, of_git: Callable[[Any], bool]) -> Any:
+        def slow(*args: Any) -> Any:
+            if of_git(args):  # the table's other visit types are rebuilt quickly
+                time.sleep(2.0)  # over three times the lease, writing nothing
+                taken_meanwhile.append(other.hold("git"))
+            return call(*args)
+
+        return slow
+
+    if phase == "unstarted visits read":  # one query, before the first write
+        monkeypatch.setattr(
+            "app.services.mirror_sync.unstarted_ids",
+            slowly(mirror_sync.unstarted_ids, lambda args: args[1] == "git"),
+        )
+    else:  # after the bulk writes, before the origins placed meanwhile are read
+        client = loop.ctx.mirror.client
+        monkeypatch.setattr(client, "spop", slowly(client.spop, lambda args: "{git}" in args[0]))
+    [rebuilt] = [r for r in loop.step(NOW + timedelta(seconds=2)) if r.visit_type == "git"]
+
+    assert rebuilt.rebuilt and taken_meanwhile and set(taken_meanwhile) == {None}
+    assert other.holder_of("git") == loop.leases.holder
+    assert len(rebuilt.orders) == len(URLS)
+
+
+def test_a_rebuild_making_no_progress_for_long_lets_its_lease_lapse(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop, other = short_lease_and_another_holder(settings, conn, ctx)
+    ctx.mirror.client.flushdb()
+    monkeypatch.setattr(queues.mirror, "REBUILD_MARKER_TTL_S", 1)
+    taken_meanwhile: list[str | None] = []
+    unstarted_ids = mirror_sync.unstarted_ids
+
+    def stuck(conn: DictConnection, visit_type: str) -> set[int]:
+        if visit_type == "git":
+            time.sleep(3.0)  # a query that does not answer
+            taken_meanwhile.append(other.hold("git"))
+        return unstarted_ids(conn, visit_type)
+
+    monkeypatch.setattr("app.services.mirror_sync.unstarted_ids", stuck)
+    assert [r for r in loop.step(NOW + timedelta(seconds=2)) if r.visit_type == "git"] == []
+
+    assert taken_meanwhile[0] is not None
+    assert other.holder_of("git") == "other:1"
 
 
 def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_scheduler(

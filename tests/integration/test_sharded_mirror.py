@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis
@@ -18,7 +19,7 @@ from app.services.journal import apply_events_batch
 from app.services.mirror_sync import check, ensure_built, rebuild
 from app.services.scheduling import schedule_step
 from app.settings import Settings
-from queues.keys import shard_of
+from queues.keys import VisitTypeKeys, shard_of
 from tests.integration.helpers import list_origins
 
 pytestmark = pytest.mark.every_mirror
@@ -29,6 +30,15 @@ URLS = [f"https://forge.example/sharded{i}.git" for i in range(60)]
 
 def sharded(settings: Settings, shards: int = SHARDS) -> Context:
     return Context.from_settings(settings.model_copy(update={"mirror_shards": {"git": shards}}))
+
+
+def built_in(settings: Settings, conn: DictConnection, shards: int) -> tuple[Context, datetime]:
+    """The origins of URLS listed, and their mirror rebuilt in ``shards`` shards."""
+    ctx = sharded(settings, shards)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    rebuild(conn, ctx, "git", now)
+    return ctx, now
 
 
 def in_pool(origin: int) -> Placement:
@@ -112,10 +122,7 @@ def test_scheduling_and_the_journal_on_a_sharded_mirror_keep_it_equal_to_postgre
 def test_changing_the_number_of_shards_rebuilds_the_mirror_in_the_new_split(
     settings: Settings, conn: DictConnection
 ) -> None:
-    now = datetime.now(tz=UTC)
-    three = sharded(settings, 3)
-    list_origins(conn, three, URLS, now=now)
-    rebuild(conn, three, "git", now)
+    three, now = built_in(settings, conn, 3)
     two = sharded(settings, 2)
 
     assert ensure_built(conn, two, "git", now)
@@ -124,6 +131,60 @@ def test_changing_the_number_of_shards_rebuilds_the_mirror_in_the_new_split(
     assert not two.mirror.client.exists(three.mirror.keys("git", 2).inflight)
     assert three.mirror.client.zcard(three.mirror.keys("git", 2).pool("no_last_update")) == 0
     assert not ensure_built(conn, two, "git", now)
+
+
+class Crash(BaseException):
+    """The process dies here (a kill, a lost host)."""
+
+
+def crash_after_swaps(ctx: Context, monkeypatch: pytest.MonkeyPatch, swaps: int) -> None:
+    """Make the rebuild of ``ctx``'s mirror die right after its first ``swaps`` swaps."""
+    step = ctx.mirror._rebuild_step
+    swapped: list[int] = []
+
+    def dying(live: VisitTypeKeys, name: str, token: str, *args: Any) -> Any:
+        reply = step(live, name, token, *args)
+        if name == "swap":
+            swapped.append(live.shard)
+            if len(swapped) == swaps:
+                raise Crash
+        return reply
+
+    monkeypatch.setattr(ctx.mirror, "_rebuild_step", dying)
+
+
+def test_a_rebuild_dying_after_its_last_swap_leaves_a_built_mirror(
+    settings: Settings, conn: DictConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = sharded(settings)
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS, now=now)
+    ctx.mirror.client.flushdb()  # Redis restarted empty
+    crash_after_swaps(ctx, monkeypatch, SHARDS)
+
+    with pytest.raises(Crash):
+        ensure_built(conn, ctx, "git", now)
+
+    restarted = sharded(settings)
+    assert restarted.mirror.is_built("git")
+    assert not ensure_built(conn, restarted, "git", now)
+    assert check(conn, restarted, "git", now) == []
+
+
+def test_a_rebuild_into_a_new_split_dying_between_two_swaps_is_rebuilt_by_the_next_step(
+    settings: Settings, conn: DictConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, now = built_in(settings, conn, 4)
+    two = sharded(settings, 2)
+    crash_after_swaps(two, monkeypatch, 1)
+
+    with pytest.raises(Crash):
+        ensure_built(conn, two, "git", now)
+
+    restarted = sharded(settings, 2)
+    assert not restarted.mirror.is_built("git")  # its shard 1 still holds a quarter
+    assert ensure_built(conn, restarted, "git", now)
+    assert check(conn, restarted, "git", now) == []
 
 
 def test_an_origins_rank_counts_the_origins_ahead_of_it_in_every_shard(

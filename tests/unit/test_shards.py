@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from app.domain.placement import Placement
 from queues.keys import VisitTypeKeys, hash_tag, shard_of
-from queues.shards import by_shard, split_count
+from queues.shards import Popped, PopResult, by_shard, pop_across, split_count
 
 
 def test_a_pop_is_split_in_proportion_to_the_shards_sizes() -> None:
@@ -40,3 +40,25 @@ def test_origins_are_grouped_by_shard_in_their_order() -> None:
 
     assert {k: [p.id for p in v] for k, v in groups.items()} == {2: [5], 0: [3, 6], 1: [4]}
     assert shard_of(7, 1) == 0
+
+
+def test_a_sharded_pop_counts_the_origins_its_refill_pops_brought_back() -> None:
+    # Shard 1 is dry; shard 0 gave its share and is asked for the shortfall.
+    # Past a pop's move limit, origins still come back from cooling and from
+    # lost visits in that second pop: they count as returned.
+    replies = [
+        PopResult([Popped(2, "lagging", 1.0), Popped(4, "lagging", 2.0)], 5, 1),
+        PopResult([], 0, 2),
+        PopResult([Popped(6, "lagging", 3.0), Popped(8, "lagging", 4.0)], 7, 3),
+    ]
+    calls: list[tuple[int, int]] = []
+
+    def pop_from(shard: int, n: int) -> PopResult:
+        calls.append((shard, n))
+        return replies[len(calls) - 1]
+
+    result = pop_across(pop_from, [2, 2], 4, peek=False, returned=(1, 1))
+
+    assert calls == [(0, 2), (1, 2), (0, 2)]
+    assert [p.id for p in result.popped] == [2, 4, 6, 8]
+    assert (result.cooled, result.lost) == (1 + 5 + 7, 1 + 1 + 2 + 3)
