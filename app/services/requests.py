@@ -18,8 +18,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import redis
-
 from app.db import requests as db
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types
@@ -27,6 +25,7 @@ from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
+from queues.errors import Redis
 from queues.keys import aborted_requests
 
 
@@ -178,7 +177,7 @@ def adjust_priority(conn: DictConnection, request_id: int, delta: int) -> int:
 
 def cancel_request(
     conn: DictConnection,
-    client: redis.Redis,
+    client: Redis,
     namespace: str,
     request_id: int,
     now: datetime,
