@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from app.db.connection import DictConnection
+from app.db.listings import mirror_row
 from app.db.queries import query
+from app.domain.placement import MirrorRow
 
 
 def insert_task(conn: DictConnection, task: dict[str, Any], request_id: int) -> int:
@@ -51,3 +54,29 @@ def listed_origins_of(conn: DictConnection, pairs: list[tuple[str, str]]) -> lis
 def set_queue_position(conn: DictConnection, visit_type: str, position_s: int) -> None:
     """Set the recurrent scheduler's queue position of ``visit_type`` (Unix seconds)."""
     conn.execute(query("set_queue_position"), {"visit_type": visit_type, "position": position_s})
+
+
+def upsert_visit_stats(conn: DictConnection, stats: list[dict[str, Any]]) -> list[MirrorRow]:
+    """Upsert each origin's given stats in turn (a later one of the same origin
+    overwrites); the mirror rows of the written origins."""
+    return [mirror_row(row) for s in stats for row in conn.execute(query("upsert_visit_stats"), s)]
+
+
+def scheduler_metrics(
+    conn: DictConnection, lister_id: UUID | None, visit_type: str | None
+) -> list[dict[str, Any]]:
+    """Rows of ``scheduler_metrics`` (of one lister, of one visit type: None, any)."""
+    params = {"lister_id": lister_id, "visit_type": visit_type}
+    return conn.execute(query("get_scheduler_metrics"), params).fetchall()
+
+
+def declare_task_type(conn: DictConnection, visit_type: str, task_type: dict[str, Any]) -> None:
+    """Keep the task type a client declared for ``visit_type`` (JSON-ready values)."""
+    conn.execute(
+        query("declare_task_type"), {"name": visit_type, "task_type": json.dumps(task_type)}
+    )
+
+
+def declared_task_types(conn: DictConnection) -> dict[str, dict[str, Any]]:
+    """Visit type -> the task type a client declared for it (those with one)."""
+    return {r["name"]: r["task_type"] for r in conn.execute(query("declared_task_types"))}

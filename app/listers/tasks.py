@@ -17,7 +17,15 @@ arguments), so the RPC server serves both from one object:
 - ``grab_next_visits``: one scheduling step of revisit's own
   (``app.services.scheduling.schedule_step``) with the one policy asked for,
   returning the picked origins instead of sending them to the workers;
-- ``visit_scheduler_queue_position_set``.
+- ``visit_scheduler_queue_position_set``: of any visit type (one unknown is
+  created paused, as by a listing);
+- ``origin_visit_stats_upsert``: the fields given (None keeps the stored value)
+  written to revisit's stats, each origin then placed in the mirror as after
+  a journal batch; the journal's next final status of the origin refolds its
+  stats from its visit history;
+- ``get_metrics``: ``scheduler_metrics``, the per lister and visit type
+  coverage the scheduler process refreshes (``update_metrics`` is the RPC
+  server's: ``app.rpc.endpoints``).
 
 Every argument is checked before anything is written; a bad one raises
 ListerInputError naming it.
@@ -25,27 +33,46 @@ ListerInputError naming it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Literal
+from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.db import tasks as db
 from app.db.listings import known_visit_types
 from app.db.visit_types import list_visit_types
+from app.domain.placement import MirrorRow
 from app.domain.policies import REGISTRY
 from app.inputs.api import InvalidPayload, RequestVisit, validated
-from app.listers.interface import ListerInterface
-from app.listers.models import ListedOrigin, ListerInputError, parse
+from app.inputs.rules import check_visit_type
+from app.listers.interface import ListerInterface, refusing_bad_values, uuid_of
+from app.listers.models import ListedOrigin, ListerInputError, OriginVisitStats, parse
 from app.listers.plugin import installed_listers
+from app.services.journal import place_rows
 from app.services.requests import RequestError, cancel_request, create_request
 from app.services.scheduling import schedule_step
-from app.services.visit_types import VisitTypeChange, VisitTypeError, add_visit_type
+from app.services.visit_types import (
+    VisitTypeChange,
+    VisitTypeError,
+    add_listed_visit_types,
+    add_visit_type,
+)
 
 #: The reference's task priorities, as a request's base priority.
 PRIORITIES = {"high": 100, "normal": 0, "low": -100}
 LOAD, LIST = "load-", "list-"
 LISTING_KINDS = ("full", "incremental")
+#: revisit's visit status of each of the reference's last_visit_status values.
+STATUS_OF_REFERENCE: dict[str | None, str | None] = {
+    None: None,
+    "successful": "full",
+    "failed": "failed",
+    "not_found": "not_found",
+}
+#: The fields of a task type revisit keeps as declared but does not apply.
+UNUSED_TASK_TYPE_FIELDS = ("backend_name", "default_interval", "backoff_factor")
 #: Most origins one grab_next_visits call may take.
 MAX_GRAB = 10_000
 _RECURRING = (
@@ -116,6 +143,18 @@ class TaskRun(_Model):
     status: str = "scheduled"
 
 
+class SchedulerMetrics(_Model):
+    """Coverage of one lister instance and visit type (the reference's SchedulerMetrics)."""
+
+    lister_id: UUID
+    visit_type: str
+    last_update: datetime | None = None
+    origins_known: int = 0
+    origins_enabled: int = 0
+    origins_never_visited: int = 0
+    origins_with_pending_changes: int = 0
+
+
 class TaskInterface(ListerInterface):
     """The lister interface, the task API and the runner's endpoints on one
     connection (autocommit) and the process's Redis mirror."""
@@ -123,16 +162,20 @@ class TaskInterface(ListerInterface):
     def get_task_types(self) -> list[TaskType]:
         """``load-<visit type>`` for every visit type, ``list-<lister>-full`` and
         ``-incremental`` for every installed lister."""
+        declared = db.declared_task_types(self.conn)
         loads = [
-            TaskType(
-                type=LOAD + r["name"],
-                description=r["description"] or f"Visit a {r['name']} origin",
-                backend_name=f"visit.{r['name']}",
-                min_interval=timedelta(seconds=float(r["min_interval_s"])),
-                max_interval=timedelta(seconds=float(r["max_interval_s"])),
-                max_queue_length=int(r["max_queue_length"]),
-                num_retries=int(r["num_retries"]),
-                retry_delay=timedelta(seconds=float(r["retry_delay_s"])),
+            _declared(
+                TaskType(
+                    type=LOAD + r["name"],
+                    description=r["description"] or f"Visit a {r['name']} origin",
+                    backend_name=f"visit.{r['name']}",
+                    min_interval=timedelta(seconds=float(r["min_interval_s"])),
+                    max_interval=timedelta(seconds=float(r["max_interval_s"])),
+                    max_queue_length=int(r["max_queue_length"]),
+                    num_retries=int(r["num_retries"]),
+                    retry_delay=timedelta(seconds=float(r["retry_delay_s"])),
+                ),
+                declared.get(r["name"]),
             )
             for r in list_visit_types(self.conn)
         ]
@@ -176,7 +219,9 @@ class TaskInterface(ListerInterface):
                     "retry_delay_s": _seconds(given.retry_delay),
                 },
             )
-            add_visit_type(self.conn, change)
+            with self.conn.transaction():
+                add_visit_type(self.conn, change)
+                db.declare_task_type(self.conn, name, given.model_dump(mode="json"))
         except (InvalidPayload, VisitTypeError) as exc:
             raise ListerInputError(f"task_type: {exc}") from None
 
@@ -337,12 +382,75 @@ class TaskInterface(ListerInterface):
         return [ListedOrigin.model_validate(listed[p]) for p in pairs if p in listed]
 
     def visit_scheduler_queue_position_set(self, visit_type: str, position: int) -> None:
-        """Set the recurrent scheduler's queue position of ``visit_type`` (Unix seconds)."""
-        if visit_type not in known_visit_types(self.conn):
-            raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
+        """Set the recurrent scheduler's queue position of ``visit_type`` (Unix
+        seconds); a visit type revisit does not know is created paused."""
+        name = _visit_type(visit_type, "visit_type")
         if not isinstance(position, int) or not 0 <= position < 2**35:
             raise ListerInputError("position: expected Unix seconds")
-        db.set_queue_position(self.conn, visit_type, position)
+        with self.conn.transaction():
+            add_listed_visit_types(self.conn, {name}, self.clock())
+            db.set_queue_position(self.conn, name, position)
+
+    def origin_visit_stats_upsert(self, origin_visit_stats: Iterable[Any]) -> None:
+        """Write the given fields of each origin's stats (None keeps the stored
+        value; a later entry of the same origin wins), then place the origins in
+        the mirror. A visit type revisit does not know is created paused."""
+        given = [
+            parse(OriginVisitStats, s, f"origin_visit_stats[{i}]")
+            for i, s in enumerate(origin_visit_stats or [])
+        ]
+        rows = []
+        for i, stats in enumerate(given):
+            field = f"origin_visit_stats[{i}]"
+            _visit_type(stats.visit_type, f"{field}.visit_type")
+            if stats.last_visit_status not in STATUS_OF_REFERENCE:
+                known = ", ".join(k for k in STATUS_OF_REFERENCE if k)
+                raise ListerInputError(
+                    f"{field}.last_visit_status: {stats.last_visit_status!r} (known: {known})"
+                )
+            rows.append(
+                {
+                    **stats.model_dump(),
+                    "last_visit_status": STATUS_OF_REFERENCE[stats.last_visit_status],
+                }
+            )
+        now = self.clock()
+
+        def write() -> list[MirrorRow]:
+            with self.conn.transaction():
+                add_listed_visit_types(self.conn, {s.visit_type for s in given}, now)
+                return db.upsert_visit_stats(self.conn, rows)
+
+        place_rows(self.ctx, refusing_bad_values(write, "origin_visit_stats"), now)
+
+    def get_metrics(
+        self, lister_id: Any = None, visit_type: str | None = None
+    ) -> list[SchedulerMetrics]:
+        """The coverage figures of ``scheduler_metrics`` (of one lister, one visit type)."""
+        wanted = uuid_of(lister_id, "lister_id") if lister_id is not None else None
+        if visit_type is not None and not isinstance(visit_type, str):
+            raise ListerInputError("visit_type: expected a string")
+        rows = db.scheduler_metrics(self.conn, wanted, visit_type)
+        return [SchedulerMetrics.model_validate(r) for r in rows]
+
+
+def _declared(live: TaskType, declared: dict[str, Any] | None) -> TaskType:
+    """The task type of a visit type as its client declared it, if one did: the
+    fields revisit has no use for as declared, the others as the visit type has
+    them, except those declared unset (revisit applies its defaults to those)."""
+    if declared is None:
+        return live
+    given = TaskType.model_validate(declared)
+    fields = {name: getattr(given, name) for name in UNUSED_TASK_TYPE_FIELDS}
+    fields |= {name: None for name in type(given).model_fields if getattr(given, name) is None}
+    return live.model_copy(update=fields)
+
+
+def _visit_type(name: Any, field: str) -> str:
+    try:
+        return check_visit_type(name if isinstance(name, str) else "")
+    except ValueError as exc:
+        raise ListerInputError(f"{field}: {exc}") from None
 
 
 def _check_limit(limit: Any) -> None:

@@ -60,3 +60,44 @@ order by lo.url, lo.visit_type, lo.last_seen desc
 insert into visit_scheduler_queue_position (visit_type, position)
 values (%(visit_type)s, to_timestamp(%(position)s))
 on conflict (visit_type) do update set position = excluded.position
+
+-- name: upsert_visit_stats
+-- The reference's origin_visit_stats_upsert of one origin: a field given as
+-- null keeps the stored value; a final status dates the last final visit, as
+-- the journal would. Returns what decides the origin's place in the mirror.
+insert into origin_visit_stats as st
+  (url, visit_type, last_successful, last_visit, last_visit_status, last_final_date,
+   last_scheduled, last_snapshot, next_visit_queue_position, next_position_offset,
+   successive_visits)
+values (%(url)s, %(visit_type)s, %(last_successful)s, %(last_visit)s::timestamptz,
+        %(last_visit_status)s::text::visit_status,
+        case when %(last_visit_status)s::text is not null then %(last_visit)s::timestamptz end,
+        %(last_scheduled)s, %(last_snapshot)s, to_timestamp(%(next_visit_queue_position)s),
+        %(next_position_offset)s, %(successive_visits)s)
+on conflict (url, visit_type) do update
+  set last_successful = coalesce(excluded.last_successful, st.last_successful),
+      last_visit = coalesce(excluded.last_visit, st.last_visit),
+      last_visit_status = coalesce(excluded.last_visit_status, st.last_visit_status),
+      last_final_date = coalesce(excluded.last_final_date, st.last_final_date),
+      last_scheduled = coalesce(excluded.last_scheduled, st.last_scheduled),
+      last_snapshot = coalesce(excluded.last_snapshot, st.last_snapshot),
+      next_visit_queue_position = coalesce(excluded.next_visit_queue_position,
+                                           st.next_visit_queue_position),
+      next_position_offset = excluded.next_position_offset,
+      successive_visits = excluded.successive_visits,
+      version = st.version + 1
+returning {{mirror_columns}}
+
+-- name: get_scheduler_metrics
+select lister_id, visit_type, last_update, origins_known, origins_enabled,
+       origins_never_visited, origins_with_pending_changes
+from scheduler_metrics
+where (%(lister_id)s::uuid is null or lister_id = %(lister_id)s)
+  and (%(visit_type)s::text is null or visit_type = %(visit_type)s)
+order by lister_id, visit_type
+
+-- name: declare_task_type
+update visit_types set task_type = %(task_type)s where name = %(name)s
+
+-- name: declared_task_types
+select name, task_type from visit_types where task_type is not null

@@ -48,8 +48,14 @@ def test_a_save_code_now_task_is_visited_ahead_of_the_backlog_and_its_run_ends_a
     saved = run_client(reference, rpc_url, "save", wanted, missing)
     assert "load-git" in saved["load_types"]  # type: ignore[operator]
     assert saved["git_queue_length"] == 1000 and saved["missing_type"] is True
-    assert saved["extra_queue_length"] == 7  # task_type/create made the visit type
-    assert conn.execute("select name from visit_types where name = 'extra'").fetchone()
+    # task_type/create made the visit type, and the task type reads back as declared
+    extra = saved["extra"]
+    assert isinstance(extra, dict) and extra["max_queue_length"] == 7
+    assert (extra["backend_name"], extra["backoff_factor"]) == ("x", 1.5)
+    assert extra["default_interval"] == "2 days, 0:00:00"
+    assert extra["num_retries"] is None and extra["retry_delay"] is None  # declared unset
+    made = conn.execute("select num_retries from visit_types where name = 'extra'").fetchone()
+    assert made == {"num_retries": 3}  # revisit's default applies
     assert "revisit creates only load-<visit type> task types" in str(saved["other_type"])
     assert saved["list_types"] == ["list-gitdir-full", "list-gitdir-incremental"]
     tasks = saved["tasks"]

@@ -16,6 +16,7 @@ object with what it saw.
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 
@@ -28,7 +29,14 @@ from swh.scheduler.utils import create_oneshot_task, utcnow
 
 def save(scheduler, origins):
     scheduler.create_task_type(
-        TaskType(type="load-extra", description="Extra", backend_name="x", max_queue_length=7)
+        TaskType(
+            type="load-extra",
+            description="Extra",
+            backend_name="x",
+            max_queue_length=7,
+            default_interval=datetime.timedelta(days=2),
+            backoff_factor=1.5,
+        )
     )
     try:
         scheduler.create_task_type(
@@ -47,7 +55,7 @@ def save(scheduler, origins):
         "load_types": load_types,
         "git_queue_length": git.max_queue_length,
         "missing_type": scheduler.get_task_type("load-nothing") is None,
-        "extra_queue_length": scheduler.get_task_type("load-extra").max_queue_length,
+        "extra": scheduler.get_task_type("load-extra").to_dict(),
         "other_type": other_type,
         "list_types": [t for t in types if t.startswith("list-")],
         "tasks": [
