@@ -13,9 +13,21 @@ from app.db.queries import query
 from app.domain.placement import MirrorRow
 
 
-def insert_task(conn: DictConnection, task: dict[str, Any], request_id: int) -> int:
-    """Record a one-shot task that became request ``request_id``; its id."""
-    params = {**task, "arguments": json.dumps(task["arguments"]), "request_id": request_id}
+def insert_task(
+    conn: DictConnection,
+    task: dict[str, Any],
+    request_id: int | None = None,
+    lister_id: UUID | None = None,
+) -> int:
+    """Record a one-shot task that became request ``request_id``, or a recurring
+    one that scheduled lister ``lister_id``; its id."""
+    params = {
+        "policy": "oneshot",
+        **task,
+        "arguments": json.dumps(task["arguments"]),
+        "request_id": request_id,
+        "lister_id": lister_id,
+    }
     row = conn.execute(query("insert_task"), params).fetchone()
     assert row is not None
     return int(row["id"])
@@ -27,17 +39,20 @@ def task_rows(
     types: list[str] | None = None,
     statuses: list[str] | None = None,
     priorities: list[str] | None = None,
+    policy: str | None = None,
     before: datetime | None = None,
     after: datetime | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Tasks matching every filter given (None: any), in id order, with their
-    request's progress and the reference's statuses of the task and its run."""
+    request's progress (the latest retry's) or their lister's schedule, and the
+    reference's statuses of the task and its run."""
     params = {
         "ids": ids,
         "types": types,
         "statuses": statuses,
         "priorities": priorities,
+        "policy": policy,
         "before": before,
         "after": after,
         "limit": limit,

@@ -34,6 +34,7 @@ ListerInputError naming it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
@@ -41,15 +42,18 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.db import tasks as db
+from app.db.lister_runs import enable_schedule
 from app.db.listings import known_visit_types
 from app.db.visit_types import list_visit_types
+from app.domain.lister_schedule import ScheduleError
 from app.domain.placement import MirrorRow
 from app.domain.policies import REGISTRY
 from app.inputs.api import InvalidPayload, RequestVisit, validated
 from app.inputs.rules import check_visit_type
 from app.listers.interface import ListerInterface, refusing_bad_values, uuid_of
 from app.listers.models import ListedOrigin, ListerInputError, OriginVisitStats, parse
-from app.listers.plugin import installed_listers
+from app.listers.plugin import UnknownListerPlugin, installed_listers
+from app.listers.runs import schedule_lister
 from app.services.journal import place_rows
 from app.services.requests import RequestError, cancel_request, create_request
 from app.services.scheduling import schedule_step
@@ -155,6 +159,40 @@ class SchedulerMetrics(_Model):
     origins_with_pending_changes: int = 0
 
 
+@dataclass(frozen=True)
+class ListerTaskSchedule:
+    """What a recurring ``list-<lister>-full|incremental`` task asks of a lister's schedule."""
+
+    name: str
+    instance_name: str
+    arguments: dict[str, Any]
+    full: bool
+    interval: timedelta | None
+    first_run: datetime
+
+
+def _as_schedule(task: Task, field: str) -> ListerTaskSchedule:
+    """A recurring lister task as a lister schedule: the kwargs are the lister's
+    arguments (none: those already scheduled), but ``instance``, its instance's
+    name; the interval is the task's ``current_interval`` (a full listing
+    defaults to a day)."""
+    name, _, kind = task.type[len(LIST) :].rpartition("-")
+    if kind not in LISTING_KINDS or not name:
+        raise ListerInputError(
+            f"{field}.type: {task.type}: expected list-<lister>-full or list-<lister>-incremental"
+        )
+    if task.arguments.args:
+        raise ListerInputError(f"{field}.arguments.args: revisit's listers take kwargs only")
+    arguments = dict(task.arguments.kwargs)
+    instance = arguments.pop("instance", "")
+    if not isinstance(instance, str):
+        raise ListerInputError(f"{field}.arguments.kwargs.instance: expected a string")
+    if kind == "incremental" and task.current_interval is None:
+        raise ListerInputError(f"{field}.current_interval: required for an incremental lister task")
+    interval = task.current_interval
+    return ListerTaskSchedule(name, instance, arguments, kind == "full", interval, task.next_run)
+
+
 class TaskInterface(ListerInterface):
     """The lister interface, the task API and the runner's endpoints on one
     connection (autocommit) and the process's Redis mirror."""
@@ -226,19 +264,21 @@ class TaskInterface(ListerInterface):
             raise ListerInputError(f"task_type: {exc}") from None
 
     def create_tasks(self, tasks: list[Any], policy: str = "recurring") -> list[Task]:
-        """Make each one-shot load task a visit request (all or none); the tasks created."""
+        """Make each one-shot load task a visit request, each recurring lister
+        task its lister's schedule (all or none); the tasks created."""
         if not isinstance(tasks, list | tuple):
             raise ListerInputError("tasks: expected a list of tasks")
         known = known_visit_types(self.conn)
         parsed = [parse(Task, task, f"tasks[{i}]") for i, task in enumerate(tasks)]
-        requests = [self._as_request(t, known, f"tasks[{i}]") for i, t in enumerate(parsed)]
+        plans = [
+            _as_schedule(t, f"tasks[{i}]")
+            if t.type.startswith(LIST) and t.policy == "recurring"
+            else self._as_request(t, known, f"tasks[{i}]")
+            for i, t in enumerate(parsed)
+        ]
         ids: list[int] = []
         with self.conn.transaction():
-            for task, request in zip(parsed, requests, strict=True):
-                try:
-                    request_id = create_request(self.conn, request, now=self.clock())
-                except RequestError as exc:
-                    raise ListerInputError(f"tasks: {exc}") from None
+            for i, (task, plan) in enumerate(zip(parsed, plans, strict=True)):
                 fields = {
                     "type": task.type,
                     "arguments": task.arguments.model_dump(),
@@ -246,8 +286,34 @@ class TaskInterface(ListerInterface):
                     "priority": task.priority,
                     "retries_left": task.retries_left,
                 }
+                if isinstance(plan, ListerTaskSchedule):
+                    lister_id = self._schedule(plan, f"tasks[{i}]")
+                    fields["policy"] = "recurring"
+                    ids.append(db.insert_task(self.conn, fields, lister_id=lister_id))
+                    continue
+                try:
+                    request_id = create_request(self.conn, plan, now=self.clock())
+                except RequestError as exc:
+                    raise ListerInputError(f"tasks: {exc}") from None
                 ids.append(db.insert_task(self.conn, fields, request_id))
         return self.get_tasks(ids)
+
+    def _schedule(self, plan: ListerTaskSchedule, field: str) -> UUID:
+        """Create or change the lister instance's schedule (``revisit lister schedule``)."""
+        try:
+            done = schedule_lister(
+                self.conn,
+                plan.name,
+                plan.instance_name,
+                self.clock(),
+                arguments=plan.arguments or None,  # none given: the stored ones
+                full_interval=plan.interval if plan.full else None,
+                incremental_interval=None if plan.full else plan.interval,
+                first_run=plan.first_run,
+            )
+        except (ScheduleError, UnknownListerPlugin) as exc:
+            raise ListerInputError(f"{field}: {exc}") from None
+        return done.lister_id
 
     def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit:
         if task.type.startswith(LIST):
@@ -304,14 +370,13 @@ class TaskInterface(ListerInterface):
         for name, value in (("before", before), ("after", after)):
             if value is not None and not isinstance(value, datetime):
                 raise ListerInputError(f"{name}: expected a date")
-        if policy == "recurring":
-            return []
         rows = db.task_rows(
             self.conn,
             ids=_ids(task_id, "task_id") if task_id else None,
             types=_texts(task_type, "task_type"),
             statuses=_texts(status, "status"),
             priorities=_texts(priority, "priority"),
+            policy=policy,
             before=before,
             after=after,
             limit=limit or None,
@@ -329,11 +394,14 @@ class TaskInterface(ListerInterface):
         return runs[:limit] if limit else runs
 
     def disable_tasks(self, task_ids: list[Any]) -> None:
-        """Cancel the requests of these tasks (those already done stay as they are)."""
+        """Cancel the requests of these tasks (those already done stay as they
+        are); pause the schedules of lister tasks (`revisit lister resume`)."""
         rows = db.task_rows(self.conn, ids=_ids(task_ids, "task_ids"))
         namespace = self.ctx.settings.redis_namespace
         for row in rows:
-            if row["request_status"] in ("pending", "scheduled"):
+            if row["lister_id"] is not None:
+                enable_schedule(self.conn, row["lister_id"], False)
+            elif row["request_status"] in ("pending", "scheduled"):
                 cancel_request(
                     self.conn, self.ctx.redis, namespace, row["request_id"], self.clock()
                 )
@@ -485,7 +553,8 @@ def _task(row: dict[str, Any]) -> Task:
         arguments=TaskArguments.model_validate(row["arguments"]),
         next_run=row["next_run"],
         status=row["status"],
-        policy="oneshot",
+        policy=row["policy"],
+        current_interval=row["current_interval"],
         priority=row["priority"],
         retries_left=row["retries_left"],
     )

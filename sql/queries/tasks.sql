@@ -1,30 +1,52 @@
--- The reference's task API (issue 32): tasks that became visit requests, and
--- what the reference's recurrent runner reads and writes.
+-- The reference's task API (issue 32): tasks that became visit requests or
+-- lister schedules, and what the reference's recurrent runner reads and writes.
 
 -- name: insert_task
-insert into tasks (type, arguments, next_run, policy, priority, retries_left, request_id)
-values (%(type)s, %(arguments)s, %(next_run)s, 'oneshot', %(priority)s, %(retries_left)s,
-        %(request_id)s)
+insert into tasks (type, arguments, next_run, policy, priority, retries_left, request_id,
+                   lister_id)
+values (%(type)s, %(arguments)s, %(next_run)s, %(policy)s, %(priority)s, %(retries_left)s,
+        %(request_id)s, %(lister_id)s)
 returning id
 
 -- name: task_rows
--- Each task with its request's progress, and the reference's statuses derived
--- from it (the one copy of that mapping). Task: blocked or pending -> next_run_not_scheduled,
--- scheduled or running -> next_run_scheduled, succeeded -> completed, failed or
--- aborted -> disabled. Its run (none before the request is sent): scheduled,
--- started (running), eventful / uneventful (succeeded; eventful when its visit
--- is the origin's latest eventful one), failed, lost (aborted once sent).
-with derived as (
-  select t.id, t.type, t.arguments, t.next_run, t.priority, t.retries_left,
+-- Each task with the reference's statuses (the one copy of that mapping).
+-- A one-shot load task follows its request, or the retry that replaced it
+-- (superseded_by, any number of times): blocked or pending ->
+-- next_run_not_scheduled, scheduled or running -> next_run_scheduled,
+-- succeeded -> completed, failed or aborted -> disabled. Its run (none
+-- before the request is sent): scheduled, started (running), eventful /
+-- uneventful (succeeded; eventful when its visit is the origin's latest
+-- eventful one), failed, lost (aborted once sent).
+-- A recurring lister task follows its lister's schedule: a run out ->
+-- next_run_scheduled, paused or removed -> disabled, else
+-- next_run_not_scheduled; next_run and current_interval are the schedule's
+-- for the task's kind of listing; its runs are not reported.
+with recursive chain as (
+  select t.id as task_id, r.id as request_id, r.superseded_by
+  from tasks t
+  join visit_requests r on r.id = t.request_id
+  where (%(ids)s::bigint[] is null or t.id = any(%(ids)s::bigint[]))
+  union all
+  select c.task_id, r.id, r.superseded_by
+  from chain c
+  join visit_requests r on r.id = c.superseded_by
+), derived as (
+  select t.id, t.type, t.arguments, t.policy, t.priority, t.retries_left, t.lister_id,
+         coalesce(case when t.type like '%%-incremental' then ls.next_incremental_run
+                       else ls.next_full_run end, t.next_run) as next_run,
+         case when t.type like '%%-incremental' then ls.incremental_interval
+              else ls.full_interval end as current_interval,
          r.id as request_id, r.status::text as request_status, r.scheduled_at,
          r.started_at, r.finished_at, r.visit, r.visit_status::text as visit_status,
          r.failure_reason,
-         case r.status when 'pending' then 'next_run_not_scheduled'
-                       when 'blocked' then 'next_run_not_scheduled'
-                       when 'scheduled' then 'next_run_scheduled'
-                       when 'running' then 'next_run_scheduled'
-                       when 'succeeded' then 'completed'
-                       else 'disabled' end as status,
+         case when t.lister_id is not null then
+                case when ls.lister_id is null or not ls.enabled then 'disabled'
+                     when ls.running_run_id is not null then 'next_run_scheduled'
+                     else 'next_run_not_scheduled' end
+              when r.status in ('pending', 'blocked') then 'next_run_not_scheduled'
+              when r.status in ('scheduled', 'running') then 'next_run_scheduled'
+              when r.status = 'succeeded' then 'completed'
+              else 'disabled' end as status,
          case when r.scheduled_at is null then null
               when r.status = 'scheduled' then 'scheduled'
               when r.status = 'running' then 'started'
@@ -33,14 +55,17 @@ with derived as (
               when r.status = 'failed' then 'failed'
               else 'lost' end as run_status
   from tasks t
-  join visit_requests r on r.id = t.request_id
+  left join chain c on c.task_id = t.id and c.superseded_by is null
+  left join visit_requests r on r.id = c.request_id
   left join origin_visit_stats st on st.url = r.url and st.visit_type = r.visit_type
+  left join lister_schedules ls on ls.lister_id = t.lister_id
   where (%(ids)s::bigint[] is null or t.id = any(%(ids)s::bigint[]))
 )
 select * from derived
 where (%(types)s::text[] is null or type = any(%(types)s::text[]))
   and (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(priorities)s::text[] is null or priority = any(%(priorities)s::text[]))
+  and (%(policy)s::text is null or policy = %(policy)s)
   and (%(before)s::timestamptz is null or next_run <= %(before)s)
   and (%(after)s::timestamptz is null or next_run >= %(after)s)
 order by id

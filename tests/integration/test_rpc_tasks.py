@@ -11,6 +11,7 @@ from pathlib import Path
 from app.db.connection import DictConnection
 from app.devtools.demo import make_repo
 from app.services.context import Context
+from app.services.requests import retry_request
 from app.settings import Settings
 from tests.integration.helpers import list_origins, recurrent_backlog, serve_requests
 from tests.integration.test_rpc_reference_client import reference  # noqa: F401
@@ -131,3 +132,59 @@ def test_the_runners_grab_next_takes_origins_from_the_mirror_once(
     assert sizes["inflight"] == 5 and sum(sizes.values()) == 5  # taken from the pools
     assert seen["position"] == 1_800_000_000
     assert str(seen["bad_policy"]).startswith("UnknownPolicy: origins/grab_next: policy: unknown")
+
+
+def test_recurring_lister_tasks_become_the_listers_schedule_and_are_reported_and_paused(
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+    tmp_path: Path,
+) -> None:
+    seen = run_client(reference, rpc_url, "lister", str(tmp_path))
+
+    assert seen["created"] == [
+        ["list-gitdir-full", "recurring", "next_run_not_scheduled", 2 * 86400.0],
+        ["list-gitdir-incremental", "recurring", "next_run_not_scheduled", 3600.0],
+    ]
+    schedule = conn.execute(
+        "select l.name, l.instance_name, s.arguments, extract(epoch from s.full_interval) as f,"
+        " extract(epoch from s.incremental_interval) as i, s.enabled"
+        " from lister_schedules s join listers l on l.id = s.lister_id"
+    ).fetchall()
+    assert schedule == [
+        {
+            "name": "gitdir",
+            "instance_name": "local",
+            "arguments": {"path": str(tmp_path)},
+            "f": 2 * 86400,
+            "i": 3600,
+            "enabled": False,  # disable_tasks paused it
+        }
+    ]
+    refused = seen["refused"]
+    assert isinstance(refused, dict)
+    assert "tasks[0].current_interval: required" in refused["no_interval"]
+    assert "tasks[0]: " in refused["unknown_lister"] and "gitdir" in refused["unknown_lister"]
+    assert "colour" in refused["bad_argument"]
+    assert len(seen["searched"]) == 2 and seen["oneshot"] == 0  # type: ignore[arg-type]
+    assert seen["disabled"] == ["disabled", "disabled"]  # one schedule, paused
+
+
+def test_a_retried_request_s_task_follows_the_retry(
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+    tmp_path: Path,
+) -> None:
+    saved = run_client(reference, rpc_url, "save", make_repo(tmp_path / "r"))
+    task_id = saved["tasks"][0]["id"]  # type: ignore[index]
+    conn.execute("update visit_requests set status = 'failed', finished_at = now()")
+    assert run_client(reference, rpc_url, "follow", str(task_id))["tasks"] == {
+        str(task_id): "disabled"
+    }
+    (failed,) = conn.execute("select id from visit_requests").fetchall()
+    retry_request(conn, failed["id"])
+
+    followed = run_client(reference, rpc_url, "follow", str(task_id))
+
+    assert followed["tasks"] == {str(task_id): "next_run_not_scheduled"}  # the retry, pending

@@ -11,7 +11,10 @@ object with what it saw.
 - ``follow TASK_ID...``: the tasks and their runs, as the frontend follows them;
 - ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
 - ``grab VISIT_TYPE COUNT POLICY``: the runner's grab_next_visits, then
-  visit_scheduler_queue_position_set.
+  visit_scheduler_queue_position_set;
+- ``lister PATH``: recurring gitdir lister tasks (full every 2 days,
+  incremental every hour) as the reference schedules listers, two it refuses,
+  then the full one disabled.
 """
 
 from __future__ import annotations
@@ -135,6 +138,50 @@ def grab(scheduler, visit_type, count, policy):
     }
 
 
+def lister(scheduler, path):
+    def task(kind, interval, **kwargs):
+        return Task(
+            type=f"list-gitdir-{kind}",
+            arguments=TaskArguments(kwargs={"instance": "local", **kwargs}),
+            next_run=utcnow(),
+            policy="recurring",
+            current_interval=interval,
+        )
+
+    full, incremental = scheduler.create_tasks(
+        [task("full", datetime.timedelta(days=2), path=path), task("incremental", HOUR)]
+    )
+    refused = {}
+    attempts = {
+        "no_interval": task("incremental", None),
+        "unknown_lister": Task(
+            type="list-nope-full", arguments=TaskArguments(), next_run=utcnow(), policy="recurring"
+        ),
+        "bad_argument": task("full", HOUR * 48, colour="red"),
+    }
+    for name, attempt in attempts.items():
+        try:
+            scheduler.create_tasks([attempt])
+            refused[name] = "accepted"
+        except SchedulerException as exc:
+            refused[name] = str(exc)
+    recurring = scheduler.search_tasks(policy="recurring")
+    scheduler.disable_tasks([full.id])
+    return {
+        "created": [
+            [t.type, t.policy, t.status, t.current_interval.total_seconds()]
+            for t in (full, incremental)
+        ],
+        "searched": [t.id for t in recurring],
+        "oneshot": len(scheduler.search_tasks(policy="oneshot")),
+        "refused": refused,
+        "disabled": [t.status for t in scheduler.get_tasks([full.id, incremental.id])],
+    }
+
+
+HOUR = datetime.timedelta(hours=1)
+
+
 def main():
     url, phase, *args = sys.argv[1:]
     scheduler = get_scheduler("remote", url=url)
@@ -146,6 +193,8 @@ def main():
         result = refused(scheduler, args[0])
     elif phase == "grab":
         result = grab(scheduler, *args)
+    elif phase == "lister":
+        result = lister(scheduler, args[0])
     else:
         raise SystemExit(f"unknown phase {phase}")
     print(json.dumps(result, default=str))
