@@ -113,12 +113,10 @@ class ListerInterface:
     def record_listed_origins(
         self, listed_origins: Iterable[Any], update_last_seen: bool = True
     ) -> list[ListedOrigin]:
-        """Upsert the origins (one transaction per lister); return them as stored."""
-        if not update_last_seen:
-            raise ListerInputError(
-                "update_last_seen: revisit always moves last_seen (it decides what a full "
-                "listing disables); False is not supported"
-            )
+        """Upsert the origins (one transaction per lister); return them as stored.
+        ``update_last_seen`` False keeps the ``last_seen`` of those already listed."""
+        if not isinstance(update_last_seen, bool):
+            raise ListerInputError("update_last_seen: expected true or false")
         origins = [
             parse(ListedOrigin, o, f"listed_origins[{i}]") for i, o in enumerate(listed_origins)
         ]
@@ -140,7 +138,7 @@ class ListerInterface:
                 ) from None
         recorded: list[ListedOrigin] = []
         for lister_id, rows in by_lister.items():
-            recorded += self._record(lister_id, rows)
+            recorded += self._record(lister_id, rows, update_last_seen)
         return recorded
 
     def _check_listers(self, by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]]) -> None:
@@ -152,14 +150,16 @@ class ListerInterface:
                 )
 
     def _record(
-        self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]]
+        self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]], update_last_seen: bool
     ) -> list[ListedOrigin]:
         now = self.clock()
 
         def write() -> tuple[list[Any], list[dict[str, Any]]]:
             with self.conn.transaction():
                 add_listed_visit_types(self.conn, {r.visit_type for _, r in rows}, now)
-                changed = db.upsert_listed_origins(self.conn, lister_id, [r for _, r in rows], now)
+                changed = db.upsert_listed_origins(
+                    self.conn, lister_id, [r for _, r in rows], now, update_last_seen
+                )
                 stored = sql.recorded_origins(self.conn, lister_id)
             return changed, stored
 
