@@ -62,7 +62,6 @@ REFUSALS = (
     "revisit's loaders take kwargs only",
     "kwargs.url: required",
     "revisit creates only load-<visit type> task types",
-    "revisit's pools are per visit type, not per lister",
 )
 
 

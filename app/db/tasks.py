@@ -60,9 +60,16 @@ def task_rows(
     return conn.execute(query("task_rows"), params).fetchall()
 
 
-def listed_origins_of(conn: DictConnection, pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """The most recently seen listing of each (url, visit_type) that has one."""
-    params = {"urls": [u for u, _ in pairs], "visit_types": [v for _, v in pairs]}
+def listed_origins_of(
+    conn: DictConnection, pairs: list[tuple[str, str]], lister_id: UUID | None = None
+) -> list[dict[str, Any]]:
+    """The most recently seen listing of each (url, visit_type) that has one (by
+    lister ``lister_id`` if given)."""
+    params = {
+        "urls": [u for u, _ in pairs],
+        "visit_types": [v for _, v in pairs],
+        "lister_id": lister_id,
+    }
     return conn.execute(query("listed_origins_of"), params).fetchall()
 
 

@@ -16,7 +16,8 @@ arguments), so the RPC server serves both from one object:
   ``disable_tasks`` cancels their requests;
 - ``grab_next_visits``: one scheduling step of revisit's own
   (``app.services.scheduling.schedule_step``) with the one policy asked for,
-  returning the picked origins instead of sending them to the workers;
+  or, for one lister, its first visits (``first_visits_step``), returning the
+  picked origins instead of sending them to the workers;
 - ``visit_scheduler_queue_position_set``: of any visit type (one unknown is
   created paused, as by a listing);
 - ``origin_visit_stats_upsert``: the fields given (None keeps the stored value)
@@ -41,6 +42,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from app.db import lister_api as sql
 from app.db import tasks as db
 from app.db.lister_runs import enable_schedule
 from app.db.listings import known_visit_types
@@ -56,7 +58,7 @@ from app.listers.plugin import UnknownListerPlugin, installed_listers
 from app.listers.runs import schedule_lister
 from app.services.journal import place_rows
 from app.services.requests import RequestError, cancel_request, create_request
-from app.services.scheduling import schedule_step
+from app.services.scheduling import first_visits_step, schedule_step
 from app.services.visit_types import (
     VisitTypeChange,
     VisitTypeError,
@@ -77,6 +79,8 @@ STATUS_OF_REFERENCE: dict[str | None, str | None] = {
 }
 #: The fields of a task type revisit keeps as declared but does not apply.
 UNUSED_TASK_TYPE_FIELDS = ("backend_name", "default_interval", "backoff_factor")
+#: The reference's policy of a lister's first visits (grab_next_visits with a lister).
+FIRST_VISITS = "first_visits_after_listing"
 #: Most origins one grab_next_visits call may take.
 MAX_GRAB = 10_000
 _RECURRING = (
@@ -425,29 +429,51 @@ class TaskInterface(ListerInterface):
     ) -> list[ListedOrigin]:
         """Take up to ``count`` origins of ``visit_type`` by ``policy`` as revisit's
         scheduler does (stamped scheduled, in flight in the mirror), and return
-        them. revisit's own cooldowns apply; ``tablesample`` is not needed."""
-        if policy not in REGISTRY:
-            raise UnknownPolicy(
-                f"policy: unknown policy {policy!r} (known: {', '.join(sorted(REGISTRY))})"
-            )
+        them. revisit's own cooldowns apply; ``tablesample`` is not needed. With
+        a lister (``lister_uuid``, or ``lister_name`` and ``lister_instance_name``),
+        its first visits: its origins not scheduled since its last listing, as
+        revisit's first_visits_after_listing policy picks them, whatever the
+        policy named (the reference's first-visits runner names that one)."""
+        if policy not in REGISTRY and policy != FIRST_VISITS:
+            known = ", ".join(sorted([*REGISTRY, FIRST_VISITS]))
+            raise UnknownPolicy(f"policy: unknown policy {policy!r} (known: {known})")
         if visit_type not in known_visit_types(self.conn):
             raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
         if not isinstance(count, int) or not 0 <= count <= MAX_GRAB:
             raise ListerInputError(f"count: expected an integer from 0 to {MAX_GRAB}")
         if enabled is not True:
             raise ListerInputError("enabled: revisit schedules enabled origins only")
-        if lister_uuid or lister_name or lister_instance_name:
-            raise ListerInputError(
-                "lister_uuid, lister_name, lister_instance_name: revisit's pools are per "
-                "visit type, not per lister (a lister's first visits: first_visits_queue_prefix)"
-            )
         now = timestamp if isinstance(timestamp, datetime) else self.clock()
-        result = schedule_step(
-            self.conn, self.ctx, visit_type, count, now, {policy: 1.0}, dry_run=bool(dry_run)
-        )
-        pairs = [(o.url, o.visit_type) for o in result.orders]
-        listed = {(r["url"], r["visit_type"]): r for r in db.listed_origins_of(self.conn, pairs)}
+        if lister_uuid or lister_name or lister_instance_name or policy == FIRST_VISITS:
+            lister = self._grab_lister(lister_uuid, lister_name, lister_instance_name)
+            if lister is None:
+                return []
+            if dry_run:
+                raise ListerInputError("dry_run: not with a lister (its first visits)")
+            orders, _ = first_visits_step(self.conn, self.ctx, visit_type, lister, count, now)
+            lister_id = lister["id"]
+        else:
+            result = schedule_step(
+                self.conn, self.ctx, visit_type, count, now, {policy: 1.0}, dry_run=bool(dry_run)
+            )
+            orders, lister_id = result.orders, None
+        pairs = [(o.url, o.visit_type) for o in orders]
+        rows = db.listed_origins_of(self.conn, pairs, lister_id)
+        listed = {(r["url"], r["visit_type"]): r for r in rows}
         return [ListedOrigin.model_validate(listed[p]) for p in pairs if p in listed]
+
+    def _grab_lister(
+        self, lister_uuid: Any, name: Any, instance_name: Any
+    ) -> dict[str, Any] | None:
+        """The lister whose first visits grab_next_visits takes (None: not registered)."""
+        if lister_uuid:
+            found = sql.listers_by_id(self.conn, [uuid_of(lister_uuid, "lister_uuid")])
+            return found[0] if found else None
+        if not isinstance(name, str) or not name:
+            raise ListerInputError(
+                "lister_uuid or lister_name: required to grab a lister's first visits"
+            )
+        return sql.lister_by_name(self.conn, name, instance_name or "")
 
     def visit_scheduler_queue_position_set(self, visit_type: str, position: int) -> None:
         """Set the recurrent scheduler's queue position of ``visit_type`` (Unix

@@ -73,12 +73,13 @@ limit %(limit)s
 
 -- name: listed_origins_of
 -- The listing of each picked (url, visit_type): the most recently seen one when
--- several listers report it.
+-- several listers report it (of one lister, when grabbing its first visits).
 select distinct on (lo.url, lo.visit_type) lo.lister_id, lo.url, lo.visit_type,
        lo.extra_loader_arguments, lo.last_update, lo.is_fork, lo.forked_from_url,
        lo.enabled, lo.first_seen, lo.last_seen
 from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
 join listed_origins lo on lo.url = k.url and lo.visit_type = k.visit_type
+where %(lister_id)s::uuid is null or lo.lister_id = %(lister_id)s
 order by lo.url, lo.visit_type, lo.last_seen desc
 
 -- name: set_queue_position

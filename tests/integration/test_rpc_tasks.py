@@ -9,8 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app.db.connection import DictConnection
+from app.db.listings import register_lister
 from app.devtools.demo import make_repo
+from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
+from app.services.listing import record_listed_origins
 from app.services.requests import retry_request
 from app.settings import Settings
 from tests.integration.helpers import list_origins, recurrent_backlog, serve_requests
@@ -188,3 +191,24 @@ def test_a_retried_request_s_task_follows_the_retry(
     followed = run_client(reference, rpc_url, "follow", str(task_id))
 
     assert followed["tasks"] == {str(task_id): "next_run_not_scheduled"}  # the retry, pending
+
+
+def test_the_first_visits_runner_grabs_one_listers_origins_not_yet_scheduled(
+    reference: Path,  # noqa: F811
+    rpc_url: str,
+    conn: DictConnection,
+    ctx: Context,
+) -> None:
+    urls = [f"https://forge.example/{i}.git" for i in range(4)]
+    list_origins(conn, ctx, urls)  # lister test/forge
+    other = register_lister(conn, "other", "forge", None)
+    rows = [(1, ListedOriginIn(url="https://other.example/o.git", visit_type="git"))]
+    record_listed_origins(conn, ctx, other, rows, datetime.now(tz=UTC))
+
+    seen = run_client(reference, rpc_url, "first", "git", "test", "forge")
+
+    assert sorted(seen["urls"]) == urls  # type: ignore[type-var]
+    lister = conn.execute("select id from listers where name = 'test'").fetchone()
+    assert lister is not None and seen["lister_ids"] == [str(lister["id"])]
+    assert seen["again"] == []  # stamped and in flight
+    assert ctx.mirror.sizes("git")["inflight"] == 4

@@ -12,6 +12,8 @@ object with what it saw.
 - ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
 - ``grab VISIT_TYPE COUNT POLICY``: the runner's grab_next_visits, then
   visit_scheduler_queue_position_set;
+- ``first VISIT_TYPE NAME INSTANCE``: the reference's first-visits runner:
+  grab_next_visits of one lister's first visits, twice;
 - ``lister PATH``: recurring gitdir lister tasks (full every 2 days,
   incremental every hour) as the reference schedules listers, two it refuses,
   then the full one disabled.
@@ -138,6 +140,24 @@ def grab(scheduler, visit_type, count, policy):
     }
 
 
+def first(scheduler, visit_type, name, instance):
+    def grab():
+        return scheduler.grab_next_visits(
+            visit_type,
+            100,
+            policy="first_visits_after_listing",
+            lister_name=name,
+            lister_instance_name=instance,
+        )
+
+    origins = grab()
+    return {
+        "urls": [o.url for o in origins],
+        "lister_ids": sorted({str(o.lister_id) for o in origins}),
+        "again": [o.url for o in grab()],
+    }
+
+
 def lister(scheduler, path):
     def task(kind, interval, **kwargs):
         return Task(
@@ -193,6 +213,8 @@ def main():
         result = refused(scheduler, args[0])
     elif phase == "grab":
         result = grab(scheduler, *args)
+    elif phase == "first":
+        result = first(scheduler, *args)
     elif phase == "lister":
         result = lister(scheduler, args[0])
     else:
