@@ -101,18 +101,23 @@ def listing_row(row: ListedOriginIn) -> tuple[Any, ...]:
 
 
 def upsert_listed_origins(
-    conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[ListedOriginIn], now: datetime
+    conn: DictConnection,
+    lister_id: uuid.UUID,
+    rows: Sequence[ListedOriginIn],
+    now: datetime,
+    update_last_seen: bool = True,
 ) -> list[tuple[MirrorRow, bool]]:
     """Record a batch of listed origins (COPY then one upsert per table) inside the
     caller's transaction; return the mirror rows whose place may have changed,
-    each with whether it is new."""
+    each with whether it is new. ``update_last_seen`` False keeps the
+    ``last_seen`` of origins already listed (new ones are seen ``now``)."""
     # Sorting and grouping a 100k-row batch spills to disk with the default 4MB.
     conn.execute("set local work_mem = '64MB'")
     conn.execute(query("create_listing_staging"))
     with conn.cursor().copy(query("copy_listing_staging")) as copy:
         for row in rows:
             copy.write_row(listing_row(row))
-    params = {"lister_id": lister_id, "now": now}
+    params = {"lister_id": lister_id, "now": now, "update_last_seen": update_last_seen}
     conn.execute(query("upsert_listed_origins"), params)
     with conn.cursor(row_factory=tuple_row) as cursor:
         cursor.execute(query("upsert_stats_for_listing"), params)

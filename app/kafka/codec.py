@@ -2,8 +2,10 @@
 
 One decoder of an origin_visit_status value, ``decode_event``: msgspec reads
 and type-checks the map in one pass (the bounds of ``visit`` and ``snapshot``
-are ``msgspec.Meta`` constraints), then the rules that depend on known values
-(statuses, visit types) are checked. A refused value raises ``InvalidEvent``
+are ``msgspec.Meta`` constraints), then the rules of the values: known
+statuses, a URL and a visit type name as listings take them (a visit type
+revisit does not know yet is the caller's to create, as the reference
+accepts any). A refused value raises ``InvalidEvent``
 whose text starts with the field at fault (``field: what is wrong``), the
 reason a dead letter carries.
 """
@@ -24,7 +26,7 @@ from app.domain.journal_event import (
 )
 from app.domain.visit_status import ALL_STATUSES
 from app.inputs.decode_errors import fault
-from app.inputs.rules import check_url
+from app.inputs.rules import check_url, check_visit_type
 
 
 class UndecodableMessage(InvalidEvent):
@@ -102,7 +104,7 @@ class _StatusRecord(msgspec.Struct):
 _DECODER = msgspec.msgpack.Decoder(_StatusRecord, ext_hook=_ext)
 
 
-def decode_event(payload: bytes | None, known_visit_types: frozenset[str]) -> VisitStatusEvent:
+def decode_event(payload: bytes | None) -> VisitStatusEvent:
     """The event of one journal value; InvalidEvent naming the field when it cannot apply."""
     if payload is None:
         raise UndecodableMessage("value: empty (tombstone)")
@@ -122,9 +124,10 @@ def decode_event(payload: bytes | None, known_visit_types: frozenset[str]) -> Vi
         raise InvalidEvent(f"date: expected datetime, got {type(record.date).__name__}")
     if record.status not in ALL_STATUSES:
         raise InvalidEvent(f"status: unknown status {record.status!r}")
-    if record.type not in known_visit_types:
-        known = ", ".join(sorted(known_visit_types))
-        raise InvalidEvent(f"type: unknown visit type {record.type!r} (known: {known})")
+    try:
+        check_visit_type(record.type)
+    except ValueError as exc:
+        raise InvalidEvent(f"type: {exc}") from None
     return VisitStatusEvent(
         record.origin,
         record.type,

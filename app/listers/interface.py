@@ -77,7 +77,7 @@ class ListerInterface:
 
     def get_listers_by_id(self, lister_ids: list[Any]) -> list[Lister]:
         """The lister instances of these ids (unknown ones are left out)."""
-        ids = [_uuid(value, f"lister_ids[{i}]") for i, value in enumerate(lister_ids or [])]
+        ids = [uuid_of(value, f"lister_ids[{i}]") for i, value in enumerate(lister_ids or [])]
         rows = sql.listers_by_id(self.conn, ids)
         return [Lister.model_validate(r) for r in rows]
 
@@ -103,7 +103,7 @@ class ListerInterface:
         given = parse(Lister, lister, "lister")
         if given.id is None or given.updated is None:
             raise ListerInputError("lister.id and lister.updated: required to update a lister")
-        row = _refusing_bad_values(
+        row = refusing_bad_values(
             lambda: sql.update_lister(self.conn, given.model_dump()), "lister"
         )
         if row is None:
@@ -113,12 +113,10 @@ class ListerInterface:
     def record_listed_origins(
         self, listed_origins: Iterable[Any], update_last_seen: bool = True
     ) -> list[ListedOrigin]:
-        """Upsert the origins (one transaction per lister); return them as stored."""
-        if not update_last_seen:
-            raise ListerInputError(
-                "update_last_seen: revisit always moves last_seen (it decides what a full "
-                "listing disables); False is not supported"
-            )
+        """Upsert the origins (one transaction per lister); return them as stored.
+        ``update_last_seen`` False keeps the ``last_seen`` of those already listed."""
+        if not isinstance(update_last_seen, bool):
+            raise ListerInputError("update_last_seen: expected true or false")
         origins = [
             parse(ListedOrigin, o, f"listed_origins[{i}]") for i, o in enumerate(listed_origins)
         ]
@@ -140,7 +138,7 @@ class ListerInterface:
                 ) from None
         recorded: list[ListedOrigin] = []
         for lister_id, rows in by_lister.items():
-            recorded += self._record(lister_id, rows)
+            recorded += self._record(lister_id, rows, update_last_seen)
         return recorded
 
     def _check_listers(self, by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]]) -> None:
@@ -152,18 +150,20 @@ class ListerInterface:
                 )
 
     def _record(
-        self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]]
+        self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]], update_last_seen: bool
     ) -> list[ListedOrigin]:
         now = self.clock()
 
         def write() -> tuple[list[Any], list[dict[str, Any]]]:
             with self.conn.transaction():
                 add_listed_visit_types(self.conn, {r.visit_type for _, r in rows}, now)
-                changed = db.upsert_listed_origins(self.conn, lister_id, [r for _, r in rows], now)
+                changed = db.upsert_listed_origins(
+                    self.conn, lister_id, [r for _, r in rows], now, update_last_seen
+                )
                 stored = sql.recorded_origins(self.conn, lister_id)
             return changed, stored
 
-        changed, stored = _refusing_bad_values(write, "listed_origins")
+        changed, stored = refusing_bad_values(write, "listed_origins")
         place_recorded(self.ctx, changed, now)
         return [ListedOrigin.model_validate(r) for r in stored]
 
@@ -185,7 +185,7 @@ class ListerInterface:
         if after and after[2] is None:
             after = after[0], after[1], sql.last_visit_type(self.conn, after[0], after[1])
         params = {
-            "lister_id": _uuid(lister_id, "lister_id") if lister_id is not None else None,
+            "lister_id": uuid_of(lister_id, "lister_id") if lister_id is not None else None,
             "urls": wanted,
             "enabled": enabled,
             "after_lister_id": after[0] if after else None,
@@ -232,7 +232,7 @@ def _as_listing_row(origin: ListedOrigin) -> ListedOriginIn:
     )
 
 
-def _refusing_bad_values(write: Callable[[], Any], field: str) -> Any:
+def refusing_bad_values(write: Callable[[], Any], field: str) -> Any:
     """Run ``write``; a value PostgreSQL refuses is bad input naming ``field``."""
     try:
         return write()
@@ -249,7 +249,7 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _uuid(value: Any, field: str) -> UUID:
+def uuid_of(value: Any, field: str) -> UUID:
     if isinstance(value, UUID):
         return value
     try:
@@ -276,7 +276,7 @@ def _page_token(token: Any) -> tuple[UUID, str, str | None] | None:
     if isinstance(token, list | tuple) and len(token) in (2, 3):
         parts = [str(p) for p in token]
         visit_type = parts[2] if len(parts) == 3 else None
-        return _uuid(parts[0], "page_token[0]"), parts[1], visit_type
+        return uuid_of(parts[0], "page_token[0]"), parts[1], visit_type
     raise ListerInputError(f"page_token: expected the token of the previous page, got {token!r}")
 
 

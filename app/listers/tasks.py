@@ -19,8 +19,17 @@ arguments), so the RPC server serves both from one object:
   ``disable_tasks`` cancels their requests;
 - ``grab_next_visits``: one scheduling step of revisit's own
   (``app.services.scheduling.schedule_step``) with the one policy asked for,
-  returning the picked origins instead of sending them to the workers;
-- ``visit_scheduler_queue_position_set``.
+  or, for one lister, its first visits (``first_visits_step``), returning the
+  picked origins instead of sending them to the workers;
+- ``visit_scheduler_queue_position_set``: of any visit type (one unknown is
+  created paused, as by a listing);
+- ``origin_visit_stats_upsert``: the fields given (None keeps the stored value)
+  written to revisit's stats, each origin then placed in the mirror as after
+  a journal batch; the journal's next final status of the origin refolds its
+  stats from its visit history;
+- ``get_metrics``: ``scheduler_metrics``, the per lister and visit type
+  coverage the scheduler process refreshes (``update_metrics`` is the RPC
+  server's: ``app.rpc.endpoints``).
 
 Every argument is checked before anything is written; a bad one raises
 ListerInputError naming it.
@@ -28,29 +37,55 @@ ListerInputError naming it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from app.db import lister_api as sql
 from app.db import tasks as db
+from app.db.lister_runs import enable_schedule
 from app.db.listings import known_visit_types
 from app.db.visit_types import list_visit_types
+from app.domain.lister_schedule import ScheduleError
+from app.domain.placement import MirrorRow
 from app.domain.policies import REGISTRY
 from app.inputs.api import AddForge, InvalidPayload, RequestVisit, validated
+from app.inputs.rules import check_visit_type
 from app.listers.forges import add_forge
-from app.listers.interface import ListerInterface
-from app.listers.models import ListedOrigin, ListerInputError, parse
-from app.listers.plugin import installed_listers
+from app.listers.interface import ListerInterface, refusing_bad_values, uuid_of
+from app.listers.models import ListedOrigin, ListerInputError, OriginVisitStats, parse
+from app.listers.plugin import UnknownListerPlugin, installed_listers
+from app.listers.runs import schedule_lister
+from app.services.mirror_sync import place_rows
 from app.services.requests import RequestError, cancel_request, create_request
-from app.services.scheduling import schedule_step
-from app.services.visit_types import VisitTypeChange, VisitTypeError, add_visit_type
+from app.services.scheduling import first_visits_step, schedule_step
+from app.services.visit_types import (
+    VisitTypeChange,
+    VisitTypeError,
+    add_listed_visit_types,
+    add_visit_type,
+)
 
 #: The reference's task priorities, as a request's base priority.
 PRIORITIES = {"high": 100, "normal": 0, "low": -100}
 LOAD, LIST = "load-", "list-"
 LISTING_KINDS = ("full", "incremental")
+#: revisit's visit status of each of the reference's last_visit_status values.
+STATUS_OF_REFERENCE: dict[str | None, str | None] = {
+    None: None,
+    "successful": "full",
+    "failed": "failed",
+    "not_found": "not_found",
+}
+#: The fields of a task type revisit keeps as declared but does not apply.
+UNUSED_TASK_TYPE_FIELDS = ("backend_name", "default_interval", "backoff_factor")
+#: The reference's policy of a lister's first visits (grab_next_visits with a lister).
+FIRST_VISITS = "first_visits_after_listing"
 #: Most origins one grab_next_visits call may take.
 MAX_GRAB = 10_000
 _RECURRING = (
@@ -121,6 +156,52 @@ class TaskRun(_Model):
     status: str = "scheduled"
 
 
+class SchedulerMetrics(_Model):
+    """Coverage of one lister instance and visit type (the reference's SchedulerMetrics)."""
+
+    lister_id: UUID
+    visit_type: str
+    last_update: datetime | None = None
+    origins_known: int = 0
+    origins_enabled: int = 0
+    origins_never_visited: int = 0
+    origins_with_pending_changes: int = 0
+
+
+@dataclass(frozen=True)
+class ListerTaskSchedule:
+    """What a recurring ``list-<lister>-full|incremental`` task asks of a lister's schedule."""
+
+    name: str
+    instance_name: str
+    arguments: dict[str, Any]
+    full: bool
+    interval: timedelta | None
+    first_run: datetime
+
+
+def _as_schedule(task: Task, field: str) -> ListerTaskSchedule:
+    """A recurring lister task as a lister schedule: the kwargs are the lister's
+    arguments (none: those already scheduled), but ``instance``, its instance's
+    name; the interval is the task's ``current_interval`` (a full listing
+    defaults to a day)."""
+    name, _, kind = task.type[len(LIST) :].rpartition("-")
+    if kind not in LISTING_KINDS or not name:
+        raise ListerInputError(
+            f"{field}.type: {task.type}: expected list-<lister>-full or list-<lister>-incremental"
+        )
+    if task.arguments.args:
+        raise ListerInputError(f"{field}.arguments.args: revisit's listers take kwargs only")
+    arguments = dict(task.arguments.kwargs)
+    instance = arguments.pop("instance", "")
+    if not isinstance(instance, str):
+        raise ListerInputError(f"{field}.arguments.kwargs.instance: expected a string")
+    if kind == "incremental" and task.current_interval is None:
+        raise ListerInputError(f"{field}.current_interval: required for an incremental lister task")
+    interval = task.current_interval
+    return ListerTaskSchedule(name, instance, arguments, kind == "full", interval, task.next_run)
+
+
 class TaskInterface(ListerInterface):
     """The lister interface, the task API and the runner's endpoints on one
     connection (autocommit) and the process's Redis mirror."""
@@ -128,16 +209,20 @@ class TaskInterface(ListerInterface):
     def get_task_types(self) -> list[TaskType]:
         """``load-<visit type>`` for every visit type, ``list-<lister>-full`` and
         ``-incremental`` for every installed lister."""
+        declared = db.declared_task_types(self.conn)
         loads = [
-            TaskType(
-                type=LOAD + r["name"],
-                description=r["description"] or f"Visit a {r['name']} origin",
-                backend_name=f"visit.{r['name']}",
-                min_interval=timedelta(seconds=float(r["min_interval_s"])),
-                max_interval=timedelta(seconds=float(r["max_interval_s"])),
-                max_queue_length=int(r["max_queue_length"]),
-                num_retries=int(r["num_retries"]),
-                retry_delay=timedelta(seconds=float(r["retry_delay_s"])),
+            _declared(
+                TaskType(
+                    type=LOAD + r["name"],
+                    description=r["description"] or f"Visit a {r['name']} origin",
+                    backend_name=f"visit.{r['name']}",
+                    min_interval=timedelta(seconds=float(r["min_interval_s"])),
+                    max_interval=timedelta(seconds=float(r["max_interval_s"])),
+                    max_queue_length=int(r["max_queue_length"]),
+                    num_retries=int(r["num_retries"]),
+                    retry_delay=timedelta(seconds=float(r["retry_delay_s"])),
+                ),
+                declared.get(r["name"]),
             )
             for r in list_visit_types(self.conn)
         ]
@@ -181,27 +266,28 @@ class TaskInterface(ListerInterface):
                     "retry_delay_s": _seconds(given.retry_delay),
                 },
             )
-            add_visit_type(self.conn, change)
+            with self.conn.transaction():
+                add_visit_type(self.conn, change)
+                db.declare_task_type(self.conn, name, given.model_dump(mode="json"))
         except (InvalidPayload, VisitTypeError) as exc:
             raise ListerInputError(f"task_type: {exc}") from None
 
     def create_tasks(self, tasks: list[Any], policy: str = "recurring") -> list[Task]:
-        """Make each one-shot load task a visit request (all or none); the tasks created."""
+        """Make each one-shot load task a visit request, each recurring lister
+        task its lister's schedule (all or none); the tasks created."""
         if not isinstance(tasks, list | tuple):
             raise ListerInputError("tasks: expected a list of tasks")
         known = known_visit_types(self.conn)
         parsed = [parse(Task, task, f"tasks[{i}]") for i, task in enumerate(tasks)]
-        requests = [self._as_request(t, known, f"tasks[{i}]") for i, t in enumerate(parsed)]
+        plans = [
+            _as_schedule(t, f"tasks[{i}]")
+            if t.type.startswith(LIST) and t.policy == "recurring"
+            else self._as_request(t, known, f"tasks[{i}]")
+            for i, t in enumerate(parsed)
+        ]
         ids: list[int] = []
         with self.conn.transaction():
-            for task, request in zip(parsed, requests, strict=True):
-                try:
-                    if isinstance(request, AddForge):
-                        request_id = add_forge(self.conn, request, self.clock())
-                    else:
-                        request_id = create_request(self.conn, request, now=self.clock())
-                except RequestError as exc:
-                    raise ListerInputError(f"tasks: {exc}") from None
+            for i, (task, plan) in enumerate(zip(parsed, plans, strict=True)):
                 fields = {
                     "type": task.type,
                     "arguments": task.arguments.model_dump(),
@@ -209,8 +295,37 @@ class TaskInterface(ListerInterface):
                     "priority": task.priority,
                     "retries_left": task.retries_left,
                 }
+                if isinstance(plan, ListerTaskSchedule):
+                    lister_id = self._schedule(plan, f"tasks[{i}]")
+                    fields["policy"] = "recurring"
+                    ids.append(db.insert_task(self.conn, fields, lister_id=lister_id))
+                    continue
+                try:
+                    if isinstance(plan, AddForge):
+                        request_id = add_forge(self.conn, plan, self.clock())
+                    else:
+                        request_id = create_request(self.conn, plan, now=self.clock())
+                except RequestError as exc:
+                    raise ListerInputError(f"tasks: {exc}") from None
                 ids.append(db.insert_task(self.conn, fields, request_id))
         return self.get_tasks(ids)
+
+    def _schedule(self, plan: ListerTaskSchedule, field: str) -> UUID:
+        """Create or change the lister instance's schedule (``revisit lister schedule``)."""
+        try:
+            done = schedule_lister(
+                self.conn,
+                plan.name,
+                plan.instance_name,
+                self.clock(),
+                arguments=plan.arguments or None,  # none given: the stored ones
+                full_interval=plan.interval if plan.full else None,
+                incremental_interval=None if plan.full else plan.interval,
+                first_run=plan.first_run,
+            )
+        except (ScheduleError, UnknownListerPlugin) as exc:
+            raise ListerInputError(f"{field}: {exc}") from None
+        return done.lister_id
 
     def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit | AddForge:
         if task.type.startswith(LIST):
@@ -270,14 +385,13 @@ class TaskInterface(ListerInterface):
         for name, value in (("before", before), ("after", after)):
             if value is not None and not isinstance(value, datetime):
                 raise ListerInputError(f"{name}: expected a date")
-        if policy == "recurring":
-            return []
         rows = db.task_rows(
             self.conn,
             ids=_ids(task_id, "task_id") if task_id else None,
             types=_texts(task_type, "task_type"),
             statuses=_texts(status, "status"),
             priorities=_texts(priority, "priority"),
+            policy=policy,
             before=before,
             after=after,
             limit=limit or None,
@@ -295,11 +409,14 @@ class TaskInterface(ListerInterface):
         return runs[:limit] if limit else runs
 
     def disable_tasks(self, task_ids: list[Any]) -> None:
-        """Cancel the requests of these tasks (those already done stay as they are)."""
+        """Cancel the requests of these tasks (those already done stay as they
+        are); pause the schedules of lister tasks (`revisit lister resume`)."""
         rows = db.task_rows(self.conn, ids=_ids(task_ids, "task_ids"))
         namespace = self.ctx.settings.redis_namespace
         for row in rows:
-            if row["request_status"] in ("pending", "scheduled"):
+            if row["lister_id"] is not None:
+                enable_schedule(self.conn, row["lister_id"], False)
+            elif row["request_status"] in ("pending", "scheduled"):
                 cancel_request(
                     self.conn, self.ctx.redis, namespace, row["request_id"], self.clock()
                 )
@@ -323,37 +440,122 @@ class TaskInterface(ListerInterface):
     ) -> list[ListedOrigin]:
         """Take up to ``count`` origins of ``visit_type`` by ``policy`` as revisit's
         scheduler does (stamped scheduled, in flight in the mirror), and return
-        them. revisit's own cooldowns apply; ``tablesample`` is not needed."""
-        if policy not in REGISTRY:
-            raise UnknownPolicy(
-                f"policy: unknown policy {policy!r} (known: {', '.join(sorted(REGISTRY))})"
-            )
+        them. revisit's own cooldowns apply; ``tablesample`` is not needed. With
+        a lister (``lister_uuid``, or ``lister_name`` and ``lister_instance_name``),
+        its first visits: its origins not scheduled since its last listing, as
+        revisit's first_visits_after_listing policy picks them, whatever the
+        policy named (the reference's first-visits runner names that one)."""
+        if policy not in REGISTRY and policy != FIRST_VISITS:
+            known = ", ".join(sorted([*REGISTRY, FIRST_VISITS]))
+            raise UnknownPolicy(f"policy: unknown policy {policy!r} (known: {known})")
         if visit_type not in known_visit_types(self.conn):
             raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
         if not isinstance(count, int) or not 0 <= count <= MAX_GRAB:
             raise ListerInputError(f"count: expected an integer from 0 to {MAX_GRAB}")
         if enabled is not True:
             raise ListerInputError("enabled: revisit schedules enabled origins only")
-        if lister_uuid or lister_name or lister_instance_name:
-            raise ListerInputError(
-                "lister_uuid, lister_name, lister_instance_name: revisit's pools are per "
-                "visit type, not per lister (a lister's first visits: first_visits_queue_prefix)"
-            )
         now = timestamp if isinstance(timestamp, datetime) else self.clock()
-        result = schedule_step(
-            self.conn, self.ctx, visit_type, count, now, {policy: 1.0}, dry_run=bool(dry_run)
-        )
-        pairs = [(o.url, o.visit_type) for o in result.orders]
-        listed = {(r["url"], r["visit_type"]): r for r in db.listed_origins_of(self.conn, pairs)}
+        if lister_uuid or lister_name or lister_instance_name or policy == FIRST_VISITS:
+            lister = self._grab_lister(lister_uuid, lister_name, lister_instance_name)
+            if lister is None:
+                return []
+            if dry_run:
+                raise ListerInputError("dry_run: not with a lister (its first visits)")
+            orders, _ = first_visits_step(self.conn, self.ctx, visit_type, lister, count, now)
+            lister_id = lister["id"]
+        else:
+            result = schedule_step(
+                self.conn, self.ctx, visit_type, count, now, {policy: 1.0}, dry_run=bool(dry_run)
+            )
+            orders, lister_id = result.orders, None
+        pairs = [(o.url, o.visit_type) for o in orders]
+        rows = db.listed_origins_of(self.conn, pairs, lister_id)
+        listed = {(r["url"], r["visit_type"]): r for r in rows}
         return [ListedOrigin.model_validate(listed[p]) for p in pairs if p in listed]
 
+    def _grab_lister(
+        self, lister_uuid: Any, name: Any, instance_name: Any
+    ) -> dict[str, Any] | None:
+        """The lister whose first visits grab_next_visits takes (None: not registered)."""
+        if lister_uuid:
+            found = sql.listers_by_id(self.conn, [uuid_of(lister_uuid, "lister_uuid")])
+            return found[0] if found else None
+        if not isinstance(name, str) or not name:
+            raise ListerInputError(
+                "lister_uuid or lister_name: required to grab a lister's first visits"
+            )
+        return sql.lister_by_name(self.conn, name, instance_name or "")
+
     def visit_scheduler_queue_position_set(self, visit_type: str, position: int) -> None:
-        """Set the recurrent scheduler's queue position of ``visit_type`` (Unix seconds)."""
-        if visit_type not in known_visit_types(self.conn):
-            raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
+        """Set the recurrent scheduler's queue position of ``visit_type`` (Unix
+        seconds); a visit type revisit does not know is created paused."""
+        name = _visit_type(visit_type, "visit_type")
         if not isinstance(position, int) or not 0 <= position < 2**35:
             raise ListerInputError("position: expected Unix seconds")
-        db.set_queue_position(self.conn, visit_type, position)
+        with self.conn.transaction():
+            add_listed_visit_types(self.conn, {name}, self.clock())
+            db.set_queue_position(self.conn, name, position)
+
+    def origin_visit_stats_upsert(self, origin_visit_stats: Iterable[Any]) -> None:
+        """Write the given fields of each origin's stats (None keeps the stored
+        value; a later entry of the same origin wins), then place the origins in
+        the mirror. A visit type revisit does not know is created paused."""
+        given = [
+            parse(OriginVisitStats, s, f"origin_visit_stats[{i}]")
+            for i, s in enumerate(origin_visit_stats or [])
+        ]
+        rows = []
+        for i, stats in enumerate(given):
+            field = f"origin_visit_stats[{i}]"
+            _visit_type(stats.visit_type, f"{field}.visit_type")
+            if stats.last_visit_status not in STATUS_OF_REFERENCE:
+                known = ", ".join(k for k in STATUS_OF_REFERENCE if k)
+                raise ListerInputError(
+                    f"{field}.last_visit_status: {stats.last_visit_status!r} (known: {known})"
+                )
+            rows.append(
+                {
+                    **stats.model_dump(),
+                    "last_visit_status": STATUS_OF_REFERENCE[stats.last_visit_status],
+                }
+            )
+        now = self.clock()
+
+        def write() -> list[MirrorRow]:
+            with self.conn.transaction():
+                add_listed_visit_types(self.conn, {s.visit_type for s in given}, now)
+                return db.upsert_visit_stats(self.conn, rows)
+
+        place_rows(self.ctx, refusing_bad_values(write, "origin_visit_stats"), now)
+
+    def get_metrics(
+        self, lister_id: Any = None, visit_type: str | None = None
+    ) -> list[SchedulerMetrics]:
+        """The coverage figures of ``scheduler_metrics`` (of one lister, one visit type)."""
+        wanted = uuid_of(lister_id, "lister_id") if lister_id is not None else None
+        if visit_type is not None and not isinstance(visit_type, str):
+            raise ListerInputError("visit_type: expected a string")
+        rows = db.scheduler_metrics(self.conn, wanted, visit_type)
+        return [SchedulerMetrics.model_validate(r) for r in rows]
+
+
+def _declared(live: TaskType, declared: dict[str, Any] | None) -> TaskType:
+    """The task type of a visit type as its client declared it, if one did: the
+    fields revisit has no use for as declared, the others as the visit type has
+    them, except those declared unset (revisit applies its defaults to those)."""
+    if declared is None:
+        return live
+    given = TaskType.model_validate(declared)
+    fields = {name: getattr(given, name) for name in UNUSED_TASK_TYPE_FIELDS}
+    fields |= {name: None for name in type(given).model_fields if getattr(given, name) is None}
+    return live.model_copy(update=fields)
+
+
+def _visit_type(name: Any, field: str) -> str:
+    try:
+        return check_visit_type(name if isinstance(name, str) else "")
+    except ValueError as exc:
+        raise ListerInputError(f"{field}: {exc}") from None
 
 
 def _as_forge(task: Task, lister: str, field: str) -> AddForge:
@@ -405,7 +607,8 @@ def _task(row: dict[str, Any]) -> Task:
         arguments=TaskArguments.model_validate(row["arguments"]),
         next_run=row["next_run"],
         status=row["status"],
-        policy="oneshot",
+        policy=row["policy"],
+        current_interval=row["current_interval"],
         priority=row["priority"],
         retries_left=row["retries_left"],
     )

@@ -13,16 +13,21 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 
+from app.db.metrics import refresh_scheduler_metrics
+from app.listers.interface import uuid_of
 from app.listers.models import ListerInputError, StaleData
-from app.listers.tasks import TaskInterface, UnknownPolicy
+from app.listers.tasks import SchedulerMetrics, TaskInterface, UnknownPolicy
 from app.rpc.codec import UndecodableBody, decode, encode, encode_error
+from monitoring.coverage import ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S
 
 log = logging.getLogger("revisit.rpc")
 
-#: endpoint path -> TaskInterface method (the reference's names).
+#: endpoint path -> RpcInterface method (the reference's names).
 SERVED = {
     "listers/get": "get_listers",
     "listers/get_by_id": "get_listers_by_id",
@@ -45,6 +50,9 @@ SERVED = {
     "task_run/get": "get_task_runs",
     "origins/grab_next": "grab_next_visits",
     "visit_scheduler/set": "visit_scheduler_queue_position_set",
+    "visit_stats/upsert": "origin_visit_stats_upsert",
+    "scheduler_metrics/update": "update_metrics",
+    "scheduler_metrics/get": "get_metrics",
 }
 
 _RUNNER = (
@@ -54,39 +62,43 @@ _RUNNER = (
 )
 #: endpoint path -> why revisit does not serve it.
 UNSERVED = {
-    **{
-        path: _RUNNER
-        for path in (
-            "task/set_status",
-            "task/peek_ready",
-            "task/grab_ready",
-            "task/peek_ready_with_priority",
-            "task/grab_ready_with_priority",
-            "task_run/schedule_one",
-            "task_run/schedule",
-            "task_run/start",
-            "task_run/end",
-            "task/filter_for_archive",
-            "task/delete_archived",
-        )
-    },
-    "visit_stats/upsert": (
-        "visit stats are folded from the origin_visit_status journal: run `revisit journal` "
-        "in place of the reference's journal client (a direct write would be undone by the "
-        "next refold)"
-    ),
-    "scheduler_metrics/update": (
-        "nothing to do: revisit's scheduler process refreshes scheduler_metrics itself "
-        "(drop the periodic update-metrics job)"
-    ),
-    "scheduler_metrics/get": (
-        "revisit exports these figures to Prometheus (revisit_coverage_*) and keeps them in "
-        "the scheduler_metrics table"
-    ),
+    path: _RUNNER
+    for path in (
+        "task/set_status",
+        "task/peek_ready",
+        "task/grab_ready",
+        "task/peek_ready_with_priority",
+        "task/grab_ready_with_priority",
+        "task_run/schedule_one",
+        "task_run/schedule",
+        "task_run/start",
+        "task_run/end",
+        "task/filter_for_archive",
+        "task/delete_archived",
+    )
 }
 
 _SCHEDULER_EXC = "swh.scheduler.exc"
 Response = tuple[int, bytes]
+
+
+class RpcInterface(TaskInterface):
+    """TaskInterface and what needs the monitoring layer: ``update_metrics``."""
+
+    def update_metrics(
+        self, lister_id: Any = None, timestamp: datetime | None = None
+    ) -> list[SchedulerMetrics]:
+        """Refresh ``scheduler_metrics`` now (or at ``timestamp``) as the scheduler
+        process does every minute; the figures (of one lister instance)."""
+        if timestamp is not None and not isinstance(timestamp, datetime):
+            raise ListerInputError("timestamp: expected a date")
+        wanted = uuid_of(lister_id, "lister_id") if lister_id is not None else None
+        now = timestamp or self.clock()
+        active_since = now - timedelta(seconds=ACTIVE_WINDOW_S)
+        refresh_scheduler_metrics(
+            self.conn, now, active_since, now - timedelta(seconds=NEVER_VISITED_THRESHOLD_S)
+        )
+        return self.get_metrics(wanted)
 
 
 def _bad_input(message: str) -> Response:
@@ -94,7 +106,7 @@ def _bad_input(message: str) -> Response:
     return 400, encode_error("SchedulerException", _SCHEDULER_EXC, message)
 
 
-def call(path: str, body: bytes, interface: Callable[[], TaskInterface]) -> Response:
+def call(path: str, body: bytes, interface: Callable[[], RpcInterface]) -> Response:
     """Answer one POST to ``path``: 200 and the result, 400 for bad input or stale
     data, 404 for an unknown path, 501 for an endpoint revisit does not serve,
     503 when PostgreSQL is unreachable (the reference's client retries those)."""

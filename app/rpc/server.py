@@ -25,9 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 
 from app.db.connection import Connections
-from app.listers.tasks import TaskInterface
 from app.rpc.codec import encode_error
-from app.rpc.endpoints import SERVED, UNSERVED, call
+from app.rpc.endpoints import SERVED, UNSERVED, RpcInterface, call
 from app.services.context import Context
 from app.settings import Settings
 
@@ -89,7 +88,7 @@ def make_server(
         def _call(self, body: bytes) -> tuple[int, bytes]:
             try:
                 with pool.borrow() as conn:
-                    return call(self.path, body, lambda: TaskInterface(conn, ctx, clock))
+                    return call(self.path, body, lambda: RpcInterface(conn, ctx, clock))
             except psycopg.OperationalError as exc:  # could not even connect
                 log.warning("database unavailable: %s", exc)
                 return 503, encode_error(

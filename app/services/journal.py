@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from app.db.connection import DictConnection
-from app.db.scheduling import VisitTypeConfig
+from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow
@@ -16,6 +16,7 @@ from app.kafka.codec import decode_event
 from app.services.context import Context
 from app.services.mirror_sync import place_rows
 from app.services.requests import FinishedRequest, follow_visits
+from app.services.visit_types import add_listed_visit_types
 
 #: Final visits kept per origin, to refold when a status arrives late.
 HISTORY_LENGTH = 8
@@ -42,18 +43,29 @@ class BatchOutcome:
     finished_requests: list[FinishedRequest] = field(default_factory=list)
 
 
-def decode_batch(
-    payloads: list[bytes | None], known_visit_types: frozenset[str]
-) -> tuple[list[VisitStatusEvent], list[Rejected]]:
+def decode_batch(payloads: list[bytes | None]) -> tuple[list[VisitStatusEvent], list[Rejected]]:
     """Decode and validate raw values; bad ones are returned with their reason."""
     events: list[VisitStatusEvent] = []
     rejected: list[Rejected] = []
     for index, payload in enumerate(payloads):
         try:
-            events.append(decode_event(payload, known_visit_types))
+            events.append(decode_event(payload))
         except InvalidEvent as exc:
             rejected.append(Rejected(index, str(exc)))
     return events, rejected
+
+
+def configs_for(
+    conn: DictConnection, events: list[VisitStatusEvent], now: datetime
+) -> dict[str, VisitTypeConfig]:
+    """The configuration of every visit type, after creating (paused, with the
+    defaults, as a listing does) those of ``events`` revisit does not know: the
+    reference's journal client folds statuses of any visit type."""
+    configs = visit_type_configs(conn)
+    if {e.visit_type for e in events} - configs.keys():
+        add_listed_visit_types(conn, {e.visit_type for e in events}, now)
+        configs = visit_type_configs(conn)
+    return configs
 
 
 def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:

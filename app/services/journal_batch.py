@@ -24,12 +24,18 @@ import psycopg
 
 from app.db.connection import DictConnection
 from app.db.errors import is_refused_value
-from app.db.scheduling import VisitTypeConfig, visit_type_configs
+from app.db.scheduling import VisitTypeConfig
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge
 from app.services.context import Context
-from app.services.journal import BatchOutcome, Rejected, decode_batch, write_batch
+from app.services.journal import (
+    BatchOutcome,
+    Rejected,
+    configs_for,
+    decode_batch,
+    write_batch,
+)
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
@@ -123,8 +129,8 @@ class BatchWriter:
         self, payloads: list[bytes | None], now: datetime
     ) -> Callable[[DictConnection], Written]:
         def transaction(conn: DictConnection) -> Written:
-            configs = visit_type_configs(conn)
-            events, rejected = decode_batch(payloads, frozenset(configs))
+            events, rejected = decode_batch(payloads)
+            configs = configs_for(conn, events, now)
             groups = split_by_origin(events, self.writers)
             if len(groups) == 1:
                 outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)

@@ -94,14 +94,15 @@ where lister_id = %(lister_id)s and url = %(url)s
 select distinct visit_type from listed_origins where lister_id = %(lister_id)s order by visit_type
 
 -- name: visit_stats_get
--- Only origins scheduled or visited: revisit keeps a row from the first
--- listing on, where the reference has none before then.
+-- Only origins scheduled, visited or given stats (visit_stats/upsert): revisit
+-- keeps a row from the first listing on, where the reference has none before then.
 select st.url, st.visit_type, st.last_successful, st.last_visit,
        st.last_visit_status::text as last_visit_status, st.last_scheduled, st.last_snapshot,
        st.next_visit_queue_position, st.next_position_offset, st.successive_visits
 from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
 join origin_visit_stats st on st.url = k.url and st.visit_type = k.visit_type
 where st.last_visit is not null or st.last_scheduled is not null
+   or st.last_successful is not null
 
 -- name: lister_api_queue_positions
 select visit_type, position from visit_scheduler_queue_position order by visit_type

@@ -44,7 +44,8 @@ insert into listed_origins as lo (lister_id, url, visit_type, extra_loader_argum
                                   enabled, first_seen, last_seen, last_update, is_fork,
                                   forked_from_url)
 -- Every field sent overwrites the stored one, None included (as the reference
--- does: a forge that stops reporting a date or a fork clears it).
+-- does: a forge that stops reporting a date or a fork clears it); last_seen
+-- moves unless the caller asks it not to (the reference's update_last_seen).
 select distinct on (url, visit_type)
        %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
        last_update, is_fork, forked_from_url
@@ -53,7 +54,7 @@ order by url, visit_type, seq desc
 on conflict (url, visit_type, lister_id) do update
   set extra_loader_arguments = excluded.extra_loader_arguments,
       enabled = excluded.enabled,
-      last_seen = excluded.last_seen,
+      last_seen = case when %(update_last_seen)s then excluded.last_seen else lo.last_seen end,
       last_update = excluded.last_update,
       is_fork = excluded.is_fork,
       forked_from_url = excluded.forked_from_url

@@ -120,13 +120,14 @@ def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
 
 
 def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fixed(
-    settings: Settings, conn: DictConnection
+    settings: Settings, conn: DictConnection, internal_hosts: Callable[[list[str]], None]
 ) -> None:
     from actors.journal import JournalClient
     from app.kafka.client import StatusPublisher
 
     client = JournalClient(settings)
-    url = "https://j.example/new-type"
+    url = "https://10.9.8.7/new-type"
+    # of a visit type revisit does not know: applied, the type created paused
     StatusPublisher(settings).publish(url, "zzz", 1, "full", b"s" * 20)
 
     def apply_until(done: Callable[[], bool]) -> None:
@@ -144,9 +145,11 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     apply_until(dead)
     listed = cli("dead-letters", "journal")
     assert listed.returncode == 0, listed.stderr
-    assert url in listed.stdout and "type: unknown visit type 'zzz'" in listed.stdout
-    assert cli("visit-type", "add", "zzz").returncode == 0
+    assert url in listed.stdout and "REVISIT_ALLOWED_INTERNAL_HOSTS" in listed.stdout
+    internal_hosts(["10.9.8.7"])
     replayed = cli("dead-letters", "journal", "--replay")
     assert "replayed 1" in replayed.stdout
     stats = "select last_visit_status::text as s from origin_visit_stats where url = %s"
     apply_until(lambda: conn.execute(stats, (url,)).fetchone() == {"s": "full"})
+    paused = conn.execute("select enabled from visit_types where name = 'zzz'").fetchone()
+    assert paused == {"enabled": False}

@@ -78,6 +78,27 @@ def test_record_upserts_moves_last_seen_and_places_new_origins_in_the_mirror(
     assert sum(ctx.mirror.sizes("git").values()) == 2
 
 
+def test_record_without_updating_last_seen_keeps_it_for_listed_origins_as_the_reference(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister_id = ListerInterface(conn, ctx, lambda: NOW).get_or_create_lister("g", "i").id
+    ListerInterface(conn, ctx, lambda: NOW).record_listed_origins(
+        [origin(lister_id, "https://f.example/a.git")]
+    )
+    later = NOW + timedelta(hours=1)
+    again = ListerInterface(conn, ctx, lambda: later).record_listed_origins(
+        [
+            origin(lister_id, "https://f.example/a.git", is_fork=True),
+            origin(lister_id, "https://f.example/new.git"),
+        ],
+        update_last_seen=False,
+    )
+    by_url = {o.url: o for o in again}
+    assert by_url["https://f.example/a.git"].last_seen == NOW  # kept
+    assert by_url["https://f.example/a.git"].is_fork is True  # the rest written
+    assert by_url["https://f.example/new.git"].last_seen == later  # a new one is seen now
+
+
 def test_a_bad_origin_is_refused_naming_it_and_nothing_is_written(
     api: ListerInterface, conn: DictConnection
 ) -> None:

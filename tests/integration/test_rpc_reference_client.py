@@ -57,7 +57,9 @@ def test_reference_client_drives_a_lister_life_cycle_and_reads_visit_stats(
     assert str(life["stale"]).startswith("StaleData")
     assert life["listed"] == life["distinct_listed"] == 10000
     assert life["visit_types"] == ["git", "tarball-directory"]
-    assert str(life["unserved"]).startswith("501 scheduler_metrics/update: not served by revisit")
+    # update_metrics refreshes scheduler_metrics as the scheduler process does
+    assert life["metrics"] == {"git": [10000, 10000, 10000]} and life["metrics_got"] == 1
+    assert str(life["unserved"]).startswith("501 task_run/start: not served by revisit")
     assert "listed_origins[0].visit_type: " in str(life["refused"])
     assert "'svn export' cannot name a visit type" in str(life["refused"])
     assert life["new_visit_type"] == ["tarball-directory"]  # created, paused, never refused
@@ -122,3 +124,30 @@ def test_the_server_outlives_its_database_connections_being_cut(
     # a request on a cut connection gets 503 (the reference's client retries it),
     # then the pool reconnects
     assert set(statuses[:1]) <= {200, 503} and statuses[-1] == 200
+
+
+def test_visit_stats_upserted_by_the_reference_client_are_stored_and_move_the_origins_in_the_mirror(
+    reference: Path, rpc_url: str, conn: DictConnection, ctx: Context
+) -> None:
+    life = run_client(reference, rpc_url, "lifecycle", "10", "10")
+    urls = [f"https://forge.example/group-0/project-{i}.git" for i in range(3)]
+    before = ctx.mirror.sizes("git")
+
+    seen = run_client(reference, rpc_url, "upsert", "git", *urls)
+
+    # None keeps what is stored: the later upsert gave only the snapshot
+    assert seen["stats"] == {
+        urls[0]: [True, "failed", bytes(range(20)).hex()],
+        urls[1]: [True, "failed", None],
+        urls[2]: [True, "failed", None],
+    }
+    assert "origin_visit_stats[0].visit_type: 'svn export' cannot name" in str(seen["refused"])
+    after = ctx.mirror.sizes("git")
+    assert sum(after.values()) == sum(before.values()) == life["recorded"]
+    assert after != before  # the three failed origins left the never-visited pool
+    unlisted = run_client(reference, rpc_url, "upsert", "bzr", "https://forge.example/b")
+    assert unlisted["stats"] == {
+        "https://forge.example/b": [True, "failed", bytes(range(20)).hex()]
+    }
+    paused = conn.execute("select enabled from visit_types where name = 'bzr'").fetchone()
+    assert paused == {"enabled": False}  # created paused, as by a listing

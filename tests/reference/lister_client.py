@@ -5,10 +5,13 @@ by revisit: ``python lister_client.py URL PHASE [ARGS...]``; prints one JSON
 object with what it saw.
 
 - ``lifecycle COUNT BATCH``: create a lister, record COUNT origins in batches
-  of BATCH, update its state, try a stale update, page everything back, call a
-  served-nowhere endpoint, send a bad origin, then one of a visit type revisit
+  of BATCH, update its state, try a stale update, page everything back, update
+  and read the metrics, send a bad origin, then one of a visit type revisit
   has not heard of;
 - ``stats URL...``: origin_visit_stats_get for those git origins;
+- ``upsert VISIT_TYPE URL...``: origin_visit_stats_upsert of a failed visit an
+  hour ago for each, then a successful one without a status date, then reads
+  them back;
 - ``record COUNT BATCH``: only record (timed), for benchmarks/listers_rpc.py.
 """
 
@@ -23,7 +26,7 @@ from swh.core.api import RemoteException
 from swh.core.api.classes import stream_results
 from swh.scheduler import get_scheduler
 from swh.scheduler.exc import SchedulerException, StaleData
-from swh.scheduler.model import ListedOrigin
+from swh.scheduler.model import LastVisitStatus, ListedOrigin, OriginVisitStats
 
 UTC = datetime.UTC
 
@@ -66,8 +69,9 @@ def lifecycle(scheduler, count, batch):
     except StaleData as exc:
         stale = f"StaleData: {exc}"
     listed = list(stream_results(scheduler.get_listed_origins, lister_id=lister.id, limit=1000))
+    updated = scheduler.update_metrics(lister_id=lister.id)
     try:
-        scheduler.update_metrics()
+        scheduler.start_task_run("no-such-run")
         unserved = "answered"
     except RemoteException as exc:
         unserved = f"{exc.response.status_code} {exc.args[0]['message']}"
@@ -92,6 +96,11 @@ def lifecycle(scheduler, count, batch):
         "distinct_listed": len({o.url for o in listed}),
         "first_listed": listed[0].to_dict() if listed else None,
         "visit_types": scheduler.get_visit_types_for_listed_origins(saved),
+        "metrics": {
+            m.visit_type: [m.origins_known, m.origins_enabled, m.origins_never_visited]
+            for m in updated
+        },
+        "metrics_got": len(scheduler.get_metrics(lister_id=lister.id, visit_type="git")),
         "unserved": unserved,
         "refused": refused,
         "new_visit_type": new_type,
@@ -115,6 +124,42 @@ def stats(scheduler, urls):
     }
 
 
+def upsert(scheduler, visit_type, urls):
+    hour_ago = datetime.datetime.now(tz=UTC) - datetime.timedelta(hours=1)
+    failed = [
+        OriginVisitStats(
+            url=url,
+            visit_type=visit_type,
+            last_visit=hour_ago,
+            last_visit_status=LastVisitStatus.failed,
+        )
+        for url in urls
+    ]
+    scheduler.origin_visit_stats_upsert(failed)
+    snapshot = bytes(range(20))
+    scheduler.origin_visit_stats_upsert(
+        [OriginVisitStats(url=urls[0], visit_type=visit_type, last_snapshot=snapshot)]
+    )
+    found = scheduler.origin_visit_stats_get([(url, visit_type) for url in urls])
+    try:
+        bad = OriginVisitStats(url=urls[0], visit_type="svn export", last_visit=hour_ago)
+        scheduler.origin_visit_stats_upsert([bad])
+        refused = "accepted"
+    except SchedulerException as exc:
+        refused = str(exc)
+    return {
+        "stats": {
+            s.url: [
+                s.last_visit == hour_ago,
+                s.last_visit_status.value if s.last_visit_status else None,
+                s.last_snapshot.hex() if s.last_snapshot else None,
+            ]
+            for s in found
+        },
+        "refused": refused,
+    }
+
+
 def main():
     url, phase, *args = sys.argv[1:]
     scheduler = get_scheduler("remote", url=url)
@@ -122,6 +167,8 @@ def main():
         result = lifecycle(scheduler, int(args[0]), int(args[1]))
     elif phase == "stats":
         result = stats(scheduler, args)
+    elif phase == "upsert":
+        result = upsert(scheduler, args[0], args[1:])
     else:
         lister = scheduler.get_or_create_lister(name="bench", instance_name=args[2])
         recorded, elapsed = record(scheduler, lister, int(args[0]), int(args[1]))

@@ -12,11 +12,17 @@ object with what it saw.
 - ``refused ORIGIN``: tasks revisit refuses, and why; then one disabled;
 - ``forge URL PATH``: a one-shot ``list-gitdir-full`` task (add forge now);
 - ``grab VISIT_TYPE COUNT POLICY``: the runner's grab_next_visits, then
-  visit_scheduler_queue_position_set.
+  visit_scheduler_queue_position_set;
+- ``first VISIT_TYPE NAME INSTANCE``: the reference's first-visits runner:
+  grab_next_visits of one lister's first visits, twice;
+- ``lister PATH``: recurring gitdir lister tasks (full every 2 days,
+  incremental every hour) as the reference schedules listers, two it refuses,
+  then the full one disabled.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 
@@ -29,7 +35,14 @@ from swh.scheduler.utils import create_oneshot_task, utcnow
 
 def save(scheduler, origins):
     scheduler.create_task_type(
-        TaskType(type="load-extra", description="Extra", backend_name="x", max_queue_length=7)
+        TaskType(
+            type="load-extra",
+            description="Extra",
+            backend_name="x",
+            max_queue_length=7,
+            default_interval=datetime.timedelta(days=2),
+            backoff_factor=1.5,
+        )
     )
     try:
         scheduler.create_task_type(
@@ -48,7 +61,7 @@ def save(scheduler, origins):
         "load_types": load_types,
         "git_queue_length": git.max_queue_length,
         "missing_type": scheduler.get_task_type("load-nothing") is None,
-        "extra_queue_length": scheduler.get_task_type("load-extra").max_queue_length,
+        "extra": scheduler.get_task_type("load-extra").to_dict(),
         "other_type": other_type,
         "list_types": [t for t in types if t.startswith("list-")],
         "tasks": [
@@ -138,6 +151,68 @@ def grab(scheduler, visit_type, count, policy):
     }
 
 
+def first(scheduler, visit_type, name, instance):
+    def grab():
+        return scheduler.grab_next_visits(
+            visit_type,
+            100,
+            policy="first_visits_after_listing",
+            lister_name=name,
+            lister_instance_name=instance,
+        )
+
+    origins = grab()
+    return {
+        "urls": [o.url for o in origins],
+        "lister_ids": sorted({str(o.lister_id) for o in origins}),
+        "again": [o.url for o in grab()],
+    }
+
+
+def lister(scheduler, path):
+    def task(kind, interval, **kwargs):
+        return Task(
+            type=f"list-gitdir-{kind}",
+            arguments=TaskArguments(kwargs={"instance": "local", **kwargs}),
+            next_run=utcnow(),
+            policy="recurring",
+            current_interval=interval,
+        )
+
+    full, incremental = scheduler.create_tasks(
+        [task("full", datetime.timedelta(days=2), path=path), task("incremental", HOUR)]
+    )
+    refused = {}
+    attempts = {
+        "no_interval": task("incremental", None),
+        "unknown_lister": Task(
+            type="list-nope-full", arguments=TaskArguments(), next_run=utcnow(), policy="recurring"
+        ),
+        "bad_argument": task("full", HOUR * 48, colour="red"),
+    }
+    for name, attempt in attempts.items():
+        try:
+            scheduler.create_tasks([attempt])
+            refused[name] = "accepted"
+        except SchedulerException as exc:
+            refused[name] = str(exc)
+    recurring = scheduler.search_tasks(policy="recurring")
+    scheduler.disable_tasks([full.id])
+    return {
+        "created": [
+            [t.type, t.policy, t.status, t.current_interval.total_seconds()]
+            for t in (full, incremental)
+        ],
+        "searched": [t.id for t in recurring],
+        "oneshot": len(scheduler.search_tasks(policy="oneshot")),
+        "refused": refused,
+        "disabled": [t.status for t in scheduler.get_tasks([full.id, incremental.id])],
+    }
+
+
+HOUR = datetime.timedelta(hours=1)
+
+
 def main():
     url, phase, *args = sys.argv[1:]
     scheduler = get_scheduler("remote", url=url)
@@ -151,6 +226,10 @@ def main():
         result = forge(scheduler, *args)
     elif phase == "grab":
         result = grab(scheduler, *args)
+    elif phase == "first":
+        result = first(scheduler, *args)
+    elif phase == "lister":
+        result = lister(scheduler, args[0])
     else:
         raise SystemExit(f"unknown phase {phase}")
     print(json.dumps(result, default=str))
