@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -23,15 +24,19 @@ import psycopg
 import pytest
 import redis
 
+from actors.broker import make_broker
 from app.client import RevisitClient
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
+from app.domain.queue_names import lane_queue
 from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
 from app.services.listing import record_listed_origins
+from app.services.scheduling import VisitOrder
 from app.settings import Settings
+from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
-from tests.integration.helpers import free_port
+from tests.integration.helpers import free_port, list_origins, stats_by_url
 from tests.processes import BIN, running, wait_for, with_constants
 
 VISIT_TYPE = "simulated"
@@ -343,3 +348,54 @@ def test_embedded_services_stop_when_the_process_that_started_them_is_killed(
         15,
         "the embedded services gone",
     )
+
+
+def test_a_worker_paused_past_the_scheduled_cooldown_drops_its_visit_rather_than_overlap(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    # A ladder unit of 3 s: the scheduled cooldown (7 units) is 21 s, after which
+    # the scheduler takes an origin back and sends it again.
+    env = {"REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]', "REVISIT_LADDER_UNIT_S": "3"}
+    conn.execute("insert into visit_types (name, max_queue_length) values (%s, 5)", (VISIT_TYPE,))
+    warm_url, paused_url = "sim://warm-up", "sim://paused"
+    list_origins(conn, ctx, [warm_url, paused_url], visit_type=VISIT_TYPE)
+    ids = {url: int(str(row["id"])) for url, row in stats_by_url(conn).items()}
+    queue = lane_queue(VISIT_TYPE, "express")
+    broker = make_broker(settings)
+    broker.declare_queue(queue)
+
+    def send(url: str, visit: int, duration_s: float) -> float:
+        sent = time.time()
+        order = VisitOrder(ids[url], url, VISIT_TYPE, {"duration_s": duration_s}, visit, sent)
+        enqueue_many(broker, [visit_message(queue, order, "express", 60.0)])
+        return sent
+
+    def status(url: str) -> object:
+        return stats_by_url(conn)[url]["last_visit_status"]
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    worker = ["revisit", "worker", "--lane", "express", "--threads", "2"]
+    with running({"worker": worker, "journal": ["revisit", "journal"]}, env, logs) as procs:
+        send(warm_url, 1, 0.0)  # both processes ready once its status is applied
+        wait_for(lambda: status(warm_url) == "full", 90, "the warm-up visit", logs)
+        sent = send(paused_url, 2, 10.0)
+        wait_for(
+            lambda: stats_by_url(conn)[paused_url]["last_visit"] is not None,
+            8,
+            "the visit's created status applied",
+            logs,
+        )
+        os.killpg(procs["worker"].pid, signal.SIGSTOP)
+        time.sleep(max(0.0, sent + 21.0 + 1.0 - time.time()))  # past the cooldown
+        os.killpg(procs["worker"].pid, signal.SIGCONT)
+        dropped = "visit 2 of sim://paused outlasted the scheduled cooldown; dropped"
+        wait_for(
+            lambda: dropped in (logs / "worker.log").read_text() or status(paused_url) is not None,
+            10,
+            "the visit to end",
+            logs,
+        )
+        time.sleep(2.0)  # what the journal would apply
+    assert status(paused_url) is None  # its final status was never published
+    assert dropped in (logs / "worker.log").read_text()
