@@ -312,8 +312,9 @@ def _drive(
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
         time.sleep(0.5)
     last_fault_at = wall(last_fault)
-    # Measured at rest: what is left in flight stays in flight on both sides.
-    soak.supervisor.stop_all()
+    # Measured at rest: what is left in flight stays in flight on both sides. The
+    # journal client stops last, so that it applies the statuses of the last visits.
+    soak.supervisor.stop_all(last="journal")
     return measure(soak, watch, started, last_fault_at)
 
 
@@ -380,6 +381,7 @@ def measure(
         "bad_api_payloads_sent": soak.bad_api_sent,
         "final_statuses_published": watch.finals,
         "statuses_never_applied": len(watch.never_applied(applied)),
+        "never_applied_examples": [text for _, text in watch.never_applied(applied)[:5]],
         "per_fault": per_fault(soak, watch, applied),
     }
 
@@ -414,7 +416,7 @@ def per_fault(
         rows[blamed(wall(at))]["restarted_by_hand"] += 1
     for at, _ in watch.overlapping():
         rows[blamed(at)]["overlapping_visits"] += 1
-    for at in watch.never_applied(applied):
+    for at, _ in watch.never_applied(applied):
         rows[blamed(at)]["never_applied"] += 1
     return rows
 

@@ -120,12 +120,12 @@ class JournalWatch:
                     found.append((s2, text))
         return found
 
-    def never_applied(self, applied: dict[str, int | None]) -> list[float]:
-        """When each final status was published (Unix seconds) whose visit is newer
-        than the last one PostgreSQL applied of its origin (``applied``: url ->
-        last_visit_number)."""
+    def never_applied(self, applied: dict[str, int | None]) -> list[tuple[float, str]]:
+        """Final statuses published whose visit is newer than the last one PostgreSQL
+        applied of its origin (``applied``: url -> last_visit_number), each with
+        its date (Unix seconds) and as ``origin: visit (applied: visit)``."""
         return [
-            end
+            (end, f"{origin}: {visit} (applied: {applied.get(origin)})")
             for origin, visits in self.spans.items()
             for visit, (_, end) in visits.items()
             if end is not None and visit > (applied.get(origin) or 0)

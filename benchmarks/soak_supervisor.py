@@ -77,8 +77,14 @@ class Supervisor:
                 self.by_hand_at.append((name, time.monotonic()))
             self.start(name)
 
-    def stop_all(self) -> None:
-        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
+    def stop_all(self, last: str | None = None, last_after_s: float = 5.0) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 20 s); ``last`` only
+        ``last_after_s`` after the others have stopped; idempotent."""
+        if last in self.procs:
+            keep = self.procs.pop(last)
+            self.stop_all()
+            time.sleep(last_after_s)
+            self.procs[last] = keep
         procs, self.procs = list(self.procs.values()), {}
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):

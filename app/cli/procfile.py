@@ -242,15 +242,21 @@ class ProcfileRunner:
             if os.getppid() != parent:
                 os.kill(os.getpid(), signal.SIGTERM)
 
-        proc = subprocess.Popen(
-            running.line.argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_runner,  # only prctl and getppid in the child
-        )
+        try:
+            proc = subprocess.Popen(
+                running.line.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_runner,  # only prctl and getppid in the child
+            )
+        except OSError as exc:
+            delay = running.backoff.next_delay_s()
+            self.say(running.line.name, f"cannot start ({exc}): trying again in {delay:.0f}s")
+            running.restart_at = time.monotonic() + delay
+            return
         running.proc, running.started = proc, time.monotonic()
         self.say(running.line.name, f"started (pid {proc.pid})")
         assert proc.stdout is not None
