@@ -399,3 +399,51 @@ def test_a_worker_paused_past_the_scheduled_cooldown_drops_its_visit_rather_than
         time.sleep(2.0)  # what the journal would apply
     assert status(paused_url) is None  # its final status was never published
     assert dropped in (logs / "worker.log").read_text()
+
+
+#: A Dramatiq pool in small: the main process forks a child whose logs go to a
+#: pipe the main reads (the child holds its read end too), then prints the
+#: child's pid. Told to stop (SIGTERM), the child logs 256 KiB, more than a pipe
+#: holds, and exits.
+ORPHANED_POOL = """
+import logging, multiprocessing, os, signal, sys, threading, time
+from actors.broker import DieWithParent
+
+def child(write_end):
+    logging.basicConfig(stream=os.fdopen(write_end, "w", buffering=1), level=logging.INFO)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    DieWithParent().after_process_boot(None)  # as Dramatiq does in a pool's process
+    stop.wait()
+    for _ in range(256):
+        logging.info("x" * 1024)
+    sys.exit(0)
+
+read_end, write_end = os.pipe()
+os.set_inheritable(write_end, True)
+pool = multiprocessing.get_context("fork").Process(target=child, args=(write_end,))
+pool.start()
+reader = os.fdopen(read_end)
+threading.Thread(target=lambda: [None for _ in reader], daemon=True).start()
+print(pool.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_pool_process_whose_main_process_is_killed_stops_though_it_logs_a_lot() -> None:
+    main = subprocess.Popen(
+        [sys.executable, "-c", ORPHANED_POOL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert main.stdout is not None
+    child = int(main.stdout.readline())
+    try:
+        main.kill()
+        main.wait(10)
+        # Its logs went to stderr: no one reads the pipe any more.
+        wait_for(lambda: not alive(child), 10, "the orphaned pool process gone")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
