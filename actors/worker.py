@@ -268,6 +268,7 @@ def visit(
     # A recurrent visit's loader stops at finish_by too: its timeout runs on the
     # monotonic clock, which counts the time the worker was paused (SIGSTOP).
     finish_by = math.inf if request_id is not None else finish_by_s(scheduled_at, _cooldowns())
+    load_s = min(limit_s, finish_by - time.time())
     try:
         loader: Loader | None = loader_for(visit_type)
         problem = None
@@ -304,11 +305,11 @@ def visit(
         if loader is None:
             result = VisitResult("failed", None, 0.0, problem)
         else:
-            loaded = loader.load(url, arguments, min(limit_s, finish_by - time.time()))
+            loaded = loader.load(url, arguments, load_s)
             result = checked_result(loaded, time.monotonic() - started)
     except TimeLimitExceeded:
         result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
-    if time.time() >= finish_by:
+    if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
         # Paused or slowed past it: the scheduler sends the origin again; a final
         # status (or an escalation, a retry) now would overlap that visit.
         log.warning("visit %d of %s outlasted the scheduled cooldown; dropped", visit, url)
