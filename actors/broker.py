@@ -4,10 +4,14 @@ with revisit's middleware."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
+import os
 import signal
+import sys
 from datetime import UTC, datetime
 from functools import lru_cache
+from types import FrameType
 from typing import Any
 
 import dramatiq
@@ -38,7 +42,31 @@ class DieWithParent(dramatiq.Middleware):
 
     def after_process_boot(self, broker: Any) -> None:
         parent = multiprocessing.parent_process()
+        if parent is not None and parent.pid is not None:
+            log_to_stderr_when_orphaned(parent.pid)
         die_with_parent(signal.SIGTERM, parent.pid if parent else None)
+
+
+def log_to_stderr_when_orphaned(parent_pid: int) -> None:
+    """On SIGTERM once the process ``parent_pid`` is gone, write the logs and
+    output to the inherited stderr, not to the pipe Dramatiq's main process read
+    them from: this process holds the pipe's read end too (forked), so nothing
+    would fail, and a full pipe would block its shutdown for good, an orphan."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        if os.getppid() != parent_pid:
+            stderr = open(2, "w", buffering=1, errors="replace", closefd=False)  # noqa: SIM115
+            loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+            for logger in loggers:
+                for handler in getattr(logger, "handlers", []):
+                    if isinstance(handler, logging.StreamHandler):
+                        handler.stream = stderr  # no lock: its holder may be blocked
+            sys.stdout = sys.stderr = stderr
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def make_broker(settings: Settings) -> RedisBroker:

@@ -38,7 +38,7 @@ from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
 from app.db.connection import connect
-from app.domain.cooldown import Cooldowns, start_within_s
+from app.domain.cooldown import Cooldowns, finish_by_s, start_within_s
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
@@ -267,6 +267,10 @@ def visit(
     options = message.options if message is not None else {}
     default_limit_s = settings.express_time_limit_s if lane == "express" else MAX_TIME_LIMIT_S
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
+    # A recurrent visit's loader stops at finish_by too: its timeout runs on the
+    # monotonic clock, which counts the time the worker was paused (SIGSTOP).
+    finish_by = math.inf if request_id is not None else finish_by_s(scheduled_at, _cooldowns())
+    load_s = min(limit_s, finish_by - time.time())
     try:
         loader: Loader | None = loader_for(visit_type)
         problem = None
@@ -307,13 +311,18 @@ def visit(
             result = VisitResult("failed", None, 0.0, problem)
         else:
             with watch:
-                loaded = loader.load(url, arguments, limit_s)
+                loaded = loader.load(url, arguments, load_s)
             result = checked_result(loaded, time.monotonic() - started)
     except TimeLimitExceeded:
         result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
     except VisitAborted:
         # No final status: the visit neither fails the origin nor counts as an outcome.
         log.info("request %s was aborted; stopped visiting %s", request_id, url)
+        return
+    if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
+        # Paused or slowed past it: the scheduler sends the origin again; a final
+        # status (or an escalation, a retry) now would overlap that visit.
+        log.warning("visit %d of %s outlasted the scheduled cooldown; dropped", visit, url)
         return
     if result.timed_out:
         if lane == "express" and message is not None:

@@ -5,18 +5,21 @@
 Starts its own PostgreSQL, Redis and Kafka-protocol broker, lists
 ``--origins`` ``simulated`` origins, runs the Procfile's processes with short
 cooldowns, and injects one fault every few seconds, each kind in turn: kill -9
-of every process kind, Redis FLUSHALL and restart, broker restart, PostgreSQL
-unavailable for a few seconds, poison journal messages and malformed API
-payloads. The soak is the processes' supervisor (as systemd or Kubernetes
-would be): it starts a killed process again, and counts as "restarted by
-hand" any process that exited without being killed. Faults stop
-``--settle-s`` before the end; then it prints the figures of issue 12 and,
-with ``--json``, writes them to a file.
+of every process kind, kill -9 of the express worker pool's main process
+alone, the express worker paused (SIGSTOP) past the scheduled cooldown, Redis
+FLUSHALL and restart, broker restart, PostgreSQL unavailable for a few
+seconds, poison journal messages and malformed API payloads. The soak is
+the processes' supervisor (as systemd or Kubernetes would be): it starts a
+killed process again, and counts as "restarted by hand" any process that
+exited without being killed. Faults stop ``--settle-s`` before the end;
+then it prints the figures of issue 12, a table of what each kind of fault
+cost (issue 33), and, with ``--json``, writes them to a file.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import os
@@ -63,7 +66,9 @@ PROCESSES = {
 }
 SERVICE_FAULTS = ("redis_flushall", "redis_restart", "broker_restart", "postgres_outage")
 INPUT_FAULTS = ("poison", "bad_api")
-ALL_FAULTS = tuple(f"kill_{p}" for p in PROCESSES) + SERVICE_FAULTS + INPUT_FAULTS
+#: The express worker pool's main process killed alone, and the pool paused.
+WORKER_FAULTS = ("kill_main_express_worker", "pause_express_worker")
+ALL_FAULTS = tuple(f"kill_{p}" for p in PROCESSES) + WORKER_FAULTS + SERVICE_FAULTS + INPUT_FAULTS
 #: Short cooldowns, so origins come round again within the run.
 SOAK_ENV = {
     "REVISIT_WORKER_VISIT_TYPES_ALLOW": f'["{VISIT_TYPE}"]',
@@ -79,6 +84,9 @@ SOAK_CONSTANTS = {
     "queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS": 5000,
 }
 OUTAGE_S = 3.0
+#: A pause past the scheduled cooldown (7 ladder units of 1 s): the scheduler
+#: sends the paused worker's origins again meanwhile.
+PAUSE_S = 9.0
 
 
 @dataclass
@@ -93,6 +101,8 @@ class Soak:
     rng: random.Random
     samples: list[tuple[float, int]] = field(default_factory=list)
     faults: list[tuple[str, float]] = field(default_factory=list)
+    #: When each fault of ``faults`` began (time.monotonic()).
+    fault_starts: list[float] = field(default_factory=list)
     poison_sent: int = 0
     #: Poison value -> when it was sent (Unix seconds).
     poison_sent_at: dict[bytes, float] = field(default_factory=dict)
@@ -113,7 +123,11 @@ class Soak:
 
     def inject(self, kind: str) -> None:
         """One fault; returns when the faulty service is back."""
-        if kind.startswith("kill_"):
+        if kind.startswith("kill_main_"):
+            self.supervisor.kill_main(kind[len("kill_main_") :])
+        elif kind.startswith("pause_"):
+            self.supervisor.pause(kind[len("pause_") :], PAUSE_S)
+        elif kind.startswith("kill_"):
             self.supervisor.kill(kind[len("kill_") :])
         elif kind == "redis_flushall":
             redis.Redis.from_url(self.settings.redis_dsn()).flushall()
@@ -289,6 +303,7 @@ def _drive(
         if kinds and now >= next_fault and now < faults_end:
             order = order or soak.rng.sample(kinds, len(kinds))
             kind = order.pop()
+            soak.fault_starts.append(time.monotonic())
             soak.inject(kind)
             if kind == "broker_restart":
                 watch.after_broker_restart()
@@ -297,8 +312,9 @@ def _drive(
             next_fault = last_fault + soak.rng.uniform(args.fault_every_s / 2, args.fault_every_s)
         time.sleep(0.5)
     last_fault_at = wall(last_fault)
-    # Measured at rest: what is left in flight stays in flight on both sides.
-    soak.supervisor.stop_all()
+    # Measured at rest: what is left in flight stays in flight on both sides. The
+    # journal client stops last, so that it applies the statuses of the last visits.
+    soak.supervisor.stop_all(last="journal")
     return measure(soak, watch, started, last_fault_at)
 
 
@@ -324,6 +340,13 @@ def measure(
     with connect(soak.settings) as conn:
         differences = check_settled(conn, ctx, VISIT_TYPE, lambda: datetime.now(tz=UTC))
         places = places_report(conn, ctx, VISIT_TYPE, last_fault_at)
+        applied = {
+            str(r["url"]): r["last_visit_number"]
+            for r in conn.execute(
+                "select url, last_visit_number from origin_visit_stats where visit_type = %s",
+                (VISIT_TYPE,),
+            )
+        }
     watch.poll(5.0)
     resume = soak.resume_times()
     visits = soak.samples[-1][1] if soak.samples else 0
@@ -357,26 +380,79 @@ def measure(
         **poison_report(soak, watch),
         "bad_api_payloads_sent": soak.bad_api_sent,
         "final_statuses_published": watch.finals,
+        "statuses_never_applied": len(watch.never_applied(applied)),
+        "never_applied_examples": [text for _, text in watch.never_applied(applied)[:5]],
+        "per_fault": per_fault(soak, watch, applied),
     }
+
+
+def per_fault(
+    soak: Soak, watch: JournalWatch, applied: dict[str, int | None]
+) -> dict[str, dict[str, Any]]:
+    """Per kind of fault: its count, recovery seconds (median and max from its end
+    to the next applied visit; never: none followed), and what happened from its
+    start to the next fault's: restarts by hand, overlapping visits (by the later
+    visit's start), final statuses published that PostgreSQL never applied. What
+    came before the first fault is under ``none``."""
+    starts = [wall(at) for at in soak.fault_starts]
+    kinds = [kind for kind, _ in soak.faults]
+
+    def blamed(at: float) -> str:
+        index = bisect.bisect_right(starts, at) - 1
+        return kinds[index] if index >= 0 else "none"
+
+    rows: dict[str, dict[str, Any]] = {
+        kind: {"count": 0, "restarted_by_hand": 0, "overlapping_visits": 0, "never_applied": 0}
+        for kind in ["none", *kinds]
+    }
+    for kind in kinds:
+        rows[kind]["count"] += 1
+    for kind, times in soak.resume_times().items():
+        done = [t for t in times if t is not None]
+        rows[kind]["recovery_s_p50"] = round(statistics.median(done), 2) if done else None
+        rows[kind]["recovery_s_max"] = round(max(done), 2) if done else None
+        rows[kind]["never_recovered"] = len(times) - len(done)
+    for _, at in soak.supervisor.by_hand_at:
+        rows[blamed(wall(at))]["restarted_by_hand"] += 1
+    for at, _ in watch.overlapping():
+        rows[blamed(at)]["overlapping_visits"] += 1
+    for at, _ in watch.never_applied(applied):
+        rows[blamed(at)]["never_applied"] += 1
+    return rows
+
+
+def print_fault_table(rows: dict[str, dict[str, Any]]) -> None:
+    """The per-fault figures as a table."""
+    columns = ("count", "recovery_s_p50", "recovery_s_max", "never_recovered")
+    columns += ("restarted_by_hand", "overlapping_visits", "never_applied")
+    print(f"{'fault':<26}" + "".join(f"{c:>19}" for c in columns))
+    for kind, row in sorted(rows.items()):
+        cells = ("-" if row.get(c) is None else str(row[c]) for c in columns)
+        print(f"{kind:<26}" + "".join(f"{c:>19}" for c in cells))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--origins", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=1800)
+    parser.add_argument("--minutes", type=float, help="the run's length, instead of --seconds")
     parser.add_argument("--settle-s", type=float, default=60, help="quiet time at the end")
     parser.add_argument("--warmup-s", type=float, default=10)
     parser.add_argument("--fault-every-s", type=float, default=8)
-    parser.add_argument("--faults", default="kill,redis,broker,postgres,poison,bad_api")
+    parser.add_argument("--faults", default="kill,pause,redis,broker,postgres,poison,bad_api")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", default="", help="keep the process logs in this folder")
     parser.add_argument("--json", default="", help="also write the figures to this file")
     parser.add_argument("--dashboard", default="", help="scrape, then draw the dashboard here")
     args = parser.parse_args()
+    if args.minutes is not None:
+        args.seconds = args.minutes * 60
     report = run(args)
     load = os.getloadavg()[0]
     for key, value in report.items():
-        print(f"{key}: {value}")
+        if key != "per_fault":
+            print(f"{key}: {value}")
+    print_fault_table(report["per_fault"])
     print(f"load average (1 min) at the end: {load:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({**report, "load_1min": load}, indent=2))

@@ -105,6 +105,10 @@ class JournalWatch:
     def overlaps(self) -> list[str]:
         """Visits that started before the previous visit of the same origin ended,
         each as ``origin: visit [created, final] / visit [created, final]``."""
+        return [text for _, text in self.overlapping()]
+
+    def overlapping(self) -> list[tuple[float, str]]:
+        """``overlaps``, each with when the later visit started (Unix seconds)."""
         found = []
         for origin, visits in self.spans.items():
             spans = sorted(
@@ -112,8 +116,20 @@ class JournalWatch:
             )
             for (s1, e1, v1), (s2, e2, v2) in itertools.pairwise(spans):
                 if s2 < e1:
-                    found.append(f"{origin}: {v1} [{s1:.3f}, {e1:.3f}] / {v2} [{s2:.3f}, {e2:.3f}]")
+                    text = f"{origin}: {v1} [{s1:.3f}, {e1:.3f}] / {v2} [{s2:.3f}, {e2:.3f}]"
+                    found.append((s2, text))
         return found
+
+    def never_applied(self, applied: dict[str, int | None]) -> list[tuple[float, str]]:
+        """Final statuses published whose visit is newer than the last one PostgreSQL
+        applied of its origin (``applied``: url -> last_visit_number), each with
+        its date (Unix seconds) and as ``origin: visit (applied: visit)``."""
+        return [
+            (end, f"{origin}: {visit} (applied: {applied.get(origin)})")
+            for origin, visits in self.spans.items()
+            for visit, (_, end) in visits.items()
+            if end is not None and visit > (applied.get(origin) or 0)
+        ]
 
     def close(self) -> None:
         """Leave the group."""

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +31,8 @@ class Supervisor:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.killed: set[str] = set()
         self.by_hand: Counter[str] = Counter()
+        #: (process, time.monotonic()) of each restart by hand.
+        self.by_hand_at: list[tuple[str, float]] = []
 
     def start(self, name: str) -> None:
         log = (self.logdir / f"{name}.log").open("ab")
@@ -42,9 +45,25 @@ class Supervisor:
         )
 
     def kill(self, name: str) -> None:
+        """kill -9 the process and its children."""
         self.killed.add(name)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.procs[name].pid, signal.SIGKILL)
+
+    def kill_main(self, name: str) -> None:
+        """kill -9 the process alone: its children must stop by themselves."""
+        self.killed.add(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.procs[name].pid, signal.SIGKILL)
+
+    def pause(self, name: str, seconds: float) -> None:
+        """Stop the process and its children (SIGSTOP) for ``seconds``, then resume them."""
+        group = self.procs[name].pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGSTOP)
+        time.sleep(seconds)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGCONT)
 
     def tend(self) -> None:
         """Start again every process that is gone (a supervisor's job, not a person's)."""
@@ -55,10 +74,17 @@ class Supervisor:
                 self.killed.discard(name)
             else:
                 self.by_hand[name] += 1
+                self.by_hand_at.append((name, time.monotonic()))
             self.start(name)
 
-    def stop_all(self) -> None:
-        """Stop every process (SIGTERM, then SIGKILL after 20 s); idempotent."""
+    def stop_all(self, last: str | None = None, last_after_s: float = 5.0) -> None:
+        """Stop every process (SIGTERM, then SIGKILL after 20 s); ``last`` only
+        ``last_after_s`` after the others have stopped; idempotent."""
+        if last in self.procs:
+            keep = self.procs.pop(last)
+            self.stop_all()
+            time.sleep(last_after_s)
+            self.procs[last] = keep
         procs, self.procs = list(self.procs.values()), {}
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):

@@ -1,4 +1,5 @@
-"""The long-running processes: scheduler, journal, worker, api, demo, simulate."""
+"""The long-running processes: scheduler, journal, worker, api, demo, simulate, and
+the Procfile run by `revisit up` or systemd units (`revisit systemd-units`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ from typing import Annotated
 import typer
 
 from app.cli.common import console, err, fail
+from app.cli.procfile import (
+    PROCFILE,
+    ProcessLine,
+    ProcfileError,
+    ProcfileRunner,
+    read_procfile,
+    select,
+)
+from app.cli.procfile import systemd_units as _procfile_units
 from app.domain.lanes import LANES, Lane
 from app.settings import (
     WORKER_LOADERS_VARIABLE,
@@ -269,7 +279,57 @@ def simulate(
         raise fail(str(exc)) from exc
 
 
+ProcfileOption = Annotated[
+    Path,
+    typer.Option(
+        "--procfile",
+        "-f",
+        help="the Procfile (Procfile.control and Procfile.workers split the default one)",
+    ),
+]
+
+
+def _procfile_lines(procfile: Path, names: list[str]) -> list[ProcessLine]:
+    try:
+        return select(read_procfile(procfile, os.environ), names)
+    except ProcfileError as exc:
+        raise fail(str(exc)) from exc
+
+
+def up(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="the processes to run (default: all)")
+    ] = None,
+    procfile: ProcfileOption = PROCFILE,
+) -> None:
+    """Run the Procfile's processes, starting again (after a backoff) any that exits,
+    until SIGTERM or Ctrl-C."""
+    lines = _procfile_lines(procfile, names or [])
+    raise typer.Exit(ProcfileRunner(lines, os.environ, sys.stdout).run())
+
+
+def systemd_units(
+    out: Annotated[Path, typer.Option(help="folder to write the units to")],
+    names: Annotated[
+        list[str] | None, typer.Argument(help="the processes to write units for (default: all)")
+    ] = None,
+    procfile: ProcfileOption = PROCFILE,
+    user: Annotated[
+        bool, typer.Option("--user", help="user units (systemctl --user), not system ones")
+    ] = False,
+) -> None:
+    """Write a systemd unit per Procfile process and revisit.target, which starts them
+    all; each restarts when it exits and stops with its children. Settings go in
+    /etc/revisit/revisit.env (with --user, ~/.config/revisit/revisit.env)."""
+    units = _procfile_units(_procfile_lines(procfile, names or []), user=user)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in units.items():
+        (out / name).write_text(text)
+        console.print(str(out / name), markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add the process commands to the root command."""
-    for command in (scheduler, journal, worker, demo, api, simulate):
+    app.command("systemd-units")(systemd_units)
+    for command in (scheduler, journal, worker, demo, api, simulate, up):
         app.command(command.__name__)(command)

@@ -37,5 +37,5 @@ def demo_summary(conn: DictConnection) -> dict[str, Any]:
 
 
 def recently_visited(conn: DictConnection, since: Any) -> list[dict[str, Any]]:
-    """The last origins visited since ``since``, newest first."""
+    """The origins visited since ``since``, newest first."""
     return conn.execute(query("demo_recent_visits"), {"since": since}).fetchall()

@@ -139,36 +139,54 @@ class Developer(threading.Thread):
             self.commits += 1
 
 
+#: The most visits the demo prints at each summary.
+RECENT_LINES = 8
+
+
 def summary(settings: Settings, developer: Developer, started: float) -> Table:
     """A table of what happened so far."""
     with connect(settings) as conn:
         row = demo_summary(conn)
     table = Table(title=f"revisit demo, {time.monotonic() - started:.0f}s")
-    counted = ("lister_runs", "listed", "visited", "eventful", "uneventful", "failed")
+    counted = ("lister_runs", "listed", "visited", "eventful", "uneventful", "failed", "not_found")
     for column in (*counted, "commits made"):
         table.add_column(column.replace("_", " "), justify="right")
     table.add_row(*(str(row.get(k, 0)) for k in counted), str(developer.commits))
     return table
 
 
-def recent_visits(settings: Settings, since: datetime) -> list[str]:
-    """One readable line per origin visited since ``since`` (newest first)."""
-    with connect(settings) as conn:
-        rows = recently_visited(conn, since)
-    lines = []
-    for r in rows:
-        name = r["url"].rstrip("/").rsplit("/", 1)[-1]
-        if r["status"] in ("failed", "not_found"):
-            what = f"[red]{r['status']}[/red]"
-        elif r["last_eventful"] == r["last_final_date"]:
-            first = r["eventful_visits"] == 1
-            what = "[green]first visit[/green]" if first else "[green]eventful: new commits[/green]"
-        else:
-            what = "[dim]uneventful: nothing new[/dim]"
-        took = f"{r['last_duration_s']:.2f}s" if r["last_duration_s"] is not None else ""
-        stamp = r["last_final_date"].strftime("%H:%M:%S")
-        lines.append(f"  {stamp}  {name:<20} {what} {took}")
-    return lines
+class RecentVisits:
+    """The visits the journal applied since the last look, as readable lines.
+
+    Compared with what was shown rather than with the time of the last look:
+    the journal applies a visit some time after it ended, so a visit that
+    ended before the last look can be applied after it (a first visit, say)."""
+
+    def __init__(self, since: datetime) -> None:
+        self.since = since
+        self.shown: dict[str, datetime] = {}
+
+    def lines(self, settings: Settings) -> list[str]:
+        """One line per origin whose last visit was not shown yet (newest first)."""
+        with connect(settings) as conn:
+            rows = recently_visited(conn, self.since)
+        new = [r for r in rows if self.shown.get(r["url"]) != r["last_final_date"]]
+        self.shown.update((r["url"], r["last_final_date"]) for r in new)
+        return [_visit_line(r) for r in new[:RECENT_LINES]]
+
+
+def _visit_line(r: Mapping[str, Any]) -> str:
+    name = r["url"].rstrip("/").rsplit("/", 1)[-1]
+    if r["status"] in ("failed", "not_found"):
+        what = f"[red]{r['status'].replace('_', ' ')}[/red]"
+    elif r["last_eventful"] == r["last_final_date"]:
+        first = r["eventful_visits"] == 1
+        what = "[green]first visit[/green]" if first else "[green]eventful: new commits[/green]"
+    else:
+        what = "[dim]uneventful: nothing new[/dim]"
+    took = f"{r['last_duration_s']:.2f}s" if r["last_duration_s"] is not None else ""
+    stamp = r["last_final_date"].strftime("%H:%M:%S")
+    return f"  {stamp}  {name:<20} {what} {took}"
 
 
 #: The Procfile's metrics ports; the demo takes free ones for those not set, so
@@ -282,14 +300,12 @@ def run_demo(
             procs = _start_processes(env, root)
             developer.start()
             started = time.monotonic()
-            since = datetime.now(tz=UTC)
+            recent = RecentVisits(datetime.now(tz=UTC))
             try:
                 while not stop.wait(5.0):
                     console.print(summary(settings, developer, started))
-                    now = datetime.now(tz=UTC)
-                    for line in recent_visits(settings, since):
+                    for line in recent.lines(settings):
                         console.print(line)
-                    since = now
                     if procs.poll() is not None:
                         # The log goes with the throwaway folder: show what led
                         # to the first process's exit (honcho then stops the rest).

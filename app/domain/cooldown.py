@@ -113,3 +113,13 @@ def start_within_s(scheduled_at_s: float, now_s: float, cooldowns: Cooldowns) ->
     the origin again."""
     cooldown_s = cooldowns.scheduled.total_seconds()
     return scheduled_at_s + cooldown_s * (1 - LOST_MARGIN_FRACTION) - now_s
+
+
+def finish_by_s(scheduled_at_s: float, cooldowns: Cooldowns) -> float:
+    """When (Unix seconds) a visit sent at ``scheduled_at_s`` must have ended: half
+    of LOST_MARGIN_FRACTION of the scheduled cooldown before the scheduler presumes
+    it lost, the other half left for the journal to apply its final status. A
+    visit that reaches it (its worker paused by SIGSTOP, say) must do no more
+    work and publish nothing: the origin is, or will be, sent again."""
+    cooldown_s = cooldowns.scheduled.total_seconds()
+    return scheduled_at_s + cooldown_s * (1 - LOST_MARGIN_FRACTION / 2)

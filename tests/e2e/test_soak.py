@@ -10,10 +10,12 @@ from pathlib import Path
 
 from tests.e2e import run_to_the_end
 
-FAULTS = "kill,redis,broker,postgres,poison,bad_api"
+FAULTS = "kill,pause,redis,broker,postgres,poison,bad_api"
 KINDS = {
     *(f"kill_{p}" for p in ("scheduler", "journal", "api")),
     *(f"kill_{lane}_worker" for lane in ("express", "slow", "priority")),
+    "kill_main_express_worker",
+    "pause_express_worker",
     "redis_flushall",
     "redis_restart",
     "broker_restart",
@@ -39,6 +41,7 @@ def test_two_minutes_of_random_faults_lose_nothing_and_need_no_person(tmp_path: 
     assert report["not_in_exactly_one_place"] == 0
     assert report["not_visited_since_last_fault"] == 0
     assert report["overlapping_visits"] == 0
+    assert report["statuses_never_applied"] == 0
     assert report["poison_sent"] > 0
     # The memory-only broker loses, with its restart, what no one had read yet.
     assert report["poison_missing"] == 0

@@ -164,7 +164,7 @@ def test_the_archives_git_loader_visits_and_revisits_stats_equal_the_archives_st
     list_origins(conn, ctx, [kept, changed, deleted])
     logs = tmp_path / "logs"
     logs.mkdir()
-    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "1"})
     journal = {"journal": PROCESSES["journal"]}
     visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
     finals = archive.finals
@@ -257,7 +257,7 @@ def test_a_storage_that_is_down_fails_the_visit_with_a_short_reason_and_the_orig
     archive.loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": down}}))
     logs = tmp_path / "logs"
     logs.mkdir()
-    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "1"})
     worker_log = logs / "worker.log"
     with running(PROCESSES, env, logs):
         wait_for(lambda: "StorageAPIError" in worker_log.read_text(), 30, "a failed visit", logs)
@@ -367,7 +367,7 @@ def _visit_twice(
     list_origins(conn, ctx, [url], visit_type=visit_type)
     logs = tmp_path / "logs"
     logs.mkdir()
-    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "0.5"})
+    env = with_constants(FAST, {"REVISIT_LADDER_UNIT_S": "1"})
     journal = {"journal": PROCESSES["journal"]}
     visiting = {name: PROCESSES[name] for name in ("scheduler", "worker")}
     with running(journal, env, logs), running(visiting, env, logs):

@@ -253,3 +253,11 @@ def test_a_visit_must_start_within_nine_tenths_of_the_scheduled_cooldown() -> No
     assert start_within_s(100.0, 100.0, cooldowns) == 9.0
     assert start_within_s(100.0, 108.5, cooldowns) == 0.5
     assert start_within_s(100.0, 109.0, cooldowns) <= 0  # too late: the scheduler takes it back
+
+
+def test_a_visit_must_end_after_it_may_start_and_before_the_scheduler_takes_it_back() -> None:
+    from app.domain.cooldown import finish_by_s, start_within_s
+
+    cooldowns = Cooldowns(scheduled=timedelta(seconds=10))
+    assert finish_by_s(100.0, cooldowns) == 109.5
+    assert 100.0 + start_within_s(100.0, 100.0, cooldowns) < finish_by_s(100.0, cooldowns) < 110.0
