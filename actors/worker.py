@@ -29,7 +29,6 @@ from typing import Any
 
 import dramatiq
 import psycopg
-import redis
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
 from actors.abort import AbortWatch, VisitAborted
@@ -48,6 +47,7 @@ from app.services.context import Tuning, redis_client
 from app.services.requests import end_unvisited_request
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
+from queues.errors import Redis
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
 
@@ -121,7 +121,7 @@ def loader_for(visit_type: str) -> Loader:
 
 
 @lru_cache(maxsize=1)
-def _redis() -> redis.Redis:
+def _redis() -> Redis:
     return redis_client(get_settings())
 
 
