@@ -3,9 +3,10 @@
 Per batch: decode and validate, fold into the stats in one Postgres
 transaction, dead-letter what is malformed, re-place the written origins in
 Redis, and only then commit the Kafka offsets (DESIGN invariant 4). A crash
-anywhere re-processes at most the uncommitted batch, which the fold absorbs
-(invariant 3). Losing PostgreSQL pauses the client, which reconnects with
-backoff and retries the same batch, rather than exiting.
+anywhere re-processes at most the uncommitted batch and the messages it held
+back for the next one, which the fold absorbs (invariant 3). Losing PostgreSQL
+pauses the client, which reconnects with backoff and retries the same batch,
+rather than exiting.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class JournalClient:
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
+        self.held: list[Message] = []
+        """Messages held back for the next batch (``process``): not applied yet."""
 
     def _run(self, work: Callable[[DictConnection], T]) -> T:
         """Run ``work`` on a connection of its own, waiting out a PostgreSQL outage."""
@@ -118,12 +121,23 @@ class JournalClient:
         return self.kafka.poll()
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
-        """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
-        outcome, rows = self.batch.write([m.value() for m in messages], now)
+        """Apply one batch with the messages held back from the one before,
+        dead-letter its bad messages, re-place, then commit offsets.
+
+        A full batch (a backlog: the next one follows at once) holds back the
+        origins that reported only created/ongoing statuses in it, to be written
+        with the next batch, where their final status usually is: one row write
+        instead of two. Offsets are committed short of what is held back."""
+        batch = self.kafka.owned(self.held) + messages
+        if not batch:
+            return BatchOutcome()
+        fresh_from = len(batch) - len(messages) if self.kafka.is_full(messages) else None
+        outcome, rows = self.batch.write([m.value() for m in batch], now, fresh_from)
         self.after_transaction()
-        self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
+        self._dead_letter([(batch[bad.index], bad.reason) for bad in outcome.rejected])
         outcome.placed = place_rows(self.ctx, rows, now)
-        self.kafka.commit(messages)
+        self.held = [batch[i] for i in outcome.held]
+        self.kafka.commit(batch, self.held)
         self._count(outcome, len(messages))
         return outcome
 
@@ -182,7 +196,7 @@ class JournalClient:
         try:
             while not stop.is_set():
                 pending = pending or self.poll_batch()
-                if not pending:
+                if not pending and not self.held:
                     continue
                 try:
                     self._apply(pending)

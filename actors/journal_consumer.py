@@ -185,10 +185,25 @@ class JournalConsumer:
         }
         return len(set(described.partitions) - owned)
 
-    def commit(self, messages: list[Message]) -> None:
-        """Commit the offsets after ``messages`` (only once they are applied), and
-        update the lag per partition."""
-        offsets = next_offsets(messages)
+    def is_full(self, messages: list[Message]) -> bool:
+        """Whether ``messages`` filled a batch: more are waiting, as when catching up."""
+        return len(messages) >= BATCH_SIZE
+
+    def owned(self, messages: list[Message]) -> list[Message]:
+        """Those of ``messages`` whose partitions this consumer still owns (all of
+        them when the assignment cannot be read)."""
+        if not messages:
+            return messages
+        try:
+            assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        except KAFKA_ERRORS:
+            return messages
+        return [m for m in messages if (m.topic(), m.partition()) in assigned]
+
+    def commit(self, messages: list[Message], held: list[Message] | None = None) -> None:
+        """Commit the offsets after ``messages`` (only once they are applied), short
+        of the first of ``held`` in each partition, and update the lag per partition."""
+        offsets = next_offsets(messages, held or [])
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KAFKA_ERRORS as exc:

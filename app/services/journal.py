@@ -39,6 +39,8 @@ class BatchOutcome:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     beyond_history: Counter[str] = field(default_factory=Counter)
     finished_requests: list[FinishedRequest] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
+    """Indices of the messages held back for the next batch (``hold_back``): not applied."""
 
 
 def decode_batch(
@@ -53,6 +55,30 @@ def decode_batch(
         except InvalidEvent as exc:
             rejected.append(Rejected(index, str(exc)))
     return events, rejected
+
+
+def hold_back(
+    events: list[VisitStatusEvent], indices: list[int], fresh_from: int
+) -> tuple[list[VisitStatusEvent], list[int]]:
+    """Split off the statuses better written with the next batch: those of an
+    origin that reported only created/ongoing statuses, all in the messages
+    from index ``fresh_from`` on (``indices``: each event's message). The final
+    status of such a visit usually follows within a batch, and the two are then
+    folded into one row write instead of two; a status held back once is
+    written with the next batch whatever it holds. Return the events to write
+    now and the indices of the messages held back."""
+    settled: set[StatsKey] = set()
+    for event, index in zip(events, indices, strict=True):
+        if event.is_final or index < fresh_from:
+            settled.add((event.origin, event.visit_type))
+    now: list[VisitStatusEvent] = []
+    held: list[int] = []
+    for event, index in zip(events, indices, strict=True):
+        if (event.origin, event.visit_type) in settled:
+            now.append(event)
+        else:
+            held.append(index)
+    return now, held
 
 
 def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
