@@ -46,6 +46,10 @@ from queues.errors import RedisError
 
 #: PostgreSQL connections writing a journal batch, each a share of its origins.
 JOURNAL_WRITERS = 2
+#: Full batches a created/ongoing status may be held back by, waiting for its
+#: final status (statuses of one visit land on different partitions, which a
+#: batch does not read at the same pace).
+HOLD_BATCHES = 4
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
@@ -100,8 +104,9 @@ class JournalClient:
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
-        self.held: list[Message] = []
-        """Messages held back for the next batch (``process``): not applied yet."""
+        self.held: list[tuple[int, Message]] = []
+        """Messages held back (``process``), not applied yet, each with the number
+        of batches it was held back by."""
 
     def _run(self, work: Callable[[DictConnection], T]) -> T:
         """Run ``work`` on a connection of its own, waiting out a PostgreSQL outage."""
@@ -121,23 +126,30 @@ class JournalClient:
         return self.kafka.poll()
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
-        """Apply one batch with the messages held back from the one before,
-        dead-letter its bad messages, re-place, then commit offsets.
+        """Apply one batch with the messages held back before it, dead-letter its
+        bad messages, re-place, then commit offsets.
 
         A full batch (a backlog: the next one follows at once) holds back the
         origins that reported only created/ongoing statuses in it, to be written
-        with the next batch, where their final status usually is: one row write
-        instead of two. Offsets are committed short of what is held back."""
-        batch = self.kafka.owned(self.held) + messages
+        with one of the next ``HOLD_BATCHES`` batches, where their final status
+        usually is: one row write instead of two. A batch that is not full
+        holds nothing back. Offsets are committed short of what is held back."""
+        carried = self.kafka.owned(self.held)
+        # those held back as long as they may be first: they are written now
+        carried.sort(key=lambda held: held[0] < HOLD_BATCHES)
+        batch = [m for _, m in carried] + messages
         if not batch:
             return BatchOutcome()
-        fresh_from = len(batch) - len(messages) if self.kafka.is_full(messages) else None
-        outcome, rows = self.batch.write([m.value() for m in batch], now, fresh_from)
+        hold_from = None
+        if self.kafka.is_full(messages):
+            hold_from = sum(1 for times, _ in carried if times >= HOLD_BATCHES)
+        outcome, rows = self.batch.write([m.value() for m in batch], now, hold_from)
         self.after_transaction()
         self._dead_letter([(batch[bad.index], bad.reason) for bad in outcome.rejected])
         outcome.placed = place_rows(self.ctx, rows, now)
-        self.held = [batch[i] for i in outcome.held]
-        self.kafka.commit(batch, self.held)
+        times = [t for t, _ in carried] + [0] * len(messages)
+        self.held = [(times[i] + 1, batch[i]) for i in outcome.held]
+        self.kafka.commit(batch, [m for _, m in self.held])
         self._count(outcome, len(messages))
         return outcome
 

@@ -189,16 +189,16 @@ class JournalConsumer:
         """Whether ``messages`` filled a batch: more are waiting, as when catching up."""
         return len(messages) >= BATCH_SIZE
 
-    def owned(self, messages: list[Message]) -> list[Message]:
-        """Those of ``messages`` whose partitions this consumer still owns (all of
-        them when the assignment cannot be read)."""
-        if not messages:
-            return messages
+    def owned(self, held: list[tuple[int, Message]]) -> list[tuple[int, Message]]:
+        """Those of ``held`` whose partitions this consumer still owns (all of them
+        when the assignment cannot be read)."""
+        if not held:
+            return held
         try:
             assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
         except KAFKA_ERRORS:
-            return messages
-        return [m for m in messages if (m.topic(), m.partition()) in assigned]
+            return held
+        return [h for h in held if (h[1].topic(), h[1].partition()) in assigned]
 
     def commit(self, messages: list[Message], held: list[Message] | None = None) -> None:
         """Commit the offsets after ``messages`` (only once they are applied), short

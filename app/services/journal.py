@@ -40,7 +40,7 @@ class BatchOutcome:
     beyond_history: Counter[str] = field(default_factory=Counter)
     finished_requests: list[FinishedRequest] = field(default_factory=list)
     held: list[int] = field(default_factory=list)
-    """Indices of the messages held back for the next batch (``hold_back``): not applied."""
+    """Indices of the messages held back for a later batch (``hold_back``): not applied."""
 
 
 def decode_batch(
@@ -58,18 +58,18 @@ def decode_batch(
 
 
 def hold_back(
-    events: list[VisitStatusEvent], indices: list[int], fresh_from: int
+    events: list[VisitStatusEvent], indices: list[int], hold_from: int
 ) -> tuple[list[VisitStatusEvent], list[int]]:
-    """Split off the statuses better written with the next batch: those of an
+    """Split off the statuses better written with a later batch: those of an
     origin that reported only created/ongoing statuses, all in the messages
-    from index ``fresh_from`` on (``indices``: each event's message). The final
-    status of such a visit usually follows within a batch, and the two are then
-    folded into one row write instead of two; a status held back once is
-    written with the next batch whatever it holds. Return the events to write
-    now and the indices of the messages held back."""
+    from index ``hold_from`` on (``indices``: each event's message; those
+    before it may not be held back again). The final status of such a visit
+    usually follows within a batch or a few, and the two are then folded into
+    one row write instead of two. Return the events to write now and the
+    indices of the messages held back."""
     settled: set[StatsKey] = set()
     for event, index in zip(events, indices, strict=True):
-        if event.is_final or index < fresh_from:
+        if event.is_final or index < hold_from:
             settled.add((event.origin, event.visit_type))
     now: list[VisitStatusEvent] = []
     held: list[int] = []

@@ -101,16 +101,16 @@ class BatchWriter:
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.writers - 1))
 
     def write(
-        self, payloads: list[bytes | None], now: datetime, fresh_from: int | None = None
+        self, payloads: list[bytes | None], now: datetime, hold_from: int | None = None
     ) -> Written:
         """Decode, validate and write ``payloads``; return the outcome and the rows
-        to re-place. With ``fresh_from``, the statuses of origins with only
+        to re-place. With ``hold_from``, the statuses of origins with only
         created/ongoing statuses in the payloads from that index on are held back
-        for the next batch (``hold_back``; their indices in ``outcome.held``). A
+        for a later batch (``hold_back``; their indices in ``outcome.held``). A
         batch PostgreSQL refuses is written message by message, none held back."""
         committed: list[Written] = []
         try:
-            return self.run(self._transaction(payloads, now, fresh_from))
+            return self.run(self._transaction(payloads, now, hold_from))
         except PartlyWritten as partly:
             exc, committed = partly.cause, partly.committed
         except psycopg.Error as refused:
@@ -131,16 +131,16 @@ class BatchWriter:
         self._pool.shutdown(wait=True)
 
     def _transaction(
-        self, payloads: list[bytes | None], now: datetime, fresh_from: int | None = None
+        self, payloads: list[bytes | None], now: datetime, hold_from: int | None = None
     ) -> Callable[[DictConnection], Written]:
         def transaction(conn: DictConnection) -> Written:
             configs = visit_type_configs(conn)
             events, rejected = decode_batch(payloads, frozenset(configs))
             held: list[int] = []
-            if fresh_from is not None:
+            if hold_from is not None:
                 bad = {r.index for r in rejected}
                 indices = [i for i in range(len(payloads)) if i not in bad]
-                events, held = hold_back(events, indices, fresh_from)
+                events, held = hold_back(events, indices, hold_from)
             groups = split_by_origin(events, self.writers)
             if len(groups) == 1:
                 outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)

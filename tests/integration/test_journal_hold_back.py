@@ -7,12 +7,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+import pytest
+
+from actors.journal import HOLD_BATCHES, JournalClient
 from app.db.connection import DictConnection
 from app.domain.visit_stats import keyed_fudge
+from app.kafka.client import Message, StatusPublisher
 from app.kafka.codec import encode, visit_status_value
 from app.services.context import Context
 from app.services.journal_batch import BatchWriter
+from app.settings import Settings
 from tests.integration.helpers import stats_by_url
+from tests.processes import wait_for
 
 T = TypeVar("T")
 URLS = [f"https://forge.example/h{i}.git" for i in range(12)]
@@ -87,7 +93,7 @@ def test_holding_back_created_statuses_writes_fewer_rows_for_the_same_stats(
     assert held == 3 * len(URLS) < whole
 
 
-def test_statuses_held_back_once_are_written_with_the_next_batch_whatever_it_holds(
+def test_statuses_that_may_not_wait_longer_are_written_whatever_the_batch_holds(
     conn: DictConnection, ctx: Context
 ) -> None:
     def run(work: Callable[[DictConnection], T]) -> T:
@@ -108,3 +114,40 @@ def test_statuses_held_back_once_are_written_with_the_next_batch_whatever_it_hol
     assert {url: row["last_visit"] for url, row in stats_by_url(conn).items()} == dict.fromkeys(
         URLS[:3], T0
     )
+
+
+def test_the_client_holds_a_created_status_back_for_at_most_hold_batches_full_batches(
+    settings: Settings, conn: DictConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("actors.journal_consumer.BATCH_SIZE", 1)  # every batch is full
+    publisher = StatusPublisher(settings)
+    for url in URLS[: HOLD_BATCHES + 2]:
+        publisher.publish(url, "git", 1, "created", None, date=T0)
+    client = JournalClient(settings)
+    try:
+
+        def next_batch() -> list[Message]:
+            found: list[Message] = []
+            wait_for(lambda: bool(found.extend(client.poll_batch()) or found), 30, "a batch")
+            return found
+
+        for _ in range(HOLD_BATCHES):
+            client.process(next_batch(), NOW)
+        # the first status waited out HOLD_BATCHES batches: none was applied or
+        # committed yet
+        assert stats_by_url(conn) == {}
+        assert committed(client) == 0
+        client.process(next_batch(), NOW)
+        assert len(stats_by_url(conn)) == 1
+        assert committed(client) == 1
+        client.process([], NOW)  # a poll that found nothing: everything held is applied
+        assert len(stats_by_url(conn)) == HOLD_BATCHES + 1
+        assert committed(client) == HOLD_BATCHES + 1
+    finally:
+        client.close()
+
+
+def committed(client: JournalClient) -> int:
+    """Messages the group committed over the partitions the client owns."""
+    partitions = client.consumer.committed(client.consumer.assignment(), 10)
+    return sum(max(0, tp.offset) for tp in partitions)

@@ -19,9 +19,9 @@ def status(origin: str, status: str, visit_type: str = "git") -> VisitStatusEven
     )
 
 
-def test_only_origins_with_nothing_but_fresh_created_or_ongoing_statuses_are_held_back() -> None:
+def test_origins_with_only_created_or_ongoing_statuses_that_may_wait_are_held_back() -> None:
     events = [
-        status("carried", "created"),  # message 0, held back by the batch before
+        status("carried", "created"),  # message 0, held back as long as it may
         status("ends", "created"),
         status("runs", "created"),
         status("carried", "ongoing"),
@@ -32,15 +32,15 @@ def test_only_origins_with_nothing_but_fresh_created_or_ongoing_statuses_are_hel
     # message 2 was refused: the events are those of messages 0, 1, 3, 4...
     indices = [0, 1, 3, 4, 5, 6, 7]
 
-    now, held = hold_back(events, indices, fresh_from=1)
+    now, held = hold_back(events, indices, hold_from=1)
 
     assert held == [3, 5, 7]
     assert now == [events[0], events[1], events[3], events[5]]
 
 
-def test_nothing_is_held_back_when_every_message_was_held_back_before() -> None:
+def test_nothing_is_held_back_when_no_message_may_wait_longer() -> None:
     events = [status("a", "created"), status("b", "ongoing")]
-    assert hold_back(events, [0, 1], fresh_from=2) == (events, [])
+    assert hold_back(events, [0, 1], hold_from=2) == (events, [])
 
 
 class FakeMessage:
