@@ -139,6 +139,7 @@ class JournalClient:
         carried.sort(key=lambda held: held[0] < HOLD_BATCHES)
         batch = [m for _, m in carried] + messages
         if not batch:
+            self.held = []  # all of another member's partitions now
             return BatchOutcome()
         hold_from = None
         if self.kafka.is_full(messages):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -44,12 +45,20 @@ class BatchOutcome:
 
 
 def decode_batch(
-    payloads: list[bytes | None], known_visit_types: frozenset[str]
+    payloads: list[bytes | None],
+    known_visit_types: frozenset[str],
+    decoded: Mapping[bytes | None, VisitStatusEvent] | None = None,
 ) -> tuple[list[VisitStatusEvent], list[Rejected]]:
-    """Decode and validate raw values; bad ones are returned with their reason."""
+    """Decode and validate raw values; bad ones are returned with their reason.
+    A value in ``decoded`` (statuses held back, decoded and validated before)
+    is taken from there while its visit type is still known."""
     events: list[VisitStatusEvent] = []
     rejected: list[Rejected] = []
     for index, payload in enumerate(payloads):
+        known = decoded.get(payload) if decoded else None
+        if known is not None and known.visit_type in known_visit_types:
+            events.append(known)
+            continue
         try:
             events.append(decode_event(payload, known_visit_types))
         except InvalidEvent as exc:
@@ -59,25 +68,25 @@ def decode_batch(
 
 def hold_back(
     events: list[VisitStatusEvent], indices: list[int], hold_from: int
-) -> tuple[list[VisitStatusEvent], list[int]]:
+) -> tuple[list[VisitStatusEvent], dict[int, VisitStatusEvent]]:
     """Split off the statuses better written with a later batch: those of an
     origin that reported only created/ongoing statuses, all in the messages
     from index ``hold_from`` on (``indices``: each event's message; those
     before it may not be held back again). The final status of such a visit
     usually follows within a batch or a few, and the two are then folded into
-    one row write instead of two. Return the events to write now and the
-    indices of the messages held back."""
+    one row write instead of two. Return the events to write now and those
+    held back, by the index of their message."""
     settled: set[StatsKey] = set()
     for event, index in zip(events, indices, strict=True):
         if event.is_final or index < hold_from:
             settled.add((event.origin, event.visit_type))
     now: list[VisitStatusEvent] = []
-    held: list[int] = []
+    held: dict[int, VisitStatusEvent] = {}
     for event, index in zip(events, indices, strict=True):
         if (event.origin, event.visit_type) in settled:
             now.append(event)
         else:
-            held.append(index)
+            held[index] = event
     return now, held
 
 

@@ -99,6 +99,8 @@ class BatchWriter:
         self.run = run
         self.writers = max(1, writers)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.writers - 1))
+        self._held: dict[bytes | None, VisitStatusEvent] = {}
+        """The statuses the last batch held back, by their message value."""
 
     def write(
         self, payloads: list[bytes | None], now: datetime, hold_from: int | None = None
@@ -135,18 +137,20 @@ class BatchWriter:
     ) -> Callable[[DictConnection], Written]:
         def transaction(conn: DictConnection) -> Written:
             configs = visit_type_configs(conn)
-            events, rejected = decode_batch(payloads, frozenset(configs))
-            held: list[int] = []
+            events, rejected = decode_batch(payloads, frozenset(configs), self._held)
+            held: dict[int, VisitStatusEvent] = {}
             if hold_from is not None:
                 bad = {r.index for r in rejected}
                 indices = [i for i in range(len(payloads)) if i not in bad]
                 events, held = hold_back(events, indices, hold_from)
+            # what is held back comes again with the next batch: not decoded twice
+            self._held = {payloads[i]: event for i, event in held.items()}
             groups = split_by_origin(events, self.writers)
             if len(groups) == 1:
                 outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
             else:
                 outcome, rows = self._write_groups(conn, groups, configs, now)
-            outcome.rejected, outcome.held = rejected, held
+            outcome.rejected, outcome.held = rejected, list(held)
             return outcome, rows
 
         return transaction

@@ -34,13 +34,13 @@ def test_origins_with_only_created_or_ongoing_statuses_that_may_wait_are_held_ba
 
     now, held = hold_back(events, indices, hold_from=1)
 
-    assert held == [3, 5, 7]
+    assert held == {3: events[2], 5: events[4], 7: events[6]}
     assert now == [events[0], events[1], events[3], events[5]]
 
 
 def test_nothing_is_held_back_when_no_message_may_wait_longer() -> None:
     events = [status("a", "created"), status("b", "ongoing")]
-    assert hold_back(events, [0, 1], hold_from=2) == (events, [])
+    assert hold_back(events, [0, 1], hold_from=2) == (events, {})
 
 
 class FakeMessage:
