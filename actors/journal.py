@@ -3,10 +3,9 @@
 Per batch: decode and validate, fold into the stats in one Postgres
 transaction, dead-letter what is malformed, re-place the written origins in
 Redis, and only then commit the Kafka offsets (DESIGN invariant 4). A crash
-anywhere re-processes at most the uncommitted batch and the messages it held
-back for the next one, which the fold absorbs (invariant 3). Losing PostgreSQL
-pauses the client, which reconnects with backoff and retries the same batch,
-rather than exiting.
+anywhere re-processes at most the uncommitted batch, which the fold absorbs
+(invariant 3). Losing PostgreSQL pauses the client, which reconnects with
+backoff and retries the same batch, rather than exiting.
 """
 
 from __future__ import annotations
@@ -46,10 +45,6 @@ from queues.errors import RedisError
 
 #: PostgreSQL connections writing a journal batch, each a share of its origins.
 JOURNAL_WRITERS = 2
-#: Full batches a created/ongoing status may be held back by, waiting for its
-#: final status (statuses of one visit land on different partitions, which a
-#: batch does not read at the same pace).
-HOLD_BATCHES = 4
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
@@ -104,9 +99,6 @@ class JournalClient:
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
-        self.held: list[tuple[int, Message]] = []
-        """Messages held back (``process``), not applied yet, each with the number
-        of batches it was held back by."""
 
     def _run(self, work: Callable[[DictConnection], T]) -> T:
         """Run ``work`` on a connection of its own, waiting out a PostgreSQL outage."""
@@ -126,31 +118,12 @@ class JournalClient:
         return self.kafka.poll()
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
-        """Apply one batch with the messages held back before it, dead-letter its
-        bad messages, re-place, then commit offsets.
-
-        A full batch (a backlog: the next one follows at once) holds back the
-        origins that reported only created/ongoing statuses in it, to be written
-        with one of the next ``HOLD_BATCHES`` batches, where their final status
-        usually is: one row write instead of two. A batch that is not full
-        holds nothing back. Offsets are committed short of what is held back."""
-        carried = self.kafka.owned(self.held)
-        # those held back as long as they may be first: they are written now
-        carried.sort(key=lambda held: held[0] < HOLD_BATCHES)
-        batch = [m for _, m in carried] + messages
-        if not batch:
-            self.held = []  # all of another member's partitions now
-            return BatchOutcome()
-        hold_from = None
-        if self.kafka.is_full(messages):
-            hold_from = sum(1 for times, _ in carried if times >= HOLD_BATCHES)
-        outcome, rows = self.batch.write([m.value() for m in batch], now, hold_from)
+        """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
+        outcome, rows = self.batch.write([m.value() for m in messages], now)
         self.after_transaction()
-        self._dead_letter([(batch[bad.index], bad.reason) for bad in outcome.rejected])
+        self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
         outcome.placed = place_rows(self.ctx, rows, now)
-        times = [t for t, _ in carried] + [0] * len(messages)
-        self.held = [(times[i] + 1, batch[i]) for i in outcome.held]
-        self.kafka.commit(batch, [m for _, m in self.held])
+        self.kafka.commit(messages)
         self._count(outcome, len(messages))
         return outcome
 
@@ -209,7 +182,7 @@ class JournalClient:
         try:
             while not stop.is_set():
                 pending = pending or self.poll_batch()
-                if not pending and not self.held:
+                if not pending:
                     continue
                 try:
                     self._apply(pending)

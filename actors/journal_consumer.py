@@ -185,25 +185,10 @@ class JournalConsumer:
         }
         return len(set(described.partitions) - owned)
 
-    def is_full(self, messages: list[Message]) -> bool:
-        """Whether ``messages`` filled a batch: more are waiting, as when catching up."""
-        return len(messages) >= BATCH_SIZE
-
-    def owned(self, held: list[tuple[int, Message]]) -> list[tuple[int, Message]]:
-        """Those of ``held`` whose partitions this consumer still owns (all of them
-        when the assignment cannot be read)."""
-        if not held:
-            return held
-        try:
-            assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
-        except KAFKA_ERRORS:
-            return held
-        return [h for h in held if (h[1].topic(), h[1].partition()) in assigned]
-
-    def commit(self, messages: list[Message], held: list[Message] | None = None) -> None:
-        """Commit the offsets after ``messages`` (only once they are applied), short
-        of the first of ``held`` in each partition, and update the lag per partition."""
-        offsets = next_offsets(messages, held or [])
+    def commit(self, messages: list[Message]) -> None:
+        """Commit the offsets after ``messages`` (only once they are applied), and
+        update the lag per partition."""
+        offsets = next_offsets(messages)
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KAFKA_ERRORS as exc:

@@ -29,7 +29,7 @@ def _client(stop: Any, first: Any) -> None:
     try:
         while not stop.is_set():
             batch = client.poll_batch()
-            if not batch and not client.held:
+            if not batch:
                 continue
             with first.get_lock():
                 if first.value == 0.0:

@@ -128,9 +128,9 @@ def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple
 
         profiler = cProfile.Profile()
     try:
-        while done < messages or client.held:
-            batch = client.poll_batch() if done < messages else []
-            if not batch and not client.held:
+        while done < messages:
+            batch = client.poll_batch()
+            if not batch:
                 continue
             if started is None:
                 started = time.perf_counter()

@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -192,18 +191,13 @@ def is_partition_end(error: KafkaError) -> bool:
     return bool(error.code() == KafkaError._PARTITION_EOF)
 
 
-def next_offsets(messages: list[Message], held: Sequence[Message] = ()) -> list[TopicPartition]:
-    """The offsets to commit after ``messages``: one past the last of each partition,
-    or, in a partition where some of ``held`` (messages not applied yet) are, the
-    first of those, so that a restart reads them again."""
+def next_offsets(messages: list[Message]) -> list[TopicPartition]:
+    """The offsets to commit after ``messages``: one past the last of each partition."""
     last: dict[tuple[str, int], int] = {}
     for m in messages:
         key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = max(last.get(key, -1), int(m.offset() or 0) + 1)
-    for m in held:
-        key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = min(last.get(key, int(m.offset() or 0)), int(m.offset() or 0))
-    return [TopicPartition(t, p, o) for (t, p), o in sorted(last.items())]
+        last[key] = max(last.get(key, -1), int(m.offset() or 0))
+    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -40,54 +39,20 @@ class BatchOutcome:
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     beyond_history: Counter[str] = field(default_factory=Counter)
     finished_requests: list[FinishedRequest] = field(default_factory=list)
-    held: list[int] = field(default_factory=list)
-    """Indices of the messages held back for a later batch (``hold_back``): not applied."""
 
 
 def decode_batch(
-    payloads: list[bytes | None],
-    known_visit_types: frozenset[str],
-    decoded: Mapping[bytes | None, VisitStatusEvent] | None = None,
+    payloads: list[bytes | None], known_visit_types: frozenset[str]
 ) -> tuple[list[VisitStatusEvent], list[Rejected]]:
-    """Decode and validate raw values; bad ones are returned with their reason.
-    A value in ``decoded`` (statuses held back, decoded and validated before)
-    is taken from there while its visit type is still known."""
+    """Decode and validate raw values; bad ones are returned with their reason."""
     events: list[VisitStatusEvent] = []
     rejected: list[Rejected] = []
     for index, payload in enumerate(payloads):
-        known = decoded.get(payload) if decoded else None
-        if known is not None and known.visit_type in known_visit_types:
-            events.append(known)
-            continue
         try:
             events.append(decode_event(payload, known_visit_types))
         except InvalidEvent as exc:
             rejected.append(Rejected(index, str(exc)))
     return events, rejected
-
-
-def hold_back(
-    events: list[VisitStatusEvent], indices: list[int], hold_from: int
-) -> tuple[list[VisitStatusEvent], dict[int, VisitStatusEvent]]:
-    """Split off the statuses better written with a later batch: those of an
-    origin that reported only created/ongoing statuses, all in the messages
-    from index ``hold_from`` on (``indices``: each event's message; those
-    before it may not be held back again). The final status of such a visit
-    usually follows within a batch or a few, and the two are then folded into
-    one row write instead of two. Return the events to write now and those
-    held back, by the index of their message."""
-    settled: set[StatsKey] = set()
-    for event, index in zip(events, indices, strict=True):
-        if event.is_final or index < hold_from:
-            settled.add((event.origin, event.visit_type))
-    now: list[VisitStatusEvent] = []
-    held: dict[int, VisitStatusEvent] = {}
-    for event, index in zip(events, indices, strict=True):
-        if (event.origin, event.visit_type) in settled:
-            now.append(event)
-        else:
-            held[index] = event
-    return now, held
 
 
 def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:

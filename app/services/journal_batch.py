@@ -29,13 +29,7 @@ from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge
 from app.services.context import Context
-from app.services.journal import (
-    BatchOutcome,
-    Rejected,
-    decode_batch,
-    hold_back,
-    write_batch,
-)
+from app.services.journal import BatchOutcome, Rejected, decode_batch, write_batch
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
@@ -99,20 +93,13 @@ class BatchWriter:
         self.run = run
         self.writers = max(1, writers)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.writers - 1))
-        self._held: dict[bytes | None, VisitStatusEvent] = {}
-        """The statuses the last batch held back, by their message value."""
 
-    def write(
-        self, payloads: list[bytes | None], now: datetime, hold_from: int | None = None
-    ) -> Written:
+    def write(self, payloads: list[bytes | None], now: datetime) -> Written:
         """Decode, validate and write ``payloads``; return the outcome and the rows
-        to re-place. With ``hold_from``, the statuses of origins with only
-        created/ongoing statuses in the payloads from that index on are held back
-        for a later batch (``hold_back``; their indices in ``outcome.held``). A
-        batch PostgreSQL refuses is written message by message, none held back."""
+        to re-place. A batch PostgreSQL refuses is written message by message."""
         committed: list[Written] = []
         try:
-            return self.run(self._transaction(payloads, now, hold_from))
+            return self.run(self._transaction(payloads, now))
         except PartlyWritten as partly:
             exc, committed = partly.cause, partly.committed
         except psycopg.Error as refused:
@@ -133,24 +120,17 @@ class BatchWriter:
         self._pool.shutdown(wait=True)
 
     def _transaction(
-        self, payloads: list[bytes | None], now: datetime, hold_from: int | None = None
+        self, payloads: list[bytes | None], now: datetime
     ) -> Callable[[DictConnection], Written]:
         def transaction(conn: DictConnection) -> Written:
             configs = visit_type_configs(conn)
-            events, rejected = decode_batch(payloads, frozenset(configs), self._held)
-            held: dict[int, VisitStatusEvent] = {}
-            if hold_from is not None:
-                bad = {r.index for r in rejected}
-                indices = [i for i in range(len(payloads)) if i not in bad]
-                events, held = hold_back(events, indices, hold_from)
-            # what is held back comes again with the next batch: not decoded twice
-            self._held = {payloads[i]: event for i, event in held.items()}
+            events, rejected = decode_batch(payloads, frozenset(configs))
             groups = split_by_origin(events, self.writers)
             if len(groups) == 1:
                 outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
             else:
                 outcome, rows = self._write_groups(conn, groups, configs, now)
-            outcome.rejected, outcome.held = rejected, list(held)
+            outcome.rejected = rejected
             return outcome, rows
 
         return transaction
