@@ -148,6 +148,14 @@ def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple
     return elapsed, batches
 
 
+def stats_row_writes(settings: Settings) -> int:
+    """Row writes of origin_visit_stats so far: every write bumps a row's version,
+    from 1 when inserted."""
+    with psycopg.connect(settings.database_dsn()) as conn:
+        row = conn.execute("select coalesce(sum(version), 0) from origin_visit_stats").fetchone()
+    return int(row[0]) if row else 0
+
+
 def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     name = f"bench_{uuid.uuid4().hex[:8]}"
     overrides = {
@@ -177,6 +185,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     t2 = time.perf_counter()
     print(f"listed {args.origins} origins in {t1 - t0:.1f}s", end="; ")
     print(f"prefilled {args.messages} messages in {t2 - t1:.1f}s")
+    writes_before = stats_row_writes(settings)
     if args.clients > 1:
         elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
         batches = -1
@@ -194,7 +203,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             " from origin_visit_stats where last_visit is not null"
         ).fetchone()
     print(f"stats rows visited: {row[0]}, eventful/uneventful/failed: {row[1]}/{row[2]}/{row[3]}")
-    figures = {"journal_rate": rate}
+    writes = stats_row_writes(settings) - writes_before
+    print(f"stats row writes: {writes} ({writes / args.messages:.3f} a message)")
+    figures = {"journal_rate": rate, "journal_row_writes": writes}
     if args.reference:
         figures["reference_journal_rate"] = reference(args, env["REVISIT_DATABASE_URL"], rate)
     if args.json:

@@ -108,6 +108,9 @@ def print_journal(journal: Figures, messages: int, clients: int) -> None:
         f" {fmt(ours, 'messages/s')}"
         f" (load {journal.load()})"
     )
+    writes = journal.median("journal_row_writes")
+    if writes is not None:
+        print(f"stats row writes (median): {writes:,.0f}, {writes / messages:.3f} a message")
     ratios = [
         r["journal_rate"] / r["reference_journal_rate"]
         for r in journal.runs
