@@ -27,6 +27,14 @@ a delay fixed by the visit type's spacing (``known_change_delay_s``). A rate
 guess can wait as long as the capacity asks, up to the floor; a reported
 change waits at most ``bound``, and a rare one hardly at all, however far
 the workers are behind and however high μ has gone.
+
+The floor under overload: the scheduler serves every pool by due time
+(``queues/lua/pop.lua``), so when the workers cannot make every visit due,
+floor visits and reported changes wait behind those due before them, by the
+same backlog (the schedule drift). The floor holds while that backlog is
+under its margin (``max_interval`` less the floor) and beyond it stretches
+to floor + backlog: obligations are served in the order they fell due and
+none is dropped.
 """
 
 from __future__ import annotations
