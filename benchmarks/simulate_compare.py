@@ -101,6 +101,7 @@ FIGURES: tuple[tuple[str, Getter], ...] = (
     ("age lu (d)", lambda r: r["age_days_by_lister"]["last_update"]),
     ("age no-lu (d)", lambda r: r["age_days_by_lister"]["no_last_update"]),
     ("utilisation", lambda r: r["worker_utilisation"]),
+    ("√(2μ) at end (d)", lambda r: r.get("common_interval_days")),
     ("visits / day", lambda r: r["visits"]["per_day"]),
     ("freshness", lambda r: r["freshness"]),
     ("> max_interval", lambda r: r["starvation"]["beyond_max_interval"]),

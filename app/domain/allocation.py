@@ -20,6 +20,21 @@ caps I. μ is set by water-filling: the largest interval scale whose visits
 the capacity can pay for (``multiplier_for_capacity``), recomputed as workers
 come and go. This module is the one copy of that rule; the simulator's
 ``oracle`` baseline plans with it from the true rates.
+
+Known changes before guesses: a change the forge reports is planned with μ
+(``reported_change_delay_s``) but never with more than ``bound²/2``, ``bound``
+a delay fixed by the visit type's spacing (``known_change_delay_s``). A rate
+guess can wait as long as the capacity asks, up to the floor; a reported
+change waits at most ``bound``, and a rare one hardly at all, however far
+the workers are behind and however high μ has gone.
+
+The floor under overload: the scheduler serves every pool by due time
+(``queues/lua/pop.lua``), so when the workers cannot make every visit due,
+floor visits and reported changes wait behind those due before them, by the
+same backlog (the schedule drift). The floor holds while that backlog is
+under its margin (``max_interval`` less the floor) and beyond it stretches
+to floor + backlog: obligations are served in the order they fell due and
+none is dropped.
 """
 
 from __future__ import annotations
@@ -156,3 +171,15 @@ def reported_change_delay_s(rate_per_s: float, multiplier_s2: float, floor_s: fl
     # the same root, without the cancellation of sqrt(a² + b) - a for a small b
     delay = 2 * multiplier_s2 / (math.sqrt(mean_wait * mean_wait + 2 * multiplier_s2) + mean_wait)
     return min(delay, floor_s)
+
+
+def known_change_delay_s(
+    rate_per_s: float, multiplier_s2: float, floor_s: float, bound_s: float
+) -> float:
+    """``reported_change_delay_s`` with μ at most ``bound_s²/2`` (infinite μ
+    included: the capacity cannot even pay for the floor), so at most
+    ``bound_s`` and, for a change rarer than that, about λ bound²/2: a
+    reported change never waits behind the floor-level planning of an
+    overloaded visit type."""
+    capped = min(multiplier_s2, bound_s * bound_s / 2) if bound_s > 0 else multiplier_s2
+    return reported_change_delay_s(rate_per_s, capped, floor_s)

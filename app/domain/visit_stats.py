@@ -37,7 +37,7 @@ from typing import Literal
 import msgspec
 
 from app.domain import ladder
-from app.domain.allocation import optimal_interval_s, reported_change_delay_s
+from app.domain.allocation import known_change_delay_s, optimal_interval_s
 from app.domain.change_rate import estimate_per_s, optimism
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
@@ -273,11 +273,21 @@ def change_delay_s(
     """How long after its first missed change the origin is due when its forge
     reports a change (the lagging pool's due time, ``app.domain.placement``):
     the age-optimal delay of its learned rate under its multiplier
-    (``planning_multiplier_s2``). None without one (the lagging pool is then
-    ordered by lag)."""
+    (``planning_multiplier_s2``), at most ``known_change_bound`` (known
+    changes before guesses, ``app.domain.allocation``). None without a
+    multiplier (the lagging pool is then ordered by lag)."""
     if multiplier_s2 is None:
         return None
-    return reported_change_delay_s(rate_per_s, multiplier_s2, _floor(policy).total_seconds())
+    floor_s = _floor(policy).total_seconds()
+    bound_s = known_change_bound(policy).total_seconds()
+    return known_change_delay_s(rate_per_s, multiplier_s2, floor_s, bound_s)
+
+
+def known_change_bound(policy: StatsPolicy) -> timedelta:
+    """The longest a reported change waits, whatever the load: the floor's
+    margin, ``max_interval`` less the floor (the wait in the queue the floor
+    already allows for)."""
+    return policy.max_interval - _floor(policy)
 
 
 def replanned_target(

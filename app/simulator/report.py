@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from app.domain.allocation import lateness_reference_s
+from app.domain.visit_stats import FLOOR_MARGIN
 from app.simulator.bound import Samples, clairvoyant_bound, origin_case
 from app.simulator.engine import Simulation
 from app.simulator.workers import WorkerPool
@@ -34,6 +36,7 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
             },
             "workers": state.world.config.workers,
             "worker_utilisation": _utilisation(state.recurrent, sim),
+            "common_interval_days": _common_interval_days(sim, name),
             "policies": state.policies,
             **summary,
             "mirror_returned": dict(sorted(state.returned.items())),
@@ -48,6 +51,16 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
         "visit_types": types,
         "config": sim.config.model_dump(mode="json"),
     }
+
+
+def _common_interval_days(sim: Simulation, name: str) -> float | None:
+    """age_optimal's interval of the fastest changers at the end, √(2μ), at most
+    the floor (the floor: μ at its clamp, or infinite); None without a μ."""
+    config = sim.configs.get(name)
+    if config is None or config.age_multiplier_s2 is None:
+        return None
+    floor_s = config.max_interval_s * FLOOR_MARGIN
+    return lateness_reference_s(config.age_multiplier_s2, floor_s) / DAY_S
 
 
 def _utilisation(pool: WorkerPool, sim: Simulation) -> float | None:

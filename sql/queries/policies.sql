@@ -23,12 +23,13 @@ insert into scheduling_policies (visit_type, policy, weight)
 values (%(visit_type)s, %(policy)s, %(weight)s)
 
 -- name: candidates_oldest_scheduled_first
--- Never scheduled first, then longest since scheduled (index
+-- Never scheduled first, then longest since scheduled, ties by id so that the
+-- same state always gives the same batch (index
 -- origin_visit_stats_oldest_scheduled, built while a visit type uses this
 -- policy: without it, a scan of the table).
 select id from origin_visit_stats
 where visit_type = %(visit_type)s and listed and not disabled_for_failures
-order by last_scheduled nulls first
+order by last_scheduled nulls first, id
 limit %(limit)s
 
 -- name: candidates_stop_after_success
@@ -86,7 +87,7 @@ where indexrelid = to_regclass('origin_visit_stats_oldest_scheduled')
 -- While it exists, mark_scheduled's UPDATE cannot be HOT (last_scheduled is
 -- one of its keys), which halves the rate of scheduling steps.
 create index concurrently if not exists origin_visit_stats_oldest_scheduled
-  on origin_visit_stats (visit_type, last_scheduled nulls first)
+  on origin_visit_stats (visit_type, last_scheduled nulls first, id)
   where listed and not disabled_for_failures
 
 -- name: comment_oldest_scheduled_index

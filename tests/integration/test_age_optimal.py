@@ -201,3 +201,39 @@ def test_a_reported_change_waits_in_lagging_until_its_delay_which_the_sweep_repl
     # an operator sees the delay
     shown = re.search(r"reported_change_delay_s\s+│ (\S+)", cli("origin", "show", url).stdout)
     assert shown is not None and float(shown.group(1)) == pytest.approx(replanned, rel=1e-3)
+
+
+def test_under_overload_a_reported_change_goes_before_a_floor_visit_due_earlier(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    floor_s = 0.9 * 64 * 86400  # max_interval less the margin
+    # the multiplier's clamp, where an overloaded visit type ends up
+    conn.execute(
+        "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 2,)
+    )
+    reported, planned = "https://o.example/reported", "https://o.example/planned"
+    lister = register_lister(conn, "test", "forge", None)
+
+    def listing(last_update: datetime, at: datetime) -> None:
+        rows = [
+            (1, ListedOriginIn(url=reported, visit_type="git", last_update=last_update)),
+            (2, ListedOriginIn(url=planned, visit_type="git")),
+        ]
+        record_listed_origins(conn, ctx, lister, rows, at)
+
+    listing(NOW - 50 * DAY, NOW - 41 * DAY)
+    for k in range(4):  # nothing ever changes: both are planned at the floor
+        _visit(conn, ctx, planned, k + 1, NOW - 40 * DAY + k * DAY, b"p" * 20)
+        _visit(conn, ctx, reported, k + 1, NOW + k * DAY, b"r" * 20)
+    floor_due = stats_by_url(conn)[planned]["next_visit_queue_position"]
+    assert isinstance(floor_due, datetime) and floor_due < NOW + 21 * DAY
+    # the forge reports a change a day after the last visit
+    listing(NOW + 4 * DAY, NOW + 5 * DAY)
+    stats = stats_by_url(conn)[reported]
+    place, score = ctx.mirror.contents("git")[int(stats["id"])]  # type: ignore[call-overload]
+    assert place == "lagging"
+    assert score <= (NOW + 4 * DAY).timestamp() + (64 * 86400 - floor_s)  # within the bound
+    # three weeks on, both are overdue: the known change goes first
+    step = schedule_step(conn, ctx, "git", 1, NOW + 21 * DAY, {"age_optimal": 1.0})
+    assert [order.url for order in step.orders] == [reported]

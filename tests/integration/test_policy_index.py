@@ -71,6 +71,26 @@ def test_setting_oldest_scheduled_first_builds_the_index_its_query_reads(
     assert hot_updates_of_marking(conn, ids) == (len(ids), 0)
 
 
+def test_oldest_scheduled_first_ranks_origins_scheduled_together_by_id(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    set_policies(conn, "git", {"oldest_scheduled_first": 1.0})
+    ids = sorted(int(r["id"]) for r in conn.execute("select id from origin_visit_stats"))
+    # stamped together, the later ids first: their rows now lie before the earlier ids'
+    mark_scheduled(conn, ids[25:], NOW)
+    mark_scheduled(conn, ids[:25], NOW)
+    ranked = []
+    for scan in ("on", "off"):  # a scan of the table, then the index
+        with conn.transaction():
+            conn.execute(f"set local enable_seqscan = {scan}")
+            rows = conn.execute(
+                query("candidates_oldest_scheduled_first"), {"visit_type": "git", "limit": 5}
+            ).fetchall()
+        ranked.append([int(r["id"]) for r in rows])
+    assert ranked == [ids[:5], ids[:5]]
+
+
 def test_the_index_goes_when_the_last_visit_type_leaves_the_policy(
     conn: DictConnection,
 ) -> None:

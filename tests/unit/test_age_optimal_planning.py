@@ -14,6 +14,7 @@ from msgspec import structs
 
 from app.domain.allocation import (
     corrected_multiplier,
+    known_change_delay_s,
     lateness_reference_s,
     reported_change_delay_s,
 )
@@ -23,7 +24,9 @@ from app.domain.visit_stats import (
     OriginStats,
     StatsPolicy,
     apply_events,
+    change_delay_s,
     keyed_fudge,
+    known_change_bound,
     replanned_target,
     visit_cost_s,
     visit_cost_weight,
@@ -205,6 +208,39 @@ def test_a_fast_changer_waits_the_common_interval_and_a_rare_change_is_chased_at
     assert reported_change_delay_s(1 / DAY_S, math.inf, 5.0) == 5.0
     assert reported_change_delay_s(1 / DAY_S, mu, 5.0) == 5.0
     assert reported_change_delay_s(0.0, mu, 1e12) == 0.0
+
+
+@given(
+    rate_per_day=st.floats(0.0, 1e3),
+    multiplier_s2=st.one_of(st.floats(1.0, 1e16), st.just(math.inf)),
+    bound_days=st.floats(0.01, 60.0),
+)
+def test_a_known_change_waits_at_most_the_bound_and_never_longer_than_planned_by_rate(
+    rate_per_day: float, multiplier_s2: float, bound_days: float
+) -> None:
+    rate, bound = rate_per_day / DAY_S, bound_days * DAY_S
+    known = known_change_delay_s(rate, multiplier_s2, FLOOR_S, bound)
+    planned = reported_change_delay_s(rate, multiplier_s2, FLOOR_S)
+    assert 0 <= known <= min(bound, FLOOR_S, planned) * (1 + 1e-12)
+    if multiplier_s2 <= bound * bound / 2:  # below the bound, the age-optimal delay
+        assert known == planned
+
+
+def test_under_overload_a_reported_change_is_due_within_days_not_at_the_floor() -> None:
+    overloaded = policy(FLOOR_S**2 / 2)  # the multiplier's clamp
+    bound_s = known_change_bound(overloaded).total_seconds()
+    assert bound_s == pytest.approx(6.4 * DAY_S)
+    for per_day, within_days in ((0.01, 0.25), (0.1, 1.9), (1.0, 5.5), (10.0, 6.4)):
+        planned = reported_change_delay_s(per_day / DAY_S, FLOOR_S**2 / 2, FLOOR_S)
+        assert planned > 15 * DAY_S  # what the multiplier alone gives
+        for mu in (FLOOR_S**2 / 2, math.inf):
+            delay = change_delay_s(replace(overloaded, age_multiplier_s2=mu), per_day / DAY_S, mu)
+            assert delay is not None
+            assert delay <= within_days * DAY_S
+    # under normal load the multiplier decides, as before
+    assert change_delay_s(policy(MU), 1 / DAY_S, MU) == reported_change_delay_s(
+        1 / DAY_S, MU, FLOOR_S
+    )
 
 
 def test_a_failed_visit_near_the_floor_is_due_by_the_floor_counted_from_the_last_success() -> None:
