@@ -34,7 +34,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             super().__init__()
             conn.execute(
                 "truncate origin_visit_stats, listed_origins, listers, "
-                "visit_scheduler_queue_position"
+                "visit_scheduler_queue_position cascade"
             )
             ctx.mirror.client.flushdb()
             self.now = START
