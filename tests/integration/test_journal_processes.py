@@ -219,12 +219,10 @@ REJOIN_ROUNDS = int(os.environ.get("REVISIT_TEST_REJOIN_ROUNDS", "0"))
 REJOIN_BOUND_S = 60
 
 
+# Fails on tansu 0.6.0 (about one round in seven): it keeps a group leader killed
+# between JoinGroup and SyncGroup, and the restarted members get
+# REBALANCE_IN_PROGRESS for minutes (issue 33; README, "Journal restarts").
 @pytest.mark.skipif(not REJOIN_ROUNDS, reason="set REVISIT_TEST_REJOIN_ROUNDS to run it")
-@pytest.mark.xfail(
-    reason="tansu keeps a group leader killed between JoinGroup and SyncGroup: the "
-    "restarted members get REBALANCE_IN_PROGRESS for minutes (issue 33)",
-    strict=False,
-)
 @pytest.mark.timeout(0)
 def test_a_journal_group_killed_while_it_joins_applies_statuses_soon_after_its_restart(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
