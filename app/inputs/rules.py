@@ -67,8 +67,9 @@ _PLAIN_HOST = re.compile(
 )
 #: Scheme and authority (``user@host:port``) of a ``scheme://`` URL.
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
-#: The user name and password of a ``scheme://`` URL inside any text.
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+#: The user name and password of a ``scheme://`` URL inside any text (a log line,
+#: JSON: no quote or backslash, so a match stays inside one JSON string).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s\"\\]*@")
 #: A host that may be an address literal (IPv4 in any inet_aton form, IPv6 in
 #: brackets) or localhost; any other host is a name, checked at visit time.
 _MAYBE_LITERAL = re.compile(r"^(?:\[.*\]|[0-9a-fx.]+|(?:.*\.)?localhost)$")
