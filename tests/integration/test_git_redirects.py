@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pytest
 from app.devtools.demo import git, make_repo
 from app.loaders.archive import ArchiveGitLoader
 from app.loaders.git import MAX_REDIRECTS, GitLoader
+from app.loaders.outbound import hold_connections_to_rules
 from app.loaders.zygote import ForkServer
 
 
@@ -182,3 +184,44 @@ def test_the_archives_git_loader_connects_to_no_internal_address_a_redirect_name
     assert result.error is not None
     assert "resolves to a loopback address (127.0.0.2)" in result.error
     assert inside_asked == []
+
+
+@pytest.fixture
+def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hold_connections_to_rules patches socket.socket: restored after the test."""
+    monkeypatch.setattr(socket.socket, "connect", socket.socket.connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", socket.socket.connect_ex)
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("config", "proxy", "reached"),
+    [
+        ({"storage": {"cls": "memory"}}, None, False),
+        ({"storage": {"cls": "remote", "url": "http://127.0.0.2:{port}/"}}, None, True),
+        ({"storage": {"cls": "memory"}}, "http://127.0.0.2:{port}", True),
+    ],
+)
+def test_an_archive_visit_connects_inside_only_to_its_configured_services_and_proxy(
+    config: dict[str, Any],
+    proxy: str | None,
+    reached: bool,
+    serve: Serve,
+    guarded: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    inside, _ = serve("127.0.0.2", {})
+    port = int(inside.rpartition(":")[2])
+    config = json.loads(json.dumps(config).replace("{port}", str(port)))
+    if proxy is not None:
+        monkeypatch.setenv("https_proxy", proxy.format(port=port))
+    hold_connections_to_rules("http://127.0.0.1:1/x.git", config)  # a literal: no DNS
+    with socket.socket() as sock:
+        if reached:
+            sock.connect(("127.0.0.2", port))
+        else:
+            with pytest.raises(ValueError, match=r"127\.0\.0\.2 .*loopback address"):
+                sock.connect(("127.0.0.2", port))
+    with socket.socket() as sock, pytest.raises(ValueError, match="private address"):
+        sock.connect_ex(("10.0.0.1", 80))
