@@ -26,7 +26,10 @@ class WithoutUserinfo(logging.Filter):
     """Redacts the credentials of the URLs in a record's message and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
+        try:
+            text = record.getMessage()
+        except Exception:  # the handler reports a record it cannot format
+            return True
         redacted = without_userinfo(text)
         if redacted != text:
             record.msg, record.args = redacted, None
