@@ -19,6 +19,7 @@ from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
+from actors.redaction import RedactCredentials
 from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
 from app.db.connection import Connections, DictConnection
 from app.loaders.zygote import die_with_parent
@@ -80,6 +81,7 @@ def make_broker(settings: Settings) -> RedisBroker:
         broker.add_middleware(WorkerMetrics())
     broker.add_middleware(LeaveOutOfDepth(NOT_VISITS))
     broker.add_middleware(DieWithParent())
+    broker.add_middleware(RedactCredentials())
     dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the
     # message Retries has just given up on.

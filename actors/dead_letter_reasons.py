@@ -10,6 +10,7 @@ from typing import Any
 
 from dramatiq import Middleware
 
+from app.inputs.rules import without_userinfo
 from queues.errors import Redis
 from queues.keys import dead_letter_reason
 
@@ -38,5 +39,5 @@ class DeadLetterReasons(Middleware):
         redis_id = message.options.get("redis_message_id")
         if exception is None or not message.failed or redis_id is None:
             return
-        reason = f"{type(exception).__name__}: {exception}"[:MAX_REASON_CHARS]
+        reason = without_userinfo(f"{type(exception).__name__}: {exception}")[:MAX_REASON_CHARS]
         self.client.set(dead_letter_reason(self.namespace, redis_id), reason, ex=self.ttl_s)

@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from app.loaders.zygote import dying_with_this_process
+
 BIN = Path(sys.executable).parent
 
 
@@ -42,6 +44,7 @@ class Supervisor:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dying_with_this_process(),  # not left running by a killed soak
         )
 
     def kill(self, name: str) -> None:

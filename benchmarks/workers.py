@@ -34,6 +34,7 @@ from app.db.listings import register_lister
 from app.inputs.listing import ListedOriginIn
 from app.kafka.client import StatusPublisher, ensure_topics
 from app.kafka.codec import encode, visit_status_value
+from app.loaders.zygote import dying_with_this_process
 from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.services.scheduling import VisitOrder
@@ -54,6 +55,7 @@ def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=dying_with_this_process(),
     )
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,6 +23,8 @@ import redis
 from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
+from app.loaders import archive
+from app.loaders.zygote import ForkServer
 from app.rpc.server import serving_on_a_free_port
 from app.services.context import Context
 from app.settings import Settings, get_settings
@@ -217,3 +220,21 @@ def rpc_url(settings: Settings) -> Iterator[str]:
     """revisit's RPC server on a free loopback port, for one test."""
     with serving_on_a_free_port(settings) as url:
         yield url
+
+
+@pytest.fixture
+def fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ForkServer]:
+    """A fork server of the test's own, the archive's loaders writing to a memory storage."""
+    try:
+        import swh.loader.git  # noqa: F401
+    except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"the archive's packages are not installed: {exc}")
+        pytest.skip(f"the archive's packages are not installed: {exc}")
+    config = tmp_path / "loader.yml"
+    config.write_text(json.dumps({"storage": {"cls": "memory"}}))
+    monkeypatch.setenv("SWH_CONFIG_FILENAME", str(config))
+    server = ForkServer(archive.FORK_SERVER_ARGV)
+    monkeypatch.setattr(archive, "FORK_SERVER", server)
+    yield server
+    server.close()

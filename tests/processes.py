@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from app.loaders.zygote import dying_with_this_process
+
 BIN = Path(sys.executable).parent
 
 
@@ -51,7 +53,8 @@ def _environment(env: dict[str, str]) -> dict[str, str]:
 def running(
     commands: dict[str, list[str]], env: dict[str, str], logdir: Path, cwd: Path | None = None
 ) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    """Start each named command with ``env`` (in ``cwd``); stop them all (SIGTERM) on exit."""
+    """Start each named command with ``env`` (in ``cwd``); stop them all (SIGTERM) on
+    exit, or when this process dies (killed, its group and exit handlers spared)."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     full_env = _environment(env)
     try:
@@ -64,6 +67,7 @@ def running(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=dying_with_this_process(),  # not left running by a killed test
             )
         yield procs
     finally:

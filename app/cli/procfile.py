@@ -15,7 +15,6 @@ backoff; SIGTERM or SIGINT stops them all.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shlex
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from app.domain.backoff import Backoff
+from app.loaders.zygote import dying_with_this_process
 
 #: The Procfile of a single host; Procfile.control and Procfile.workers split it.
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
@@ -199,7 +199,7 @@ class ProcfileRunner:
         self.width = max(len(line.name) for line in lines)
         self._stop = threading.Event()
         self._print = threading.Lock()
-        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._die_with_runner = dying_with_this_process(signal.SIGTERM)
 
     def stop(self) -> None:
         """Stop every process (a signal handler's call)."""
@@ -234,14 +234,6 @@ class ProcfileRunner:
         env = {**self.environ, **running.line.environment}
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        prctl = self._libc.prctl
-        parent = os.getpid()
-
-        def die_with_runner() -> None:
-            prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-            if os.getppid() != parent:
-                os.kill(os.getpid(), signal.SIGTERM)
-
         try:
             proc = subprocess.Popen(
                 running.line.argv,
@@ -250,7 +242,7 @@ class ProcfileRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_runner,  # only prctl and getppid in the child
+                preexec_fn=self._die_with_runner,  # only prctl and getppid in the child
             )
         except OSError as exc:
             delay = running.backoff.next_delay_s()

@@ -67,6 +67,9 @@ _PLAIN_HOST = re.compile(
 )
 #: Scheme and authority (``user@host:port``) of a ``scheme://`` URL.
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
+#: The user name and password of a ``scheme://`` URL inside any text (a log line,
+#: JSON: no quote or backslash, so a match stays inside one JSON string).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s\"\\]*@")
 #: A host that may be an address literal (IPv4 in any inet_aton form, IPv6 in
 #: brackets) or localhost; any other host is a name, checked at visit time.
 _MAYBE_LITERAL = re.compile(r"^(?:\[.*\]|[0-9a-fx.]+|(?:.*\.)?localhost)$")
@@ -130,6 +133,12 @@ def _check_host(url: str) -> str:
                 "not visited unless REVISIT_ALLOWED_INTERNAL_HOSTS allows it"
             )
     return url
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with the user name and password of every ``scheme://user:password@``
+    URL in it replaced by ``***``: what a refusal may quote of what it refused."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 def url_host(authority: str) -> str:
@@ -258,13 +267,14 @@ def check_last_update(value: datetime, now: datetime) -> datetime:
     return value
 
 
-def _strings(value: Any) -> list[str]:
+def strings_in(value: Any) -> list[str]:
+    """Every string in the JSON-like ``value``: itself, its keys, values and items."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+        return [s for k, v in value.items() for s in (*strings_in(k), *strings_in(v))]
     if isinstance(value, list):
-        return [s for item in value for s in _strings(item)]
+        return [s for item in value for s in strings_in(item)]
     return []
 
 
@@ -281,7 +291,7 @@ def _finite(value: Any) -> bool:
 def check_loader_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` if PostgreSQL's jsonb takes them: UTF-8 text without NUL,
     finite numbers, at most MAX_LOADER_ARGUMENTS_BYTES of JSON."""
-    for text in _strings(arguments):
+    for text in strings_in(arguments):
         _utf8(text)
         if "\x00" in text:
             raise ValueError("holds a NUL character, which PostgreSQL cannot store")

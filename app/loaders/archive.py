@@ -46,6 +46,7 @@ from app.inputs.rules import check_url
 from app.loaders.base import MAX_ERROR_CHARS, VisitResult
 from app.loaders.git import SCHEMES as GIT_SCHEMES
 from app.loaders.git import resolved_addresses, url_scheme
+from app.loaders.outbound import hold_connections_to_rules
 from app.loaders.zygote import KILL_WAIT_S, Forked, ForkServer, ShuttingDown, ZygoteGone, serve
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
@@ -129,7 +130,8 @@ class ArchiveLoader:
         URL the rules refuse (app.inputs.rules: a ``file://`` URL unless ``localhost``
         is allowed; bare local paths never), or a host resolving to an internal
         address. The archive's loader connects by itself, so the addresses are
-        checked here, before the child starts."""
+        checked here, before the child starts, and every connection of the
+        child again (``app.loaders.outbound``): a redirect cannot lead inside."""
         scheme = url_scheme(url)
         if scheme not in self.schemes:
             allowed = ", ".join(sorted(self.schemes))
@@ -308,13 +310,18 @@ def _say(report: IO[str], **fields: Any) -> None:
     report.flush()
 
 
-def _storage() -> Any:
+def _config() -> dict[str, Any]:
     from swh.core.config import read
-    from swh.storage import get_storage
 
-    config = read(os.environ[CONFIG_VARIABLE])
+    config: dict[str, Any] = read(os.environ[CONFIG_VARIABLE])
     if not isinstance(config.get("storage"), dict):
         raise ValueError(f"{CONFIG_VARIABLE}: no storage: section")
+    return config
+
+
+def _storage(config: dict[str, Any]) -> Any:
+    from swh.storage import get_storage
+
     return get_storage(**config["storage"])
 
 
@@ -331,7 +338,9 @@ def _visit(request: dict[str, Any], report: IO[str]) -> None:
     errors = _LastError()
     logging.getLogger().addHandler(errors)
     try:
-        storage = _Recorder(_storage(), report)
+        config = _config()
+        hold_connections_to_rules(request["url"], config)
+        storage = _Recorder(_storage(config), report)
         loader = _loader_class(request["worker"])(
             storage=storage, url=request["url"], **request["arguments"]
         )
@@ -346,7 +355,7 @@ def _visit(request: dict[str, Any], report: IO[str]) -> None:
 def _close_visit(request: dict[str, Any]) -> None:
     from swh.model.model import OriginVisitStatus
 
-    storage = _storage()
+    storage = _storage(_config())
     status = OriginVisitStatus(
         origin=request["url"],
         visit=request["visit"],

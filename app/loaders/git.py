@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import re
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
-from app.inputs.rules import address, check_addresses, check_url, url_host
+from app.inputs.rules import address, check_addresses, check_url, url_host, without_userinfo
 from app.loaders.base import VisitResult
 
 #: The transports the git loader visits (``file`` only where
@@ -22,6 +24,13 @@ SCHEMES = frozenset({"https", "http", "git", "file"})
 DEFAULT_PORTS = {"https": 443, "http": 80, "git": 9418}
 #: Resolves a host and port to addresses (socket.getaddrinfo's signature).
 Resolver = Callable[..., Sequence[tuple[Any, ...]]]
+
+#: Most redirects a visit follows (git's own default follows at most 20).
+MAX_REDIRECTS = 5
+#: What git ``ls-remote`` first asks a smart or dumb HTTP server, after the URL.
+REFS_PATH = "/info/refs?service=git-upload-pack"
+#: git's error for a redirect it was told not to follow (``http.followRedirects=false``).
+REDIRECTED = re.compile(r"The requested URL returned error: 30[12378]\b")
 
 #: ``[user@]host:path``, git's scp-like syntax for ssh.
 HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
@@ -71,7 +80,9 @@ class GitLoader:
     internal address REVISIT_ALLOWED_INTERNAL_HOSTS does not allow, and git's
     HTTP transport is pinned to the addresses checked (``http.curloptResolve``)
     so a second resolution cannot answer otherwise. git itself is held to the
-    loader's schemes (``GIT_ALLOW_PROTOCOL``), which also covers redirects.
+    loader's schemes (``GIT_ALLOW_PROTOCOL``) and follows no HTTP redirect: the
+    loader reads the redirect's target and visits it as a new URL, held to the
+    same rules before any connection to it.
     """
 
     publishes_statuses: ClassVar[bool] = True
@@ -81,26 +92,61 @@ class GitLoader:
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
         """Visit ``url``: a timeout or git error is failed, a missing repository not_found,
-        a URL the rules or the loader's schemes refuse failed without running git."""
+        a URL the rules or the loader's schemes refuse failed without running git.
+
+        git follows no redirect: the loader asks where one leads, holds the new URL
+        to the same rules and runs git on it, at most MAX_REDIRECTS times."""
         started = time.monotonic()
+        for hop in range(MAX_REDIRECTS + 1):
+            checked = self._checked(url, hop, started)
+            if isinstance(checked, VisitResult):
+                return checked
+            result = self._ls_remote(url, checked, started + timeout_s - time.monotonic())
+            if not (url_scheme(url) in ("http", "https") and REDIRECTED.search(result.error or "")):
+                return result
+            try:
+                location = redirect_location(url, checked, started + timeout_s - time.monotonic())
+            except (OSError, http.client.HTTPException) as exc:
+                return VisitResult(
+                    "failed", None, time.monotonic() - started, f"redirect: {exc}", True
+                )
+            except ValueError as exc:
+                return VisitResult("failed", None, time.monotonic() - started, f"url: {exc}")
+            if location is None:  # no longer redirected: git's own failure
+                return result
+            url = location
+        return VisitResult(
+            "failed",
+            None,
+            time.monotonic() - started,
+            f"url: more than {MAX_REDIRECTS} redirects (the last to {without_userinfo(url)})",
+        )
+
+    def _checked(self, url: str, hop: int, started: float) -> list[str] | VisitResult:
+        """The addresses the host of ``url`` resolves to (none for a literal), or the
+        failed visit when the loader or the URL rules refuse it; ``hop`` redirects
+        led to ``url``, which then must be http or https."""
         scheme = url_scheme(url)
-        if scheme not in SCHEMES:
-            allowed = ", ".join(sorted(SCHEMES))
-            return VisitResult(
-                "failed", None, 0.0, f"url: scheme {scheme!r} not allowed ({allowed})"
-            )
+        schemes = SCHEMES if hop == 0 else frozenset({"http", "https"})
         try:
+            if scheme not in schemes:
+                raise ValueError(f"scheme {scheme!r} not allowed ({', '.join(sorted(schemes))})")
             check_url(url)
-            pinned = self._resolved(url, scheme)
+            return resolved_addresses(url, scheme, self.resolve)
         except ValueError as exc:
-            message = str(exc)
-            return VisitResult(
-                "failed", None, 0.0, message if message[:5] == "url: " else f"url: {message}"
-            )
+            message = str(exc).removeprefix("url: ")
+            if hop:
+                message = f"redirect {hop} to {without_userinfo(url)}: {message}"
+            return VisitResult("failed", None, time.monotonic() - started, f"url: {message}")
         except OSError as exc:  # the name does not resolve (now)
             return VisitResult(
                 "failed", None, time.monotonic() - started, f"could not resolve host: {exc}", True
             )
+
+    def _ls_remote(self, url: str, addresses: list[str], timeout_s: float) -> VisitResult:
+        """``git ls-remote`` of ``url``, pinned to ``addresses``, following no redirect."""
+        started = time.monotonic()
+        scheme = url_scheme(url)
         env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
@@ -108,12 +154,13 @@ class GitLoader:
             # file only for a file:// URL the rules let through, never reached otherwise.
             "GIT_ALLOW_PROTOCOL": "file" if scheme == "file" else "git:http:https",
         }
+        options = ["-c", "http.followRedirects=false", *_pinning(url, scheme, addresses)]
         try:
             proc = subprocess.run(
-                ["git", *pinned, "ls-remote", "--", url],
+                ["git", *options, "ls-remote", "--", url],
                 capture_output=True,
                 text=True,
-                timeout=timeout_s,
+                timeout=max(timeout_s, 0.01),
                 env=env,
                 check=False,
             )
@@ -131,16 +178,46 @@ class GitLoader:
             return VisitResult(status, None, duration, message[-500:])
         return VisitResult("full", snapshot_id(proc.stdout), duration)
 
-    def _resolved(self, url: str, scheme: str) -> list[str]:
-        """git options pinning the host of ``url`` to the addresses it resolves to,
-        after refusing (ValueError) an internal one; none for a literal or file."""
-        found = resolved_addresses(url, scheme, self.resolve)
-        if scheme not in ("http", "https") or not found:
-            return []
-        parts = urlsplit(url)
-        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
-        listed = ",".join(f"[{a}]" if ":" in a else a for a in found)
-        return ["-c", f"http.curloptResolve={url_host(parts.netloc)}:{port}:{listed}"]
+
+def _pinning(url: str, scheme: str, addresses: list[str]) -> list[str]:
+    """git options pinning the host of ``url`` to ``addresses`` (none for a literal
+    or a transport other than HTTP)."""
+    if scheme not in ("http", "https") or not addresses:
+        return []
+    parts = urlsplit(url)
+    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    listed = ",".join(f"[{a}]" if ":" in a else a for a in addresses)
+    return ["-c", f"http.curloptResolve={url_host(parts.netloc)}:{port}:{listed}"]
+
+
+def redirect_location(url: str, addresses: Sequence[str], timeout_s: float) -> str | None:
+    """Where the HTTP server of ``url`` redirects git's first request, asked once at
+    the checked ``addresses`` (the host's literal when none) without following it;
+    None when it answers no redirect. The new URL is the Location without git's
+    path, as git reads it: ValueError when the Location does not end with it."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), url_host(parts.netloc)
+    port = parts.port or DEFAULT_PORTS[scheme]
+    asked = parts.path.rstrip("/") + REFS_PATH
+    sock = socket.create_connection(
+        (addresses[0] if addresses else host.strip("[]"), port), timeout=max(timeout_s, 0.01)
+    )
+    try:
+        if scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        conn = http.client.HTTPConnection(host, port, timeout=max(timeout_s, 0.01))
+        conn.sock = sock  # connected to the checked address, not resolved again
+        conn.request("GET", asked, headers={"User-Agent": "git/revisit"})
+        response = conn.getresponse()
+        location = response.getheader("Location")
+    finally:
+        sock.close()
+    if response.status not in (301, 302, 303, 307, 308) or not location:
+        return None
+    target = urljoin(f"{scheme}://{parts.netloc}{asked}", location)
+    if not target.endswith(REFS_PATH):
+        raise ValueError(f"redirect to {without_userinfo(target)} does not keep git's path")
+    return target[: -len(REFS_PATH)]
 
 
 def resolved_addresses(url: str, scheme: str, resolve: Resolver = socket.getaddrinfo) -> list[str]:

@@ -370,6 +370,27 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def dying_with_this_process(signum: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen`` (this thread's): the child started
+    is sent ``signum`` when this process dies (Linux's PR_SET_PDEATHSIG; elsewhere
+    nothing), at once if it died already. libc is loaded here, so the child, between
+    fork and exec, only calls prctl and getppid. The kernel sends it when the
+    thread that started the child ends: start children from a lasting thread."""
+    try:
+        prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signum)
+
+    return preexec
+
+
 def die_with_parent(signum: int = signal.SIGKILL, parent_pid: int | None = None) -> None:
     """Have the kernel send ``signum`` to this process when its parent dies (Linux;
     elsewhere nothing): a zygote's children, a Dramatiq pool's processes. Sent at

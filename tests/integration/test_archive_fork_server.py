@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import os
 import signal
 import socket
@@ -29,27 +28,8 @@ from app.loaders.base import VisitResult
 from app.loaders.zygote import ForkServer
 from app.services.context import Context
 from app.settings import Settings
-from tests.conftest import IN_CI
 from tests.integration.helpers import list_origins
 from tests.processes import running, wait_for, with_constants
-
-
-@pytest.fixture
-def fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ForkServer]:
-    """A fork server of the test's own, the archive's loaders writing to a memory storage."""
-    try:
-        import swh.loader.git  # noqa: F401
-    except ImportError as exc:
-        if IN_CI:
-            pytest.fail(f"the archive's packages are not installed: {exc}")
-        pytest.skip(f"the archive's packages are not installed: {exc}")
-    config = tmp_path / "loader.yml"
-    config.write_text(json.dumps({"storage": {"cls": "memory"}}))
-    monkeypatch.setenv("SWH_CONFIG_FILENAME", str(config))
-    server = ForkServer(archive.FORK_SERVER_ARGV)
-    monkeypatch.setattr(archive, "FORK_SERVER", server)
-    yield server
-    server.close()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

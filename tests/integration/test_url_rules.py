@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import redis
 from confluent_kafka import Producer
 
 from actors.journal import JournalClient
@@ -166,3 +167,48 @@ def test_the_journal_dead_letters_a_status_whose_url_breaks_the_rules(
         b"REVISIT_ALLOWED_INTERNAL_HOSTS allows it",
         b"origin: URL of 20020 bytes, longer than 2048",
     ]
+
+
+def _redis_values(client: redis.Redis) -> dict[bytes, bytes]:
+    """Every key of the Redis database, with its whole value as one text."""
+    values: dict[bytes, bytes] = {}
+    for key in client.scan_iter():
+        kind = client.type(key)
+        if kind == b"string":
+            value = [client.get(key) or b""]
+        elif kind == b"hash":
+            value = [b for item in client.hgetall(key).items() for b in item]
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"set":
+            value = list(client.smembers(key))
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1)
+        else:
+            value = [kind]
+        values[key] = b"\n".join(value)
+    return values
+
+
+def test_a_refused_api_payloads_credentials_are_in_no_log_and_no_redis_key(
+    settings: Settings, conn: DictConnection, tmp_path: Path, internal_hosts: Allow
+) -> None:
+    internal_hosts([])
+    url = f"https://user:{SECRET}@forge.example/x.git"
+    send_to_api(settings, "request_visit", [{"url": url, "visit_type": "git"}])
+    send_to_api(settings, "add_forge", [{"lister": "gitea", "instance": "a", "url": url}])
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    keys = DramatiqQueueKeys("dramatiq", API_QUEUE)
+    client = RevisitClient.from_settings(settings).broker.client
+    with running({"api": ["revisit", "api"]}, {}, logs):
+        wait_for(lambda: client.zcard(keys.dead) == 2, 30, "dead letters", logs)
+    log = (logs / "api.log").read_text()
+    assert "InvalidPayload: RequestVisit: url: Value error, URL holds a user name" in log
+    assert "InvalidPayload: AddForge: url: Value error, URL holds a user name" in log
+    assert SECRET not in log
+    stored = _redis_values(client)
+    assert not [key for key, value in stored.items() if SECRET.encode() in value]
+    dead = b"\n".join(client.hvals(keys.dead_messages))
+    assert dead.count(b"https://***@forge.example/x.git") == 2
+    assert written(conn) == ""

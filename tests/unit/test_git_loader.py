@@ -124,7 +124,7 @@ def test_a_host_resolving_to_an_internal_address_is_refused_before_any_connectio
     assert result.error.startswith("url: host forge.example resolves to")
 
 
-def test_git_is_pinned_to_the_public_addresses_checked(
+def test_git_is_pinned_to_the_public_addresses_checked_and_follows_no_redirect(
     monkeypatch: pytest.MonkeyPatch, internal_hosts: Callable[[list[str]], None]
 ) -> None:
     ran: list[list[str]] = []
@@ -140,6 +140,8 @@ def test_git_is_pinned_to_the_public_addresses_checked(
     assert ran == [
         [
             "git",
+            "-c",
+            "http.followRedirects=false",
             "-c",
             "http.curloptResolve=forge.example:443:140.82.121.3,[2606:50c0:8000::153]",
             "ls-remote",

@@ -12,6 +12,7 @@ from app.inputs.rules import (
     check_addresses,
     check_loader_arguments,
     check_url,
+    without_userinfo,
 )
 from app.loaders.base import VisitResult, checked_result
 
@@ -237,3 +238,19 @@ def test_the_quick_acceptance_never_accepts_what_the_full_judgement_refuses(
     if rules._PLAIN_HOST.match(url):
         with patch.object(rules, "_allowed", lambda *_: False):
             assert rules._check_host(url) == url
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("see https://u:S3cret@h.example/x.git.", "see https://***@h.example/x.git."),
+        ("git://u:p@ss@h/x and ftp://t@h", "git://***@h/x and ftp://***@h"),
+        ("{'url': 'https://t@h/', 'by': 'a@b'}", "{'url': 'https://***@h/', 'by': 'a@b'}"),
+        ('{"url":"https://h/x","by":"a@b"}', '{"url":"https://h/x","by":"a@b"}'),
+        ("https://h.example/a@b", "https://h.example/a@b"),
+    ],
+)
+def test_without_userinfo_hides_the_credentials_of_every_url_in_a_text_and_nothing_else(
+    text: str, redacted: str
+) -> None:
+    assert without_userinfo(text) == redacted
