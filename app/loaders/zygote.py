@@ -366,8 +366,13 @@ class _Zygote:
 
 
 def _killpg(pid: int) -> None:
+    """Kill child ``pid`` (not reaped yet, so its pid is not reused) and its process
+    group. A child killed before its ``setsid`` has no group yet, nor anything
+    started: the worker may give up on it before the zygote even forked it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def dying_with_this_process(signum: int = signal.SIGTERM) -> Callable[[], None]:

@@ -103,11 +103,27 @@ def test_visits_from_several_threads_at_once_each_get_their_own_outcome(
 def test_a_hanging_visit_is_killed_with_its_process_group_at_its_limit(
     fork_server: ForkServer, hanging: str
 ) -> None:
-    started = time.monotonic()
-    result = ArchiveGitLoader().load(hanging, {}, 3)
+    results: list[VisitResult] = []
+    thread = threading.Thread(
+        target=lambda: results.append(ArchiveGitLoader().load(hanging, {}, 3))
+    )
+    thread.start()
+    thread.join(60)  # the server never answers: only the limit ends the visit
+    assert not thread.is_alive(), "the visit outlived its limit"
+    assert results[0].status == "failed" and results[0].timed_out
+    wait_for(lambda: not _children(fork_server), 30, "the killed visit's processes to go")
+
+
+def test_a_visit_given_up_before_its_child_started_leaves_no_child_running(
+    fork_server: ForkServer, hanging: str
+) -> None:
+    # The fork server starts with the first visit and takes longer than 0.1 s to
+    # preload: the worker closes the child's socket before the child's setsid.
+    result = ArchiveGitLoader().load(hanging, {}, 0.1)
     assert result.status == "failed" and result.timed_out
-    assert time.monotonic() - started < 10
-    wait_for(lambda: not _children(fork_server), 5, "the killed visit's processes to go")
+    wait_for(lambda: fork_server.pid() is not None, 30, "the fork server")
+    time.sleep(3)  # the zygote forks the request it was sent, then sees it closed
+    wait_for(lambda: not _children(fork_server), 30, "the given-up visit's child to go")
 
 
 def test_stopping_the_children_ends_a_running_visit_and_starts_no_other(
@@ -126,7 +142,7 @@ def test_stopping_the_children_ends_a_running_visit_and_starts_no_other(
     assert results[0].error == "stopped: the worker is shutting down"
     refused = ArchiveGitLoader().load(hanging, {}, 120)
     assert refused.error == "the worker is shutting down" and refused.transient
-    wait_for(lambda: not _children(fork_server), 5, "the stopped visit's processes to go")
+    wait_for(lambda: not _children(fork_server), 30, "the stopped visit's processes to go")
 
 
 def test_a_worker_stopped_with_sigterm_kills_its_running_visit_and_exits(

@@ -201,6 +201,13 @@ def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"storage": {"cls": "memory"}}, None, False),
         ({"storage": {"cls": "remote", "url": "http://127.0.0.2:{port}/"}}, None, True),
         ({"storage": {"cls": "memory"}}, "http://127.0.0.2:{port}", True),
+        (
+            {"storage": {"cls": "memory", "journal_writer": {"brokers": ["127.0.0.2:{port}"]}}},
+            None,
+            True,
+        ),
+        ({"storage": {"cls": "postgresql", "db": "host=127.0.0.2 port={port}"}}, None, True),
+        ({"storage": {"cls": "postgresql", "db": "postgresql://127.0.0.2:{port}/x"}}, None, True),
     ],
 )
 def test_an_archive_visit_connects_inside_only_to_its_configured_services_and_proxy(
