@@ -138,13 +138,39 @@ def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> Non
 
 
 def take_pending_requests(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None
+    conn: DictConnection,
+    visit_type: str,
+    limit: int,
+    now: datetime,
+    visit: int | None,
+    lost_before: datetime,
 ) -> list[dict[str, Any]]:
     """Mark up to ``limit`` pending requests of ``visit_type`` scheduled, sent as
-    visit number ``visit`` (None: not known yet); their rows."""
-    params = {"visit_type": visit_type, "limit": limit, "now": now, "visit": visit}
+    visit number ``visit`` (None: not known yet), one per origin and none whose
+    origin is in flight (sent after ``lost_before``, no final status since);
+    their rows."""
+    params = {
+        "visit_type": visit_type,
+        "limit": limit,
+        "now": now,
+        "visit": visit,
+        "lost_before": lost_before,
+    }
     with conn.transaction():
         return conn.execute(query("take_pending_requests"), params).fetchall()
+
+
+def mark_requested_origins_scheduled(
+    conn: DictConnection, origins: list[tuple[str, str]], now: datetime
+) -> list[dict[str, Any]]:
+    """Stamp ``last_scheduled`` on the stats rows of these (url, visit_type)
+    origins, made (unlisted) where there is none; their mirror columns."""
+    params = {
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+        "now": now,
+    }
+    return conn.execute(query("mark_requested_origins_scheduled"), params).fetchall()
 
 
 def open_request_origins(conn: DictConnection) -> set[tuple[str, str]]:

@@ -20,11 +20,13 @@ from uuid import UUID
 
 from app.db import requests as db
 from app.db.connection import DictConnection
-from app.db.listings import known_visit_types
+from app.db.listings import known_visit_types, mirror_row
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
+from app.services.context import Context
+from app.services.mirror_sync import place_rows
 from queues.errors import Redis
 from queues.keys import aborted_requests
 
@@ -327,13 +329,33 @@ class TakenRequest:
 
 
 def take_pending(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None = None
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    limit: int,
+    now: datetime,
+    visit: int | None = None,
 ) -> list[TakenRequest]:
     """Mark up to ``limit`` pending requests scheduled, best first, as sent in visit
-    number ``visit`` (None: the first visit created after now is theirs); return them."""
+    number ``visit`` (None: the first visit created after now is theirs); return them.
+
+    One visit of an origin at a time: a request whose origin is in flight (a
+    recurrent visit, or another request's) stays pending until that visit's
+    final status is applied, and the origin of a request sent moves in flight
+    as a recurrent pick's does, so the recurrent scheduler leaves it until
+    then; its final status places it back as any visit's. The mirror is moved
+    before the commit (as a pop is before its mark): if this process dies in
+    between, the origin returns to its place after the scheduled cooldown.
+    """
     if limit <= 0:
         return []
-    rows = db.take_pending_requests(conn, visit_type, limit, now, visit)
+    lost_before = now - ctx.cooldowns.scheduled
+    with conn.transaction():
+        rows = db.take_pending_requests(conn, visit_type, limit, now, visit, lost_before)
+        if rows:
+            origins = [(str(r["url"]), str(r["visit_type"])) for r in rows]
+            marked = db.mark_requested_origins_scheduled(conn, origins, now)
+            place_rows(ctx, map(mirror_row, marked), now)
     rows.sort(key=lambda r: (-r["priority"], r["id"]))
     return [
         TakenRequest(

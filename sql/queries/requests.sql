@@ -40,19 +40,45 @@ order by (status = 'pending') desc, (status = 'blocked') desc,
 limit %(limit)s
 
 -- name: take_pending_requests
--- Highest effective priority first, then first in, first out. SKIP LOCKED lets
--- several schedulers share the requests.
+-- Highest effective priority first, then first in, first out; one request per
+-- origin, and none whose origin is in flight (sent, no final status applied
+-- since, not yet presumed lost: app.domain.cooldown.in_flight_since): it stays
+-- pending until that visit ends, so no two visits of an origin overlap.
+-- SKIP LOCKED lets several schedulers share the requests.
 with picked as (
-  select id from visit_requests
-  where visit_type = %(visit_type)s and status = 'pending'
-  order by base_priority + priority_adjustment desc, id
+  select r.id, r.url, r.base_priority + r.priority_adjustment as priority
+  from visit_requests r
+  where r.visit_type = %(visit_type)s and r.status = 'pending'
+    and not exists (
+      select from origin_visit_stats st
+      where st.url = r.url and st.visit_type = r.visit_type
+        and st.last_scheduled > %(lost_before)s
+        and (st.last_final_date is null or st.last_final_date < st.last_scheduled))
+  order by r.base_priority + r.priority_adjustment desc, r.id
   limit %(limit)s
-  for update skip locked
+  for update of r skip locked
+), first_of_origin as (
+  select distinct on (url) id from picked order by url, priority desc, id
 )
 update visit_requests r set status = 'scheduled', scheduled_at = %(now)s, visit = %(visit)s
-from picked where r.id = picked.id
+from first_of_origin f where r.id = f.id
 returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
+
+-- name: mark_requested_origins_scheduled
+-- The origins of the requests just sent are in flight, as a recurrent pick is
+-- (mark_scheduled): no recurrent visit and no other request is sent until its
+-- final status is applied. An origin revisit has no stats row for gets one,
+-- unlisted (placed nowhere in the mirror), its first target as a listing's.
+-- In key order, as the journal locks its rows.
+insert into origin_visit_stats as st (url, visit_type, last_scheduled, next_visit_queue_position)
+select k.url, k.visit_type, %(now)s, least(%(now)s::timestamptz, q.position)
+from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+left join visit_scheduler_queue_position q on q.visit_type = k.visit_type
+order by k.url, k.visit_type
+on conflict (url, visit_type) do update
+  set last_scheduled = excluded.last_scheduled, version = st.version + 1
+returning {{mirror_columns}}
 
 -- name: adjust_priority
 -- The effective priority stays within the bounds a new request has. A listing
