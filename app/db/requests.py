@@ -132,6 +132,12 @@ def end_unvisited_request(
     return conn.execute(query("end_unvisited_request"), params).fetchone() is not None
 
 
+def release_request_origin(conn: DictConnection, request_id: int) -> list[dict[str, Any]]:
+    """Take out of flight the origin of a request whose visit stopped with no
+    final status, unless sent again since; its mirror columns (none if left)."""
+    return conn.execute(query("release_request_origin"), {"id": request_id}).fetchall()
+
+
 def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> None:
     """Record that request ``new_id`` retries request ``request_id``."""
     conn.execute(query("supersede_request"), {"id": request_id, "new_id": new_id})

@@ -192,7 +192,8 @@ def cancel_request(
 
     A worker that receives one of them skips it; one running its visit stops it
     and publishes no final status, so the visit neither fails the origin's stats
-    nor counts as a visit outcome, and the origin stays in its pool.
+    nor counts as a visit outcome; either puts the origin back where it was
+    before the request's visit was sent (``release_request_origin``).
     """
     reason = f"aborted by {by}" if by else "aborted"
     with conn.transaction():
@@ -215,16 +216,32 @@ def cancel_request(
 
 
 def end_unvisited_request(
-    conn: DictConnection, request_id: int, reason: str, now: datetime
+    conn: DictConnection, ctx: Context, request_id: int, reason: str, now: datetime
 ) -> bool:
     """Fail a request sent to a loader whose storage publishes the statuses (the
-    archive's) when its visit never reached that storage: no status will end it."""
+    archive's) when its visit never reached that storage: no status will end it,
+    nor take its origin out of flight (``release_request_origin``)."""
     with conn.transaction():
         db.lock_request_graph(conn)
         ended = db.end_unvisited_request(conn, request_id, reason[:500], now)
         if ended:
             _settle(conn, [request_id])
+    if ended:
+        release_request_origin(conn, ctx, request_id, now)
     return ended
+
+
+def release_request_origin(
+    conn: DictConnection, ctx: Context, request_id: int, now: datetime
+) -> None:
+    """Put back where it belongs the origin of a request whose visit stopped with
+    no final status (aborted, or never reached the archive), as if it had not
+    been sent, unless it was sent again since: else it would stay in flight
+    until the scheduled cooldown presumed the visit lost. Redis follows the
+    commit, so the mirror never has it out of flight before PostgreSQL."""
+    with conn.transaction():
+        rows = db.release_request_origin(conn, request_id)
+    place_rows(ctx, map(mirror_row, rows), now)
 
 
 def retry_request(conn: DictConnection, request_id: int) -> int:

@@ -173,6 +173,18 @@ update visit_requests set status = 'failed', finished_at = %(now)s, failure_reas
 where id = %(id)s and status = 'scheduled' and visit is null
 returning id
 
+-- name: release_request_origin
+-- The visit of request %(id)s stopped with no final status (aborted, or never
+-- reached the archive): its origin leaves flight as if it had not been sent
+-- (sent last when its last final status was applied), unless it was sent
+-- again since or a final status was applied meanwhile.
+update origin_visit_stats st set last_scheduled = st.last_final_date, version = st.version + 1
+from visit_requests r
+where r.id = %(id)s and st.url = r.url and st.visit_type = r.visit_type
+  and st.last_scheduled = r.scheduled_at
+  and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+returning {{mirror_columns}}
+
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):
 -- usually few, so a journal batch only joins its statuses of those.

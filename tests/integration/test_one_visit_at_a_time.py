@@ -12,7 +12,12 @@ from app.inputs.api import RequestVisit
 from app.services.context import Context
 from app.services.journal import apply_events_batch
 from app.services.mirror_sync import check
-from app.services.requests import create_request, get_request
+from app.services.requests import (
+    cancel_request,
+    create_request,
+    get_request,
+    release_request_origin,
+)
 from app.services.scheduler_step import Send, plan_step
 from tests.integration.helpers import list_origins
 
@@ -88,3 +93,19 @@ def test_two_requests_for_one_origin_revisit_does_not_list_are_sent_one_after_th
 
     assert then.order.request_id == second
     assert [get_request(conn, i)["status"] for i in (first, second)] == ["succeeded", "scheduled"]
+
+
+def test_the_origin_of_an_aborted_requests_visit_goes_back_to_its_pool(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [URL], now=NOW)
+    request_id = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
+    [sent] = step(conn, ctx, 1)
+    cancel_request(conn, ctx.redis, ctx.settings.redis_namespace, request_id, NOW)
+
+    # the worker that stops (or skips) the visit publishes no final status
+    release_request_origin(conn, ctx, request_id, NOW + timedelta(minutes=2))
+
+    assert check(conn, ctx, "git", NOW + timedelta(minutes=2)) == []
+    [again] = step(conn, ctx, 3)
+    assert (sent.lane, again.lane, again.order.request_id) == ("priority", "express", None)

@@ -292,8 +292,11 @@ def test_a_request_ended_by_its_worker_aborts_its_dependents(
     sent = ask(conn, "u")
     waiting = ask(conn, "w", depends_on=[sent])
     take_pending(conn, ctx, "git", 10, NOW, visit=None)
-    assert end_unvisited_request(conn, sent, "refused URL", NOW)
+    assert end_unvisited_request(conn, ctx, sent, "refused URL", NOW)
     assert status(conn, sent, waiting) == ["failed", "aborted"]
+    # its origin is no longer in flight: a new request for it is sent at once
+    again = ask(conn, "u")
+    assert [t.id for t in take_pending(conn, ctx, "git", 10, NOW, visit=None)] == [again]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
