@@ -153,8 +153,8 @@ def take_pending_requests(
 ) -> list[dict[str, Any]]:
     """Mark up to ``limit`` pending requests of ``visit_type`` scheduled, sent as
     visit number ``visit`` (None: not known yet), one per origin and none whose
-    origin is in flight (sent after ``lost_before``, no final status since);
-    their rows."""
+    origin is in flight (sent after ``lost_before``, no final status since, or
+    another request of it sent after then and not ended); their rows."""
     params = {
         "visit_type": visit_type,
         "limit": limit,
@@ -170,7 +170,7 @@ def mark_requested_origins_scheduled(
     conn: DictConnection, origins: list[tuple[str, str]], now: datetime
 ) -> list[dict[str, Any]]:
     """Stamp ``last_scheduled`` on the stats rows of these (url, visit_type)
-    origins, made (unlisted) where there is none; their mirror columns."""
+    origins (those that have one); their mirror columns."""
     params = {
         "urls": [url for url, _ in origins],
         "visit_types": [visit_type for _, visit_type in origins],

@@ -42,9 +42,11 @@ limit %(limit)s
 -- name: take_pending_requests
 -- Highest effective priority first, then first in, first out; one request per
 -- origin, and none whose origin is in flight (sent, no final status applied
--- since, not yet presumed lost: app.domain.cooldown.in_flight_since): it stays
--- pending until that visit ends, so no two visits of an origin overlap.
--- SKIP LOCKED lets several schedulers share the requests.
+-- since, not yet presumed lost: app.domain.cooldown.in_flight_since), nor one
+-- of an origin another request was sent for that has not ended (an origin
+-- revisit has no stats row for): it stays pending until that visit ends, so
+-- no two visits of an origin overlap. SKIP LOCKED lets several schedulers
+-- share the requests.
 with picked as (
   select r.id, r.url, r.base_priority + r.priority_adjustment as priority
   from visit_requests r
@@ -54,6 +56,10 @@ with picked as (
       where st.url = r.url and st.visit_type = r.visit_type
         and st.last_scheduled > %(lost_before)s
         and (st.last_final_date is null or st.last_final_date < st.last_scheduled))
+    and not exists (
+      select from visit_requests o
+      where o.url = r.url and o.visit_type = r.visit_type
+        and o.status in ('scheduled', 'running') and o.scheduled_at > %(lost_before)s)
   order by r.base_priority + r.priority_adjustment desc, r.id
   limit %(limit)s
   for update of r skip locked
@@ -68,16 +74,16 @@ returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
 -- name: mark_requested_origins_scheduled
 -- The origins of the requests just sent are in flight, as a recurrent pick is
 -- (mark_scheduled): no recurrent visit and no other request is sent until its
--- final status is applied. An origin revisit has no stats row for gets one,
--- unlisted (placed nowhere in the mirror), its first target as a listing's.
--- In key order, as the journal locks its rows.
-insert into origin_visit_stats as st (url, visit_type, last_scheduled, next_visit_queue_position)
-select k.url, k.visit_type, %(now)s, least(%(now)s::timestamptz, q.position)
-from unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
-left join visit_scheduler_queue_position q on q.visit_type = k.visit_type
-order by k.url, k.visit_type
-on conflict (url, visit_type) do update
-  set last_scheduled = excluded.last_scheduled, version = st.version + 1
+-- final status is applied. Rows locked in key order, as the journal locks them.
+with locked as (
+  select st.id from origin_visit_stats st
+  join unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+    on st.url = k.url and st.visit_type = k.visit_type
+  order by st.url, st.visit_type
+  for update of st
+)
+update origin_visit_stats st set last_scheduled = %(now)s, version = st.version + 1
+from locked where st.id = locked.id
 returning {{mirror_columns}}
 
 -- name: adjust_priority
