@@ -227,7 +227,7 @@ class SchedulerLoop:
         visit_type = config.name
         policies = self._policies.get(visit_type)
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
-            plan = plan_step(conn, self.ctx, config, self._depth, now, policies)
+            plan = plan_step(conn, self.ctx, config, self._depth, now, policies, self._served)
         messages = [
             visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
         ]
@@ -247,6 +247,10 @@ class SchedulerLoop:
             AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)
         self._observe(plan.recurrent)
         return plan.recurrent
+
+    def _served(self, queue: str) -> bool:
+        threads, _ = queue_capacity(self.ctx.redis, self.settings.redis_namespace, queue)
+        return threads > 0
 
     def _depth(self, queue: str) -> int:
         self.broker.declare_queue(queue)

@@ -32,7 +32,7 @@ import psycopg
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
 from actors.abort import AbortWatch, VisitAborted
-from actors.broker import make_broker
+from actors.broker import context, make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
@@ -44,10 +44,10 @@ from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
 from app.loaders.archive import stop_children
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
 from app.services.context import Tuning, redis_client
-from app.services.requests import end_unvisited_request
+from app.services.requests import end_unvisited_request, release_request_origin
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
-from queues.errors import Redis
+from queues.errors import Redis, RedisError
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
 
@@ -134,14 +134,21 @@ def _aborted(request_id: int) -> bool:
     return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
 
 
-def _end_unvisited(request_id: int, reason: str) -> None:
-    """Fail a request whose visit never reached the archive: no journal status will
-    end it (the archive has no visit to number)."""
+def _end_unvisited(request_id: int, reason: str | None) -> None:
+    """End a request's visit that publishes no final status: its origin leaves
+    flight, and a request whose visit never reached the archive (``reason``) fails,
+    as no journal status will end it (the archive has no visit to number); an
+    aborted one (no reason) has ended already."""
+    now = datetime.now(tz=UTC)
     try:
         with connect(get_settings()) as conn:
-            end_unvisited_request(conn, request_id, reason, datetime.now(tz=UTC))
-    except psycopg.Error as exc:
-        log.warning("request %d: could not record that it failed (%s)", request_id, exc)
+            if reason is None:
+                release_request_origin(conn, context(), request_id, now)
+            else:
+                end_unvisited_request(conn, context(), request_id, reason, now)
+    except (psycopg.Error, RedisError) as exc:
+        # The origin then returns once the scheduled cooldown presumes its visit lost.
+        log.warning("request %d: could not record that it ended (%s)", request_id, exc)
 
 
 def _publish_final(
@@ -252,6 +259,7 @@ def visit(
     began = time.monotonic()
     if request_id is not None and _aborted(request_id):
         log.info("request %d was cancelled; not visiting %s", request_id, url)
+        _end_unvisited(request_id, None)
         return
     # A recurrent visit must start, and its created status be taken, before the
     # scheduler presumes it lost and sends the origin again (requests are not).
@@ -318,6 +326,8 @@ def visit(
     except VisitAborted:
         # No final status: the visit neither fails the origin nor counts as an outcome.
         log.info("request %s was aborted; stopped visiting %s", request_id, url)
+        if request_id is not None:  # stopped: nothing overlaps what is sent next
+            _end_unvisited(request_id, None)
         return
     if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
         # Paused or slowed past it: the scheduler sends the origin again; a final

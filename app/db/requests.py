@@ -132,19 +132,51 @@ def end_unvisited_request(
     return conn.execute(query("end_unvisited_request"), params).fetchone() is not None
 
 
+def release_request_origin(conn: DictConnection, request_id: int) -> list[dict[str, Any]]:
+    """Take out of flight the origin of a request whose visit stopped with no
+    final status, unless sent again since; its mirror columns (none if left)."""
+    return conn.execute(query("release_request_origin"), {"id": request_id}).fetchall()
+
+
 def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> None:
     """Record that request ``new_id`` retries request ``request_id``."""
     conn.execute(query("supersede_request"), {"id": request_id, "new_id": new_id})
 
 
 def take_pending_requests(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None
+    conn: DictConnection,
+    visit_type: str,
+    limit: int,
+    now: datetime,
+    visit: int | None,
+    lost_before: datetime,
 ) -> list[dict[str, Any]]:
     """Mark up to ``limit`` pending requests of ``visit_type`` scheduled, sent as
-    visit number ``visit`` (None: not known yet); their rows."""
-    params = {"visit_type": visit_type, "limit": limit, "now": now, "visit": visit}
+    visit number ``visit`` (None: not known yet), one per origin and none whose
+    origin is in flight (sent after ``lost_before``, no final status since, or
+    another request of it sent after then and not ended); their rows."""
+    params = {
+        "visit_type": visit_type,
+        "limit": limit,
+        "now": now,
+        "visit": visit,
+        "lost_before": lost_before,
+    }
     with conn.transaction():
         return conn.execute(query("take_pending_requests"), params).fetchall()
+
+
+def mark_requested_origins_scheduled(
+    conn: DictConnection, origins: list[tuple[str, str]], now: datetime
+) -> list[dict[str, Any]]:
+    """Stamp ``last_scheduled`` on the stats rows of these (url, visit_type)
+    origins (those that have one); their mirror columns."""
+    params = {
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+        "now": now,
+    }
+    return conn.execute(query("mark_requested_origins_scheduled"), params).fetchall()
 
 
 def open_request_origins(conn: DictConnection) -> set[tuple[str, str]]:

@@ -20,11 +20,13 @@ from uuid import UUID
 
 from app.db import requests as db
 from app.db.connection import DictConnection
-from app.db.listings import known_visit_types
+from app.db.listings import known_visit_types, mirror_row
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
+from app.services.context import Context
+from app.services.mirror_sync import place_rows
 from queues.errors import Redis
 from queues.keys import aborted_requests
 
@@ -190,7 +192,8 @@ def cancel_request(
 
     A worker that receives one of them skips it; one running its visit stops it
     and publishes no final status, so the visit neither fails the origin's stats
-    nor counts as a visit outcome, and the origin stays in its pool.
+    nor counts as a visit outcome; either puts the origin back where it was
+    before the request's visit was sent (``release_request_origin``).
     """
     reason = f"aborted by {by}" if by else "aborted"
     with conn.transaction():
@@ -213,16 +216,32 @@ def cancel_request(
 
 
 def end_unvisited_request(
-    conn: DictConnection, request_id: int, reason: str, now: datetime
+    conn: DictConnection, ctx: Context, request_id: int, reason: str, now: datetime
 ) -> bool:
     """Fail a request sent to a loader whose storage publishes the statuses (the
-    archive's) when its visit never reached that storage: no status will end it."""
+    archive's) when its visit never reached that storage: no status will end it,
+    nor take its origin out of flight (``release_request_origin``)."""
     with conn.transaction():
         db.lock_request_graph(conn)
         ended = db.end_unvisited_request(conn, request_id, reason[:500], now)
         if ended:
             _settle(conn, [request_id])
+    if ended:
+        release_request_origin(conn, ctx, request_id, now)
     return ended
+
+
+def release_request_origin(
+    conn: DictConnection, ctx: Context, request_id: int, now: datetime
+) -> None:
+    """Put back where it belongs the origin of a request whose visit stopped with
+    no final status (aborted, or never reached the archive), as if it had not
+    been sent, unless it was sent again since: else it would stay in flight
+    until the scheduled cooldown presumed the visit lost. Redis follows the
+    commit, so the mirror never has it out of flight before PostgreSQL."""
+    with conn.transaction():
+        rows = db.release_request_origin(conn, request_id)
+    place_rows(ctx, map(mirror_row, rows), now)
 
 
 def retry_request(conn: DictConnection, request_id: int) -> int:
@@ -327,13 +346,33 @@ class TakenRequest:
 
 
 def take_pending(
-    conn: DictConnection, visit_type: str, limit: int, now: datetime, visit: int | None = None
+    conn: DictConnection,
+    ctx: Context,
+    visit_type: str,
+    limit: int,
+    now: datetime,
+    visit: int | None = None,
 ) -> list[TakenRequest]:
     """Mark up to ``limit`` pending requests scheduled, best first, as sent in visit
-    number ``visit`` (None: the first visit created after now is theirs); return them."""
+    number ``visit`` (None: the first visit created after now is theirs); return them.
+
+    One visit of an origin at a time: a request whose origin is in flight (a
+    recurrent visit, or another request's) stays pending until that visit's
+    final status is applied, and the origin of a request sent moves in flight
+    as a recurrent pick's does, so the recurrent scheduler leaves it until
+    then; its final status places it back as any visit's. The mirror is moved
+    before the commit (as a pop is before its mark): if this process dies in
+    between, the origin returns to its place after the scheduled cooldown.
+    """
     if limit <= 0:
         return []
-    rows = db.take_pending_requests(conn, visit_type, limit, now, visit)
+    lost_before = now - ctx.cooldowns.scheduled
+    with conn.transaction():
+        rows = db.take_pending_requests(conn, visit_type, limit, now, visit, lost_before)
+        if rows:
+            origins = [(str(r["url"]), str(r["visit_type"])) for r in rows]
+            marked = db.mark_requested_origins_scheduled(conn, origins, now)
+            place_rows(ctx, map(mirror_row, marked), now)
     rows.sort(key=lambda r: (-r["priority"], r["id"]))
     return [
         TakenRequest(

@@ -11,7 +11,10 @@ Given how deep each queue is, a step
 3. fills the express and slow lanes with recurrent visits picked by the visit
    type's policies (``schedule_step``): both lanes' free slots make one batch,
    predicted-slow visits go to the slow lane, the others fill the express
-   lane shortest first, and the slow lane takes the rest.
+   lane shortest first, and the slow lane takes the rest. While no worker
+   serves the slow lane (``served``; an express pool alone), the batch is the
+   express lane's room and all of it goes there: what does not fit waits in
+   its pool rather than in a queue no one reads.
 
 ``max_queue_length`` (visit_types) bounds every queue of a visit type: the
 messages it holds, queued or running. Its ``time_limit``, ``num_retries`` and
@@ -104,8 +107,10 @@ def plan_step(
     depth: Callable[[str], int],
     now: datetime,
     policies: Mapping[str, float] | None = None,
+    served: Callable[[str], bool] | None = None,
 ) -> StepPlan:
-    """Decide what to send for ``config.name`` at ``now`` (see the module docstring)."""
+    """Decide what to send for ``config.name`` at ``now`` (see the module docstring);
+    ``served(queue)``: whether a worker serves that queue now (None: every one is)."""
     visit_type = config.name
     depths: dict[str, int] = {}
 
@@ -115,7 +120,7 @@ def plan_step(
 
     step = _Step(conn, ctx, config, read, now, tuning_of(config))
     sends = _requests(step) + _first_visits(step)
-    lane_sends, result = _lanes(step, policies)
+    lane_sends, result = _lanes(step, policies, served or (lambda queue: True))
     return StepPlan(visit_type, result, sends + lane_sends, depths)
 
 
@@ -158,7 +163,7 @@ def _requests(step: _Step) -> list[Send]:
             limit,
             step.tuning,
         )
-        for r in take_pending(conn, config.name, slots, now, own_visit)
+        for r in take_pending(conn, step.ctx, config.name, slots, now, own_visit)
     ]
 
 
@@ -178,18 +183,24 @@ def _first_visits(step: _Step) -> list[Send]:
     return sends
 
 
-def _lanes(step: _Step, policies: Mapping[str, float] | None) -> tuple[list[Send], StepResult]:
+def _lanes(
+    step: _Step, policies: Mapping[str, float] | None, served: Callable[[str], bool]
+) -> tuple[list[Send], StepResult]:
     conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
     express_q, slow_q = visit_queue(config.name), slow_queue(config.name)
     bound = config.max_queue_length
     express_free = max(0, bound - depth(express_q))
-    slow_free = max(0, bound - depth(slow_q))
+    slow_served = served(slow_q)
+    slow_free = max(0, bound - depth(slow_q)) if slow_served else 0
     slots = free_slots(2 * bound, 2 * bound - express_free - slow_free, MIN_FREE_FRACTION)
     result = schedule_step(conn, ctx, config.name, slots, now, policies)
     settings = ctx.settings
-    express, slow = assign_lanes(
-        result.orders, _predicted, express_free, settings.express_time_limit_s
-    )
+    if slow_served:
+        express, slow = assign_lanes(
+            result.orders, _predicted, express_free, settings.express_time_limit_s
+        )
+    else:  # the batch is the express lane's room (slow_free is 0)
+        express, slow = result.orders, []
     tuning = step.tuning
     sends = [Send(express_q, "express", o, settings.express_time_limit_s, tuning) for o in express]
     sends += [Send(slow_q, "slow", o, tuning.visit_time_limit_s, tuning) for o in slow]

@@ -40,19 +40,51 @@ order by (status = 'pending') desc, (status = 'blocked') desc,
 limit %(limit)s
 
 -- name: take_pending_requests
--- Highest effective priority first, then first in, first out. SKIP LOCKED lets
--- several schedulers share the requests.
+-- Highest effective priority first, then first in, first out; one request per
+-- origin, and none whose origin is in flight (sent, no final status applied
+-- since, not yet presumed lost: app.domain.cooldown.in_flight_since), nor one
+-- of an origin another request was sent for that has not ended (an origin
+-- revisit has no stats row for): it stays pending until that visit ends, so
+-- no two visits of an origin overlap. SKIP LOCKED lets several schedulers
+-- share the requests.
 with picked as (
-  select id from visit_requests
-  where visit_type = %(visit_type)s and status = 'pending'
-  order by base_priority + priority_adjustment desc, id
+  select r.id, r.url, r.base_priority + r.priority_adjustment as priority
+  from visit_requests r
+  where r.visit_type = %(visit_type)s and r.status = 'pending'
+    and not exists (
+      select from origin_visit_stats st
+      where st.url = r.url and st.visit_type = r.visit_type
+        and st.last_scheduled > %(lost_before)s
+        and (st.last_final_date is null or st.last_final_date < st.last_scheduled))
+    and not exists (
+      select from visit_requests o
+      where o.url = r.url and o.visit_type = r.visit_type
+        and o.status in ('scheduled', 'running') and o.scheduled_at > %(lost_before)s)
+  order by r.base_priority + r.priority_adjustment desc, r.id
   limit %(limit)s
-  for update skip locked
+  for update of r skip locked
+), first_of_origin as (
+  select distinct on (url) id from picked order by url, priority desc, id
 )
 update visit_requests r set status = 'scheduled', scheduled_at = %(now)s, visit = %(visit)s
-from picked where r.id = picked.id
+from first_of_origin f where r.id = f.id
 returning r.id, r.url, r.visit_type, r.extra_loader_arguments,
           r.base_priority + r.priority_adjustment as priority, r.created
+
+-- name: mark_requested_origins_scheduled
+-- The origins of the requests just sent are in flight, as a recurrent pick is
+-- (mark_scheduled): no recurrent visit and no other request is sent until its
+-- final status is applied. Rows locked in key order, as the journal locks them.
+with locked as (
+  select st.id from origin_visit_stats st
+  join unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+    on st.url = k.url and st.visit_type = k.visit_type
+  order by st.url, st.visit_type
+  for update of st
+)
+update origin_visit_stats st set last_scheduled = %(now)s, version = st.version + 1
+from locked where st.id = locked.id
+returning {{mirror_columns}}
 
 -- name: adjust_priority
 -- The effective priority stays within the bounds a new request has. A listing
@@ -146,6 +178,18 @@ returning r.id, r.created, r.finished_at, r.kind, r.visit_type
 update visit_requests set status = 'failed', finished_at = %(now)s, failure_reason = %(reason)s
 where id = %(id)s and status = 'scheduled' and visit is null
 returning id
+
+-- name: release_request_origin
+-- The visit of request %(id)s stopped with no final status (aborted, or never
+-- reached the archive): its origin leaves flight as if it had not been sent
+-- (sent last when its last final status was applied), unless it was sent
+-- again since or a final status was applied meanwhile.
+update origin_visit_stats st set last_scheduled = st.last_final_date, version = st.version + 1
+from visit_requests r
+where r.id = %(id)s and st.url = r.url and st.visit_type = r.visit_type
+  and st.last_scheduled = r.scheduled_at
+  and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+returning {{mirror_columns}}
 
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):

@@ -129,7 +129,7 @@ def test_a_batch_retried_message_by_message_still_reports_the_requests_it_finish
     request_id = create_request(
         conn, RequestVisit(url=URLS[0], visit_type="git"), now=now - timedelta(minutes=5)
     )
-    taken = take_pending(conn, "git", 1, now - timedelta(minutes=4), visit=1)
+    taken = take_pending(conn, ctx, "git", 1, now - timedelta(minutes=4), visit=1)
     assert [t.id for t in taken] == [request_id]
     publisher = StatusPublisher(settings)
     # Incompressible, so its index entry exceeds what a btree page holds: PostgreSQL

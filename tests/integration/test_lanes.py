@@ -1,21 +1,30 @@
 """Express and slow lanes with real Redis, Dramatiq worker processes and the
-journal: seed 003's example, a SIGKILLed worker, a SIGTERMed worker."""
+journal: seed 003's example, a SIGKILLed worker, a SIGTERMed worker, an
+express pool alone."""
 
 import itertools
 import os
 import signal
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from actors.scheduler import SchedulerLoop
 from app.db.connection import DictConnection
 from app.services.context import Context
 from app.settings import Settings
+from queues.keys import DramatiqQueueKeys, queue_workers
 from queues.workers import queue_capacity
-from tests.integration.helpers import run_visits, stats_by_url
+from tests.integration.helpers import list_origins, run_visits, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
 FAST_POLL = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
 SIMULATED = with_constants(FAST_POLL, {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]'})
+
+
+def serve(ctx: Context, queue: str) -> None:
+    """Register a worker process with one thread on ``queue``, as a worker pool does."""
+    ctx.redis.hset(queue_workers(ctx.settings.redis_namespace, queue), "1", f"1|{time.time()}")
 
 
 def list_simulated(
@@ -183,3 +192,24 @@ def test_a_hoster_never_has_more_visits_running_than_its_limit(
     # one at a time: each 1 s visit ends at least ~1 s after the previous one
     assert all(gap >= 0.9 for gap in gaps), gaps
     assert "busy.example has 1 visits running" in (logs / "worker.log").read_text()
+
+
+def test_an_express_pool_alone_gets_the_whole_batch_and_the_unread_slow_lane_none(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    conn.execute("update visit_types set max_queue_length = 2 where name = 'git'")
+    list_origins(conn, ctx, [f"https://lanes.example/{i}" for i in range(6)])  # never visited
+    serve(ctx, "visit.git.express")
+    loop = SchedulerLoop(settings)
+    now = datetime.now(tz=UTC)
+
+    def queued(lane: str) -> int:
+        keys = DramatiqQueueKeys(loop.broker.namespace, f"visit.git.{lane}")
+        return int(loop.broker.client.hlen(keys.messages))
+
+    loop.step(now)
+    assert (queued("express"), queued("slow")) == (2, 0)
+    assert ctx.mirror.sizes("git")["inflight"] == 2  # the others wait in their pool
+    serve(ctx, "visit.git.slow")
+    loop.step(now + timedelta(seconds=1))
+    assert (queued("express"), queued("slow")) == (2, 2)

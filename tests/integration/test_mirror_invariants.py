@@ -1,6 +1,7 @@
-"""DESIGN invariants 1 and 2 under any interleaving of listings, journal updates
-and scheduling, against the real PostgreSQL and Redis."""
+"""DESIGN invariants 1 and 2 under any interleaving of listings, journal updates,
+scheduling and requests, against the real PostgreSQL and Redis."""
 
+import contextlib
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -12,13 +13,22 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
 from app.db.scheduling import visit_type_configs
+from app.domain.cooldown import in_flight_since
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
+from app.inputs.api import RequestVisit
 from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
 from app.services.journal import apply_events_batch
 from app.services.listing import finish_listing, record_listed_origins, start_listing
 from app.services.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built
+from app.services.requests import (
+    RequestError,
+    cancel_request,
+    create_request,
+    release_request_origin,
+    take_pending,
+)
 from app.services.scheduling import schedule_step
 
 pytestmark = pytest.mark.every_mirror(sharded=True)
@@ -34,7 +44,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             super().__init__()
             conn.execute(
                 "truncate origin_visit_stats, listed_origins, listers, "
-                "visit_scheduler_queue_position cascade"
+                "visit_scheduler_queue_position, visit_requests cascade"
             )
             ctx.mirror.client.flushdb()
             self.now = START
@@ -42,6 +52,8 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
             self.listers = [register_lister(conn, "forge", name, None) for name in ("a", "b")]
             self.configs = visit_type_configs(conn)
             self.rng = random.Random(0)
+            self.sent: list[int] = []
+            self.wiped: set[str] = set()
 
         @rule(
             lister=st.integers(0, 1),
@@ -60,9 +72,49 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
                 record_listed_origins(conn, ctx, self.listers[lister], rows, self.now)
             finish_listing(conn, ctx, self.listers[lister], started, self.now, full=full)
 
+        def in_flight(self) -> set[str]:
+            """The origins whose visit was sent and has not ended (nor been presumed lost)."""
+            rows = conn.execute(
+                "select url, last_scheduled, last_final_date from origin_visit_stats"
+            )
+            cooldowns, now = ctx.cooldowns, self.now
+            return {
+                str(r["url"])
+                for r in rows
+                if in_flight_since(r["last_scheduled"], r["last_final_date"], now, cooldowns)
+            }
+
         @rule(slots=st.integers(0, 6))
         def schedule(self, slots: int) -> None:
-            schedule_step(conn, ctx, "git", slots, self.now)
+            # (a visit sent when Redis was wiped, its message gone with it, is sent again)
+            busy = self.in_flight() - self.wiped
+            sent = [o.url for o in schedule_step(conn, ctx, "git", slots, self.now).orders]
+            assert not busy & set(sent)  # one visit of an origin at a time
+
+        @rule(picked=st.lists(st.sampled_from(URLS), min_size=1, max_size=3))
+        def requests_sent(self, picked: list[str]) -> None:
+            for url in picked:
+                create_request(conn, RequestVisit(url=url, visit_type="git"), now=self.now)
+            # sent after the statuses applied so far (one sent at the instant of the
+            # last final status would count as ended by it)
+            self.now += timedelta(seconds=1)
+            busy = self.in_flight()
+            taken = take_pending(conn, ctx, "git", 2, self.now)
+            sent = [t.url for t in taken]
+            assert not busy & set(sent) and len(set(sent)) == len(sent)
+            known = {str(r["url"]) for r in conn.execute("select url from origin_visit_stats")}
+            assert set(sent) & known <= self.in_flight()
+            self.sent += [t.id for t in taken]
+
+        @rule(index=st.integers(0, 5))
+        def sent_request_aborted(self, index: int) -> None:
+            if self.sent:
+                request_id = self.sent.pop(index % len(self.sent))
+                with contextlib.suppress(RequestError):  # unless the journal ended it
+                    cancel_request(
+                        conn, ctx.redis, ctx.settings.redis_namespace, request_id, self.now
+                    )
+                release_request_origin(conn, ctx, request_id, self.now)
 
         @rule(
             picked=st.lists(st.sampled_from(URLS), min_size=1, max_size=4),
@@ -83,6 +135,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
         @rule()
         def redis_restarts_empty(self) -> None:
             before = ctx.mirror.contents("git")
+            self.wiped |= self.in_flight()
             ctx.mirror.client.flushdb()
             ensure_built(conn, ctx, "git", self.now)
             # Rebuilt at the same instant: exactly what was there, except resting

@@ -65,7 +65,7 @@ def run(
     """Send the pending requests (``request_id`` and no other, but for ``others``:
     ``r<id>`` -> their final status) and report their visits ending ``final``."""
     finals = {request_id: final} | {int(k[1:]): v for k, v in others.items()}
-    taken = take_pending(conn, "git", 10, NOW + timedelta(minutes=minute), visit=minute)
+    taken = take_pending(conn, ctx, "git", 10, NOW + timedelta(minutes=minute), visit=minute)
     assert sorted(t.id for t in taken) == sorted(finals)
     at = NOW + timedelta(minutes=minute, seconds=30)
     events = []
@@ -268,7 +268,7 @@ def test_two_prerequisites_ending_in_parallel_journal_writers_release_their_depe
             ]
             waiting = ask(conn, f"w{round_}", depends_on=prerequisites)
             at = NOW + timedelta(minutes=round_)
-            taken = take_pending(conn, "git", 10, at, visit=1)
+            taken = take_pending(conn, ctx, "git", 10, at, visit=1)
             assert sorted(t.id for t in taken) == prerequisites
             payloads: list[bytes | None] = [
                 encode(
@@ -280,18 +280,23 @@ def test_two_prerequisites_ending_in_parallel_journal_writers_release_their_depe
             ]
             batch.write(payloads, at)
             assert status(conn, *prerequisites, waiting) == ["succeeded", "succeeded", "pending"]
-            take_pending(conn, "git", 10, at)  # out of the way of the next round
+            take_pending(conn, ctx, "git", 10, at)  # out of the way of the next round
     finally:
         batch.close()
         connections.close()
 
 
-def test_a_request_ended_by_its_worker_aborts_its_dependents(conn: DictConnection) -> None:
+def test_a_request_ended_by_its_worker_aborts_its_dependents(
+    conn: DictConnection, ctx: Context
+) -> None:
     sent = ask(conn, "u")
     waiting = ask(conn, "w", depends_on=[sent])
-    take_pending(conn, "git", 10, NOW, visit=None)
-    assert end_unvisited_request(conn, sent, "refused URL", NOW)
+    take_pending(conn, ctx, "git", 10, NOW, visit=None)
+    assert end_unvisited_request(conn, ctx, sent, "refused URL", NOW)
     assert status(conn, sent, waiting) == ["failed", "aborted"]
+    # its origin is no longer in flight: a new request for it is sent at once
+    again = ask(conn, "u")
+    assert [t.id for t in take_pending(conn, ctx, "git", 10, NOW, visit=None)] == [again]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -40,13 +40,15 @@ def ask(conn: DictConnection, url: str, priority: int = 0, **kw: object) -> int:
     return create_request(conn, RequestVisit(url=url, visit_type="git", priority=priority, **kw))  # type: ignore[arg-type]
 
 
-def test_pending_requests_are_served_by_effective_priority_then_fifo(conn: DictConnection) -> None:
+def test_pending_requests_are_served_by_effective_priority_then_fifo(
+    conn: DictConnection, ctx: Context
+) -> None:
     low = ask(conn, "https://r.example/low", 0)
     high = ask(conn, "https://r.example/high", 10)
     low2 = ask(conn, "https://r.example/low2", 0)
     bumped = ask(conn, "https://r.example/bumped", 0)
     assert adjust_priority(conn, bumped, 20) == 20
-    taken = take_pending(conn, "git", 10, NOW)
+    taken = take_pending(conn, ctx, "git", 10, NOW)
     assert [t.id for t in taken] == [bumped, high, low, low2]
     assert {get_request(conn, i)["status"] for i in (low, high)} == {"scheduled"}
 
@@ -95,7 +97,7 @@ def test_a_request_ends_with_its_own_visit_not_with_one_in_flight_when_it_was_sc
 
     journal(conn, ctx, url, 7, "created", 0)  # a recurrent visit is under way
     request_id = ask(conn, url)
-    take_pending(conn, "git", 1, NOW + timedelta(minutes=1))
+    take_pending(conn, ctx, "git", 1, NOW + timedelta(minutes=1))
     journal(conn, ctx, url, 7, "ongoing", 2)
     journal(conn, ctx, url, 8, "created", 3)  # the request's own visit
     journal(conn, ctx, url, 7, "failed", 4)
@@ -117,7 +119,7 @@ def test_a_request_sent_as_a_visit_number_is_not_ended_by_another_visit_created_
     list_origins(conn, ctx, [url], now=NOW)
 
     request_id = ask(conn, url)
-    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=21)
+    take_pending(conn, ctx, "git", 1, NOW + timedelta(minutes=1), visit=21)
     journal(conn, ctx, url, 20, "created", 2)  # a recurrent visit queued before, started after
     journal(conn, ctx, url, 20, "failed", 3)
     assert get_request(conn, request_id)["status"] == "scheduled"
@@ -134,7 +136,7 @@ def test_a_request_ends_with_its_visits_final_status_even_before_its_created_sta
     url = "https://r.example/reordered"
     list_origins(conn, ctx, [url], now=NOW)
     request_id = ask(conn, url)
-    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=31)
+    take_pending(conn, ctx, "git", 1, NOW + timedelta(minutes=1), visit=31)
     journal(conn, ctx, url, 31, "full", 3)  # the journal reorders a visit's statuses
     journal(conn, ctx, url, 31, "created", 2)
 
@@ -240,7 +242,7 @@ def test_a_request_sent_without_a_number_ends_with_its_visit_even_before_its_cre
     url = "https://r.example/archive"
     list_origins(conn, ctx, [url], now=NOW)
     request_id = ask(conn, url)
-    take_pending(conn, "git", 1, NOW + timedelta(minutes=1), visit=None)
+    take_pending(conn, ctx, "git", 1, NOW + timedelta(minutes=1), visit=None)
     journal(conn, ctx, url, 3, "full", 3)
     journal(conn, ctx, url, 3, "created", 2)
     journal(conn, ctx, url, 4, "created", 4)  # a later visit does not reopen it

@@ -15,7 +15,7 @@ from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
 from tests.integration.helpers import cli, list_origins, run_visits, stats_by_url
-from tests.integration.test_lanes import SIMULATED, finished, list_simulated
+from tests.integration.test_lanes import SIMULATED, finished, list_simulated, serve
 
 #: Simulated origins whose first visits fail transiently, once and twice.
 FLAKY: dict[str, dict[str, object]] = {
@@ -37,6 +37,7 @@ def test_the_scheduler_sends_the_visit_types_time_limit_and_retries(
     assert cli("visit-type", "set", "git", "--retry-delay", "10s").returncode == 0
     conn.execute("update visit_types set max_queue_length = 2 where name = 'git'")
     list_origins(conn, ctx, [f"https://tuned.example/{i}" for i in range(4)])
+    serve(ctx, "visit.git.slow")  # the slow lane takes what the express lane cannot
     loop = SchedulerLoop(settings)
     loop.step(datetime.now(tz=UTC))
 

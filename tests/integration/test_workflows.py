@@ -97,9 +97,11 @@ def test_aborting_a_running_request_stops_its_visit_and_leaves_its_origin_unharm
     assert get_request(conn, child)["failure_reason"] == f"parent request {slow} aborted"
     assert get_request(conn, after)["failure_reason"] == f"prerequisite request {slow} aborted"
     # no final status: the origin's stats hold no failed visit, no outcome is
-    # counted, and the origin is still in its pool
+    # counted, and the aborted visit left the origin out of flight (the
+    # recurrent scheduler may have sent it since)
     stats = stats_by_url(conn)[url]
     assert (stats["failed_visits"], stats["last_final_date"]) == (0, None)
+    assert stats["last_scheduled"] != row["scheduled_at"]
     assert (
         ctx.redis.hget(visit_outcomes(ctx.settings.redis_namespace, "simulated"), "failed") is None
     )
