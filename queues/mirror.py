@@ -178,12 +178,14 @@ class Mirror(PickBookkeeping, MirrorReads):
         *,
         peek: bool = False,
         first_visit_share: float = 0.0,
+        overload_margin_s: float = 0.0,
         shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
-        ``first_visit_share`` of each batch kept for never visited origins), to
-        in flight.
+        ``first_visit_share`` of each batch kept for never visited origins, and
+        ``overload_margin_s`` past which up_to_date origins wait for the rest,
+        as pop.lua says), to in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         if shard is None and self.shards(visit_type) > 1:
@@ -197,6 +199,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                         now_s,
                         scheduled_cooldown_s,
                         peek=peek,
+                        overload_margin_s=overload_margin_s,
                     ),
                     self.shards(visit_type),
                     count,
@@ -212,6 +215,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                     weights,
                     peek=peek,
                     first_visit_share=first_visit_share,
+                    overload_margin_s=overload_margin_s,
                     shard=shard,
                 ),
                 asked,
@@ -220,7 +224,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 returned=(cooled, lost),
             )
         weight_args = (
-            [weights, repr(float(first_visit_share)), 0, 0]
+            [weights, repr(float(first_visit_share)), repr(float(overload_margin_s)), 0]
             if isinstance(weights, str)
             else [repr(float(w)) for w in weights]
         )
@@ -241,12 +245,14 @@ class Mirror(PickBookkeeping, MirrorReads):
         scheduled_cooldown_s: float,
         *,
         peek: bool,
+        overload_margin_s: float = 0.0,
     ) -> tuple[list[float], int, int]:
         """The due times of the ``count`` origins a 'due' pop of one shard would take
         by due time (no share set apart for first visits), in the order it takes
         them, and how many origins came back from cooling and from lost visits
         (unless ``peek``, as a pop does); nothing is taken."""
-        rest = ["due", "0", 0, 0, "peek" if peek else "pop", "rank"]
+        margin = repr(float(overload_margin_s))
+        rest = ["due", "0", margin, 0, "peek" if peek else "pop", "rank"]
         cooled, lost, _, dues = self._run_pop(
             visit_type, shard, [now_s, count, scheduled_cooldown_s, *rest]
         )

@@ -34,7 +34,14 @@ floor visits and reported changes wait behind those due before them, by the
 same backlog (the schedule drift). The floor holds while that backlog is
 under its margin (``max_interval`` less the floor) and beyond it stretches
 to floor + backlog: obligations are served in the order they fell due and
-none is dropped.
+none is dropped, but one: once the backlog passes the margin on an
+overloaded visit type (``is_overloaded``: μ at its clamp, the capacity pays
+for no more than the floor), a floor visit of an origin whose forge reports
+no change since its last visit (the ``up_to_date`` pool) counts as due now,
+after every visit already due. The floor is lost for everyone by then; a
+visit the forge says would find nothing is the one that gives way, to
+reported changes first, and it comes back into the due order once the
+backlog is under the margin again.
 """
 
 from __future__ import annotations
@@ -183,3 +190,16 @@ def known_change_delay_s(
     overloaded visit type."""
     capped = min(multiplier_s2, bound_s * bound_s / 2) if bound_s > 0 else multiplier_s2
     return reported_change_delay_s(rate_per_s, capped, floor_s)
+
+
+def is_overloaded(multiplier_s2: float | None, floor_s: float) -> bool:
+    """Whether μ sits at its clamp, ``floor_s²/2`` (``corrected_multiplier``), or
+    beyond (infinite: the capacity cannot even pay for the floor): every rate
+    guess is planned at the floor and the planned visits are still late, so
+    the capacity pays for no more than the floor. A transient backlog (a forge
+    outage) moves μ far less than that."""
+    if multiplier_s2 is None:
+        return False
+    return not math.isfinite(multiplier_s2) or multiplier_s2 >= floor_s * floor_s / 2 * (
+        1 - _TOLERANCE
+    )

@@ -29,6 +29,7 @@ from app.db.scheduling import (
 )
 from app.domain.allocation import (
     corrected_multiplier,
+    is_overloaded,
     multiplier_for_capacity,
 )
 from app.domain.placement import PoolName, epoch_s
@@ -134,6 +135,16 @@ def schedule_drift_s(ctx: Context, visit_type: str, now_s: float) -> float | Non
     heads = [ctx.mirror.head_score(visit_type, pool) for pool in PLANNED_POOLS]
     due = [score for score in heads if score is not None]
     return now_s - min(due) if due else None
+
+
+def overload_margin_s(config: VisitTypeConfig) -> float:
+    """The floor's margin (``max_interval`` less the floor) of an overloaded
+    visit type (``is_overloaded``), 0 otherwise: past that backlog the pop
+    lets up_to_date origins wait for every visit already due (pop.lua)."""
+    floor_s = config.max_interval_s * FLOOR_MARGIN
+    if not is_overloaded(config.age_multiplier_s2, floor_s):
+        return 0.0
+    return config.max_interval_s - floor_s
 
 
 def planned_lateness(popped: Iterable[Popped], now_s: float) -> list[float]:

@@ -29,7 +29,12 @@ from app.domain.policies import (
     pool_weights,
     query_shares,
 )
-from app.services.allocation import planned_lateness, refresh_allocation, schedule_drift_s
+from app.services.allocation import (
+    overload_margin_s,
+    planned_lateness,
+    refresh_allocation,
+    schedule_drift_s,
+)
 from app.services.context import Context
 from app.services.mirror_sync import ensure_built, place_rows
 from app.services.replan import replan_slice
@@ -167,6 +172,7 @@ def schedule_step(
         pool_weights(policies),
         peek=dry_run,
         first_visit_share=ctx.tuning.first_visit_share if config else 0.0,
+        overload_margin_s=overload_margin_s(config) if config else 0.0,
     )
     result.cooled, result.lost = popped.cooled, popped.lost
     picked += [(p.id, p.pool, policy_of_pool(policies, p.pool)) for p in popped.popped]

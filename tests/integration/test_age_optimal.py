@@ -237,3 +237,43 @@ def test_under_overload_a_reported_change_goes_before_a_floor_visit_due_earlier(
     # three weeks on, both are overdue: the known change goes first
     step = schedule_step(conn, ctx, "git", 1, NOW + 21 * DAY, {"age_optimal": 1.0})
     assert [order.url for order in step.orders] == [reported]
+
+
+def test_overloaded_past_the_floors_margin_a_reported_change_goes_before_a_useless_floor_visit(
+    conn: DictConnection, ctx: Context
+) -> None:
+    set_policies(conn, "git", {"age_optimal": 1.0})
+    floor_s = 0.9 * 64 * 86400
+    # the multiplier's clamp: the capacity pays for no more than the floor
+    conn.execute(
+        "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 2,)
+    )
+    unchanged, changed = "https://u.example/unchanged", "https://u.example/changed"
+    lister = register_lister(conn, "test", "forge", None)
+
+    def listing(changed_at: datetime, at: datetime) -> None:
+        rows = [
+            (1, ListedOriginIn(url=unchanged, visit_type="git", last_update=NOW - 60 * DAY)),
+            (2, ListedOriginIn(url=changed, visit_type="git", last_update=changed_at)),
+        ]
+        record_listed_origins(conn, ctx, lister, rows, at)
+
+    listing(NOW - 60 * DAY, NOW - 52 * DAY)
+    for k in range(4):  # nothing changes: both planned at the floor
+        _visit(conn, ctx, unchanged, k + 1, NOW - 51 * DAY + k * DAY, b"u" * 20)
+        _visit(conn, ctx, changed, k + 1, NOW + k * DAY, b"c" * 20)
+    floor_due = stats_by_url(conn)[unchanged]["next_visit_queue_position"]
+    assert isinstance(floor_due, datetime) and floor_due < NOW + 10 * DAY
+    listing(NOW + 15 * DAY, NOW + 16 * DAY)  # the forge reports a change of the other
+    # the floor visit is 12 days overdue, past the margin (6.4): the forge says it
+    # would find nothing, so the reported change, due after it, goes first
+    at = NOW + 22 * DAY
+    schedule_step(conn, ctx, "git", 0, at, {"age_optimal": 1.0})  # back from cooling
+    step = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
+    assert [order.url for order in step.orders] == [changed]
+    # not overloaded (μ under its clamp), the floor visit goes first
+    conn.execute(
+        "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 3,)
+    )
+    later = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
+    assert [order.url for order in later.orders] == [unchanged]

@@ -180,3 +180,39 @@ def test_age_optimal_pop_keeps_a_share_of_each_batch_for_first_visits(ctx: Conte
     # the pool runs dry: it is owed nothing afterwards
     assert len(first_visits(100, 0.5)) == 12  # the 20 less the 8 taken
     assert float(client.hget(mirror.keys("git").meta, "credit:first") or 0) == 0.0
+
+
+def test_overloaded_age_optimal_pop_takes_floor_visits_the_forge_calls_useless_last(
+    ctx: Context,
+) -> None:
+    mirror = ctx.mirror
+    day = 86400.0
+    margin = 6.4 * day
+    mirror.add_new(
+        "git",
+        [
+            # floor visits of origins whose forge reports no change, 20 days late
+            Placement(1, "pool", NOW - 20 * day, "up_to_date", NOW - 20 * day),
+            Placement(2, "pool", NOW - 19 * day, "up_to_date", NOW - 19 * day),
+            # reported changes and a rate guess, due after them
+            Placement(3, "pool", NOW - 10 * day, "lagging", NOW - 10 * day),
+            Placement(4, "pool", NOW - 2 * day, "lagging", NOW - 2 * day),
+            Placement(5, "pool", NOW - 5 * day, "no_last_update", NOW - 5 * day),
+            # a reported change not due yet
+            Placement(6, "pool", NOW + day, "lagging", NOW + day),
+        ],
+    )
+
+    def taken(count: int, margin_s: float) -> list[int]:
+        popped = mirror.pop("git", count, NOW, day, "due", peek=True, overload_margin_s=margin_s)
+        return sorted(p.id for p in popped.popped)
+
+    # not overloaded: every pool by due time, the floor visits first
+    assert taken(2, 0.0) == [1, 2]
+    # overloaded, a backlog (20 days) under a margin of 25: the floor holds
+    assert taken(2, 25 * day) == [1, 2]
+    # overloaded past the margin: every visit already due goes first
+    assert taken(3, margin) == [3, 4, 5]
+    # ranked as due now: after those, before a change not due yet
+    dues, _, _ = mirror.due_order("git", 0, 6, NOW, day, peek=True, overload_margin_s=margin)
+    assert dues == [NOW - 10 * day, NOW - 5 * day, NOW - 2 * day, NOW, NOW, NOW + day]

@@ -9,6 +9,8 @@ import pytest
 
 from app.domain.allocation import (
     age_gain,
+    corrected_multiplier,
+    is_overloaded,
     multiplier_for_capacity,
     optimal_interval_s,
     visits_per_s,
@@ -69,3 +71,12 @@ def test_the_multiplier_spends_exactly_the_capacity_above_the_floor() -> None:
     capacity = 60 / DAY_S
     mu = multiplier_for_capacity(classes, capacity, floor_s)
     assert visits_per_s(classes, mu, floor_s) == pytest.approx(capacity, rel=1e-6)
+
+
+def test_a_multiplier_at_its_clamp_or_infinite_says_the_visit_type_is_overloaded() -> None:
+    floor_s = 57.6 * DAY_S
+    clamped = corrected_multiplier(floor_s**2 / 2.5, 30 * DAY_S, 1.0, floor_s, 3600.0)
+    assert is_overloaded(clamped, floor_s)
+    assert is_overloaded(math.inf, floor_s)
+    assert not is_overloaded(floor_s**2 / 2 * 0.99, floor_s)
+    assert not is_overloaded(None, floor_s)
