@@ -35,7 +35,10 @@ def stats_version(conn: DictConnection, origin_id: int) -> int:
 
 
 def mirror_version(ctx: Context, origin_id: int) -> int | None:
-    value = ctx.mirror.client.hget(ctx.mirror.keys("git").versions, origin_id)
+    keys = ctx.mirror.keys("git")
+    generation = ctx.mirror.client.hget(keys.meta, "versions")
+    bucket, field = keys.version_bucket(generation.decode() if generation else "0", origin_id)
+    value = ctx.mirror.client.hget(bucket, str(field))
     return int(value) if value is not None else None
 
 
