@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from typing import Any
@@ -363,6 +363,11 @@ class Mirror(PickBookkeeping, MirrorReads):
                     f"({holder.split(' ', 1)[-1]}); it ends with its swap, or lapses "
                     f"{REBUILD_MARKER_TTL_S} s after its last renewal if it died"
                 )
+        # Holding the marker, no other rebuild can swap: the version buckets of
+        # rebuilds that died are garbage.
+        for live in self.shard_keys(visit_type):
+            kept = {self._generation(live.staging()), self._generation(live)}
+            self._drop_versions(live, keep=kept)
         return token
 
     def stage(self, visit_type: str, placements: Iterable[Placement]) -> None:
@@ -458,7 +463,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         still holds it), so that the next rebuild need not wait for it to lapse."""
         for live in self.shard_keys(visit_type):
             self._rebuild_step(live, "abort", token)
-            self._drop_versions(live, keep=self._generation(live))
+            self._drop_versions(live, only=token.rsplit(":", 1)[-1])
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -484,7 +489,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         for gone in range(len(every), built):
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
                 self.client.delete(key)
-            self._drop_versions(self.keys(visit_type, gone), keep=None)
+            self._drop_versions(self.keys(visit_type, gone))
+        replaced = [self._generation(live) for live in every]
         origins = 0
         for live in every:
             try:
@@ -494,8 +500,8 @@ class Mirror(PickBookkeeping, MirrorReads):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
                 raise
             origins += int(swapped)
-        for live in every:
-            self._drop_versions(live, keep=self._generation(live))
+        for live, old in zip(every, replaced, strict=True):
+            self._drop_versions(live, only=old)
         return origins
 
     def _generation(self, keys: VisitTypeKeys) -> str:
@@ -511,14 +517,17 @@ class Mirror(PickBookkeeping, MirrorReads):
         generation = self.client.hget(keys.meta, "versions")
         return "0" if generation is None else _text(generation)
 
-    def _drop_versions(self, keys: VisitTypeKeys, keep: str | None) -> None:
-        """Delete the version buckets of one shard but those of generation ``keep``
-        (garbage: those of the generation a swap replaced, or of a rebuild that
-        was aborted or died), a batch at a time."""
-        kept = f"{keys.versions}:{keep}:"
+    def _drop_versions(
+        self, keys: VisitTypeKeys, *, keep: Collection[str] = (), only: str | None = None
+    ) -> None:
+        """Delete the version buckets of one shard (those of generation ``only``,
+        or of every generation but ``keep``): garbage, of the generation a swap
+        replaced or of a rebuild that was aborted or died; a batch at a time."""
+        start = len(keys.versions) + 1
+        match = f"{keys.versions}:{'*' if only is None else only + ':*'}"
         batch: list[bytes] = []
-        for key in self.client.scan_iter(match=f"{keys.versions}:*", count=5000):
-            if keep is None or not _text(key).startswith(kept):
+        for key in self.client.scan_iter(match=match, count=5000):
+            if _text(key)[start:].rsplit(":", 1)[0] not in keep:
                 batch.append(key)
             if len(batch) >= 1000:
                 self.client.unlink(*batch)
