@@ -348,3 +348,19 @@ def test_a_mirror_built_before_the_version_buckets_counts_as_not_built_until_reb
     assert ctx.mirror.is_built("git")
     assert ctx.mirror.client.type(keys.versions) == b"none"
     assert check(conn, ctx, "git", now) == []
+
+
+def test_the_next_rebuild_drops_the_version_buckets_of_a_rebuild_that_died(
+    ctx: Context,
+) -> None:
+    ids = list(range(1, 1001))
+    dead = ctx.mirror.begin_rebuild("git")
+    ctx.mirror.stage("git", [Placement(i, "pool", 1.0, "lagging", 1.0, 3) for i in ids])
+    ctx.mirror.client.delete(ctx.mirror.keys("git").staging().meta)  # its marker lapsed
+
+    rebuilt_at_version(ctx, ids[:10], 4)
+
+    keys = ctx.mirror.keys("git")
+    left = list(ctx.mirror.client.scan_iter(match=f"{keys.versions}*"))
+    assert left and not [k for k in left if dead.rsplit(":", 1)[-1] in k.decode()]
+    assert len(left) == 1  # ids 1-10, the live generation's one bucket
