@@ -26,7 +26,7 @@ then ``direct`` (placements are applied to the staging keys too).
 
 (***) One small hash per bucket ``b`` of 256 stats ids (``id div 256``), which
 Redis keeps in its compact listpack encoding (``hash-max-listpack-entries``,
-default 512): about 5 bytes an origin where one hash of every origin took 56.
+default 512): about 5 bytes an origin.
 ``g``, the generation, is the end of the token of the rebuild that built the
 mirror (the meta's ``versions``; ``0`` before any): a rebuild writes its own
 generation beside the live one, its swap makes it the live one, and the
