@@ -14,7 +14,7 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 | ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
 | ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
 | ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
-| ``<ns>:{<vt>}:version``    | hash | stats id | version of the stats row its place is from |
+| ``<ns>:{<vt>}:version:<g>:<b>`` | hash | id mod 256 | stats row version of its place (***) |
 | ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
 | ``<ns>:{<vt>}:rebuild:*``  |      |          | a rebuild's staging copy of the keys above (**) |
 
@@ -24,12 +24,23 @@ rebuild at a time holds it: phase ``bulk`` while it writes the staging keys
 (placements meanwhile only add their origin to the set ``rebuild:touched``),
 then ``direct`` (placements are applied to the staging keys too).
 
+(***) One small hash per bucket ``b`` of 256 stats ids (``id div 256``), which
+Redis keeps in its compact listpack encoding (``hash-max-listpack-entries``,
+default 512): about 5 bytes an origin.
+``g``, the generation, is the end of the token of the rebuild that built the
+mirror (the meta's ``versions``; ``0`` before any): a rebuild writes its own
+generation beside the live one, its swap makes it the live one, and the
+rebuild then deletes the older generations' buckets.
+
 (*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
 is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
 picks counted for the age-optimal allocation's capacity (app.services.allocation);
 ``replan_after`` and
 ``replan_multiplier``: the stats id where the re-planning sweep goes on and
-the multiplier it plans with (app.services.replan).
+the multiplier it plans with (app.services.replan); ``rebuilt_at``,
+``origins``, ``shards`` and ``versions`` are written by a rebuild's swap
+(a meta without ``versions``, from before the version buckets, counts as not
+built: the scheduler rebuilds the mirror).
 """
 
 from __future__ import annotations
@@ -37,6 +48,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.domain.placement import POOLS
+
+#: Stats ids per version bucket (place.lua's BUCKET): at most that many fields,
+#: under Redis's default ``hash-max-listpack-entries`` (512).
+VERSION_BUCKET = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +91,15 @@ class VisitTypeKeys:
 
     @property
     def versions(self) -> str:
-        """Hash of the stats row version each origin's place was derived from
-        (place.lua refuses an older one)."""
-        return f"{self.tag}version"
+        """The prefix of the version buckets, hashes of the stats row version each
+        origin's place was derived from (place.lua refuses an older one); the same
+        for the live keys and a rebuild's staging keys, which differ by generation."""
+        return f"{self.namespace}:{hash_tag(self.visit_type, self.shard)}:version"
+
+    def version_bucket(self, generation: str, origin_id: int) -> tuple[str, int]:
+        """The version bucket holding ``origin_id`` in ``generation``, and its field."""
+        bucket, field = divmod(origin_id, VERSION_BUCKET)
+        return f"{self.versions}:{generation}:{bucket}", field
 
     @property
     def meta(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from typing import Any
@@ -324,13 +324,18 @@ class Mirror(PickBookkeeping, MirrorReads):
         # split that stopped between two swaps leaves a shard of the old count.
         # (A meta without it counts as shard 0's, which counts as one shard.)
         counts = [self.client.hget(keys.meta, "shards") for keys in every]
-        return all(int(count or counts[0] or 1) == len(every) for count in counts)
+        if not all(int(count or counts[0] or 1) == len(every) for count in counts):
+            return False
+        # A mirror built before the version buckets (its meta names no
+        # generation) keeps its versions in one hash that place.lua no longer
+        # reads: rebuilding it is its migration.
+        return all(self.client.hexists(keys.meta, "versions") for keys in every)
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
         (``corruptions``' findings). A meta hash deleted is written again with
-        its shard count, so the mirror still counts as built: what its pools
-        lost, ``mirror repair`` puts back."""
+        its shard count only: without the generation of its version buckets,
+        the mirror counts as not built, and the scheduler rebuilds it."""
         every = self.shard_keys(visit_type)
         for corruption in found:
             if corruption.member is None:
@@ -364,6 +369,11 @@ class Mirror(PickBookkeeping, MirrorReads):
                     f"({holder.split(' ', 1)[-1]}); it ends with its swap, or lapses "
                     f"{REBUILD_MARKER_TTL_S} s after its last renewal if it died"
                 )
+        # Holding the marker, no other rebuild can swap: the version buckets of
+        # rebuilds that died are garbage.
+        for live in self.shard_keys(visit_type):
+            kept = {self._generation(live.staging()), self._generation(live)}
+            self._drop_versions(live, keep=kept)
         return token
 
     def stage(self, visit_type: str, placements: Iterable[Placement]) -> None:
@@ -372,6 +382,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         writes those keys then). The swap counts what they hold.
         """
         every = self.shard_keys(visit_type)
+        generations = [self._generation(keys.staging()) for keys in every]
         # Redis writes a chunk while this thread reads and places the next
         # (the waits on Redis free the interpreter): one at a time, in order.
         with ThreadPoolExecutor(max_workers=1) as writer:
@@ -379,7 +390,7 @@ class Mirror(PickBookkeeping, MirrorReads):
             for chunk in _chunks(placements, REBUILD_CHUNK):
                 pipe = self.client.pipeline(transaction=False)
                 for shard, part in self._split(visit_type, chunk).items():
-                    _stage(pipe, every[shard].staging(), part)
+                    _stage(pipe, every[shard].staging(), part, generations[shard])
                 self._progressed(visit_type)
                 if writing is not None:
                     writing.result()
@@ -458,6 +469,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         still holds it), so that the next rebuild need not wait for it to lapse."""
         for live in self.shard_keys(visit_type):
             self._rebuild_step(live, "abort", token)
+            self._drop_versions(live, only=token.rsplit(":", 1)[-1])
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -483,6 +495,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         for gone in range(len(every), built):
             for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
                 self.client.delete(key)
+            self._drop_versions(self.keys(visit_type, gone))
+        replaced = [self._generation(live) for live in every]
         origins = 0
         for live in every:
             try:
@@ -492,7 +506,40 @@ class Mirror(PickBookkeeping, MirrorReads):
                     raise RebuildLost(f"{visit_type}: {exc}") from exc
                 raise
             origins += int(swapped)
+        for live, old in zip(every, replaced, strict=True):
+            self._drop_versions(live, only=old)
         return origins
+
+    def _generation(self, keys: VisitTypeKeys) -> str:
+        """The generation of the version buckets of ``keys``: for live keys, the
+        one their meta names ('0' before any rebuild); for staging keys, the
+        one of the rebuild in progress (the end of its marker), as place.lua
+        reads them."""
+        if keys.prefix:
+            marker = self.client.get(keys.meta)
+            if marker is None:
+                raise RebuildLost(f"{keys.visit_type}: no rebuild in progress")
+            return _text(marker).rsplit(" ", 1)[-1].rsplit(":", 1)[-1]
+        generation = self.client.hget(keys.meta, "versions")
+        return "0" if generation is None else _text(generation)
+
+    def _drop_versions(
+        self, keys: VisitTypeKeys, *, keep: Collection[str] = (), only: str | None = None
+    ) -> None:
+        """Delete the version buckets of one shard (those of generation ``only``,
+        or of every generation but ``keep``): garbage, of the generation a swap
+        replaced or of a rebuild that was aborted or died; a batch at a time."""
+        start = len(keys.versions) + 1
+        match = f"{keys.versions}:{'*' if only is None else only + ':*'}"
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=match, count=5000):
+            if _text(key)[start:].rsplit(":", 1)[0] not in keep:
+                batch.append(key)
+            if len(batch) >= 1000:
+                self.client.unlink(*batch)
+                batch = []
+        if batch:
+            self.client.unlink(*batch)
 
     def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
         """Run one step of rebuild.lua on one shard (``live``: its keys)."""
@@ -502,9 +549,10 @@ class Mirror(PickBookkeeping, MirrorReads):
 
     def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
         count = 0
+        generation = self._generation(keys)
         for chunk in _chunks(placements, 20000):
             pipe = self.client.pipeline(transaction=False)
-            _stage(pipe, keys, chunk)
+            _stage(pipe, keys, chunk, generation)
             pipe.execute()
             count += len(chunk)
         return count
@@ -514,7 +562,7 @@ def _place_keys(keys: VisitTypeKeys) -> list[str]:
     """place.lua's KEYS for writing ``keys``: theirs, those of their staging, its
     marker and touched set."""
     staging = keys.staging()
-    return [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched]
+    return [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched, keys.meta]
 
 
 def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
@@ -572,12 +620,20 @@ def _popped_by_pool(reply: list[Any]) -> list[Popped]:
     return popped
 
 
-def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement], generation: str) -> None:
     key_of: dict[str, str] = {name: keys.pool(name) for name in POOLS}
     key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
     by_key: dict[str, dict[str, float]] = {}
     parked: dict[str, str] = {}
-    versions = {str(p.id): p.version for p in chunk if p.version}
+    versions: dict[str, dict[int, int]] = {}
+    for p in chunk:
+        if p.version:
+            bucket, field = keys.version_bucket(generation, p.id)
+            versions.setdefault(bucket, {})[field] = p.version
     for p in chunk:
         if p.where == "absent":
             continue
@@ -594,5 +650,5 @@ def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement]) -> None:
         pipe.zadd(key, members)
     if parked:
         pipe.hset(keys.parked, mapping=parked)
-    if versions:
-        pipe.hset(keys.versions, mapping=versions)
+    for bucket, fields in versions.items():
+        pipe.hset(bucket, mapping=fields)

@@ -57,7 +57,6 @@ def key_types(keys: VisitTypeKeys) -> list[tuple[str, str]]:
     return [
         *((key, "zset") for _, key in places_of(keys)),
         (keys.parked, "hash"),
-        (keys.versions, "hash"),
         (keys.meta, "hash"),
         (keys.lateness, "list"),
     ]

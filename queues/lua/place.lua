@@ -7,8 +7,12 @@
 -- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
 -- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' of origins in
 --                            flight or cooling: where they return to
--- KEYS[8] version      hash  stats id -> origin_visit_stats.version its place is from
--- KEYS[9..16]          the same eight keys of a rebuild in progress (staging)
+-- KEYS[8] version      the prefix of the version buckets: hashes
+--                            '<prefix>:<generation>:<id div 256>', field id mod 256
+--                            -> origin_visit_stats.version its place is from (small
+--                            hashes, which Redis keeps in its compact encoding)
+-- KEYS[9..16]          the same eight keys of a rebuild in progress (staging; its
+--                            version buckets share the prefix, under its own generation)
 -- KEYS[17] staging meta      exists while a rebuild is in progress, so that it
 --                            cannot rename an older place over a placement:
 --                            'bulk <token>' while the rebuild writes the staging keys
@@ -18,6 +22,12 @@
 --                            written them (placements are then applied to the
 --                            staging keys too, keeping the newest version)
 -- KEYS[18] staging touched   set: the origins placed during the 'bulk' phase
+-- KEYS[19] meta of KEYS[1..8]: the live meta, hash whose 'versions' names the
+--                            generation of the live version buckets ('0' before
+--                            any rebuild); or, when KEYS[1..8] are a rebuild's
+--                            staging keys, its marker. A rebuild's generation is
+--                            the end of its token (after its last ':'), the end
+--                            of its marker.
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way) and only updates
@@ -38,15 +48,29 @@ local mode = ARGV[1]
 local phase = redis.call('GET', KEYS[17])
 local touching = phase and string.sub(phase, 1, 5) == 'bulk '
 local rebuilding = phase and not touching
+local function generation(meta)
+  if redis.call('TYPE', meta)['ok'] == 'string' then
+    return string.match(redis.call('GET', meta), '([^: ]+)$')
+  end
+  return redis.call('HGET', meta, 'versions') or '0'
+end
+local generations = {[0] = generation(KEYS[19]), [8] = phase and generation(KEYS[17])}
+local BUCKET = 256
+
+-- The version bucket of an origin in the keys from KEYS[base + 1], and its field.
+local function bucket(base, id)
+  local n = tonumber(id)
+  return KEYS[base + 8] .. ':' .. generations[base] .. ':' .. math.floor(n / BUCKET), n % BUCKET
+end
 
 -- Apply one placement to the eight keys from KEYS[base + 1]; true if it moved.
 local function apply(base, id, version, where, score, back)
-  local inflight, parked, versions = KEYS[base + 5], KEYS[base + 7], KEYS[base + 8]
-  local stored = nil
+  local inflight, parked = KEYS[base + 5], KEYS[base + 7]
   if version > 0 then
-    stored = tonumber(redis.call('HGET', versions, id))
+    local versions, field = bucket(base, id)
+    local stored = tonumber(redis.call('HGET', versions, field))
     if stored and stored > version then return false end
-    redis.call('HSET', versions, id, version)
+    redis.call('HSET', versions, field, version)
   end
   if mode == 'keep_inflight' and redis.call('ZSCORE', inflight, id) then
     if where >= 1 then redis.call('HSET', parked, id, back) end
@@ -80,15 +104,29 @@ end
 -- member or field, so, the origins being distinct, the order of the commands
 -- does not change the result. A second placement of one origin in the same
 -- call takes the one-by-one path (apply), after the bulk writes, in its
--- order. Every version is checked with one HMGET: an older placement is
--- skipped as apply() does, and the origin is removed from the other places.
+-- order. Versions are checked with one HMGET per version bucket: an older
+-- placement is skipped as apply() does, and the origin is removed from the
+-- other places.
 local function place_in_bulk()
-  local ids = {}
-  for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
+  local ids, buckets, fields, grouped = {}, {}, {}, {}
+  for i = 2, #ARGV, 5 do
+    local k = #ids + 1
+    ids[k] = ARGV[i]
+    local key, field = bucket(0, ARGV[i])
+    buckets[k], fields[k] = key, field
+    local group = grouped[key]
+    if not group then
+      group = {}
+      grouped[key] = group
+    end
+    group[#group + 1] = k
+  end
   local stored = {}
-  for from = 1, #ids, CHUNK do
-    local got = redis.call('HMGET', KEYS[8], unpack(ids, from, math.min(from + CHUNK - 1, #ids)))
-    for k = 1, #got do stored[from + k - 1] = got[k] end
+  for key, group in pairs(grouped) do
+    local asked = {}
+    for n, k in ipairs(group) do asked[n] = fields[k] end
+    local got = redis.call('HMGET', key, unpack(asked))
+    for n, k in ipairs(group) do stored[k] = got[n] end
   end
   local adds, rems = {{}, {}, {}, {}, {}, {}}, {{}, {}, {}, {}, {}, {}}
   local versions, backs, unparked, later, seen = {}, {}, {}, {}, {}
@@ -103,8 +141,13 @@ local function place_in_bulk()
       later[#later + 1] = i
     elseif not (known and tonumber(stored[k]) > version) then
       if version > 0 then
-        versions[#versions + 1] = id
-        versions[#versions + 1] = version
+        local writes = versions[buckets[k]]
+        if not writes then
+          writes = {}
+          versions[buckets[k]] = writes
+        end
+        writes[#writes + 1] = fields[k]
+        writes[#writes + 1] = version
       end
       for place = 1, 6 do
         if place ~= where then
@@ -132,7 +175,7 @@ local function place_in_bulk()
   end
   bulk('HSET', KEYS[7], backs)
   bulk('HDEL', KEYS[7], unparked)
-  bulk('HSET', KEYS[8], versions)
+  for key, writes in pairs(versions) do bulk('HSET', key, writes) end
   for _, i in ipairs(later) do
     local id, version = ARGV[i], tonumber(ARGV[i + 1])
     local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]

@@ -12,9 +12,15 @@
 -- marker names the rebuild's token: a rebuild whose marker lapsed (no write
 -- for its time to live) and was taken over leaves the newer one alone.
 --
--- KEYS[1..8]   live keys: the four pools, inflight, cooling, parked, version
--- KEYS[9..16]  the staging keys, in the same order
--- KEYS[17]     live meta        hash: 'rebuilt_at', 'origins' and 'shards' set by 'swap'
+-- KEYS[1..8]   live keys: the four pools, inflight, cooling, parked, and the
+--              prefix of the version buckets (place.lua), which is also the
+--              name of the single version hash of mirrors built before them
+-- KEYS[9..16]  the staging keys, in the same order (the same version prefix:
+--              the rebuild's buckets are told apart by their generation, the
+--              end of its token after its last ':')
+-- KEYS[17]     live meta        hash: 'rebuilt_at', 'origins', 'shards' and
+--                               'versions' (the generation of the version
+--                               buckets) set by 'swap'
 -- KEYS[18]     staging meta     the marker: '<phase> <token>'
 -- KEYS[19]     staging touched  set: origins placed during the 'bulk' phase
 -- ARGV[1] the step: 'begin', 'direct', 'swap' or 'abort'
@@ -29,7 +35,7 @@
 -- many origins the new mirror holds, or the error 'REBUILD_LOST'.
 
 local step, token = ARGV[1], ARGV[2]
-local staging = {unpack(KEYS, 9, 16)}
+local staging = {unpack(KEYS, 9, 15)}
 staging[#staging + 1] = KEYS[18]
 staging[#staging + 1] = KEYS[19]
 
@@ -61,9 +67,11 @@ if step == 'abort' then
 end
 
 -- 'swap': the staging keys replace the live ones, atomically (a reader sees
--- the old mirror or the new one, never a mix), and the live meta says how many
--- shards the mirror is built in (the mirror is built once every shard's meta
--- says the count configured: no step after the swaps is needed).
+-- the old mirror or the new one, never a mix), the rebuild's version buckets
+-- become the live ones, and the live meta says how many shards the mirror is
+-- built in (the mirror is built once every shard's meta says the count
+-- configured: no step after the swaps is needed). The buckets of the older
+-- generation are garbage, which the rebuild deletes after the swap.
 if not mine then
   return redis.error_reply('REBUILD_LOST the marker is ' .. tostring(held))
 end
@@ -72,12 +80,15 @@ for i = 9, 14 do origins = origins + redis.call('ZCARD', KEYS[i]) end
 -- UNLINK, not DEL: the old mirror is gone at once, but its memory (a whole
 -- visit type's origins) is freed in the background instead of blocking Redis
 -- for seconds inside this script.
-for i = 1, 8 do
+for i = 1, 7 do
   redis.call('UNLINK', KEYS[i])
   if redis.call('EXISTS', KEYS[8 + i]) == 1 then
     redis.call('RENAME', KEYS[8 + i], KEYS[i])
   end
 end
+-- the single version hash of a mirror built before the buckets
+redis.call('UNLINK', KEYS[8])
 redis.call('DEL', KEYS[18], KEYS[19])
-redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[3], 'origins', origins, 'shards', ARGV[4])
+redis.call('HSET', KEYS[17], 'rebuilt_at', ARGV[3], 'origins', origins, 'shards', ARGV[4],
+  'versions', string.match(token, '([^: ]+)$'))
 return origins

@@ -35,7 +35,10 @@ def stats_version(conn: DictConnection, origin_id: int) -> int:
 
 
 def mirror_version(ctx: Context, origin_id: int) -> int | None:
-    value = ctx.mirror.client.hget(ctx.mirror.keys("git").versions, origin_id)
+    keys = ctx.mirror.keys("git")
+    generation = ctx.mirror.client.hget(keys.meta, "versions")
+    bucket, field = keys.version_bucket(generation.decode() if generation else "0", origin_id)
+    value = ctx.mirror.client.hget(bucket, str(field))
     return int(value) if value is not None else None
 
 
@@ -281,3 +284,83 @@ def test_a_rebuild_records_the_version_of_every_origin_it_places(
 
     assert check(conn, ctx, "git", now) == []
     assert {mirror_version(ctx, i) for i in ctx.mirror.contents("git")} == {1}
+
+
+#: Ids on both sides of version bucket boundaries (256 ids a bucket), and a large one.
+BOUNDARY_IDS = [1, 255, 256, 257, 511, 512, 2**40 + 3]
+
+
+def rebuilt_at_version(ctx: Context, ids: list[int], version: int) -> None:
+    """Rebuild git's mirror with each of ``ids`` cooling at ``version``."""
+    token = ctx.mirror.begin_rebuild("git")
+    ctx.mirror.stage(
+        "git", [Placement(i, "cooling", 2000.0, "up_to_date", 50.0, version) for i in ids]
+    )
+    ctx.mirror.end_bulk("git", token)
+    ctx.mirror.finish_rebuild("git", token)
+
+
+def test_an_older_placement_is_refused_after_a_rebuild_whatever_the_version_bucket(
+    ctx: Context,
+) -> None:
+    ctx.mirror.place("git", [Placement(i, "pool", 1.0, "lagging", 1.0, 1) for i in BOUNDARY_IDS])
+    rebuilt_at_version(ctx, BOUNDARY_IDS, 5)
+    older = [Placement(i, "pool", 10.0, "no_last_update", 10.0, 4) for i in BOUNDARY_IDS]
+
+    in_one_call = ctx.mirror.place("git", older)
+    one_by_one = sum(ctx.mirror.place("git", [p], keep_inflight=True) for p in older)
+
+    assert in_one_call == one_by_one == 0
+    assert ctx.mirror.contents("git") == {i: ("cooling", 2000.0) for i in BOUNDARY_IDS}
+    assert [mirror_version(ctx, i) for i in BOUNDARY_IDS] == [5] * len(BOUNDARY_IDS)
+
+
+def test_the_versions_are_kept_in_compact_hashes_and_a_rebuild_drops_the_older_ones(
+    ctx: Context,
+) -> None:
+    ids = list(range(1, 3001))
+    ctx.mirror.place("git", [Placement(i, "pool", 1.0, "lagging", 1.0, 1) for i in ids])
+    rebuilt_at_version(ctx, ids, 2)
+    client = ctx.mirror.client
+    keys = ctx.mirror.keys("git")
+
+    buckets = list(client.scan_iter(match=f"{keys.versions}*"))
+
+    assert len(buckets) == 12  # 3,000 ids, 256 a bucket, of the rebuild's generation only
+    assert {client.object("encoding", key) for key in buckets} == {b"listpack"}
+    assert {mirror_version(ctx, i) for i in ids} == {2}
+
+
+def test_a_mirror_built_before_the_version_buckets_counts_as_not_built_until_rebuilt(
+    conn: DictConnection, ctx: Context
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, [URL], now=now)
+    rebuild(conn, ctx, "git", now)
+    keys = ctx.mirror.keys("git")
+    # As such a mirror was left: no generation in its meta, one version hash.
+    ctx.mirror.client.hdel(keys.meta, "versions")
+    ctx.mirror.client.hset(keys.versions, "1", "1")
+    assert not ctx.mirror.is_built("git")
+
+    rebuild(conn, ctx, "git", now)
+
+    assert ctx.mirror.is_built("git")
+    assert ctx.mirror.client.type(keys.versions) == b"none"
+    assert check(conn, ctx, "git", now) == []
+
+
+def test_the_next_rebuild_drops_the_version_buckets_of_a_rebuild_that_died(
+    ctx: Context,
+) -> None:
+    ids = list(range(1, 1001))
+    dead = ctx.mirror.begin_rebuild("git")
+    ctx.mirror.stage("git", [Placement(i, "pool", 1.0, "lagging", 1.0, 3) for i in ids])
+    ctx.mirror.client.delete(ctx.mirror.keys("git").staging().meta)  # its marker lapsed
+
+    rebuilt_at_version(ctx, ids[:10], 4)
+
+    keys = ctx.mirror.keys("git")
+    left = list(ctx.mirror.client.scan_iter(match=f"{keys.versions}*"))
+    assert left and not [k for k in left if dead.rsplit(":", 1)[-1] in k.decode()]
+    assert len(left) == 1  # ids 1-10, the live generation's one bucket

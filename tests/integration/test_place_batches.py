@@ -8,6 +8,7 @@ import pytest
 
 from app.domain.placement import POOLS, Placement
 from app.services.context import Context
+from queues.keys import VERSION_BUCKET
 from queues.mirror import Mirror
 
 pytestmark = pytest.mark.every_mirror
@@ -28,18 +29,29 @@ def random_placement(rng: random.Random, ids: int) -> Placement:
 
 
 def state(mirror: Mirror) -> list[Any]:
-    """Everything place.lua writes for git, in the live keys and in those of a rebuild."""
+    """Everything place.lua writes for git, in the live keys and in those of a rebuild
+    (whose version buckets are of generation "1", the end of its marker)."""
     keys = mirror.keys("git")
-    return written(mirror, keys) + written(mirror, keys.staging())
+    return written(mirror, keys, "0") + written(mirror, keys.staging(), "1")
 
 
-def written(mirror: Mirror, keys: Any) -> list[Any]:
+def written(mirror: Mirror, keys: Any, generation: str) -> list[Any]:
     client = mirror.client
     zsets = [keys.pool(p) for p in POOLS] + [keys.inflight, keys.cooling]
     return [client.zrange(z, 0, -1, withscores=True) for z in zsets] + [
         sorted(client.hgetall(keys.parked).items()),
-        sorted(client.hgetall(keys.versions).items()),
+        sorted(versions(mirror, keys, generation).items()),
     ]
+
+
+def versions(mirror: Mirror, keys: Any, generation: str) -> dict[int, int]:
+    """Every origin's version in one generation of the version buckets."""
+    found: dict[int, int] = {}
+    for key in mirror.client.scan_iter(match=f"{keys.versions}:{generation}:*"):
+        bucket = int(key.rsplit(b":", 1)[1])
+        for field, version in mirror.client.hgetall(key).items():
+            found[bucket * VERSION_BUCKET + int(field)] = int(version)
+    return found
 
 
 @pytest.mark.parametrize("rebuilding", [False, True])
@@ -65,5 +77,5 @@ def test_a_batch_places_origins_as_one_call_per_placement_would(
         moved_one_by_one = sum(one_by_one.place("git", [p]) for p in batch)
         assert moved == moved_one_by_one
         assert state(batched) == state(one_by_one)
-    staged = written(batched, batched.keys("git").staging())
+    staged = written(batched, batched.keys("git").staging(), "1")
     assert any(staged) == rebuilding
