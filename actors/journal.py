@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import TypeVar
 
 import psycopg
@@ -49,6 +50,8 @@ JOURNAL_WRITERS = 2
 
 log = logging.getLogger("revisit.journal")
 T = TypeVar("T")
+#: The labels of JOURNAL_MESSAGES of one applied status.
+_STATUS_AND_TYPE = attrgetter("status", "visit_type")
 
 
 def fault_label(exc: BaseException) -> str | None:
@@ -130,7 +133,7 @@ class JournalClient:
 
     def _count(self, outcome: BatchOutcome, size: int) -> None:
         JOURNAL_BATCH_MESSAGES.observe(size)
-        statuses = Counter((e.status, e.visit_type) for e in outcome.applied)
+        statuses = Counter(map(_STATUS_AND_TYPE, outcome.applied))
         for (status, visit_type), count in statuses.items():
             JOURNAL_MESSAGES.labels(status, visit_type).inc(count)
         for request in outcome.finished_requests:

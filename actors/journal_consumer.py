@@ -119,12 +119,14 @@ class JournalConsumer:
         """The next batch of messages (possibly empty)."""
         self.replace_if_unassigned()
         messages = self.consumer.consume(BATCH_SIZE, timeout=BATCH_TIMEOUT_S)
-        good = []
+        good = [m for m in messages if m.error() is None]
+        if len(good) == len(messages):
+            return good
         for message in messages:
             error = message.error()
             if error is None:
-                good.append(message)
-            elif is_missing_topic(error):
+                continue
+            if is_missing_topic(error):
                 log.warning("kafka: %s; creating the missing topics", error)
                 self.ensure_topics()
             elif not is_partition_end(error):

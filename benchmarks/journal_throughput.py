@@ -117,11 +117,14 @@ def prefill(
         raise SystemExit("prefill: the broker did not acknowledge every message")
 
 
-def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple[float, int]:
+def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple[float, int, float]:
+    """Seconds from the first batch to the last commit, batches, and the CPU seconds
+    this process spent meanwhile (all its threads: the figure the load moves least)."""
     client = JournalClient(settings)
     tune_gc()
     done = batches = 0
     started: float | None = None
+    cpu_started = time.process_time()
     profiler = None
     if profile:
         import cProfile
@@ -134,18 +137,20 @@ def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple
                 continue
             if started is None:
                 started = time.perf_counter()
+                cpu_started = time.process_time()
                 if profiler:
                     profiler.enable()
             client.process(batch, datetime.now(tz=UTC))
             done += len(batch)
             batches += 1
         elapsed = time.perf_counter() - (started or time.perf_counter())
+        cpu_s = time.process_time() - cpu_started
     finally:
         if profiler and profile:
             profiler.disable()
             profiler.dump_stats(profile)
         client.close()
-    return elapsed, batches
+    return elapsed, batches, cpu_s
 
 
 def stats_row_writes(settings: Settings) -> int:
@@ -188,9 +193,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     writes_before = stats_row_writes(settings)
     if args.clients > 1:
         elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
-        batches = -1
+        batches, cpu_s = -1, None
     else:
-        elapsed, batches = consume_all(settings, args.messages, args.profile)
+        elapsed, batches, cpu_s = consume_all(settings, args.messages, args.profile)
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
@@ -206,6 +211,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     writes = stats_row_writes(settings) - writes_before
     print(f"stats row writes: {writes} ({writes / args.messages:.3f} a message)")
     figures = {"journal_rate": rate, "journal_row_writes": writes}
+    if cpu_s is not None:
+        print(f"client CPU: {cpu_s:.1f}s, {1e6 * cpu_s / args.messages:.0f} µs a message")
+        figures["journal_client_cpu_us"] = 1e6 * cpu_s / args.messages
     if args.reference:
         figures["reference_journal_rate"] = reference(args, env["REVISIT_DATABASE_URL"], rate)
     if args.json:

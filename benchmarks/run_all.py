@@ -108,6 +108,9 @@ def print_journal(journal: Figures, messages: int, clients: int) -> None:
         f" {fmt(ours, 'messages/s')}"
         f" (load {journal.load()})"
     )
+    cpu = journal.median("journal_client_cpu_us")
+    if cpu is not None:
+        print(f"client CPU (median): {cpu:.0f} µs a message")
     writes = journal.median("journal_row_writes")
     if writes is not None:
         print(f"stats row writes (median): {writes:,.0f}, {writes / messages:.3f} a message")

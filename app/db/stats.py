@@ -154,8 +154,8 @@ def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRo
                 copy.write_row(stats_row(stats))
         cur.execute(query("upsert_stats"))
         at = column_index(cur)
-        positions = [at[name] for name in MIRROR_COLUMNS]
-        return [MirrorRow(*[row[i] for i in positions]) for row in cur.fetchall()]
+        values = itemgetter(*[at[name] for name in MIRROR_COLUMNS])
+        return [MirrorRow(*values(row)) for row in cur.fetchall()]
 
 
 def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetime]) -> None:

@@ -192,12 +192,15 @@ def is_partition_end(error: KafkaError) -> bool:
 
 
 def next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    """The offsets to commit after ``messages``: one past the last of each partition."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (str(m.topic()), int(m.partition() or 0))
-        last[key] = max(last.get(key, -1), int(m.offset() or 0))
-    return [TopicPartition(t, p, o + 1) for (t, p), o in sorted(last.items())]
+    """The offsets to commit after ``messages``: one past the last of each partition.
+
+    A consumer returns each partition's messages in offset order, so the last
+    message of a partition is its highest offset."""
+    last: dict[tuple[Any, Any], Message] = {(m.topic(), m.partition()): m for m in messages}
+    return [
+        TopicPartition(str(t), int(p), int(m.offset() or 0) + 1)
+        for (t, p), m in sorted(last.items(), key=lambda item: item[0])
+    ]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -12,6 +12,7 @@ from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positio
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow
 from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
+from app.domain.visit_status import FINAL_STATUSES
 from app.kafka.codec import decode_event
 from app.services.context import Context
 from app.services.mirror_sync import place_rows
@@ -104,18 +105,27 @@ def write_batch(
     Redis update, the replayed batch is what repairs the mirror.
     """
     outcome = BatchOutcome(applied=events)
-    by_key: dict[StatsKey, list[VisitStatusEvent]] = defaultdict(list)
+    by_key: dict[StatsKey, list[VisitStatusEvent]] = {}
     refolded: set[StatsKey] = set()
     for event in events:
         key = (event.origin, event.visit_type)
-        by_key[key].append(event)
-        if event.is_final:
+        group = by_key.get(key)
+        if group is None:
+            by_key[key] = [event]
+        else:
+            group.append(event)
+        if event.status in FINAL_STATUSES:
             refolded.add(key)
     refold = sorted(refolded)
     # Only moving last_visit forward commutes with everything: commit it apart,
     # without holding the locks of the refolded rows.
     advance_last_visit(
-        conn, {k: max(e.date for e in evs) for k, evs in by_key.items() if k not in refolded}
+        conn,
+        {
+            k: evs[0].date if len(evs) == 1 else max([e.date for e in evs])
+            for k, evs in by_key.items()
+            if k not in refolded
+        },
     )
     policies = {name: stats_policy(config, ctx) for name, config in configs.items()}
     with conn.transaction():
