@@ -39,6 +39,14 @@ time.sleep(600)
 }
 
 
+def _sleeping(pid: int) -> bool:
+    """The child has exec'd ``sleep 600`` (the soak's goes through /bin/sh first)."""
+    try:
+        return psutil.Process(pid).cmdline()[:2] == ["sleep", "600"]
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -61,7 +69,7 @@ def test_a_started_process_dies_when_its_starter_is_killed(starter: str, tmp_pat
     assert harness.stdout is not None
     child = int(harness.stdout.readline())
     try:
-        assert psutil.Process(child).cmdline()[:2] == ["sleep", "600"]
+        wait_for(lambda: _sleeping(child), 10, f"{starter}'s child {child} to run sleep 600")
         harness.send_signal(signal.SIGKILL)
         harness.wait(10)
         wait_for(lambda: _gone(child), 10, f"{starter}'s child {child} to die")
