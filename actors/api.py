@@ -3,7 +3,7 @@
 Consumed by ``revisit api`` (Procfile ``api``). Payloads are documented by
 ``app.inputs.api`` and validated on receipt: a bad one is refused with the
 field named, nothing is written, and Dramatiq dead-letters it (no retry), the
-credentials of its URLs redacted (``actors.redaction``).
+credentials of its URLs redacted (``actors.dead_letter_reasons``).
 
 Send them with ``app.client.RevisitClient``, or with any Dramatiq client:
 actor names ``request_visit``, ``adjust_priority``, ``cancel_request``, ``add_forge``,

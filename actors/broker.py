@@ -19,9 +19,9 @@ from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
-from actors.redaction import RedactCredentials
 from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
 from app.db.connection import Connections, DictConnection
+from app.inputs.rules import without_userinfo
 from app.loaders.zygote import die_with_parent
 from app.services.context import Context, redis_client
 from app.settings import Settings, get_settings
@@ -46,6 +46,23 @@ class DieWithParent(dramatiq.Middleware):
         if parent is not None and parent.pid is not None:
             log_to_stderr_when_orphaned(parent.pid)
         die_with_parent(signal.SIGTERM, parent.pid if parent else None)
+
+
+class WithoutUserinfo(logging.Filter):
+    """Redacts the credentials of the URLs in a record's message and traceback:
+    Dramatiq logs a refused message with its arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # the handler reports a record it cannot format
+            return True
+        redacted = without_userinfo(text)
+        if redacted != text:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = without_userinfo(logging.Formatter().formatException(record.exc_info))
+        return True
 
 
 def log_to_stderr_when_orphaned(parent_pid: int) -> None:
@@ -74,14 +91,17 @@ def make_broker(settings: Settings) -> RedisBroker:
     """A Redis broker configured from ``settings``, set as Dramatiq's global broker.
 
     Its Prometheus middleware is added only in the processes started with a
-    multiprocess directory (``revisit worker`` and ``revisit api``).
+    multiprocess directory (``revisit worker`` and ``revisit api``). The handlers
+    of the process's logs, set up by then, get the ``WithoutUserinfo`` filter.
     """
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, WithoutUserinfo) for f in handler.filters):
+            handler.addFilter(WithoutUserinfo())
     broker = redis_broker(settings)
     if in_multiprocess_mode():
         broker.add_middleware(WorkerMetrics())
     broker.add_middleware(LeaveOutOfDepth(NOT_VISITS))
     broker.add_middleware(DieWithParent())
-    broker.add_middleware(RedactCredentials())
     dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the
     # message Retries has just given up on.

@@ -1,7 +1,11 @@
 """Dramatiq middleware: remember why each message was dead-lettered.
 
 Dramatiq's dead-letter set keeps the message as it was sent, not the error
-that killed it; ``revisit dead-letters`` shows this reason beside it.
+that killed it; ``revisit dead-letters`` shows this reason beside it. The
+credentials of URLs (``https://user:password@host/x.git``) are redacted
+(``***``, by ``app.inputs.rules.without_userinfo``) from the reason, and from
+the stored copy of a message refused as InvalidPayload before Dramatiq moves
+it to the dead-letter set.
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from typing import Any
 
 from dramatiq import Middleware
 
+from app.inputs.api import InvalidPayload
 from app.inputs.rules import without_userinfo
 from queues.errors import Redis
-from queues.keys import dead_letter_reason
+from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys, dead_letter_reason
 
 #: Longest reason kept (the exception's text, not its traceback).
 MAX_REASON_CHARS = 1000
@@ -35,9 +40,15 @@ class DeadLetterReasons(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         """Runs after Retries (added before it), which marks a message failed when it
-        gives up."""
+        gives up, and before Dramatiq moves it to the dead-letter set."""
         redis_id = message.options.get("redis_message_id")
         if exception is None or not message.failed or redis_id is None:
             return
         reason = without_userinfo(f"{type(exception).__name__}: {exception}")[:MAX_REASON_CHARS]
         self.client.set(dead_letter_reason(self.namespace, redis_id), reason, ex=self.ttl_s)
+        if isinstance(exception, InvalidPayload):
+            key = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, message.queue_name).messages
+            stored = self.client.hget(key, redis_id)
+            if isinstance(stored, bytes):
+                text = without_userinfo(stored.decode("utf-8", "surrogateescape"))
+                self.client.hset(key, redis_id, text.encode("utf-8", "surrogateescape"))

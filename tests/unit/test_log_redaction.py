@@ -1,6 +1,6 @@
 import logging
 
-from actors.redaction import WithoutUserinfo
+from actors.broker import WithoutUserinfo
 
 SECRET = "S3cretPass"
 
