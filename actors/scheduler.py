@@ -8,6 +8,7 @@ import math
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 
 import psycopg
@@ -54,7 +55,7 @@ from queues.dramatiq_broker import (
     visit_message,
 )
 from queues.lease import LeaseLost, Leases, holder_name
-from queues.workers import queue_capacity
+from queues.workers import Capacity, capacities
 
 #: Pause between two steps.
 POLL_INTERVAL_S = 1.0
@@ -115,12 +116,12 @@ class SchedulerLoop:
             self._configs_at = time.monotonic()
         return self._configs
 
-    def _estimate_wait(self, visit_type: str, queue: str, lane: str) -> None:
+    def _estimate_wait(self, visit_type: str, queue: str, lane: str, capacity: Capacity) -> None:
         """Export a queue's worker threads and estimated wait (seed 004 provisioning):
         backlog x mean recent visit duration / threads, from what the workers
         register; the drain-rate estimate while they have registered nothing."""
         backlog = queue_depth(self.broker, queue)
-        threads, durations = queue_capacity(self.ctx.redis, self.settings.redis_namespace, queue)
+        threads, durations = capacity
         QUEUE_WORKERS.labels(visit_type, queue, lane).set(threads)
         wait = estimated_wait_s(backlog, durations, threads) if threads or backlog else 0.0
         if wait is None or (threads == 0 and not durations):
@@ -151,10 +152,14 @@ class SchedulerLoop:
     def _step(self, conn: DictConnection, now: datetime) -> list[StepResult]:
         results = []
         configs = self.configs(conn)
-        for visit_type, queue, lane in self.known_queues():
+        queues = self.known_queues()
+        capacity = capacities(
+            self.ctx.redis, self.settings.redis_namespace, [q for _, q, _ in queues]
+        )
+        for visit_type, queue, lane in queues:
             return_dead_workers_messages(self.broker, queue)
             if visit_type != "api":
-                self._estimate_wait(visit_type, queue, lane)
+                self._estimate_wait(visit_type, queue, lane, capacity[queue])
         for visit_type, config in sorted(configs.items()):
             VISIT_TYPE_PAUSED.labels(visit_type).set(0 if config.enabled else 1)
             if not config.enabled:
@@ -167,7 +172,7 @@ class SchedulerLoop:
             if not self._hold_lease(visit_type):
                 continue
             try:
-                results.append(self.visit_type_step(conn, config, now))
+                results.append(self.visit_type_step(conn, config, now, capacity))
             except LeaseLost as exc:
                 log.warning("%s: lease lost before the pop, nothing sent (%s)", visit_type, exc)
             except UNAVAILABLE:
@@ -221,13 +226,22 @@ class SchedulerLoop:
             )
 
     def visit_type_step(
-        self, conn: DictConnection, config: VisitTypeConfig, now: datetime
+        self,
+        conn: DictConnection,
+        config: VisitTypeConfig,
+        now: datetime,
+        capacity: Mapping[str, Capacity],
     ) -> StepResult:
-        """Plan one visit type's step (``app.services.scheduler_step``), send it, export it."""
+        """Plan one visit type's step (``app.services.scheduler_step``), send it, export it;
+        ``capacity``: the step's read of the worker registry."""
         visit_type = config.name
         policies = self._policies.get(visit_type)
+
+        def served(queue: str) -> bool:
+            return capacity[queue].threads > 0
+
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
-            plan = plan_step(conn, self.ctx, config, self._depth, now, policies, self._served)
+            plan = plan_step(conn, self.ctx, config, self._depth, now, policies, served)
         messages = [
             visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
         ]
@@ -247,10 +261,6 @@ class SchedulerLoop:
             AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)
         self._observe(plan.recurrent)
         return plan.recurrent
-
-    def _served(self, queue: str) -> bool:
-        threads, _ = queue_capacity(self.ctx.redis, self.settings.redis_namespace, queue)
-        return threads > 0
 
     def _depth(self, queue: str) -> int:
         self.broker.declare_queue(queue)

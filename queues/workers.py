@@ -8,6 +8,8 @@ duration; the scheduler and ``revisit status`` read both.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import redis
 
@@ -29,14 +31,30 @@ def record_duration(client: redis.Redis, namespace: str, queue: str, duration_s:
     pipe.execute()
 
 
-def queue_capacity(client: redis.Redis, namespace: str, queue: str) -> tuple[int, list[float]]:
-    """Worker threads serving ``queue`` now, and its recent visit durations."""
+class Capacity(NamedTuple):
+    """Who serves a Dramatiq queue now, and how long its recent visits took."""
+
+    threads: int
+    """Worker threads of the live registrations."""
+    durations_s: list[float]
+    """Its latest visit durations, newest first."""
+
+
+def capacities(client: redis.Redis, namespace: str, queues: Iterable[str]) -> dict[str, Capacity]:
+    """The capacity of each of ``queues``, read in one round trip."""
+    queues = list(queues)
+    pipe = client.pipeline(transaction=False)
+    for queue in queues:
+        pipe.hgetall(queue_workers(namespace, queue))
+        pipe.lrange(queue_durations(namespace, queue), 0, -1)
+    replies = pipe.execute()
     now = time.time()
-    threads = 0
-    registered: dict[bytes, bytes] = client.hgetall(queue_workers(namespace, queue))  # type: ignore[assignment]
-    for value in registered.values():
-        count, _, seen = value.decode().partition("|")
-        if now - float(seen) < STALE_S:
-            threads += int(count)
-    raw: list[bytes] = client.lrange(queue_durations(namespace, queue), 0, -1)  # type: ignore[assignment]
-    return threads, [float(v) for v in raw]
+    found = {}
+    for queue, registered, durations in zip(queues, replies[::2], replies[1::2], strict=True):
+        threads = 0
+        for value in registered.values():
+            count, _, seen = value.decode().partition("|")
+            if now - float(seen) < STALE_S:
+                threads += int(count)
+        found[queue] = Capacity(threads, [float(v) for v in durations])
+    return found

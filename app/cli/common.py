@@ -129,16 +129,16 @@ def warn_unserved(visit_types: Iterable[str]) -> None:
     from app.domain.queue_names import priority_queue
     from app.services.context import redis_client
     from queues.errors import UNAVAILABLE
-    from queues.workers import queue_capacity
+    from queues.workers import capacities
 
     settings = get_settings()
+    queues = sorted({priority_queue(vt) for vt in visit_types})
     try:
-        client = redis_client(settings)
-        for vt in sorted(set(visit_types)):
-            threads, _ = queue_capacity(client, settings.redis_namespace, priority_queue(vt))
-            if not threads:
+        capacity = capacities(redis_client(settings), settings.redis_namespace, queues)
+        for queue in queues:
+            if not capacity[queue].threads:
                 err.print(
-                    f"warning: no worker serves {priority_queue(vt)} now: the request waits "
+                    f"warning: no worker serves {queue} now: the request waits "
                     "until a priority worker serving it starts (REVISIT_WORKER_VISIT_TYPES_ALLOW "
                     "/ _DENY of the workers)",
                     markup=False,

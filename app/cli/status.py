@@ -21,7 +21,7 @@ from app.services.context import Context
 from app.services.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
-from queues.workers import queue_capacity
+from queues.workers import capacities
 
 #: The request statuses the live view counts, in its column's order.
 REQUEST_COLUMNS = ("blocked", "pending", "scheduled", "running")
@@ -32,6 +32,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     settings = ctx.settings
     queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
     depths = dq.depths(ctx.redis, DRAMATIQ_NAMESPACE, queues)
+    capacity = capacities(ctx.redis, settings.redis_namespace, queues)
     requests = open_requests(conn)
     drift = schedule_drift(conn, at)
     found = []
@@ -40,8 +41,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
         lanes = {}
         for lane in LANES:
             queue = lane_queue(vt, lane)
-            threads, _ = queue_capacity(ctx.redis, settings.redis_namespace, queue)
-            lanes[lane] = LaneStatus(depths[queue], threads)
+            lanes[lane] = LaneStatus(depths[queue], capacity[queue].threads)
         raw: dict[bytes, bytes] = ctx.redis.hgetall(visit_outcomes(settings.redis_namespace, vt))  # type: ignore[assignment]
         outcomes = {k.decode(): int(v) for k, v in raw.items()}
         corrupt = ctx.mirror.corruptions(vt, members=False)

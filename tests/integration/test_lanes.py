@@ -14,7 +14,7 @@ from app.db.connection import DictConnection
 from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys, queue_workers
-from queues.workers import queue_capacity
+from queues.workers import capacities
 from tests.integration.helpers import list_origins, run_visits, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
@@ -72,7 +72,7 @@ def test_seed_003_example_fast_jobs_finish_before_slow_ones(
     }
     with running(procs, env, logs):
         wait_for(lambda: finished(conn, list(jobs)), 60, "all four jobs", logs)
-        threads, durations = queue_capacity(ctx.redis, "revisit", "visit.simulated.slow")
+        [(threads, durations)] = capacities(ctx.redis, "revisit", ["visit.simulated.slow"]).values()
         assert threads == 1
         assert sorted(durations)[-1] >= 5.0
     done = {u: r["last_final_date"] for u, r in stats_by_url(conn).items()}

@@ -385,7 +385,7 @@ def test_a_step_stuck_outside_a_rebuild_lets_its_lease_lapse_for_another_schedul
     loop, other = short_lease_and_another_holder(settings, conn, ctx)
     taken_meanwhile: list[str | None] = []
 
-    def stuck(conn: DictConnection, config: Any, now: datetime) -> Any:
+    def stuck(conn: DictConnection, config: Any, now: datetime, capacity: Any) -> Any:
         time.sleep(2.0)  # a call that does not answer
         taken_meanwhile.append(other.hold("git"))
         raise LeaseLost("gave up")
