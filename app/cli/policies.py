@@ -29,8 +29,9 @@ def schedule(
     policy that picks each.
 
     Without --dry-run the visits go to the visit type's express and slow
-    queues, as the scheduler would send them (beyond max_queue_length, but
-    never more than max_queue_length at once). A dry run writes nothing: on a
+    queues, as the scheduler would send them (the slow lane only while a worker
+    serves it; beyond max_queue_length, but never more than max_queue_length
+    at once). A dry run writes nothing: on a
     missing mirror it says so instead of rebuilding it.
     """
     from app.db.policies import policies_of
@@ -79,21 +80,22 @@ def _check_broker(visit_type: str) -> None:
 
 
 def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
-    """Send ``orders`` to the express and slow lanes as the scheduler does, with the
-    visit type's ``tuning``; the lane of each origin."""
-    from app.domain.lanes import assign_lanes
-    from app.domain.queue_names import slow_queue, visit_queue
+    """Send ``orders`` to the express and slow lanes as the scheduler does (the slow
+    lane only while a worker serves it), with the visit type's ``tuning``; the lane
+    of each origin."""
+    from app.domain.queue_names import slow_queue
+    from app.services.context import redis_client
+    from app.services.scheduler_step import lane_sends
     from queues.dramatiq_broker import enqueue_many, redis_broker, visit_message
+    from queues.workers import capacities
 
     settings = get_settings()
-    limits = settings.express_time_limit_s, tuning.visit_time_limit_s
-    express, slow = assign_lanes(orders, lambda o: o.predicted_duration_s, len(orders), limits[0])
-    messages = [
-        visit_message(visit_queue(visit_type), o, "express", limits[0], tuning) for o in express
-    ]
-    messages += [visit_message(slow_queue(visit_type), o, "slow", limits[1], tuning) for o in slow]
+    slow_q = slow_queue(visit_type)
+    served = capacities(redis_client(settings), settings.redis_namespace, [slow_q])[slow_q].threads
+    sends = lane_sends(settings, visit_type, tuning, orders, len(orders), served > 0)
+    messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in sends]
     enqueue_many(redis_broker(settings), messages)
-    return {o.origin_id: ("express",) for o in express} | {o.origin_id: ("slow",) for o in slow}
+    return {s.order.origin_id: (s.lane,) for s in sends}
 
 
 @policy_app.command("show")

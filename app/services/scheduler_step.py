@@ -14,7 +14,8 @@ Given how deep each queue is, a step
    lane shortest first, and the slow lane takes the rest. While no worker
    serves the slow lane (``served``; an express pool alone), the batch is the
    express lane's room and all of it goes there: what does not fit waits in
-   its pool rather than in a queue no one reads.
+   its pool rather than in a queue no one reads (``lane_sends``, which
+   ``revisit schedule`` shares).
 
 ``max_queue_length`` (visit_types) bounds every queue of a visit type: the
 messages it holds, queued or running. Its ``time_limit``, ``num_retries`` and
@@ -53,6 +54,7 @@ from app.services.scheduling import (
     schedule_step,
 )
 from app.services.scheduling import visit_number as visit_number_of
+from app.settings import Settings
 
 #: Share of a visit type's queue room that must be free before a step fills it.
 MIN_FREE_FRACTION = 0.1
@@ -194,17 +196,30 @@ def _lanes(
     slow_free = max(0, bound - depth(slow_q)) if slow_served else 0
     slots = free_slots(2 * bound, 2 * bound - express_free - slow_free, MIN_FREE_FRACTION)
     result = schedule_step(conn, ctx, config.name, slots, now, policies)
-    settings = ctx.settings
+    lanes = lane_sends(
+        ctx.settings, config.name, step.tuning, result.orders, express_free, slow_served
+    )
+    return lanes, result
+
+
+def lane_sends(
+    settings: Settings,
+    visit_type: str,
+    tuning: Tuning,
+    orders: list[VisitOrder],
+    express_room: int,
+    slow_served: bool,
+) -> list[Send]:
+    """Split ``orders`` between the express and slow lanes (``assign_lanes``), all to
+    the express lane while no worker serves the slow lane (``slow_served``)."""
+    limit_s = settings.express_time_limit_s
     if slow_served:
-        express, slow = assign_lanes(
-            result.orders, _predicted, express_free, settings.express_time_limit_s
-        )
-    else:  # the batch is the express lane's room (slow_free is 0)
-        express, slow = result.orders, []
-    tuning = step.tuning
-    sends = [Send(express_q, "express", o, settings.express_time_limit_s, tuning) for o in express]
-    sends += [Send(slow_q, "slow", o, tuning.visit_time_limit_s, tuning) for o in slow]
-    return sends, result
+        express, slow = assign_lanes(orders, _predicted, express_room, limit_s)
+    else:
+        express, slow = orders, []
+    sends = [Send(visit_queue(visit_type), "express", o, limit_s, tuning) for o in express]
+    slow_q = slow_queue(visit_type)
+    return sends + [Send(slow_q, "slow", o, tuning.visit_time_limit_s, tuning) for o in slow]
 
 
 def _predicted(order: VisitOrder) -> float | None:

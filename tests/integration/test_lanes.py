@@ -1,6 +1,6 @@
 """Express and slow lanes with real Redis, Dramatiq worker processes and the
 journal: seed 003's example, a SIGKILLed worker, a SIGTERMed worker, an
-express pool alone."""
+express pool alone, for the scheduler and ``revisit schedule``."""
 
 import itertools
 import os
@@ -15,7 +15,7 @@ from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys, queue_workers
 from queues.workers import capacities
-from tests.integration.helpers import list_origins, run_visits, stats_by_url
+from tests.integration.helpers import cli, list_origins, run_visits, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
 FAST_POLL = {"actors.scheduler.POLL_INTERVAL_S": 0.2}
@@ -212,4 +212,24 @@ def test_an_express_pool_alone_gets_the_whole_batch_and_the_unread_slow_lane_non
     assert ctx.mirror.sizes("git")["inflight"] == 2  # the others wait in their pool
     serve(ctx, "visit.git.slow")
     loop.step(now + timedelta(seconds=1))
+    assert (queued("express"), queued("slow")) == (2, 2)
+
+
+def test_schedule_sends_predicted_slow_visits_to_the_slow_lane_only_while_a_worker_serves_it(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [f"https://cli-lanes.example/{i}" for i in range(4)])
+    slow_s = 10 * settings.express_time_limit_s
+    conn.execute("update origin_visit_stats set last_duration_s = %s", (slow_s,))
+
+    def queued(lane: str) -> int:
+        keys = DramatiqQueueKeys("dramatiq", f"visit.git.{lane}")
+        return int(ctx.redis.hlen(keys.messages))
+
+    unserved = cli("schedule", "git", "-n", "2")
+    assert unserved.returncode == 0, unserved.stderr
+    assert (queued("express"), queued("slow")) == (2, 0)
+    serve(ctx, "visit.git.slow")
+    served = cli("schedule", "git", "-n", "2")
+    assert served.returncode == 0, served.stderr
     assert (queued("express"), queued("slow")) == (2, 2)
