@@ -18,8 +18,10 @@ claim.lua, place.lua); what spans shards is here:
   pools hold (largest remainder), each shard being a sample of the visit type;
 - a claim walks the shards in turn, each claiming at most what is left.
 
-What is lost against one key set: the pools' weights hold per shard (each
-shard is a sample of the visit type, so they hold overall), the first visits
+What is lost against one key set: the pools' weights, and a pool's order by
+score, hold per shard under weights (a shard gives the head of its own pools,
+in proportion to its size, even while another holds better-scored origins;
+each shard is a sample of the visit type, so they hold overall), the first visits
 of a due pop are the oldest of each shard rather than of all, and a pop is
 atomic per shard, not across shards (no origin is in two shards, so none can
 be taken twice).
