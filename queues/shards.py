@@ -124,10 +124,15 @@ def due_split(
     shard (``rank_from(shard)``); with how many came back from cooling and lost
     visits."""
     ranked = [rank_from(shard) for shard in range(shards)]
-    asked = [r.first for r in ranked]
+    asked, left = [], count
+    for r in ranked:
+        # Each shard rounds its owed fractions up alone: together they may pass
+        # the batch. A shard asked for less keeps what it is owed (pop.lua).
+        asked.append(min(r.first, left))
+        left -= asked[-1]
     # heapq.merge takes the least head each time: the same merge as pop.lua's.
     merged = heapq.merge(*([(due, shard) for due in r.dues] for shard, r in enumerate(ranked)))
-    for _, shard in islice(merged, max(0, count - sum(asked))):
+    for _, shard in islice(merged, left):
         asked[shard] += 1
     return asked, sum(r.cooled for r in ranked), sum(r.lost for r in ranked)
 

@@ -89,3 +89,11 @@ def test_a_due_split_gives_each_shard_its_first_visits_then_its_part_of_the_merg
 
     # 3 first visits, then the 5 origins due first across the shards
     assert asked == ([0 + 3, 2 + 2, 1 + 0], 4, 2)
+
+
+def test_a_due_split_never_asks_for_more_first_visits_than_the_batch() -> None:
+    ranks = [DueRank(1, [5.0], 0, 0), DueRank(1, [6.0], 0, 0), DueRank(1, [], 0, 0)]
+
+    asked, _, _ = due_split(lambda shard: ranks[shard], 3, 2)
+
+    assert asked == [1, 1, 0]
