@@ -20,17 +20,19 @@ from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
 from queues.mirror_read import Corruption, MirrorReads
 from queues.mirror_read import Location as Location
-from queues.shards import Popped as Popped
-from queues.shards import PopResult as PopResult
-from queues.shards import Weights as Weights
 from queues.shards import (
+    DueRank,
     by_shard,
     claim_across,
     due_split,
+    first_visit_parts,
     pool_sizes,
     pop_across,
     split_count,
 )
+from queues.shards import Popped as Popped
+from queues.shards import PopResult as PopResult
+from queues.shards import Weights as Weights
 
 PLACE_CHUNK = 2000
 #: Placements per place.lua call of a rebuild (a call blocks Redis while it runs).
@@ -179,7 +181,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         peek: bool = False,
         first_visit_share: float = 0.0,
         overload_margin_s: float = 0.0,
-        shard: int | None = None,
     ) -> PopResult:
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
@@ -188,41 +189,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         as pop.lua says), to in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
-        if shard is None and self.shards(visit_type) > 1:
-            cooled = lost = 0
-            if weights == "due":
-                asked, cooled, lost = due_split(
-                    lambda shard: self.due_order(
-                        visit_type,
-                        shard,
-                        count,
-                        now_s,
-                        scheduled_cooldown_s,
-                        peek=peek,
-                        overload_margin_s=overload_margin_s,
-                    ),
-                    self.shards(visit_type),
-                    count,
-                )
-            else:
-                asked = split_count(count, pool_sizes(self.client, self.shard_keys(visit_type)))
-            return pop_across(
-                lambda shard, n: self.pop(
-                    visit_type,
-                    n,
-                    now_s,
-                    scheduled_cooldown_s,
-                    weights,
-                    peek=peek,
-                    first_visit_share=first_visit_share,
-                    overload_margin_s=overload_margin_s,
-                    shard=shard,
-                ),
-                asked,
-                count,
-                peek=peek,
-                returned=(cooled, lost),
-            )
         weight_args = (
             [weights, repr(float(first_visit_share)), repr(float(overload_margin_s)), 0]
             if isinstance(weights, str)
@@ -231,10 +197,43 @@ class Mirror(PickBookkeeping, MirrorReads):
         if len(weight_args) != len(POOLS):
             raise ValueError(f"weights: expected {len(POOLS)} values, got {len(weight_args)}")
         mode = "peek" if peek else "pop"
-        cooled, lost, flat = self._run_pop(
-            visit_type, shard or 0, [now_s, count, scheduled_cooldown_s, *weight_args, mode]
-        )
-        return PopResult(_popped_by_pool(flat), int(cooled), int(lost))
+        shards = self.shards(visit_type)
+        # A shard's part of the batch its first-visit share is of (due only).
+        first_of: list[float] = []
+        if weights == "due" and shards > 1:
+            first_of = [0.0] * shards
+            if first_visit_share > 0:
+                never = pool_sizes(self.client, self.shard_keys(visit_type), ["never_visited"])
+                first_of = first_visit_parts(count, never)
+
+        def pop_from(shard: int, n: int) -> PopResult:
+            of = ["", repr(first_of[shard])] if first_of else []
+            cooled, lost, flat = self._run_pop(
+                visit_type, shard, [now_s, n, scheduled_cooldown_s, *weight_args, mode, *of]
+            )
+            return PopResult(_popped_by_pool(flat), int(cooled), int(lost))
+
+        if shards == 1:
+            return pop_from(0, count)
+        cooled = lost = 0
+        if first_of:
+            asked, cooled, lost = due_split(
+                lambda shard: self.due_order(
+                    visit_type,
+                    shard,
+                    count,
+                    now_s,
+                    scheduled_cooldown_s,
+                    peek=peek,
+                    overload_margin_s=overload_margin_s,
+                    first_visit=(first_visit_share, first_of[shard]),
+                ),
+                shards,
+                count,
+            )
+        else:
+            asked = split_count(count, pool_sizes(self.client, self.shard_keys(visit_type)))
+        return pop_across(pop_from, asked, count, peek=peek, returned=(cooled, lost))
 
     def due_order(
         self,
@@ -246,17 +245,19 @@ class Mirror(PickBookkeeping, MirrorReads):
         *,
         peek: bool,
         overload_margin_s: float = 0.0,
-    ) -> tuple[list[float], int, int]:
-        """The due times of the ``count`` origins a 'due' pop of one shard would take
-        by due time (no share set apart for first visits), in the order it takes
-        them, and how many origins came back from cooling and from lost visits
-        (unless ``peek``, as a pop does); nothing is taken."""
+        first_visit: tuple[float, float] = (0.0, 0.0),
+    ) -> DueRank:
+        """What a 'due' pop of ``count`` origins from one shard would take, with
+        ``first_visit``'s share (of the batch it names) set apart for never
+        visited origins, and how many origins came back from cooling and from
+        lost visits (unless ``peek``, as a pop does); nothing is taken."""
+        share, of = (repr(float(x)) for x in first_visit)
         margin = repr(float(overload_margin_s))
-        rest = ["due", "0", margin, 0, "peek" if peek else "pop", "rank"]
-        cooled, lost, _, dues = self._run_pop(
+        rest = ["due", share, margin, 0, "peek" if peek else "pop", "rank", of]
+        cooled, lost, _, dues, first = self._run_pop(
             visit_type, shard, [now_s, count, scheduled_cooldown_s, *rest]
         )
-        return [float(d) for d in dues], int(cooled), int(lost)
+        return DueRank(int(first), [float(d) for d in dues], int(cooled), int(lost))
 
     def _run_pop(self, visit_type: str, shard: int, args: list[Any]) -> Any:
         """pop.lua on one shard; ``args`` are its ARGV but the move limit (ARGV[4])."""

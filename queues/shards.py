@@ -9,17 +9,22 @@ claim.lua, place.lua); what spans shards is here:
 - a pop of n origins asks each shard for a share of n, in one atomic pop per
   shard, then asks shards that gave all they were asked for the shortfall;
   the results are merged in the order one pop returns them (pool, score).
-  By due time ('due'), a shard's share is its part of the n origins due
-  first across every shard (a k-way merge of the shards' due orders, which
+  By due time ('due'), a shard's share is the first visits it sets apart
+  (its part of the batch's first-visit share in proportion to the never
+  visited origins it holds) and its part of the origins due first across
+  every shard after those (a k-way merge of the shards' due orders, which
   pop.lua ranks without taking), so the batch holds what one key set would
   give; by weights, its share is in proportion to how many origins its
   pools hold (largest remainder), each shard being a sample of the visit type;
 - a claim walks the shards in turn, each claiming at most what is left.
 
-What is lost against one key set: the pools' weights, and the share of a due
-pop set apart for first visits, hold per shard (each shard is a sample of the
-visit type, so they hold overall), and a pop is atomic per shard, not across
-shards (no origin is in two shards, so none can be taken twice).
+What is lost against one key set: the pools' weights, and a pool's order by
+score, hold per shard under weights (a shard gives the head of its own pools,
+in proportion to its size, even while another holds better-scored origins;
+each shard is a sample of the visit type, so they hold overall), the first visits
+of a due pop are the oldest of each shard rather than of all, and a pop is
+atomic per shard, not across shards (no origin is in two shards, so none can
+be taken twice).
 """
 
 from __future__ import annotations
@@ -79,31 +84,57 @@ def by_shard(placements: Iterable[Placement], shards: int) -> dict[int, list[Pla
     return groups
 
 
-def pool_sizes(client: Any, shard_keys: Sequence[VisitTypeKeys]) -> list[int]:
-    """How many origins wait in the pools of each shard."""
+class DueRank(NamedTuple):
+    """What a due pop of one shard would take, without taking it: how many never
+    visited origins it sets apart for first visits, the due times of the origins
+    it takes after them in its order, and how many origins came back from
+    cooling and from lost visits."""
+
+    first: int
+    dues: list[float]
+    cooled: int
+    lost: int
+
+
+def pool_sizes(
+    client: Any, shard_keys: Sequence[VisitTypeKeys], pools: Sequence[PoolName] = POOLS
+) -> list[int]:
+    """How many origins wait in the ``pools`` of each shard."""
     pipe = client.pipeline(transaction=False)
     for keys in shard_keys:
-        for key in keys.pools():
-            pipe.zcard(key)
+        for pool in pools:
+            pipe.zcard(keys.pool(pool))
     counts = [int(n) for n in pipe.execute()]
-    return [sum(counts[i : i + len(POOLS)]) for i in range(0, len(counts), len(POOLS))]
+    return [sum(counts[i : i + len(pools)]) for i in range(0, len(counts), len(pools))]
+
+
+def first_visit_parts(count: int, never_visited: Sequence[int]) -> list[float]:
+    """Each shard's part of a batch of ``count`` for its first-visit share: in
+    proportion to the never visited origins it holds, so the share goes where
+    first visits wait, whichever shard holds the origins due first."""
+    total = sum(never_visited)
+    return [count * n / total if total else 0.0 for n in never_visited]
 
 
 def due_split(
-    rank_from: Callable[[int], tuple[list[float], int, int]], shards: int, count: int
+    rank_from: Callable[[int], DueRank], shards: int, count: int
 ) -> tuple[list[int], int, int]:
-    """How many of the ``count`` origins due first across every shard each shard
-    holds (``rank_from(shard)``: a shard's due times in pop order, and how many
-    origins came back from cooling and from lost visits), with those two sums."""
+    """How many origins of a due pop of ``count`` each shard gives: the first
+    visits it sets apart, then its part of the origins due first across every
+    shard (``rank_from(shard)``); with how many came back from cooling and lost
+    visits."""
     ranked = [rank_from(shard) for shard in range(shards)]
+    asked, left = [], count
+    for r in ranked:
+        # Each shard rounds its owed fractions up alone: together they may pass
+        # the batch. A shard asked for less keeps what it is owed (pop.lua).
+        asked.append(min(r.first, left))
+        left -= asked[-1]
     # heapq.merge takes the least head each time: the same merge as pop.lua's.
-    merged = heapq.merge(
-        *([(due, shard) for due in dues] for shard, (dues, _, _) in enumerate(ranked))
-    )
-    asked = [0] * shards
-    for _, shard in islice(merged, count):
+    merged = heapq.merge(*([(due, shard) for due in r.dues] for shard, r in enumerate(ranked)))
+    for _, shard in islice(merged, left):
         asked[shard] += 1
-    return asked, sum(r[1] for r in ranked), sum(r[2] for r in ranked)
+    return asked, sum(r.cooled for r in ranked), sum(r.lost for r in ranked)
 
 
 def pop_across(

@@ -40,9 +40,14 @@
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
 -- ARGV[10] optional, with 'due': 'rank' to take nothing and return
---         {cooled, lost, {}, dues}: the due times of the n origins the merge
---         would take (no first visits set apart), in its order; a sharded pop
+--         {cooled, lost, {}, dues, first}: how many never_visited origins it
+--         would set apart for first visits, and the due times of the origins
+--         the merge would take after them, in its order; a sharded pop
 --         merges the shards' lists to share its batch out (queues.shards)
+-- ARGV[11] optional, with 'due': the batch the first-visit share is of (n
+--         when absent); a sharded pop gives each shard its part of the batch
+--         by how many never visited origins it holds, whatever its part of
+--         the origins due first
 --
 -- The batch is split by weight; the share of a pool that runs dry goes to the
 -- others, and when every weighted pool is dry the pools of weight 0 are served
@@ -140,12 +145,12 @@ local keep_credit = not peek and redis.call('EXISTS', meta) == 1
 if ARGV[5] == 'due' then
   local first_share = tonumber(ARGV[6]) or 0
   local first = 0
-  if first_share > 0 and not rank then
+  if first_share > 0 then
     local owed = keep_credit and tonumber(redis.call('HGET', meta, 'credit:first')) or 0
-    local exact = n * first_share + owed
+    local exact = (tonumber(ARGV[11]) or n) * first_share + owed
     first = math.min(math.floor(exact), n)
     local got = math.min(first, avail[1])
-    if keep_credit then
+    if keep_credit and not rank then
       -- A pool left dry is owed nothing; one still waiting keeps the fraction.
       local carried = (avail[1] > got and got == first) and (exact - first) or 0
       redis.call('HSET', meta, 'credit:first', carried)
@@ -153,7 +158,7 @@ if ARGV[5] == 'due' then
     first = got
   end
   by_due(first)
-  if rank then return {cooled, lost, {}, dues} end
+  if rank then return {cooled, lost, {}, dues, first} end
   for i = 1, 4 do weight[i] = 0 end
 elseif ARGV[5] == 'auto' then
   local b = avail[1] + avail[2] + avail[4]

@@ -214,5 +214,5 @@ def test_overloaded_age_optimal_pop_takes_floor_visits_the_forge_calls_useless_l
     # overloaded past the margin: every visit already due goes first
     assert taken(3, margin) == [3, 4, 5]
     # ranked as due now: after those, before a change not due yet
-    dues, _, _ = mirror.due_order("git", 0, 6, NOW, day, peek=True, overload_margin_s=margin)
-    assert dues == [NOW - 10 * day, NOW - 5 * day, NOW - 2 * day, NOW, NOW, NOW + day]
+    ranked = mirror.due_order("git", 0, 6, NOW, day, peek=True, overload_margin_s=margin)
+    assert ranked.dues == [NOW - 10 * day, NOW - 5 * day, NOW - 2 * day, NOW, NOW, NOW + day]

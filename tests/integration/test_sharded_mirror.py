@@ -217,3 +217,41 @@ def test_a_due_pop_takes_the_most_due_origins_however_they_are_spread_over_shard
     assert {p.id for p in peeked.popped} == most_due
     assert {p.id for p in popped.popped} == most_due
     assert ctx.mirror.sizes("git")["inflight"] == 10
+
+
+@pytest.mark.every_mirror(sharded=True)
+def test_a_due_pop_keeps_its_first_visit_share_when_the_due_origins_are_in_another_shard(
+    ctx: Context,
+) -> None:
+    now_s = 1e9
+    # Shard 1 holds every overdue origin, shard 0 the never visited ones
+    # (listed with a recent last_update), shard 2 origins not due yet.
+    overdue = [
+        Placement(i, "pool", 100.0 + i, "no_last_update", 100.0 + i) for i in range(1, 60, 3)
+    ]
+    never = [Placement(i, "pool", 9e8 + i, "never_visited", 9e8 + i) for i in range(0, 60, 3)]
+    not_due = [Placement(i, "pool", now_s + i, "up_to_date", now_s + i) for i in range(2, 60, 3)]
+    ctx.mirror.place("git", [*overdue, *never, *not_due])
+
+    popped = ctx.mirror.pop("git", 10, now_s, 3600.0, "due", first_visit_share=0.2)
+
+    assert [p.id for p in popped.popped] == [0, 3, 1, 4, 7, 10, 13, 16, 19, 22]
+
+
+@pytest.mark.every_mirror(sharded=True)
+def test_small_due_pops_never_take_more_than_asked_while_first_visits_are_owed(
+    ctx: Context,
+) -> None:
+    now_s = 1e9
+    # Every shard holds never visited origins, each owed a part of a slot per pop.
+    never = [Placement(i, "pool", 9e8 + i, "never_visited", 9e8 + i) for i in range(60)]
+    ctx.mirror.place("git", never)
+    for keys in ctx.mirror.shard_keys("git"):  # a built mirror keeps what each pool is owed
+        ctx.mirror.client.hset(keys.meta, "rebuilt_at", now_s)
+
+    taken = [
+        len(ctx.mirror.pop("git", 1, now_s, 3600.0, "due", first_visit_share=0.5).popped)
+        for _ in range(12)
+    ]
+
+    assert taken == [1] * 12

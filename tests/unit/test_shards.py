@@ -5,7 +5,16 @@ from hypothesis import strategies as st
 
 from app.domain.placement import Placement
 from queues.keys import VisitTypeKeys, hash_tag, shard_of
-from queues.shards import Popped, PopResult, by_shard, pop_across, split_count
+from queues.shards import (
+    DueRank,
+    Popped,
+    PopResult,
+    by_shard,
+    due_split,
+    first_visit_parts,
+    pop_across,
+    split_count,
+)
 
 
 def test_a_pop_is_split_in_proportion_to_the_shards_sizes() -> None:
@@ -62,3 +71,29 @@ def test_a_sharded_pop_counts_the_origins_its_refill_pops_brought_back() -> None
     assert calls == [(0, 2), (1, 2), (0, 2)]
     assert [p.id for p in result.popped] == [2, 4, 6, 8]
     assert (result.cooled, result.lost) == (1 + 5 + 7, 1 + 1 + 2 + 3)
+
+
+def test_a_batchs_first_visits_are_shared_by_where_never_visited_origins_wait() -> None:
+    assert first_visit_parts(100, [0, 30, 10]) == [0.0, 75.0, 25.0]
+    assert first_visit_parts(100, [0, 0, 0]) == [0.0, 0.0, 0.0]
+
+
+def test_a_due_split_gives_each_shard_its_first_visits_then_its_part_of_the_merge() -> None:
+    ranks = [
+        DueRank(0, [50.0, 60.0, 70.0], 1, 0),
+        DueRank(2, [10.0, 20.0, 90.0], 0, 2),
+        DueRank(1, [], 3, 0),
+    ]
+
+    asked = due_split(lambda shard: ranks[shard], 3, 8)
+
+    # 3 first visits, then the 5 origins due first across the shards
+    assert asked == ([0 + 3, 2 + 2, 1 + 0], 4, 2)
+
+
+def test_a_due_split_never_asks_for_more_first_visits_than_the_batch() -> None:
+    ranks = [DueRank(1, [5.0], 0, 0), DueRank(1, [6.0], 0, 0), DueRank(1, [], 0, 0)]
+
+    asked, _, _ = due_split(lambda shard: ranks[shard], 3, 2)
+
+    assert asked == [1, 1, 0]
