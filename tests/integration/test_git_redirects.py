@@ -271,6 +271,20 @@ def test_a_git_run_with_an_environment_of_its_own_is_pinned_to_the_checked_addre
     assert "refs/heads/main" in proc.stdout
 
 
+def test_the_git_loader_visits_a_git_url_at_the_address_it_checked(
+    tmp_path: Path, git_daemon: str, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts(["127.0.0.1"])
+    make_repo(tmp_path / "repo")
+
+    def resolve(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, 1, 6, "", ("127.0.0.1", port))]
+
+    url = git_daemon.replace("127.0.0.1", "forge.invalid") + "/repo/.git"  # no DNS answer
+    result = GitLoader(resolve).load(url, {}, 30)
+    assert (result.status, result.error) == ("full", None)
+
+
 def test_a_git_run_for_a_host_that_did_not_resolve_when_checked_fetches_nothing(
     tmp_path: Path, serve: Serve, guarded: None
 ) -> None:
