@@ -8,14 +8,17 @@ there: an internal address REVISIT_ALLOWED_INTERNAL_HOSTS does not allow (by
 address or network) is refused before connecting. Exempt are the visited
 URL's own addresses (checked before the child started, and again in it), the
 services the archive's loader configuration names (its storage, a database,
-Kafka brokers) and the environment's HTTP proxies. The programs the loaders
-start (``git`` for the checkout loader) are not seen by this check: git is held
-by its configuration instead (``hold_git_subprocesses``). Subversion's C
-library is held by neither (README, Security).
+Kafka brokers) and the environment's HTTP proxies, these resolved once by the
+fork server for all its children (again by a child that meets an address they
+do not know). The programs the loaders start (``git`` for the checkout loader)
+are not seen by this check: git is held by its configuration instead
+(``hold_git_subprocesses``). Subversion's C library is held by neither
+(README, Security).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -49,13 +52,21 @@ def hold_connections_to_rules(url: str, config: Any) -> None:
     with suppress(OSError):  # a name that stopped resolving is the loader's to report
         visited = resolved_addresses(url, url_scheme(url))
     hold_git_subprocesses(url, visited)
-    exempt = set(visited or ()) | _service_addresses([config, list(getproxies().values())])
+    services = service_hosts(config)
+    exempt = set(visited or ()) | service_addresses(services)
     connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
     def check(sock: socket.socket, address: Any) -> None:
         host = str(address[0])
-        if sock.family in _INET and host not in exempt:
+        if sock.family not in _INET or host in exempt:
+            return
+        try:
             check_addresses(host, [host])
+        except ValueError:
+            # A service may have moved since the fork server resolved it.
+            exempt.update(_resolve(services))
+            if host not in exempt:
+                raise
 
     def checked(self: socket.socket, address: Any) -> None:
         check(self, address)
@@ -108,14 +119,27 @@ def with_git_config(env: Mapping[Any, Any], settings: Sequence[tuple[str, str]])
     return merged
 
 
-def _service_addresses(config: Any) -> set[str]:
-    """The addresses of the hosts ``config`` names: in URLs of any scheme (an HTTP
-    storage, a database), ``host:port`` pairs (Kafka brokers) and libpq's ``host=``."""
+def service_hosts(config: Any) -> frozenset[str]:
+    """The hosts the loader's ``config`` and the environment's HTTP proxies name: in
+    URLs of any scheme (an HTTP storage, a database), ``host:port`` pairs (Kafka
+    brokers) and libpq's ``host=``."""
+    texts = strings_in([config, list(getproxies().values())])
+    return frozenset(host for text in texts for host in _hosts_in(text))
+
+
+@functools.cache
+def service_addresses(hosts: frozenset[str]) -> frozenset[str]:
+    """The addresses ``hosts`` resolve to, resolved once per process: the fork
+    server's preload resolves its configuration's, and its children inherit them."""
+    return _resolve(hosts)
+
+
+def _resolve(hosts: frozenset[str]) -> frozenset[str]:
     found: set[str] = set()
-    for host in {h for text in strings_in(config) for h in _hosts_in(text)}:
+    for host in hosts:
         with suppress(OSError, ValueError, UnicodeError):
             found |= {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    return found
+    return frozenset(found)
 
 
 def _hosts_in(text: str) -> list[str]:

@@ -21,7 +21,12 @@ import pytest
 from app.devtools.demo import git, make_repo
 from app.loaders.archive import ArchiveGitCheckoutLoader, ArchiveGitLoader, ArchiveLoader
 from app.loaders.git import MAX_REDIRECTS, GitLoader
-from app.loaders.outbound import hold_connections_to_rules, hold_git_subprocesses
+from app.loaders.outbound import (
+    hold_connections_to_rules,
+    hold_git_subprocesses,
+    service_addresses,
+    service_hosts,
+)
 from app.loaders.zygote import ForkServer
 from tests.processes import wait_for
 
@@ -337,3 +342,24 @@ def test_an_archive_visit_connects_inside_only_to_its_configured_services_and_pr
                 sock.connect(("127.0.0.2", port))
     with socket.socket() as sock, pytest.raises(ValueError, match="private address"):
         sock.connect_ex(("10.0.0.1", 80))
+
+
+def test_a_service_that_moved_since_the_fork_server_resolved_it_is_still_reached(
+    serve: Serve, guarded: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved, _ = serve("127.0.0.2", {})
+    port = int(moved.rpartition(":")[2])
+    config = {"storage": {"cls": "remote", "url": f"http://storage.example:{port}/"}}
+    answer = {"storage.example": "127.0.0.3"}
+
+    def resolve(host: str, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    service_addresses(service_hosts(config))  # the fork server's preload
+    answer["storage.example"] = "127.0.0.2"  # the storage restarted elsewhere
+    hold_connections_to_rules("http://127.0.0.1:1/x.git", config)
+    with socket.socket() as sock:
+        sock.connect(("127.0.0.2", port))
+    with socket.socket() as sock, pytest.raises(ValueError, match="loopback address"):
+        sock.connect(("127.0.0.4", port))
