@@ -95,6 +95,7 @@ def hold_git_subprocesses(url: str, addresses: Sequence[str] | None) -> None:
     init = subprocess.Popen.__init__
     signature = inspect.signature(init)
 
+    @functools.wraps(init)  # its signature stays Popen's, were it held again
     def held(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
         env = bound.arguments.get("env")
