@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from app.db.connection import DictConnection, connect
 from app.db.migrate import migrate
 from app.devtools import embedded
 from app.loaders import archive
+from app.loaders.outbound import service_addresses
 from app.loaders.zygote import ForkServer
 from app.rpc.server import serving_on_a_free_port
 from app.services.context import Context
@@ -238,3 +241,17 @@ def fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[For
     monkeypatch.setattr(archive, "FORK_SERVER", server)
     yield server
     server.close()
+
+
+@pytest.fixture
+def guarded(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """hold_connections_to_rules patches socket.socket and subprocess.Popen, and the
+    services' addresses are kept: all restored after the test."""
+    monkeypatch.setattr(socket.socket, "connect", socket.socket.connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", socket.socket.connect_ex)
+    monkeypatch.setattr(subprocess.Popen, "__init__", subprocess.Popen.__init__)
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    service_addresses.cache_clear()
+    yield
+    service_addresses.cache_clear()

@@ -46,7 +46,7 @@ from app.inputs.rules import check_url
 from app.loaders.base import MAX_ERROR_CHARS, VisitResult
 from app.loaders.git import SCHEMES as GIT_SCHEMES
 from app.loaders.git import resolved_addresses, url_scheme
-from app.loaders.outbound import hold_connections_to_rules
+from app.loaders.outbound import hold_connections_to_rules, service_addresses, service_hosts
 from app.loaders.zygote import KILL_WAIT_S, Forked, ForkServer, ShuttingDown, ZygoteGone, serve
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
@@ -379,7 +379,8 @@ def _run(command: str, request: dict[str, Any], report: IO[str]) -> None:
 
 
 def _preload() -> None:
-    """Import what every child needs: the storage and the installed loaders."""
+    """Import what every child needs (the storage and the installed loaders) and
+    resolve the services the loader configuration names, once for them all."""
     import swh.core.config
     import swh.model.model
     import swh.storage
@@ -388,6 +389,8 @@ def _preload() -> None:
     for worker in SWH_WORKERS:
         with suppress(Exception):
             _loader_class(worker)
+    with suppress(Exception):  # a configuration it cannot read is each visit's to report
+        service_addresses(service_hosts(_config()))
 
 
 def main(argv: list[str]) -> int:

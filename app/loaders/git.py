@@ -154,7 +154,8 @@ class GitLoader:
             # file only for a file:// URL the rules let through, never reached otherwise.
             "GIT_ALLOW_PROTOCOL": "file" if scheme == "file" else "git:http:https",
         }
-        options = ["-c", "http.followRedirects=false", *_pinning(url, scheme, addresses)]
+        pinned = [("http.followRedirects", "false"), *pinning(url, addresses)]
+        options = [arg for key, value in pinned for arg in ("-c", f"{key}={value}")]
         try:
             proc = subprocess.run(
                 ["git", *options, "ls-remote", "--", url],
@@ -179,15 +180,21 @@ class GitLoader:
         return VisitResult("full", snapshot_id(proc.stdout), duration)
 
 
-def _pinning(url: str, scheme: str, addresses: list[str]) -> list[str]:
-    """git options pinning the host of ``url`` to ``addresses`` (none for a literal
-    or a transport other than HTTP)."""
-    if scheme not in ("http", "https") or not addresses:
-        return []
+def pinning(url: str, addresses: Sequence[str]) -> list[tuple[str, str]]:
+    """git's settings that pin the host of ``url`` to its checked ``addresses``
+    (none for an address literal): curl's resolution for ``http`` and ``https``
+    (``http.curloptResolve``), the URL itself for ``git`` (``url.<base>.insteadOf``:
+    the daemon sees the address as the host it serves)."""
     parts = urlsplit(url)
-    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not addresses:
+        return []
+    port = parts.port or DEFAULT_PORTS[scheme]
+    if scheme == "git":
+        first = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+        return [(f"url.git://{first}:{port}.insteadOf", f"git://{parts.netloc}")]
     listed = ",".join(f"[{a}]" if ":" in a else a for a in addresses)
-    return ["-c", f"http.curloptResolve={url_host(parts.netloc)}:{port}:{listed}"]
+    return [("http.curloptResolve", f"{url_host(parts.netloc)}:{port}:{listed}")]
 
 
 def redirect_location(url: str, addresses: Sequence[str], timeout_s: float) -> str | None:

@@ -6,23 +6,32 @@ own) and resolve names again. In the child, every TCP connection is held to
 the URL rules (``app.inputs.rules``) by the address it goes to, whatever led
 there: an internal address REVISIT_ALLOWED_INTERNAL_HOSTS does not allow (by
 address or network) is refused before connecting. Exempt are the visited
-URL's own addresses (checked before the child started), the services the
-archive's loader configuration names (its storage, a database, Kafka brokers)
-and the environment's HTTP proxies. Programs the loaders run (``git`` for the
-checkout loader, Subversion's C library) are not held to it.
+URL's own addresses (checked before the child started, and again in it), the
+services the archive's loader configuration names (its storage, a database,
+Kafka brokers) and the environment's HTTP proxies, these resolved once by the
+fork server for all its children (again by a child that meets an address they
+do not know). The programs the loaders start (``git`` for the checkout loader)
+are not seen by this check: git is held by its configuration instead
+(``hold_git_subprocesses``). Subversion's C library is held by neither
+(README, Security).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 import re
 import socket
+import subprocess
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies
 
 from app.inputs.rules import check_addresses, strings_in
-from app.loaders.git import resolved_addresses, url_scheme
+from app.loaders.git import pinning, resolved_addresses, url_scheme
 
 #: ``host:port`` (a Kafka broker), the host an IPv6 literal in brackets.
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$")
@@ -37,17 +46,27 @@ def hold_connections_to_rules(url: str, config: Any) -> None:
     internal address not allowed, but to the addresses of the visited ``url``
     (held to the rules), of the services the loader's ``config`` names and of
     the HTTP proxies the environment names (``https_proxy``...: what lies behind
-    a proxy is the proxy's to hold)."""
-    try:
+    a proxy is the proxy's to hold); hold the git it runs to the addresses of
+    ``url`` (``hold_git_subprocesses``)."""
+    visited: list[str] | None = None
+    with suppress(OSError):  # a name that stopped resolving is the loader's to report
         visited = resolved_addresses(url, url_scheme(url))
-    except OSError:  # a name that stopped resolving is the loader's to report
-        visited = []
-    exempt = set(visited) | _service_addresses([config, list(getproxies().values())])
+    hold_git_subprocesses(url, visited)
+    services = service_hosts(config)
+    exempt = set(visited or ()) | service_addresses(services)
     connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
     def check(sock: socket.socket, address: Any) -> None:
-        if sock.family in _INET and str(address[0]) not in exempt:
-            check_addresses(str(address[0]), [str(address[0])])
+        host = str(address[0])
+        if sock.family not in _INET or host in exempt:
+            return
+        try:
+            check_addresses(host, [host])
+        except ValueError:
+            # A service may have moved since the fork server resolved it.
+            exempt.update(_resolve(services))
+            if host not in exempt:
+                raise
 
     def checked(self: socket.socket, address: Any) -> None:
         check(self, address)
@@ -61,14 +80,67 @@ def hold_connections_to_rules(url: str, config: Any) -> None:
     socket.socket.connect_ex = checked_ex  # type: ignore[method-assign,assignment]
 
 
-def _service_addresses(config: Any) -> set[str]:
-    """The addresses of the hosts ``config`` names: in URLs of any scheme (an HTTP
-    storage, a database), ``host:port`` pairs (Kafka brokers) and libpq's ``host=``."""
+def hold_git_subprocesses(url: str, addresses: Sequence[str] | None) -> None:
+    """From now on in this process, every program started through ``subprocess``,
+    whatever environment its caller passes, runs git (if it does) following no
+    HTTP redirect, pinned to the checked ``addresses`` of the host of ``url``
+    (``app.loaders.git.pinning``) and fetching from no URL but those its caller
+    names (a submodule's URL, taken from the repository, is refused). With
+    ``addresses`` None (the host did not resolve when checked), git fetches nothing."""
+    settings = [("http.followRedirects", "false"), ("protocol.allow", "user")]
+    if addresses is None:
+        settings[1] = ("protocol.allow", "never")
+    else:
+        settings += pinning(url, addresses)
+    init = subprocess.Popen.__init__
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)  # its signature stays Popen's, were it held again
+    def held(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        env = bound.arguments.get("env")
+        bound.arguments["env"] = with_git_config(os.environ if env is None else env, settings)
+        init(*bound.args, **bound.kwargs)
+
+    subprocess.Popen.__init__ = held  # type: ignore[method-assign]
+
+
+def with_git_config(env: Mapping[Any, Any], settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """``env`` with git's ``settings`` added after the ones it carries
+    (``GIT_CONFIG_COUNT``...: above every configuration file), less
+    ``GIT_ALLOW_PROTOCOL``, which would overrule ``protocol.allow``."""
+    merged = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}
+    merged.pop("GIT_ALLOW_PROTOCOL", None)
+    count = merged.get("GIT_CONFIG_COUNT", "")
+    first = int(count) if count.isdigit() else 0
+    for n, (key, value) in enumerate(settings, start=first):
+        merged[f"GIT_CONFIG_KEY_{n}"] = key
+        merged[f"GIT_CONFIG_VALUE_{n}"] = value
+    merged["GIT_CONFIG_COUNT"] = str(first + len(settings))
+    return merged
+
+
+def service_hosts(config: Any) -> frozenset[str]:
+    """The hosts the loader's ``config`` and the environment's HTTP proxies name: in
+    URLs of any scheme (an HTTP storage, a database), ``host:port`` pairs (Kafka
+    brokers) and libpq's ``host=``."""
+    texts = strings_in([config, list(getproxies().values())])
+    return frozenset(host for text in texts for host in _hosts_in(text))
+
+
+@functools.cache
+def service_addresses(hosts: frozenset[str]) -> frozenset[str]:
+    """The addresses ``hosts`` resolve to, resolved once per process: the fork
+    server's preload resolves its configuration's, and its children inherit them."""
+    return _resolve(hosts)
+
+
+def _resolve(hosts: frozenset[str]) -> frozenset[str]:
     found: set[str] = set()
-    for host in {h for text in strings_in(config) for h in _hosts_in(text)}:
+    for host in hosts:
         with suppress(OSError, ValueError, UnicodeError):
             found |= {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    return found
+    return frozenset(found)
 
 
 def _hosts_in(text: str) -> list[str]:

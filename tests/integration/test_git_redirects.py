@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,10 +19,16 @@ from typing import Any
 import pytest
 
 from app.devtools.demo import git, make_repo
-from app.loaders.archive import ArchiveGitLoader
+from app.loaders.archive import ArchiveGitCheckoutLoader, ArchiveGitLoader, ArchiveLoader
 from app.loaders.git import MAX_REDIRECTS, GitLoader
-from app.loaders.outbound import hold_connections_to_rules
+from app.loaders.outbound import (
+    hold_connections_to_rules,
+    hold_git_subprocesses,
+    service_addresses,
+    service_hosts,
+)
 from app.loaders.zygote import ForkServer
+from tests.processes import wait_for
 
 
 class _Forge(http.server.SimpleHTTPRequestHandler):
@@ -172,27 +180,129 @@ def test_the_archives_git_loader_follows_a_redirect_to_an_allowed_url(
     assert "/repo/.git/info/refs?service=git-upload-pack" in asked
 
 
-def test_the_archives_git_loader_connects_to_no_internal_address_a_redirect_names(
-    tmp_path: Path, serve: Serve, fork_server: ForkServer
+@pytest.mark.parametrize(
+    ("loader", "arguments", "reason"),
+    [
+        (ArchiveGitLoader, {}, "resolves to a loopback address (127.0.0.2)"),
+        # swh's checkout runs git with an environment of its own ({"LC_ALL": "C"}).
+        (ArchiveGitCheckoutLoader, {"ref": "main", "checksums": {}}, "non-zero exit status"),
+    ],
+)
+def test_the_archives_git_loaders_connect_to_no_internal_address_a_redirect_names(
+    loader: Callable[[], ArchiveLoader],
+    arguments: dict[str, Any],
+    reason: str,
+    tmp_path: Path,
+    serve: Serve,
+    fork_server: ForkServer,
 ) -> None:
     make_repo(tmp_path / "repo")
     git(tmp_path / "repo", "update-server-info")
     inside, inside_asked = serve("127.0.0.2", {})  # loopback, not allowed
-    base, _ = serve("127.0.0.1", {"/a.git/": (302, f"{inside}/repo/.git/")})
-    result = ArchiveGitLoader().load(f"{base}/a.git", {}, 60)
+    base, asked = serve("127.0.0.1", {"/a.git/": (302, f"{inside}/repo/.git/")})
+    direct = loader().load(f"{base}/repo/.git", arguments, 60)
+    result = loader().load(f"{base}/a.git", arguments, 60)
+    assert (direct.status, direct.error) == ("full", None)
     assert result.status == "failed"
-    assert result.error is not None
-    assert "resolves to a loopback address (127.0.0.2)" in result.error
+    assert reason in (result.error or "")
+    assert "/a.git/info/refs?service=git-upload-pack" in asked
+    assert inside_asked == []
+
+
+def test_the_archives_git_checkout_fetches_no_submodule_its_repository_names(
+    tmp_path: Path, serve: Serve, fork_server: ForkServer
+) -> None:
+    make_repo(tmp_path / "sub")
+    git(tmp_path / "sub", "update-server-info")
+    inside, inside_asked = serve("127.0.0.2", {})  # loopback, not allowed
+    make_repo(tmp_path / "repo")
+    git(tmp_path / "repo", "submodule", "add", "-q", f"{inside}/sub/.git", "sub")
+    git(tmp_path / "repo", "commit", "-q", "-m", "a submodule inside")
+    git(tmp_path / "repo", "update-server-info")
+    inside_asked.clear()
+    base, _ = serve("127.0.0.1", {})
+    arguments = {"ref": "main", "checksums": {}, "submodules": True}
+    result = ArchiveGitCheckoutLoader().load(f"{base}/repo/.git", arguments, 60)
+    assert result.status == "failed"
     assert inside_asked == []
 
 
 @pytest.fixture
-def guarded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """hold_connections_to_rules patches socket.socket: restored after the test."""
-    monkeypatch.setattr(socket.socket, "connect", socket.socket.connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", socket.socket.connect_ex)
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
+def git_daemon(tmp_path: Path) -> Iterator[str]:
+    """git's own daemon serving ``tmp_path`` on 127.0.0.1: its base URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--export-all",
+            f"--base-path={tmp_path}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(tmp_path),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+
+    def listening() -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, 30, "git daemon listening")
+    yield f"git://127.0.0.1:{port}"
+    daemon.terminate()
+    daemon.wait()
+
+
+@pytest.mark.parametrize("scheme", ["http", "git"])
+def test_a_git_run_with_an_environment_of_its_own_is_pinned_to_the_checked_addresses(
+    scheme: str, tmp_path: Path, serve: Serve, guarded: None, request: pytest.FixtureRequest
+) -> None:
+    make_repo(tmp_path / "repo")
+    git(tmp_path / "repo", "update-server-info")
+    base = serve("127.0.0.1", {})[0] if scheme == "http" else request.getfixturevalue("git_daemon")
+    url = base.replace("127.0.0.1", "forge.invalid") + "/repo/.git"  # a name DNS never answers
+    hold_git_subprocesses(url, ["127.0.0.1"])
+    proc = subprocess.run(
+        [shutil.which("git") or "git", "ls-remote", url],
+        env={"LC_ALL": "C"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert "refs/heads/main" in proc.stdout
+
+
+def test_the_git_loader_visits_a_git_url_at_the_address_it_checked(
+    tmp_path: Path, git_daemon: str, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts(["127.0.0.1"])
+    make_repo(tmp_path / "repo")
+
+    def resolve(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, 1, 6, "", ("127.0.0.1", port))]
+
+    url = git_daemon.replace("127.0.0.1", "forge.invalid") + "/repo/.git"  # no DNS answer
+    result = GitLoader(resolve).load(url, {}, 30)
+    assert (result.status, result.error) == ("full", None)
+
+
+def test_a_git_run_for_a_host_that_did_not_resolve_when_checked_fetches_nothing(
+    tmp_path: Path, serve: Serve, guarded: None
+) -> None:
+    make_repo(tmp_path / "repo")
+    git(tmp_path / "repo", "update-server-info")
+    base, asked = serve("127.0.0.1", {})
+    hold_git_subprocesses(base.replace("127.0.0.1", "forge.invalid"), None)
+    proc = subprocess.run(
+        ["git", "ls-remote", f"{base}/repo/.git"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode != 0
+    assert "transport 'http' not allowed" in proc.stderr
+    assert asked == []
 
 
 @pytest.mark.parametrize(
@@ -232,3 +342,24 @@ def test_an_archive_visit_connects_inside_only_to_its_configured_services_and_pr
                 sock.connect(("127.0.0.2", port))
     with socket.socket() as sock, pytest.raises(ValueError, match="private address"):
         sock.connect_ex(("10.0.0.1", 80))
+
+
+def test_a_service_that_moved_since_the_fork_server_resolved_it_is_still_reached(
+    serve: Serve, guarded: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved, _ = serve("127.0.0.2", {})
+    port = int(moved.rpartition(":")[2])
+    config = {"storage": {"cls": "remote", "url": f"http://storage.example:{port}/"}}
+    answer = {"storage.example": "127.0.0.3"}
+
+    def resolve(host: str, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    service_addresses(service_hosts(config))  # the fork server's preload
+    answer["storage.example"] = "127.0.0.2"  # the storage restarted elsewhere
+    hold_connections_to_rules("http://127.0.0.1:1/x.git", config)
+    with socket.socket() as sock:
+        sock.connect(("127.0.0.2", port))
+    with socket.socket() as sock, pytest.raises(ValueError, match="loopback address"):
+        sock.connect(("127.0.0.4", port))

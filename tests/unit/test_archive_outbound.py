@@ -1,0 +1,47 @@
+"""The services the archive's loader configuration names are resolved once, by the
+fork server before it forks, not by each visit's child."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.loaders import archive
+from app.loaders.outbound import hold_connections_to_rules
+from tests.conftest import IN_CI
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch, guarded: None) -> list[str]:
+    """The host names resolved in this process (each to 192.0.2.7, no DNS asked)."""
+    names: list[str] = []
+
+    def resolve(host: str, port: Any, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
+        names.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.7", port or 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    return names
+
+
+def test_the_fork_server_resolves_the_configured_services_once_for_every_visit(
+    asked: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        import swh.storage  # noqa: F401
+    except ImportError as exc:
+        if IN_CI:
+            raise
+        pytest.skip(f"the archive's packages are not installed: {exc}")
+    config = {"storage": {"cls": "remote", "url": "http://storage.example:5002/"}}
+    (tmp_path / "loader.yml").write_text(json.dumps(config))
+    monkeypatch.setenv(archive.CONFIG_VARIABLE, str(tmp_path / "loader.yml"))
+    archive._preload()  # the fork server, before it forks
+    assert asked == ["storage.example"]
+    for _ in range(3):  # three visits' children
+        hold_connections_to_rules("http://192.0.2.1/x.git", config)  # a literal: no DNS
+    assert asked == ["storage.example"]
