@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from app.db.connection import DictConnection
+from app.db.history_codec import decode_history
 from app.db.queries import query
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.visit_history import VisitHistory
 from app.domain.visit_status import SUCCESS_STATUSES
 
 
@@ -184,9 +186,27 @@ def open_request_origins(conn: DictConnection) -> set[tuple[str, str]]:
     return {(r["url"], r["visit_type"]) for r in conn.execute(query("open_request_origins"))}
 
 
-def requests_started(conn: DictConnection, started: list[VisitStatusEvent]) -> None:
-    """Mark running the scheduled requests whose visit these events created."""
-    conn.execute(query("requests_started"), _event_columns(started))
+def requests_started(
+    conn: DictConnection, started: list[VisitStatusEvent], skew: timedelta
+) -> list[dict[str, Any]]:
+    """Mark running the scheduled requests whose visit these events created (at
+    most ``skew`` before the request was sent); their id, url, visit_type, visit."""
+    params = {**_event_columns(started), "skew": skew}
+    return conn.execute(query("requests_started"), params).fetchall()
+
+
+def visit_histories(
+    conn: DictConnection, origins: list[tuple[str, str]]
+) -> dict[tuple[str, str], VisitHistory]:
+    """The stored visit history of each (url, visit_type) origin that has one."""
+    params = {
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+    }
+    return {
+        (r["url"], r["visit_type"]): decode_history(r["visit_history"])
+        for r in conn.execute(query("visit_histories"), params)
+    }
 
 
 def requests_finished(

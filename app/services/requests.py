@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -29,6 +29,15 @@ from app.services.context import Context
 from app.services.mirror_sync import place_rows
 from queues.errors import Redis
 from queues.keys import aborted_requests
+
+#: How far the clock of a loader's host may be behind the scheduler's: a visit
+#: whose created status is dated up to this long before its request was sent is
+#: still taken for the request's own (hosts kept by NTP agree within
+#: milliseconds). Every other visit of the origin that could end after the
+#: send (one presumed lost, one not sent by revisit, one whose checkpoint
+#: ended its flight) started long before it, so this margin lets none of them
+#: end the request.
+CLOCK_SKEW_S = 60.0
 
 
 class RequestError(ValueError):
@@ -409,7 +418,8 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     # request row locked first could deadlock with a request being created.
     db.lock_request_graph(conn)
     if started:
-        db.requests_started(conn, started)
+        begun = db.requests_started(conn, started, timedelta(seconds=CLOCK_SKEW_S))
+        finished += _ended_before_created(conn, begun)
     if not finished:
         return []
     rows = db.requests_finished(conn, finished, [_reason(e) for e in finished])
@@ -420,6 +430,28 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
         )
         for r in rows
     ]
+
+
+def _ended_before_created(
+    conn: DictConnection, begun: list[dict[str, Any]]
+) -> list[VisitStatusEvent]:
+    """The final statuses, already applied, of the visits that just started
+    requests: a visit's final status may arrive before its created status
+    (another partition), when it could not yet tell whose visit it was. The
+    stored history keeps no error: such a failed request's reason is its status."""
+    if not begun:
+        return []
+    histories = db.visit_histories(conn, [(r["url"], r["visit_type"]) for r in begun])
+    ended = []
+    for r in begun:
+        history = histories.get((r["url"], r["visit_type"]))
+        for final in history.recent if history is not None else ():
+            if final.visit == r["visit"]:
+                event = VisitStatusEvent(
+                    r["url"], r["visit_type"], final.visit, final.date, final.status, None
+                )
+                ended.append(event)
+    return ended
 
 
 def _reason(event: VisitStatusEvent) -> str | None:

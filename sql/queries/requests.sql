@@ -131,7 +131,10 @@ where id = %(id)s
 -- name: requests_started
 -- A scheduled request's own visit is the one sent for it (its number, when the
 -- scheduler gave it one), else the first visit of the origin created after the
--- request was sent: the request is running, and only that visit ends it.
+-- request was sent (its created status dated no earlier than %(skew)s before
+-- the send: the loader's clock is not the scheduler's): the request is running,
+-- and only that visit ends it (requests_finished). A visit created before the
+-- request was sent, still running then, is not its own.
 update visit_requests r set status = 'running', started_at = own.date, visit = own.visit
 from (
   select distinct on (r.id) r.id, k.date, k.visit
@@ -140,19 +143,29 @@ from (
               %(dates)s::timestamptz[]) as k(url, visit_type, visit, date)
     on r.url = k.url and r.visit_type = k.visit_type
   where r.status = 'scheduled'
-    and (r.visit = k.visit or (r.visit is null and r.scheduled_at <= k.date))
+    and (r.visit = k.visit or (r.visit is null and r.scheduled_at - %(skew)s <= k.date))
   order by r.id, k.date, k.visit
 ) own
 where r.id = own.id and r.status = 'scheduled'
-returning r.id
+returning r.id, r.url, r.visit_type, r.visit
+
+-- name: visit_histories
+-- The stored final visits of these origins (their created status may come after
+-- their final status: a request started by it may have ended already).
+select st.url, st.visit_type, st.visit_history
+from origin_visit_stats st
+join unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+  on st.url = k.url and st.visit_type = k.visit_type
+where st.visit_history is not null
 
 -- name: requests_finished
 -- The request's own visit ended: the request ends with it, even when the visit's
--- created status has not arrived yet (statuses of a visit come in any order):
--- its number is the request's from when it was sent. A request sent without a
--- number (the archive's loaders number their visits) whose created status has
--- not arrived either ends with the first visit of its origin to end after it was
--- sent, and takes its number.
+-- created status has not arrived yet (statuses of a visit come in any order)
+-- if its number is the request's from when it was sent. A request sent without a
+-- number (the archive's loaders number their visits) ends only once it is
+-- running (requests_started): a visit of its origin ending after it was sent
+-- may have started before (one not sent by revisit, a late status of one
+-- presumed lost, a checkpoint taken for the end), and is not its own.
 update visit_requests r
 set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status, visit = k.visit,
@@ -165,8 +178,7 @@ from (
               %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
     as e(url, visit_type, visit, date, status, reason)
     on q.url = e.url and q.visit_type = e.visit_type
-  where (q.status in ('scheduled', 'running') and q.visit = e.visit)
-     or (q.status = 'scheduled' and q.visit is null and q.scheduled_at <= e.date)
+  where q.status in ('scheduled', 'running') and q.visit = e.visit
   order by q.id, e.date, e.visit
 ) k
 where r.id = k.id
