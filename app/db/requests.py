@@ -134,10 +134,28 @@ def end_unvisited_request(
     return conn.execute(query("end_unvisited_request"), params).fetchone() is not None
 
 
-def release_request_origin(conn: DictConnection, request_id: int) -> list[dict[str, Any]]:
-    """Take out of flight the origin of a request whose visit stopped with no
-    final status, unless sent again since; its mirror columns (none if left)."""
-    return conn.execute(query("release_request_origin"), {"id": request_id}).fetchall()
+def release_request_origins(conn: DictConnection, ids: list[int]) -> list[dict[str, Any]]:
+    """Take out of flight the origins of requests whose visits stopped with no
+    final status, unless sent again since; their mirror columns (none if left)."""
+    return conn.execute(query("release_request_origins"), {"ids": ids}).fetchall()
+
+
+def requests_past_deadline(
+    conn: DictConnection, visit_type: str, sent_before: datetime
+) -> list[dict[str, Any]]:
+    """id, url and scheduled_at of the requests of ``visit_type`` sent before
+    ``sent_before`` with no final status since."""
+    params = {"visit_type": visit_type, "sent_before": sent_before}
+    return conn.execute(query("requests_past_deadline"), params).fetchall()
+
+
+def requests_pending_again(
+    conn: DictConnection, ids: list[int], sent_before: datetime
+) -> list[int]:
+    """Make pending again those of these requests still sent before
+    ``sent_before`` with no final status; their ids."""
+    params = {"ids": ids, "sent_before": sent_before}
+    return [r["id"] for r in conn.execute(query("requests_pending_again"), params)]
 
 
 def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> None:

@@ -13,6 +13,7 @@ that order is the ``take_pending_requests`` query, the one copy of it.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,14 +22,18 @@ from uuid import UUID
 from app.db import requests as db
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, mirror_row
+from app.domain.cooldown import request_window_s
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
+from app.inputs.rules import without_userinfo
 from app.services.context import Context
 from app.services.mirror_sync import place_rows
 from queues.errors import Redis
 from queues.keys import aborted_requests
+
+log = logging.getLogger("revisit.requests")
 
 #: How far the clock of a loader's host may be behind the scheduler's: a visit
 #: whose created status is dated up to this long before its request was sent is
@@ -249,8 +254,42 @@ def release_request_origin(
     until the scheduled cooldown presumed the visit lost. Redis follows the
     commit, so the mirror never has it out of flight before PostgreSQL."""
     with conn.transaction():
-        rows = db.release_request_origin(conn, request_id)
+        rows = db.release_request_origins(conn, [request_id])
     place_rows(ctx, map(mirror_row, rows), now)
+
+
+def requests_past_deadline(
+    conn: DictConnection, ctx: Context, visit_type: str, time_limit_s: float, now: datetime
+) -> list[int]:
+    """Make pending again the requests of ``visit_type`` with no final status
+    ``request_window_s`` after they were sent (``time_limit_s``: their lane's),
+    presumed lost (a message gone with a wiped broker, a worker killed), and put
+    their origins back as ``release_request_origin`` does; their ids. Their
+    visits start and end within that window (the worker's ``start_within_s``
+    and ``finish_by_s``), so none still runs when it is sent again."""
+    try:
+        sent_before = now - timedelta(seconds=request_window_s(time_limit_s))
+    except OverflowError:  # a limit no visit reaches (the simulator's): none is late
+        return []
+    overdue = db.requests_past_deadline(conn, visit_type, sent_before)
+    if not overdue:
+        return []
+    ids = [r["id"] for r in overdue]
+    # Stats rows before request rows, as the journal locks them.
+    with conn.transaction():
+        rows = db.release_request_origins(conn, ids)
+        again = db.requests_pending_again(conn, ids, sent_before)
+    place_rows(ctx, map(mirror_row, rows), now)
+    for r in overdue:
+        if r["id"] in again:
+            log.warning(
+                "request %d (%s): no final status since it was sent at %s, past its deadline; "
+                "pending again",
+                r["id"],
+                without_userinfo(r["url"]),
+                r["scheduled_at"].isoformat(),
+            )
+    return again
 
 
 def retry_request(conn: DictConnection, request_id: int) -> int:

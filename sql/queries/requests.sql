@@ -191,17 +191,41 @@ update visit_requests set status = 'failed', finished_at = %(now)s, failure_reas
 where id = %(id)s and status = 'scheduled' and visit is null
 returning id
 
--- name: release_request_origin
--- The visit of request %(id)s stopped with no final status (aborted, or never
--- reached the archive): its origin leaves flight as if it had not been sent
--- (sent last when its last final status was applied), unless it was sent
--- again since or a final status was applied meanwhile.
+-- name: release_request_origins
+-- The visits of requests %(ids)s stopped with no final status (aborted, never
+-- reached the archive, or past their deadline): their origins leave flight as
+-- if they had not been sent (sent last when their last final status was
+-- applied), unless sent again since or a final status was applied meanwhile.
+-- Rows locked in key order, as the journal locks them.
+with locked as (
+  select st.id from origin_visit_stats st
+  join visit_requests r on st.url = r.url and st.visit_type = r.visit_type
+  where r.id = any(%(ids)s::bigint[])
+    and st.last_scheduled = r.scheduled_at
+    and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+  order by st.url, st.visit_type
+  for update of st
+)
 update origin_visit_stats st set last_scheduled = st.last_final_date, version = st.version + 1
-from visit_requests r
-where r.id = %(id)s and st.url = r.url and st.visit_type = r.visit_type
-  and st.last_scheduled = r.scheduled_at
-  and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+from locked where st.id = locked.id
 returning {{mirror_columns}}
+
+-- name: requests_past_deadline
+-- Requests of %(visit_type)s sent before %(sent_before)s with no final status
+-- since: past their deadline (app.domain.cooldown.request_window_s), presumed
+-- lost (index visit_requests_open_by_origin: few are open).
+select id, url, scheduled_at from visit_requests
+where visit_type = %(visit_type)s and status in ('scheduled', 'running')
+  and scheduled_at < %(sent_before)s
+order by id
+
+-- name: requests_pending_again
+-- These requests past their deadline wait to be sent again, unless one ended
+-- or was aborted meanwhile.
+update visit_requests set status = 'pending', scheduled_at = null, started_at = null, visit = null
+where id = any(%(ids)s::bigint[]) and status in ('scheduled', 'running')
+  and scheduled_at < %(sent_before)s
+returning id
 
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):

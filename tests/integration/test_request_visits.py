@@ -1,5 +1,6 @@
 """Which visit ends a request sent to the archive's loaders (they number their
-visits: the request's is the first created after it was sent), against real
+visits: the request's is the first created after it was sent), and a request
+whose visit never reports (sent again at its deadline), against real
 PostgreSQL and Redis."""
 
 from datetime import UTC, datetime, timedelta
@@ -8,12 +9,14 @@ import pytest
 
 from app.db.connection import DictConnection
 from app.db.scheduling import visit_type_configs
+from app.domain.cooldown import request_window_s
 from app.domain.journal_event import VisitStatusEvent
 from app.inputs.api import RequestVisit
 from app.services.context import Context
 from app.services.journal import apply_events_batch
-from app.services.requests import create_request, take_pending
-from app.services.scheduler_step import plan_step
+from app.services.mirror_sync import check, ensure_built
+from app.services.requests import create_request, requests_past_deadline, take_pending
+from app.services.scheduler_step import Send, plan_step
 from tests.integration.helpers import list_origins
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)
@@ -77,3 +80,50 @@ def test_a_requests_visit_whose_final_status_comes_before_its_created_one_ends_i
     journal(conn, ctx, NOW, (3, "created", NOW + timedelta(minutes=1)))
 
     assert request(conn, request_id) == ("failed", 3, "visit ended failed")
+
+
+def test_a_request_whose_message_was_lost_is_sent_again_at_its_deadline_and_not_before(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [URL], now=NOW)
+    ensure_built(conn, ctx, "git", NOW)  # (a rebuild would take the origin for lost)
+    request_id = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
+    config = visit_type_configs(conn)["git"]
+    deadline = NOW + timedelta(seconds=request_window_s(config.time_limit_s))
+
+    def step(at: datetime) -> tuple[list[Send], int]:
+        plan = plan_step(conn, ctx, config, lambda queue: 0, at)
+        return [s for s in plan.sends if s.order.url == URL], plan.recurrent.lost
+
+    [sent], _ = step(NOW)
+    # its message is gone (the broker's Redis wiped): no status ever comes
+    assert step(deadline - timedelta(seconds=1)) == ([], 0)  # merely slow: left alone
+    assert request(conn, request_id)[0] == "scheduled"
+    [again], lost = step(deadline + timedelta(seconds=1))
+
+    assert (sent.order.request_id, again.order.request_id, again.lane) == (
+        request_id,
+        request_id,
+        "priority",
+    )
+    assert lost == 1
+    assert again.order.scheduled_at > sent.order.scheduled_at
+    assert check(conn, ctx, "git", deadline + timedelta(seconds=1)) == []
+    assert step(deadline + timedelta(minutes=1)) == ([], 0)
+
+
+def test_a_request_waiting_for_a_lost_request_visit_of_its_origin_waits_only_until_its_deadline(
+    conn: DictConnection, ctx: Context
+) -> None:
+    first = create_request(conn, RequestVisit(url=URL, visit_type="git", priority=5), now=NOW)
+    second = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
+    config = visit_type_configs(conn)["git"]
+    window = timedelta(seconds=request_window_s(config.time_limit_s))
+    assert [t.id for t in take_pending(conn, ctx, "git", 10, NOW)] == [first]
+
+    requests_past_deadline(conn, ctx, "git", config.time_limit_s, NOW + window)
+    assert take_pending(conn, ctx, "git", 10, NOW + window) == []
+    requests_past_deadline(conn, ctx, "git", config.time_limit_s, NOW + window * 2)
+
+    assert [t.id for t in take_pending(conn, ctx, "git", 10, NOW + window * 2)] == [first]
+    assert request(conn, second)[0] == "pending"
