@@ -86,12 +86,14 @@ def in_flight_since(
 ) -> datetime | None:
     """When the origin was sent to a worker if that visit has not reported yet.
 
-    A visit that has not reported within the scheduled cooldown is presumed
-    lost, and the origin counts as schedulable again.
+    Only a final status dated after the send ends its flight: the visit sent
+    starts after it, so a final status at the very instant of the send is an
+    earlier visit's. A visit that has not reported within the scheduled
+    cooldown is presumed lost, and the origin counts as schedulable again.
     """
     if last_scheduled is None:
         return None
-    if last_reported is not None and last_reported >= last_scheduled:
+    if last_reported is not None and last_reported > last_scheduled:
         return None
     if now - last_scheduled >= cooldowns.scheduled:
         return None

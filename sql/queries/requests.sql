@@ -55,7 +55,7 @@ with picked as (
       select from origin_visit_stats st
       where st.url = r.url and st.visit_type = r.visit_type
         and st.last_scheduled > %(lost_before)s
-        and (st.last_final_date is null or st.last_final_date < st.last_scheduled))
+        and (st.last_final_date is null or st.last_final_date <= st.last_scheduled))
     and not exists (
       select from visit_requests o
       where o.url = r.url and o.visit_type = r.visit_type
@@ -195,18 +195,20 @@ returning id
 -- The visits of requests %(ids)s stopped with no final status (aborted, never
 -- reached the archive, or past their deadline): their origins leave flight as
 -- if they had not been sent (sent last when their last final status was
--- applied), unless sent again since or a final status was applied meanwhile.
--- Rows locked in key order, as the journal locks them.
+-- applied: just before it, since a final status at the instant of a send does
+-- not end that send's flight), unless sent again since or a final status was
+-- applied meanwhile. Rows locked in key order, as the journal locks them.
 with locked as (
   select st.id from origin_visit_stats st
   join visit_requests r on st.url = r.url and st.visit_type = r.visit_type
   where r.id = any(%(ids)s::bigint[])
     and st.last_scheduled = r.scheduled_at
-    and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+    and (st.last_final_date is null or st.last_final_date <= st.last_scheduled)
   order by st.url, st.visit_type
   for update of st
 )
-update origin_visit_stats st set last_scheduled = st.last_final_date, version = st.version + 1
+update origin_visit_stats st
+set last_scheduled = st.last_final_date - interval '1 microsecond', version = st.version + 1
 from locked where st.id = locked.id
 returning {{mirror_columns}}
 

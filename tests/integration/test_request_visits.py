@@ -127,3 +127,23 @@ def test_a_request_waiting_for_a_lost_request_visit_of_its_origin_waits_only_unt
 
     assert [t.id for t in take_pending(conn, ctx, "git", 10, NOW + window * 2)] == [first]
     assert request(conn, second)[0] == "pending"
+
+
+def test_an_origin_sent_at_the_instant_of_its_last_final_status_is_in_flight(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, [URL], now=NOW)
+    ensure_built(conn, ctx, "git", NOW)
+    config = visit_type_configs(conn)["git"]
+    [recurrent] = plan_step(conn, ctx, config, lambda queue: 0, NOW).sends
+    request_id = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
+    ended = NOW + timedelta(minutes=5)
+    visit = recurrent.order.visit
+    journal(conn, ctx, ended, (visit, "created", NOW), (visit, "full", ended))
+
+    # the scheduler's clock reads the very instant the recurrent visit ended
+    assert [t.id for t in take_pending(conn, ctx, "git", 10, ended)] == [request_id]
+
+    location = ctx.mirror.locate("git", recurrent.order.origin_id)
+    assert location.where == "inflight"
+    assert check(conn, ctx, "git", ended) == []

@@ -89,6 +89,15 @@ def test_scheduled_origin_without_result_is_in_flight_until_the_scheduled_cooldo
     assert lost.where == "pool"
 
 
+def test_a_final_status_at_the_instant_of_a_send_is_an_earlier_visits_and_ends_no_flight() -> None:
+    sent = NOW - timedelta(hours=1)
+    at_once = row(last_final_date=sent, last_visit_status="full", last_scheduled=sent)
+    assert place(at_once, NOW, COOL).where == "inflight"
+    later = sent + timedelta(microseconds=1)
+    after = row(last_final_date=later, last_visit_status="full", last_scheduled=sent)
+    assert place(after, NOW, COOL).where == "cooling"
+
+
 def test_recently_visited_origin_cools_down_and_remembers_its_pool() -> None:
     visited = NOW - timedelta(hours=1)
     p = place(
