@@ -27,6 +27,7 @@ from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
 from app.domain.backoff import Backoff
 from app.domain.visit_stats import Fudge, keyed_fudge
 from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
+from app.kafka.codec import without_credentials
 from app.services.context import Context
 from app.services.journal import BatchOutcome
 from app.services.journal_batch import BatchWriter
@@ -145,14 +146,16 @@ class JournalClient:
 
     def _dead_letter(self, rejected: list[tuple[Message, str]]) -> None:
         """Send rejected messages to the dead-letter topic with their reason, and wait
-        for the broker's acknowledgement (PublishError: the batch is retried)."""
+        for the broker's acknowledgement (PublishError: the batch is retried).
+        The credentials of their URLs are not kept (a status whose URL has them is
+        refused, and would be again)."""
         if not rejected:
             return
         records = [
             Record(
                 self.settings.dead_letter_topic,
-                message.value(),
-                message.key(),
+                without_credentials(message.value()),
+                without_credentials(message.key()),
                 [
                     ("reason", reason.encode()),
                     ("source_topic", str(message.topic()).encode()),

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -37,7 +36,7 @@ from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
 from app.db.connection import connect
-from app.domain.cooldown import Cooldowns, finish_by_s, start_within_s
+from app.domain.cooldown import Cooldowns, finish_by_s, request_window_s, start_within_s
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
@@ -261,23 +260,24 @@ def visit(
         log.info("request %d was cancelled; not visiting %s", request_id, url)
         _end_unvisited(request_id, None)
         return
-    # A recurrent visit must start, and its created status be taken, before the
-    # scheduler presumes it lost and sends the origin again (requests are not).
-    start_within = (
-        math.inf
-        if request_id is not None
-        else start_within_s(scheduled_at, time.time(), _cooldowns())
-    )
-    if start_within <= 0:
-        log.info("visit %d of %s waited past the scheduled cooldown; not visiting", visit, url)
-        return
     message = CurrentMessage.get_current_message()
     options = message.options if message is not None else {}
     default_limit_s = settings.express_time_limit_s if lane == "express" else MAX_TIME_LIMIT_S
     limit_s = options.get("time_limit", default_limit_s * 1000) / 1000
-    # A recurrent visit's loader stops at finish_by too: its timeout runs on the
-    # monotonic clock, which counts the time the worker was paused (SIGSTOP).
-    finish_by = math.inf if request_id is not None else finish_by_s(scheduled_at, _cooldowns())
+    # A visit must start, and its created status be taken, before the scheduler
+    # presumes it lost and sends the origin again: a recurrent visit within the
+    # scheduled cooldown, a request's within its window (its deadline).
+    if request_id is None:
+        window_s, window = _cooldowns().scheduled.total_seconds(), "the scheduled cooldown"
+    else:
+        window_s, window = request_window_s(limit_s), f"the deadline of request {request_id}"
+    start_within = start_within_s(scheduled_at, time.time(), window_s)
+    if start_within <= 0:
+        log.info("visit %d of %s waited past %s; not visiting", visit, url, window)
+        return
+    # The loader stops at finish_by too: its timeout runs on the monotonic
+    # clock, which counts the time the worker was paused (SIGSTOP).
+    finish_by = finish_by_s(scheduled_at, window_s)
     load_s = min(limit_s, finish_by - time.time())
     try:
         loader: Loader | None = loader_for(visit_type)
@@ -332,7 +332,7 @@ def visit(
     if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
         # Paused or slowed past it: the scheduler sends the origin again; a final
         # status (or an escalation, a retry) now would overlap that visit.
-        log.warning("visit %d of %s outlasted the scheduled cooldown; dropped", visit, url)
+        log.warning("visit %d of %s outlasted %s; dropped", visit, url, window)
         return
     if result.timed_out:
         if lane == "express" and message is not None:

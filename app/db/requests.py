@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from app.db.connection import DictConnection
+from app.db.history_codec import decode_history
 from app.db.queries import query
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.visit_history import VisitHistory
 from app.domain.visit_status import SUCCESS_STATUSES
 
 
@@ -132,10 +134,28 @@ def end_unvisited_request(
     return conn.execute(query("end_unvisited_request"), params).fetchone() is not None
 
 
-def release_request_origin(conn: DictConnection, request_id: int) -> list[dict[str, Any]]:
-    """Take out of flight the origin of a request whose visit stopped with no
-    final status, unless sent again since; its mirror columns (none if left)."""
-    return conn.execute(query("release_request_origin"), {"id": request_id}).fetchall()
+def release_request_origins(conn: DictConnection, ids: list[int]) -> list[dict[str, Any]]:
+    """Take out of flight the origins of requests whose visits stopped with no
+    final status, unless sent again since; their mirror columns (none if left)."""
+    return conn.execute(query("release_request_origins"), {"ids": ids}).fetchall()
+
+
+def requests_past_deadline(
+    conn: DictConnection, visit_type: str, sent_before: datetime
+) -> list[dict[str, Any]]:
+    """id, url and scheduled_at of the requests of ``visit_type`` sent before
+    ``sent_before`` with no final status since."""
+    params = {"visit_type": visit_type, "sent_before": sent_before}
+    return conn.execute(query("requests_past_deadline"), params).fetchall()
+
+
+def requests_pending_again(
+    conn: DictConnection, ids: list[int], sent_before: datetime
+) -> list[int]:
+    """Make pending again those of these requests still sent before
+    ``sent_before`` with no final status; their ids."""
+    params = {"ids": ids, "sent_before": sent_before}
+    return [r["id"] for r in conn.execute(query("requests_pending_again"), params)]
 
 
 def supersede_request(conn: DictConnection, request_id: int, new_id: int) -> None:
@@ -184,9 +204,27 @@ def open_request_origins(conn: DictConnection) -> set[tuple[str, str]]:
     return {(r["url"], r["visit_type"]) for r in conn.execute(query("open_request_origins"))}
 
 
-def requests_started(conn: DictConnection, started: list[VisitStatusEvent]) -> None:
-    """Mark running the scheduled requests whose visit these events created."""
-    conn.execute(query("requests_started"), _event_columns(started))
+def requests_started(
+    conn: DictConnection, started: list[VisitStatusEvent], skew: timedelta
+) -> list[dict[str, Any]]:
+    """Mark running the scheduled requests whose visit these events created (at
+    most ``skew`` before the request was sent); their id, url, visit_type, visit."""
+    params = {**_event_columns(started), "skew": skew}
+    return conn.execute(query("requests_started"), params).fetchall()
+
+
+def visit_histories(
+    conn: DictConnection, origins: list[tuple[str, str]]
+) -> dict[tuple[str, str], VisitHistory]:
+    """The stored visit history of each (url, visit_type) origin that has one."""
+    params = {
+        "urls": [url for url, _ in origins],
+        "visit_types": [visit_type for _, visit_type in origins],
+    }
+    return {
+        (r["url"], r["visit_type"]): decode_history(r["visit_history"])
+        for r in conn.execute(query("visit_histories"), params)
+    }
 
 
 def requests_finished(

@@ -86,40 +86,51 @@ def in_flight_since(
 ) -> datetime | None:
     """When the origin was sent to a worker if that visit has not reported yet.
 
-    A visit that has not reported within the scheduled cooldown is presumed
-    lost, and the origin counts as schedulable again.
+    Only a final status dated after the send ends its flight: the visit sent
+    starts after it, so a final status at the very instant of the send is an
+    earlier visit's. A visit that has not reported within the scheduled
+    cooldown is presumed lost, and the origin counts as schedulable again.
     """
     if last_scheduled is None:
         return None
-    if last_reported is not None and last_reported >= last_scheduled:
+    if last_reported is not None and last_reported > last_scheduled:
         return None
     if now - last_scheduled >= cooldowns.scheduled:
         return None
     return last_scheduled
 
 
-#: Share of the scheduled cooldown a worker keeps in hand: the scheduler takes an
-#: origin back once the cooldown has passed with no status applied, so a visit
-#: started at its very end, or whose ``created`` status reaches the journal only
-#: after it, would overlap the visit sent again.
+#: Share of its window (the scheduled cooldown, or a request's window) a visit
+#: keeps in hand: the scheduler takes an origin back, or a request's origin and
+#: the request, once the window has passed with no final status applied, so a
+#: visit started at its very end, or whose ``created`` status reaches the
+#: journal only after it, would overlap the visit sent again.
 LOST_MARGIN_FRACTION = 0.1
 
 
-def start_within_s(scheduled_at_s: float, now_s: float, cooldowns: Cooldowns) -> float:
+def request_window_s(time_limit_s: float) -> float:
+    """How long after it was sent a request with no final status is presumed
+    lost (its message gone with a wiped broker, its worker killed) and pending
+    again: twice its lane's time limit, as long to wait for a worker (its queue,
+    retries, a busy hoster) as to run. Its visit starts and ends within it
+    (``start_within_s``, ``finish_by_s``), so a slow one is never sent twice."""
+    return 2 * time_limit_s
+
+
+def start_within_s(scheduled_at_s: float, now_s: float, window_s: float) -> float:
     """Seconds left for a visit sent at ``scheduled_at_s`` to start and have its
-    ``created`` status taken by the broker, keeping LOST_MARGIN_FRACTION of the
-    scheduled cooldown for the journal to apply it; 0 or less: too late, the
-    scheduler presumes it lost (``in_flight_since``) and has sent, or will send,
+    ``created`` status taken by the broker, keeping LOST_MARGIN_FRACTION of its
+    ``window_s`` (the scheduled cooldown, or ``request_window_s``) for the
+    journal to apply it; 0 or less: too late, the scheduler presumes it lost
+    (``in_flight_since``, a request's deadline) and has sent, or will send,
     the origin again."""
-    cooldown_s = cooldowns.scheduled.total_seconds()
-    return scheduled_at_s + cooldown_s * (1 - LOST_MARGIN_FRACTION) - now_s
+    return scheduled_at_s + window_s * (1 - LOST_MARGIN_FRACTION) - now_s
 
 
-def finish_by_s(scheduled_at_s: float, cooldowns: Cooldowns) -> float:
+def finish_by_s(scheduled_at_s: float, window_s: float) -> float:
     """When (Unix seconds) a visit sent at ``scheduled_at_s`` must have ended: half
-    of LOST_MARGIN_FRACTION of the scheduled cooldown before the scheduler presumes
-    it lost, the other half left for the journal to apply its final status. A
+    of LOST_MARGIN_FRACTION of its ``window_s`` before the scheduler presumes it
+    lost, the other half left for the journal to apply its final status. A
     visit that reaches it (its worker paused by SIGSTOP, say) must do no more
     work and publish nothing: the origin is, or will be, sent again."""
-    cooldown_s = cooldowns.scheduled.total_seconds()
-    return scheduled_at_s + cooldown_s * (1 - LOST_MARGIN_FRACTION / 2)
+    return scheduled_at_s + window_s * (1 - LOST_MARGIN_FRACTION / 2)

@@ -26,7 +26,7 @@ from app.domain.journal_event import (
 )
 from app.domain.visit_status import ALL_STATUSES
 from app.inputs.decode_errors import fault
-from app.inputs.rules import check_url, check_visit_type
+from app.inputs.rules import check_url, check_visit_type, without_userinfo
 
 
 class UndecodableMessage(InvalidEvent):
@@ -56,6 +56,35 @@ def encode(value: dict[str, Any]) -> bytes:
     """Encode one journal value as the archive does."""
     packed: bytes = msgpack.packb(value, use_bin_type=True, datetime=True)
     return packed
+
+
+def without_credentials(payload: bytes | None) -> bytes | None:
+    """A journal key or value with the user name and password of every URL in it
+    replaced by ``***`` (``without_userinfo``): what a dead letter keeps of a
+    refused message. A msgpack value is redacted string by string and encoded
+    again, so it still decodes; other bytes are redacted as they are. A
+    message with no credentials is returned unchanged."""
+    if payload is None:
+        return None
+    text = payload.decode("utf-8", "surrogateescape")
+    if without_userinfo(text) == text:
+        return payload
+    try:
+        value = _ANY.decode(payload)
+    except msgspec.DecodeError:
+        return without_userinfo(text).encode("utf-8", "surrogateescape")
+    packed: bytes = msgpack.packb(_redacted(value), use_bin_type=True, datetime=True)
+    return packed
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_userinfo(value)
+    if isinstance(value, dict):
+        return {_redacted(k): _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def visit_status_value(

@@ -13,22 +13,36 @@ that order is the ``take_pending_requests`` query, the one copy of it.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from app.db import requests as db
 from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, mirror_row
+from app.domain.cooldown import request_window_s
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
+from app.inputs.rules import without_userinfo
 from app.services.context import Context
 from app.services.mirror_sync import place_rows
 from queues.errors import Redis
 from queues.keys import aborted_requests
+
+log = logging.getLogger("revisit.requests")
+
+#: How far the clock of a loader's host may be behind the scheduler's: a visit
+#: whose created status is dated up to this long before its request was sent is
+#: still taken for the request's own (hosts kept by NTP agree within
+#: milliseconds). Every other visit of the origin that could end after the
+#: send (one presumed lost, one not sent by revisit, one whose checkpoint
+#: ended its flight) started long before it, so this margin lets none of them
+#: end the request.
+CLOCK_SKEW_S = 60.0
 
 
 class RequestError(ValueError):
@@ -240,8 +254,42 @@ def release_request_origin(
     until the scheduled cooldown presumed the visit lost. Redis follows the
     commit, so the mirror never has it out of flight before PostgreSQL."""
     with conn.transaction():
-        rows = db.release_request_origin(conn, request_id)
+        rows = db.release_request_origins(conn, [request_id])
     place_rows(ctx, map(mirror_row, rows), now)
+
+
+def requests_past_deadline(
+    conn: DictConnection, ctx: Context, visit_type: str, time_limit_s: float, now: datetime
+) -> list[int]:
+    """Make pending again the requests of ``visit_type`` with no final status
+    ``request_window_s`` after they were sent (``time_limit_s``: their lane's),
+    presumed lost (a message gone with a wiped broker, a worker killed), and put
+    their origins back as ``release_request_origin`` does; their ids. Their
+    visits start and end within that window (the worker's ``start_within_s``
+    and ``finish_by_s``), so none still runs when it is sent again."""
+    try:
+        sent_before = now - timedelta(seconds=request_window_s(time_limit_s))
+    except OverflowError:  # a limit no visit reaches (the simulator's): none is late
+        return []
+    overdue = db.requests_past_deadline(conn, visit_type, sent_before)
+    if not overdue:
+        return []
+    ids = [r["id"] for r in overdue]
+    # Stats rows before request rows, as the journal locks them.
+    with conn.transaction():
+        rows = db.release_request_origins(conn, ids)
+        again = db.requests_pending_again(conn, ids, sent_before)
+    place_rows(ctx, map(mirror_row, rows), now)
+    for r in overdue:
+        if r["id"] in again:
+            log.warning(
+                "request %d (%s): no final status since it was sent at %s, past its deadline; "
+                "pending again",
+                r["id"],
+                without_userinfo(r["url"]),
+                r["scheduled_at"].isoformat(),
+            )
+    return again
 
 
 def retry_request(conn: DictConnection, request_id: int) -> int:
@@ -409,7 +457,8 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
     # request row locked first could deadlock with a request being created.
     db.lock_request_graph(conn)
     if started:
-        db.requests_started(conn, started)
+        begun = db.requests_started(conn, started, timedelta(seconds=CLOCK_SKEW_S))
+        finished += _ended_before_created(conn, begun)
     if not finished:
         return []
     rows = db.requests_finished(conn, finished, [_reason(e) for e in finished])
@@ -420,6 +469,28 @@ def follow_visits(conn: DictConnection, events: list[VisitStatusEvent]) -> list[
         )
         for r in rows
     ]
+
+
+def _ended_before_created(
+    conn: DictConnection, begun: list[dict[str, Any]]
+) -> list[VisitStatusEvent]:
+    """The final statuses, already applied, of the visits that just started
+    requests: a visit's final status may arrive before its created status
+    (another partition), when it could not yet tell whose visit it was. The
+    stored history keeps no error: such a failed request's reason is its status."""
+    if not begun:
+        return []
+    histories = db.visit_histories(conn, [(r["url"], r["visit_type"]) for r in begun])
+    ended = []
+    for r in begun:
+        history = histories.get((r["url"], r["visit_type"]))
+        for final in history.recent if history is not None else ():
+            if final.visit == r["visit"]:
+                event = VisitStatusEvent(
+                    r["url"], r["visit_type"], final.visit, final.date, final.status, None
+                )
+                ended.append(event)
+    return ended
 
 
 def _reason(event: VisitStatusEvent) -> str | None:

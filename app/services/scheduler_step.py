@@ -3,8 +3,10 @@ capacity arithmetic, shared by the scheduler process and the simulator.
 
 Given how deep each queue is, a step
 
-1. sends pending one-shot requests, best first, to the priority queue (they
-   have their own workers: a flood of requests cannot starve recurrent
+1. makes pending again the requests sent that have no final status by their
+   deadline (``requests_past_deadline``, counted in the result's ``lost``),
+   then sends pending one-shot requests, best first, to the priority queue
+   (they have their own workers: a flood of requests cannot starve recurrent
    visits, and the recurrent backlog never delays them);
 2. serves ``first_visits_after_listing`` for each lister with a first-visits
    queue;
@@ -45,7 +47,7 @@ from app.domain.queue_names import (
 )
 from app.loaders.base import publishes_statuses
 from app.services.context import Context
-from app.services.requests import take_pending
+from app.services.requests import requests_past_deadline, take_pending
 from app.services.scheduling import (
     StepResult,
     VisitOrder,
@@ -121,8 +123,11 @@ def plan_step(
         return depths[queue]
 
     step = _Step(conn, ctx, config, read, now, tuning_of(config))
+    # Requests presumed lost are sent again first, counted with the lost visits.
+    lost = requests_past_deadline(conn, ctx, visit_type, step.tuning.visit_time_limit_s, now)
     sends = _requests(step) + _first_visits(step)
     lane_sends, result = _lanes(step, policies, served or (lambda queue: True))
+    result.lost += len(lost)
     return StepPlan(visit_type, result, sends + lane_sends, depths)
 
 

@@ -39,4 +39,4 @@ select id, url from origin_visit_stats where id = any(%(ids)s)
 select id from origin_visit_stats
 where visit_type = %(visit_type)s and listed and last_scheduled is not null
   and (last_visit is null or last_visit < last_scheduled)
-  and (last_final_date is null or last_final_date < last_scheduled)
+  and (last_final_date is null or last_final_date <= last_scheduled)

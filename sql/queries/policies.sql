@@ -40,7 +40,7 @@ limit %(limit)s
 select id from origin_visit_stats
 where visit_type = %(visit_type)s and last_snapshot is null and listed
   and not disabled_for_failures
-  and (last_scheduled is null or last_scheduled <= last_final_date
+  and (last_scheduled is null or last_scheduled < last_final_date
        or last_scheduled < %(lost_before)s)
   and (last_final_date is null or last_final_date < %(rested_before)s)
 order by last_update nulls last, id

@@ -55,7 +55,7 @@ with picked as (
       select from origin_visit_stats st
       where st.url = r.url and st.visit_type = r.visit_type
         and st.last_scheduled > %(lost_before)s
-        and (st.last_final_date is null or st.last_final_date < st.last_scheduled))
+        and (st.last_final_date is null or st.last_final_date <= st.last_scheduled))
     and not exists (
       select from visit_requests o
       where o.url = r.url and o.visit_type = r.visit_type
@@ -131,7 +131,10 @@ where id = %(id)s
 -- name: requests_started
 -- A scheduled request's own visit is the one sent for it (its number, when the
 -- scheduler gave it one), else the first visit of the origin created after the
--- request was sent: the request is running, and only that visit ends it.
+-- request was sent (its created status dated no earlier than %(skew)s before
+-- the send: the loader's clock is not the scheduler's): the request is running,
+-- and only that visit ends it (requests_finished). A visit created before the
+-- request was sent, still running then, is not its own.
 update visit_requests r set status = 'running', started_at = own.date, visit = own.visit
 from (
   select distinct on (r.id) r.id, k.date, k.visit
@@ -140,19 +143,29 @@ from (
               %(dates)s::timestamptz[]) as k(url, visit_type, visit, date)
     on r.url = k.url and r.visit_type = k.visit_type
   where r.status = 'scheduled'
-    and (r.visit = k.visit or (r.visit is null and r.scheduled_at <= k.date))
+    and (r.visit = k.visit or (r.visit is null and r.scheduled_at - %(skew)s <= k.date))
   order by r.id, k.date, k.visit
 ) own
 where r.id = own.id and r.status = 'scheduled'
-returning r.id
+returning r.id, r.url, r.visit_type, r.visit
+
+-- name: visit_histories
+-- The stored final visits of these origins (their created status may come after
+-- their final status: a request started by it may have ended already).
+select st.url, st.visit_type, st.visit_history
+from origin_visit_stats st
+join unnest(%(urls)s::text[], %(visit_types)s::text[]) as k(url, visit_type)
+  on st.url = k.url and st.visit_type = k.visit_type
+where st.visit_history is not null
 
 -- name: requests_finished
 -- The request's own visit ended: the request ends with it, even when the visit's
--- created status has not arrived yet (statuses of a visit come in any order):
--- its number is the request's from when it was sent. A request sent without a
--- number (the archive's loaders number their visits) whose created status has
--- not arrived either ends with the first visit of its origin to end after it was
--- sent, and takes its number.
+-- created status has not arrived yet (statuses of a visit come in any order)
+-- if its number is the request's from when it was sent. A request sent without a
+-- number (the archive's loaders number their visits) ends only once it is
+-- running (requests_started): a visit of its origin ending after it was sent
+-- may have started before (one not sent by revisit, a late status of one
+-- presumed lost, a checkpoint taken for the end), and is not its own.
 update visit_requests r
 set status = (case when k.status = any(%(success)s::text[]) then 'succeeded' else 'failed' end)::request_status,
     finished_at = k.date, visit_status = k.status::visit_status, visit = k.visit,
@@ -165,8 +178,7 @@ from (
               %(dates)s::timestamptz[], %(statuses)s::text[], %(reasons)s::text[])
     as e(url, visit_type, visit, date, status, reason)
     on q.url = e.url and q.visit_type = e.visit_type
-  where (q.status in ('scheduled', 'running') and q.visit = e.visit)
-     or (q.status = 'scheduled' and q.visit is null and q.scheduled_at <= e.date)
+  where q.status in ('scheduled', 'running') and q.visit = e.visit
   order by q.id, e.date, e.visit
 ) k
 where r.id = k.id
@@ -179,17 +191,43 @@ update visit_requests set status = 'failed', finished_at = %(now)s, failure_reas
 where id = %(id)s and status = 'scheduled' and visit is null
 returning id
 
--- name: release_request_origin
--- The visit of request %(id)s stopped with no final status (aborted, or never
--- reached the archive): its origin leaves flight as if it had not been sent
--- (sent last when its last final status was applied), unless it was sent
--- again since or a final status was applied meanwhile.
-update origin_visit_stats st set last_scheduled = st.last_final_date, version = st.version + 1
-from visit_requests r
-where r.id = %(id)s and st.url = r.url and st.visit_type = r.visit_type
-  and st.last_scheduled = r.scheduled_at
-  and (st.last_final_date is null or st.last_final_date < st.last_scheduled)
+-- name: release_request_origins
+-- The visits of requests %(ids)s stopped with no final status (aborted, never
+-- reached the archive, or past their deadline): their origins leave flight as
+-- if they had not been sent (sent last when their last final status was
+-- applied: just before it, since a final status at the instant of a send does
+-- not end that send's flight), unless sent again since or a final status was
+-- applied meanwhile. Rows locked in key order, as the journal locks them.
+with locked as (
+  select st.id from origin_visit_stats st
+  join visit_requests r on st.url = r.url and st.visit_type = r.visit_type
+  where r.id = any(%(ids)s::bigint[])
+    and st.last_scheduled = r.scheduled_at
+    and (st.last_final_date is null or st.last_final_date <= st.last_scheduled)
+  order by st.url, st.visit_type
+  for update of st
+)
+update origin_visit_stats st
+set last_scheduled = st.last_final_date - interval '1 microsecond', version = st.version + 1
+from locked where st.id = locked.id
 returning {{mirror_columns}}
+
+-- name: requests_past_deadline
+-- Requests of %(visit_type)s sent before %(sent_before)s with no final status
+-- since: past their deadline (app.domain.cooldown.request_window_s), presumed
+-- lost (index visit_requests_open_by_origin: few are open).
+select id, url, scheduled_at from visit_requests
+where visit_type = %(visit_type)s and status in ('scheduled', 'running')
+  and scheduled_at < %(sent_before)s
+order by id
+
+-- name: requests_pending_again
+-- These requests past their deadline wait to be sent again, unless one ended
+-- or was aborted meanwhile.
+update visit_requests set status = 'pending', scheduled_at = null, started_at = null, visit = null
+where id = any(%(ids)s::bigint[]) and status in ('scheduled', 'running')
+  and scheduled_at < %(sent_before)s
+returning id
 
 -- name: open_request_origins
 -- Origins with a request waiting for its visit (index visit_requests_open_by_origin):

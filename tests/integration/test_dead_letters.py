@@ -153,3 +153,30 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     apply_until(lambda: conn.execute(stats, (url,)).fetchone() == {"s": "full"})
     paused = conn.execute("select enabled from visit_types where name = 'zzz'").fetchone()
     assert paused == {"enabled": False}
+
+
+def test_a_journal_status_refused_for_its_credentials_is_dead_lettered_without_them(
+    settings: Settings,
+) -> None:
+    from actors.journal import JournalClient
+    from app.kafka.client import StatusPublisher
+    from app.kafka.codec import decode
+
+    client = JournalClient(settings)
+    StatusPublisher(settings).publish(
+        "https://alice:s3cret@example.org/x.git", "git", 1, "full", None
+    )
+
+    def dead() -> bool:
+        messages = client.poll_batch()
+        if messages:
+            client.process(messages, datetime.now(tz=UTC))
+        return len(read_dead_letters(settings, 10, 0.5)) == 1
+
+    wait_for(dead, 30, "the journal client")
+    [letter] = read_dead_letters(settings, 10, 0.5)
+
+    assert letter.reason.startswith("origin:")
+    assert b"s3cret" not in (letter.value or b"") + (letter.key or b"") + letter.reason.encode()
+    assert decode(letter.value)["origin"] == "https://***@example.org/x.git"
+    assert decode(letter.key)["origin"] == "https://***@example.org/x.git"

@@ -95,8 +95,7 @@ def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx
         def requests_sent(self, picked: list[str]) -> None:
             for url in picked:
                 create_request(conn, RequestVisit(url=url, visit_type="git"), now=self.now)
-            # sent after the statuses applied so far (one sent at the instant of the
-            # last final status would count as ended by it)
+            # sent after the statuses applied so far
             self.now += timedelta(seconds=1)
             busy = self.in_flight()
             taken = take_pending(conn, ctx, "git", 2, self.now)

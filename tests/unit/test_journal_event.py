@@ -13,6 +13,7 @@ from app.kafka.codec import (
     decode_event,
     encode,
     visit_status_value,
+    without_credentials,
 )
 from monitoring.process import DEAD_LETTER_REASONS
 
@@ -154,3 +155,17 @@ def test_any_value_is_decoded_or_refused_naming_a_field(value: dict[str, Any]) -
 def test_any_bytes_are_decoded_or_refused_naming_a_field(payload: bytes) -> None:
     reason = decoded_or_reason(payload)
     assert reason is None or reason.split(":")[0] in DEAD_LETTER_REASONS
+
+
+def test_a_dead_letter_keeps_no_credentials_and_still_decodes_when_it_did() -> None:
+    value = valid() | {"origin": "https://u:pw@x.org/r", "metadata": {"from": ["git://a@b/c"]}}
+
+    redacted = decode(without_credentials(encode(value)))
+
+    assert redacted == value | {
+        "origin": "https://***@x.org/r",
+        "metadata": {"from": ["git://***@b/c"]},
+    }
+    assert without_credentials(b"\xc1 https://u:pw@x.org/r") == b"\xc1 https://***@x.org/r"
+    assert without_credentials(encode(valid())) == encode(valid())
+    assert without_credentials(None) is None

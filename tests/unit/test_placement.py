@@ -89,6 +89,15 @@ def test_scheduled_origin_without_result_is_in_flight_until_the_scheduled_cooldo
     assert lost.where == "pool"
 
 
+def test_a_final_status_at_the_instant_of_a_send_is_an_earlier_visits_and_ends_no_flight() -> None:
+    sent = NOW - timedelta(hours=1)
+    at_once = row(last_final_date=sent, last_visit_status="full", last_scheduled=sent)
+    assert place(at_once, NOW, COOL).where == "inflight"
+    later = sent + timedelta(microseconds=1)
+    after = row(last_final_date=later, last_visit_status="full", last_scheduled=sent)
+    assert place(after, NOW, COOL).where == "cooling"
+
+
 def test_recently_visited_origin_cools_down_and_remembers_its_pool() -> None:
     visited = NOW - timedelta(hours=1)
     p = place(
@@ -246,18 +255,26 @@ def test_every_enabled_origin_has_exactly_one_place(
     assert p.pool in ("never_visited", "lagging", "no_last_update", "up_to_date")
 
 
-def test_a_visit_must_start_within_nine_tenths_of_the_scheduled_cooldown() -> None:
+def test_a_visit_must_start_within_nine_tenths_of_its_window() -> None:
     from app.domain.cooldown import start_within_s
 
-    cooldowns = Cooldowns(scheduled=timedelta(seconds=10))
-    assert start_within_s(100.0, 100.0, cooldowns) == 9.0
-    assert start_within_s(100.0, 108.5, cooldowns) == 0.5
-    assert start_within_s(100.0, 109.0, cooldowns) <= 0  # too late: the scheduler takes it back
+    assert start_within_s(100.0, 100.0, 10.0) == 9.0
+    assert start_within_s(100.0, 108.5, 10.0) == 0.5
+    assert start_within_s(100.0, 109.0, 10.0) <= 0  # too late: the scheduler takes it back
 
 
 def test_a_visit_must_end_after_it_may_start_and_before_the_scheduler_takes_it_back() -> None:
     from app.domain.cooldown import finish_by_s, start_within_s
 
-    cooldowns = Cooldowns(scheduled=timedelta(seconds=10))
-    assert finish_by_s(100.0, cooldowns) == 109.5
-    assert 100.0 + start_within_s(100.0, 100.0, cooldowns) < finish_by_s(100.0, cooldowns) < 110.0
+    assert finish_by_s(100.0, 10.0) == 109.5
+    assert 100.0 + start_within_s(100.0, 100.0, 10.0) < finish_by_s(100.0, 10.0) < 110.0
+
+
+def test_a_requests_visit_may_wait_most_of_its_time_limit_and_run_it_all_before_its_deadline() -> (
+    None
+):
+    from app.domain.cooldown import finish_by_s, request_window_s, start_within_s
+
+    window = request_window_s(60.0)  # the request is pending again at 120 s
+    assert start_within_s(0.0, 50.0, window) > 0
+    assert 50.0 + 60.0 < finish_by_s(0.0, window) < window
