@@ -131,10 +131,7 @@ def _alive(pid: int) -> bool:
 
 def _stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
     if proc.poll() is None:
-        if kill:
-            proc.kill()
-        else:
-            proc.terminate()
+        proc.kill() if kill else proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -433,8 +430,8 @@ BUS_PORT_OFFSET = 10000
 
 
 @contextlib.contextmanager
-def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
-    """Start ``masters`` cluster-enabled redis-servers, join them with
+def redis_cluster(workdir: Path) -> Iterator[str]:
+    """Start ``MASTERS`` cluster-enabled redis-servers, join them with
     ``redis-cli --cluster create`` (no replicas); yield the URL of the first."""
     cli = shutil.which("redis-cli")
     if cli is None:
@@ -448,7 +445,7 @@ def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
                     extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
                 )
             )
-            for i in range(masters)
+            for i in range(MASTERS)
         ]
         nodes = [url.removeprefix("redis://").removesuffix("/0") for url in urls]
         created = subprocess.run(
@@ -459,7 +456,7 @@ def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
         )
         if created.returncode != 0:
             raise ServiceError(f"redis-cli --cluster create: {created.stdout[-500:]}")
-        _wait_cluster_ok(urls)
+        _wait(lambda: all(_cluster_ok(url) for url in urls), "Redis Cluster", None, 30)
         yield urls[0].removesuffix("/0")
 
 
@@ -481,16 +478,10 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def _wait_cluster_ok(urls: list[str], timeout_s: float = 30.0) -> None:
+def _cluster_ok(url: str) -> bool:
     import redis
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = [redis.Redis.from_url(u).cluster("info") for u in urls]
-        if all(s.get("cluster_state") == "ok" for s in states):
-            return
-        time.sleep(0.2)
-    raise ServiceError(f"Redis Cluster not ok after {timeout_s:.0f}s")
+    return bool(redis.Redis.from_url(url).cluster("info").get("cluster_state") == "ok")
 
 
 if __name__ == "__main__":
