@@ -10,8 +10,8 @@ previous run's files (``worker_metrics_env``). Each pool needs its own port
 and directory; the directory defaults to one named after the port.
 
 A multiprocess directory holds a file for every unlabelled metric any module
-defines, so Dramatiq's own exporter served the scheduler's and the journal's
-histograms at zero; ``serve_worker_metrics`` serves only the families a
+defines, which Dramatiq's own exporter would serve at zero (the scheduler's and
+the journal's histograms); ``serve_worker_metrics`` serves only the families a
 Dramatiq process owns (``WORKER_OWNED`` and Dramatiq's ``dramatiq_*``).
 """
 
@@ -108,8 +108,8 @@ class WorkerMetrics(Prometheus):
         return [serve_worker_metrics]
 
     # Dramatiq counts delayed messages up and down (inc on delay, dec on
-    # process), which drifted below zero (-39 seen); the gauge is set here to
-    # the size of this process's set of delayed ids instead, never negative.
+    # process), which can drift below zero; the gauge is set here to the size
+    # of this process's set of delayed ids instead, never negative.
     def before_delay_message(self, broker: Any, message: Any) -> None:
         key = (message.queue_name, message.actor_name)
         ids = self._delayed.setdefault(key, set())

@@ -44,12 +44,14 @@ def _broker_address() -> str | None:
 
 def broker_unreachable(exc: BaseException) -> str:
     """The one-line message for the broker Redis being unreachable."""
-    if _broker_address() is None:
+    address = _broker_address()
+    if address is None:
         return unreachable(exc) or _first_line(exc)
-    return (
-        f"cannot reach the broker Redis at {_broker_address()} "
-        f"(set REVISIT_BROKER_REDIS_URL): {_first_line(exc)}"
-    )
+    return _cannot_reach("the broker Redis", address, "REVISIT_BROKER_REDIS_URL", exc)
+
+
+def _cannot_reach(service: str, address: str, setting: str, exc: BaseException) -> str:
+    return f"cannot reach {service} at {address} (set {setting}): {_first_line(exc)}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -75,21 +77,16 @@ def unreachable(exc: BaseException) -> str | None:
             f"(REVISIT_{name.upper()}, or the {CONFIG_VARIABLE} file)"
         )
     if isinstance(exc, psycopg.OperationalError):
-        return (
-            f"cannot reach PostgreSQL at {_postgres_address()} "
-            f"(set REVISIT_DATABASE_URL): {_first_line(exc)}"
-        )
+        return _cannot_reach("PostgreSQL", _postgres_address(), "REVISIT_DATABASE_URL", exc)
     if redis_unavailable(exc):
         broker = _broker_address()
         mirror = _redis_address(get_settings().redis_dsn())
         if broker is not None and broker != mirror.partition("/")[0] and broker in str(exc):
             return broker_unreachable(exc)
-        return f"cannot reach Redis at {mirror} (set REVISIT_REDIS_URL): {_first_line(exc)}"
+        return _cannot_reach("Redis", mirror, "REVISIT_REDIS_URL", exc)
     if is_kafka_error(exc):
-        return (
-            f"cannot reach Kafka at {get_settings().kafka_brokers} "
-            f"(set REVISIT_KAFKA_BROKERS): {_first_line(exc)}"
-        )
+        brokers = get_settings().kafka_brokers
+        return _cannot_reach("Kafka", brokers, "REVISIT_KAFKA_BROKERS", exc)
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return f"the database has no revisit schema: run `revisit db migrate` ({_first_line(exc)})"
     return None

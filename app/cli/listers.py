@@ -101,43 +101,37 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
+def _intervals(s: dict[str, Any]) -> str:
+    incremental = s["incremental_interval"]
+    return f"full {s['full_interval']}" + (f", incremental {incremental}" if incremental else "")
+
+
+def _next_run(s: dict[str, Any]) -> datetime | None:
+    return min((t for t in (s["next_full_run"], s["next_incremental_run"]) if t), default=None)
+
+
 def lister_list() -> None:
     """Lister instances: schedule, last run (outcome, origins listed), next run."""
     from app.db.lister_runs import lister_overview
 
     with connect(get_settings()) as conn:
         rows = lister_overview(conn)
-    table = Table()
-    columns = (
-        "lister",
-        "schedule",
-        "last run",
-        "outcome",
-        "origins listed",
-        "next run",
-        "failures",
-    )
-    for column in columns:
-        table.add_column(column)
+    columns = ("lister", "schedule", "last run", "outcome", "origins listed", "next run")
+    table = Table(*columns, "failures")
     for r in rows:
         schedule = "-"
         if r["full_interval"] is not None:
-            schedule = f"full {r['full_interval']}"
-            if r["incremental_interval"]:
-                schedule += f", incremental {r['incremental_interval']}"
-            if not r["enabled"]:
-                schedule += " (paused)"
+            schedule = _intervals(r) + ("" if r["enabled"] else " (paused)")
         outcome = r["run_status"] or "-"
         if r["error"]:
             outcome += f": {r['error'][:80]}"
-        upcoming = [t for t in (r["next_full_run"], r["next_incremental_run"]) if t is not None]
         table.add_row(
             f"{r['name']}/{r['instance_name']}",
             schedule,
             _when(r["finished_at"] or r["scheduled_at"]),
             outcome,
             str(r["origins_listed"]) if r["run_id"] else "-",
-            _when(min(upcoming)) if upcoming and r["enabled"] else "-",
+            _when(_next_run(r)) if r["enabled"] else "-",
             str(r["failures_in_a_row"] or 0),
         )
     console.print(table)
@@ -145,13 +139,9 @@ def lister_list() -> None:
 
 def _runs_table(rows: list[dict[str, Any]], schedules: dict[Any, dict[str, Any]]) -> Table:
     """One line per run; with ``schedules``, a schedule's columns on its first line."""
-    table = Table()
-    columns = ["lister"]
-    if schedules:
-        columns += ["schedule", "state", "next due"]
+    columns = ["lister", *(["schedule", "state", "next due"] if schedules else [])]
     columns += ["run", "kind", "status", "started", "ended", "origins listed", "error"]
-    for column in columns:
-        table.add_column(column)
+    table = Table(*columns)
     shown: set[Any] = set()
     for r in rows:
         cells = [f"{r['name']}/{r['instance_name']}" if r["lister_id"] not in shown else ""]
@@ -176,17 +166,14 @@ def _runs_table(rows: list[dict[str, Any]], schedules: dict[Any, dict[str, Any]]
 
 
 def _schedule_cells(s: dict[str, Any]) -> list[str]:
-    schedule = f"full {s['full_interval']}"
-    if s["incremental_interval"]:
-        schedule += f", incremental {s['incremental_interval']}"
+    schedule = _intervals(s)
     arguments = " ".join(f"{k}={json.dumps(v)}" for k, v in s["arguments"].items())
     state = "paused" if not s["enabled"] else "active"
     if s["running_run_id"] is not None:
         state += f", run {s['running_run_id']} out"
     if s["failures_in_a_row"]:
         state += f", {s['failures_in_a_row']} failures in a row"
-    upcoming = [t for t in (s["next_full_run"], s["next_incremental_run"]) if t is not None]
-    due = _when(min(upcoming)) if s["enabled"] else "- (paused)"
+    due = _when(_next_run(s)) if s["enabled"] else "- (paused)"
     return [f"{schedule}\n{arguments}" if arguments else schedule, state, due]
 
 

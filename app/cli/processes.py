@@ -110,8 +110,7 @@ def scheduler() -> None:
     settings = get_settings()
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
         _warn_missing_loaders(_visit_types(settings, wait=False))
-    port = settings.metrics_port
-    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "scheduler")
 
 
@@ -131,12 +130,8 @@ def journal(
     group, serves their metrics summed on REVISIT_METRICS_PORT, and
     exits non-zero if one of them dies (actors/supervisor.py)."""
     settings = get_settings()
-    port = settings.metrics_port
-    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
-    if processes == 1:
-        become("actors", "journal")
-    else:
-        become("actors", "journal-group", str(processes))
+    port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    become("actors", *(["journal"] if processes == 1 else ["journal-group", str(processes)]))
 
 
 class ServedLanes(StrEnum):
@@ -194,8 +189,7 @@ def worker(
 def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) -> None:
     """Become a Dramatiq worker pool of ``module`` on ``queues``, its metrics set up first."""
     settings = get_settings()
-    port = settings.metrics_port
-    port_free(port, settings.metrics_address, "REVISIT_METRICS_PORT")
+    port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
     from monitoring.dramatiq_metrics import worker_metrics_env
 
     os.environ.update(worker_metrics_env(settings))

@@ -192,10 +192,9 @@ class ProcfileRunner:
         lines: list[ProcessLine],
         environ: Mapping[str, str],
         out: IO[str],
-        grace_s: float = STOP_GRACE_S,
     ) -> None:
         self.processes = [_Running(line) for line in lines]
-        self.environ, self.out, self.grace_s = dict(environ), out, grace_s
+        self.environ, self.out = dict(environ), out
         self.width = max(len(line.name) for line in lines)
         self._stop = threading.Event()
         self._print = threading.Lock()
@@ -278,12 +277,12 @@ class ProcfileRunner:
         alive = [(r.line.name, r.proc) for r in self.processes if r.proc is not None]
         for _, proc in alive:
             _kill_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.grace_s
+        deadline = time.monotonic() + STOP_GRACE_S
         for name, proc in alive:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.say(name, f"did not stop within {self.grace_s:.0f}s: killed")
+                self.say(name, f"did not stop within {STOP_GRACE_S:.0f}s: killed")
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
             self.say(name, "stopped")

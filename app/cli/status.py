@@ -55,11 +55,8 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
 
 def _lane(lane: LaneStatus) -> str:
     d = lane.depth
-    return (
-        f"{d.waiting}+{d.running}"
-        + (f"+{d.delayed}d" if d.delayed else "")
-        + (f" /{lane.worker_threads}t")
-    )
+    delayed = f"+{d.delayed}d" if d.delayed else ""
+    return f"{d.waiting}+{d.running}{delayed} /{lane.worker_threads}t"
 
 
 def _drift(seconds: float | None) -> str:

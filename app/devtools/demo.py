@@ -260,18 +260,12 @@ def run_demo(
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    configured = {k: os.environ.get(k) for k in SERVICE_VARIABLES}
     with tempfile.TemporaryDirectory(prefix="revisit-demo-") as tmp:
         root = Path(tmp)
         console.print("starting services (embedded where none is configured)...")
         with contextlib.ExitStack() as stack:
-            service_env = stack.enter_context(
-                embedded.services(
-                    configured["REVISIT_DATABASE_URL"],
-                    configured["REVISIT_REDIS_URL"],
-                    configured["REVISIT_KAFKA_BROKERS"],
-                )
-            )
+            configured = (os.environ.get(k) for k in SERVICE_VARIABLES)
+            service_env = stack.enter_context(embedded.services(*configured))
             os.environ.update({**DEMO_ENV, **service_env, **_metrics_ports(os.environ)})
             if archive:
                 console.print("starting the archive's storage (memory, journal to Kafka)...")

@@ -129,12 +129,32 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _server(
+    argv: list[str],
+    what: str,
+    ready: Callable[[], bool],
+    timeout_s: float,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    kill: bool = False,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` (its output into ``log``, else discarded), stopped by the
+    watchdog if this process dies; yield it once ``ready()``, and stop it after
+    (SIGKILL with ``kill``)."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("wb")) if log else subprocess.DEVNULL
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        stack.callback(_stop, proc, kill=kill)
+        with dies_with_this_process([str(proc.pid)]):
+            _wait(ready, what, proc, timeout_s)
+            yield proc
+
+
 def _stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
     if proc.poll() is None:
-        if kill:
-            proc.kill()
-        else:
-            proc.terminate()
+        proc.kill() if kill else proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -230,35 +250,13 @@ def redis_server(
     port = port or free_port()
     folder = workdir / "redis"
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-            "--logfile",
-            str(folder / "redis.log"),
-            *extra_args,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    argv += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), *extra_args]
     url = f"redis://127.0.0.1:{port}/0"
-    try:
-        import redis
+    import redis
 
-        with dies_with_this_process([str(proc.pid)]):
-            _wait(lambda: bool(redis.Redis.from_url(url).ping()), "redis-server", proc, 20)
-            yield url
-    finally:
-        _stop(proc)
+    with _server(argv, "redis-server", lambda: bool(redis.Redis.from_url(url).ping()), 20):
+        yield url
 
 
 def tansu_binary() -> str:
@@ -280,32 +278,15 @@ def kafka_broker(workdir: Path, port: int | None = None) -> Iterator[str]:
     port = port or free_port()
     address = f"127.0.0.1:{port}"
     log_path = workdir / "tansu.log"
-    with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [
-                tansu_binary(),
-                "broker",
-                "--listener-url",
-                f"tcp://{address}",
-                "--advertised-listener-url",
-                f"tcp://{address}",
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            with dies_with_this_process([str(proc.pid)]):
-                # tansu exits 0 when its port is taken: _wait notices the exit, and
-                # the last check makes sure the broker that answered is ours.
-                _wait(lambda: _kafka_ready(address), "tansu", proc, 30)
-                if proc.poll() is not None:
-                    raise ServiceError(f"tansu exited (port {port} taken?), see {log_path}")
-                yield address
-        finally:
-            # Memory-only: nothing to lose; SIGTERM waits 5 s for clients.
-            _stop(proc, kill=True)
+    argv = [tansu_binary(), "broker", "--listener-url", f"tcp://{address}"]
+    argv += ["--advertised-listener-url", f"tcp://{address}", "--storage-engine", "memory://tansu/"]
+    # Killed when done: memory-only, it has nothing to lose (SIGTERM waits 5 s for clients).
+    with _server(argv, "tansu", lambda: _kafka_ready(address), 30, log_path, kill=True) as proc:
+        # tansu exits 0 when its port is taken: _wait notices the exit, and
+        # this check makes sure the broker that answered is ours.
+        if proc.poll() is not None:
+            raise ServiceError(f"tansu exited (port {port} taken?), see {log_path}")
+        yield address
 
 
 def _kafka_ready(address: str) -> bool:
@@ -347,25 +328,12 @@ def archive_storage(
     url = f"http://127.0.0.1:{port}/"
     loader_config = workdir / "archive-loader.yml"
     loader_config.write_text(json.dumps({"storage": {"cls": "remote", "url": url}}))
-    with (workdir / "archive-storage.log").open("wb") as log_file:
-        proc = subprocess.Popen(
-            [
-                gunicorn,
-                "--workers=1",
-                "--threads=1",
-                f"--bind=127.0.0.1:{port}",
-                "swh.storage.api.server:make_app_from_configfile()",
-            ],
-            env={**os.environ, "SWH_CONFIG_FILENAME": str(server_config)},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            with dies_with_this_process([str(proc.pid)]):
-                _wait(lambda: _answers(url), "the archive's storage", proc, 60)
-                yield loader_config
-        finally:
-            _stop(proc)
+    argv = [gunicorn, "--workers=1", "--threads=1", f"--bind=127.0.0.1:{port}"]
+    argv.append("swh.storage.api.server:make_app_from_configfile()")
+    env = {**os.environ, "SWH_CONFIG_FILENAME": str(server_config)}
+    log_path = workdir / "archive-storage.log"
+    with _server(argv, "the archive's storage", lambda: _answers(url), 60, log_path, env):
+        yield loader_config
 
 
 def _answers(url: str) -> bool:
@@ -433,8 +401,8 @@ BUS_PORT_OFFSET = 10000
 
 
 @contextlib.contextmanager
-def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
-    """Start ``masters`` cluster-enabled redis-servers, join them with
+def redis_cluster(workdir: Path) -> Iterator[str]:
+    """Start ``MASTERS`` cluster-enabled redis-servers, join them with
     ``redis-cli --cluster create`` (no replicas); yield the URL of the first."""
     cli = shutil.which("redis-cli")
     if cli is None:
@@ -448,7 +416,7 @@ def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
                     extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
                 )
             )
-            for i in range(masters)
+            for i in range(MASTERS)
         ]
         nodes = [url.removeprefix("redis://").removesuffix("/0") for url in urls]
         created = subprocess.run(
@@ -459,7 +427,7 @@ def redis_cluster(workdir: Path, masters: int = MASTERS) -> Iterator[str]:
         )
         if created.returncode != 0:
             raise ServiceError(f"redis-cli --cluster create: {created.stdout[-500:]}")
-        _wait_cluster_ok(urls)
+        _wait(lambda: all(_cluster_ok(url) for url in urls), "Redis Cluster", None, 30)
         yield urls[0].removesuffix("/0")
 
 
@@ -481,16 +449,10 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def _wait_cluster_ok(urls: list[str], timeout_s: float = 30.0) -> None:
+def _cluster_ok(url: str) -> bool:
     import redis
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = [redis.Redis.from_url(u).cluster("info") for u in urls]
-        if all(s.get("cluster_state") == "ok" for s in states):
-            return
-        time.sleep(0.2)
-    raise ServiceError(f"Redis Cluster not ok after {timeout_s:.0f}s")
+    return bool(redis.Redis.from_url(url).cluster("info").get("cluster_state") == "ok")
 
 
 if __name__ == "__main__":

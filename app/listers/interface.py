@@ -2,19 +2,9 @@
 
 ``ListerInterface`` has the reference's method names, arguments and
 semantics (``swh.scheduler.interface.SchedulerInterface``, lister part), so
-the RPC server (``app.rpc``) and the actor API serve it unchanged:
-
-- ``get_or_create_lister`` / ``get_lister`` / ``get_listers`` /
-  ``get_listers_by_id``: lister instances (an absent instance name is "");
-- ``update_lister``: writes the state (``current_state``,
-  ``last_listing_finished_at``...), refused with StaleData when ``updated``
-  is not the stored stamp, which moves only when the state is written;
-- ``record_listed_origins``: upsert on (lister, URL, visit type), moving
-  ``last_seen``; revisit also places new and changed origins in the Redis
-  mirror, so they are scheduled at once;
-- ``get_listed_origins``: filtered by lister, URLs and enabled, paged;
-- ``get_visit_types_for_listed_origins``, ``origin_visit_stats_get``,
-  ``visit_scheduler_queue_position_get``: the read side.
+the RPC server (``app.rpc``) and the actor API serve it unchanged; beyond the
+reference, ``record_listed_origins`` places new and changed origins in the
+Redis mirror, so they are scheduled at once.
 
 Arguments arrive as plain values (dicts, lists, strings): each is validated
 and a bad one raises ListerInputError naming it, before anything is written.
@@ -52,6 +42,8 @@ DEFAULT_PAGE_SIZE = 1000
 #: whatever its ``limit`` (the reference has no bound): a page that would
 #: weigh more ends early, with the token of the next one.
 MAX_PAGE_BYTES = 64 * 1024 * 1024
+#: The fields of a listed origin a lister reports (the others are revisit's).
+LISTING_FIELDS = set(ListedOriginIn.__struct_fields__)
 #: The last_visit_status of the reference's OriginVisitStats, from revisit's statuses.
 REFERENCE_STATUS = {
     "full": "successful",
@@ -99,7 +91,8 @@ class ListerInterface:
         return Lister.model_validate(row)
 
     def update_lister(self, lister: Any) -> Lister:
-        """Write the lister's state; StaleData if ``updated`` is not the stored one."""
+        """Write the lister's state; StaleData if ``updated`` is not the stored
+        stamp (which moves only when the state is written)."""
         given = parse(Lister, lister, "lister")
         if given.id is None or given.updated is None:
             raise ListerInputError("lister.id and lister.updated: required to update a lister")
@@ -123,7 +116,7 @@ class ListerInterface:
         by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]] = defaultdict(list)
         for index, origin in enumerate(origins):
             try:
-                row = _as_listing_row(origin)
+                row = ListedOriginIn(**origin.model_dump(include=LISTING_FIELDS))
             except ValueError as exc:  # the listing rules shared with import and API
                 raise ListerInputError(f"listed_origins[{index}].{exc}") from None
             by_lister[origin.lister_id].append((index, row))
@@ -218,18 +211,6 @@ class ListerInterface:
     def visit_scheduler_queue_position_get(self) -> dict[str, int]:
         """The recurrent scheduler's queue position per visit type, in Unix seconds."""
         return sql.queue_positions(self.conn)
-
-
-def _as_listing_row(origin: ListedOrigin) -> ListedOriginIn:
-    return ListedOriginIn(
-        url=origin.url,
-        visit_type=origin.visit_type,
-        extra_loader_arguments=origin.extra_loader_arguments,
-        last_update=origin.last_update,
-        is_fork=origin.is_fork,
-        forked_from_url=origin.forked_from_url,
-        enabled=origin.enabled,
-    )
 
 
 def refusing_bad_values(write: Callable[[], Any], field: str) -> Any:

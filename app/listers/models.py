@@ -49,13 +49,13 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
 JsonObject = Annotated[dict[str, Any], AfterValidator(_json_object)]
 
 
-class _Model(BaseModel):
+class ReferenceModel(BaseModel):
     # Unknown fields are ignored, not refused: a newer reference client may
     # send fields revisit does not know yet.
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class Lister(_Model):
+class Lister(ReferenceModel):
     """A lister instance and the opaque state it keeps between runs."""
 
     name: str = Field(min_length=1)
@@ -69,7 +69,7 @@ class Lister(_Model):
     first_visits_scheduled_at: AwareDatetime | None = None
 
 
-class ListedOrigin(_Model):
+class ListedOrigin(ReferenceModel):
     """An origin as a lister reports it; (lister_id, url, visit_type) is its key."""
 
     lister_id: UUID
@@ -84,7 +84,7 @@ class ListedOrigin(_Model):
     last_seen: AwareDatetime | None = None
 
 
-class ListedOriginPage(_Model):
+class ListedOriginPage(ReferenceModel):
     """One page of listed origins; pass ``next_page_token`` back for the next one
     (None: this was the last page)."""
 
@@ -92,7 +92,7 @@ class ListedOriginPage(_Model):
     next_page_token: tuple[str, str, str] | None
 
 
-class OriginVisitStats(_Model):
+class OriginVisitStats(ReferenceModel):
     """What the scheduler knows of the visits of one (url, visit_type), in the
     reference's vocabulary: ``last_visit_status`` is successful, failed or
     not_found (None before the first final visit), queue positions are Unix

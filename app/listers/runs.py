@@ -159,11 +159,12 @@ def unschedule_lister(conn: DictConnection, name: str, instance_name: str, now: 
 
 
 def claim_due_runs(
-    conn: DictConnection, now: datetime, run_timeout: timedelta, limit: int = 100
+    conn: DictConnection, now: datetime, run_timeout: timedelta
 ) -> list[ScheduledRun]:
-    """Create a run for each due schedule with none out (a run out longer than
-    ``run_timeout`` is marked lost); the caller sends them to the lister queue."""
-    rows = db.claim_due_runs(conn, now, now - run_timeout, limit)
+    """Create a run for each due schedule with none out, at most a hundred (a run
+    out longer than ``run_timeout`` is marked lost); the caller sends them to the
+    lister queue."""
+    rows = db.claim_due_runs(conn, now, now - run_timeout, 100)
     return [ScheduledRun(r["id"], r["lister_id"], r["full_listing"]) for r in rows]
 
 
@@ -173,7 +174,6 @@ def execute_run(
     run_id: int,
     clock: Callable[[], datetime],
     rng: random.Random,
-    load: Callable[[str], Lister] = get_lister_plugin,
 ) -> RunOutcome | None:
     """Run one lister run and record its outcome; None if the run is not startable
     (lost and re-sent, or already started by another worker)."""
@@ -183,11 +183,10 @@ def execute_run(
     lister_id, full = run["lister_id"], bool(run["full_listing"])
     listed, error = 0, None
     try:
-        listed = _list(conn, ctx, run, load(run["name"]), clock, LISTER_BATCH_SIZE)
+        listed = _list(conn, ctx, run, get_lister_plugin(run["name"]), clock)
     except Exception as exc:  # a lister's failure is its run's outcome, not the worker's
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
-    backoff = Backoff(LISTER_RETRY_BASE_S, LISTER_RETRY_MAX_S)
-    schedule = _finish(conn, run_id, lister_id, full, error, clock(), backoff, rng)
+    schedule = _finish(conn, run_id, lister_id, full, error, clock(), rng)
     if full:
         end_listing_request(conn, lister_id, error, clock())
     name = f"{run['name']}/{run['instance_name']}"
@@ -200,7 +199,6 @@ def _list(
     run: dict[str, Any],
     lister: Lister,
     clock: Callable[[], datetime],
-    batch_size: int,
 ) -> int:
     lister_id, full = run["lister_id"], bool(run["full_listing"])
     started = start_listing(conn, lister_id, clock())
@@ -208,7 +206,7 @@ def _list(
     listed = 0
     for page in lister.pages(request):
         origins = iter(page.origins)
-        while batch := list(islice(origins, batch_size)):
+        while batch := list(islice(origins, LISTER_BATCH_SIZE)):
             rows = list(enumerate(batch, start=listed + 1))
             listed += record_listed_origins(conn, ctx, lister_id, rows, clock())
             if full:  # an add forge now's listing: their first visits are requests
@@ -226,20 +224,15 @@ def _finish(
     full: bool,
     error: str | None,
     now: datetime,
-    backoff: Backoff,
     rng: random.Random,
 ) -> ListerSchedule | None:
     with conn.transaction():
         locked = db.lock_schedule(conn, lister_id, run_id)
         if locked is None:  # the run was declared lost meanwhile: its successor decides
             return None
+        backoff = Backoff(LISTER_RETRY_BASE_S, LISTER_RETRY_MAX_S)
         schedule = after_run(
-            locked,
-            full=full,
-            succeeded=error is None,
-            now=now,
-            backoff=backoff,
-            rng=rng,
+            locked, full=full, succeeded=error is None, now=now, backoff=backoff, rng=rng
         )
         db.finish_run(conn, run_id, error, now, schedule)
     return schedule

@@ -2,36 +2,20 @@
 
 ``TaskInterface`` is the lister interface plus the methods the archive's other
 clients call (``swh.scheduler.interface.SchedulerInterface``, same names and
-arguments), so the RPC server serves both from one object:
+arguments), so the RPC server serves both from one object. Its task types are
+one ``load-<visit type>`` per row of ``visit_types`` and ``list-<lister>-full``
+/ ``-incremental`` per installed lister; a task becomes what revisit has:
 
-- task types: one ``load-<visit type>`` per row of ``visit_types``, and
-  ``list-<lister>-full`` / ``-incremental`` per installed lister;
-  ``create_task_type`` of a ``load-*`` type creates the visit type;
-- ``create_tasks``: a one-shot ``load-<visit type>`` task (save code now)
-  becomes a visit request, its priority high / normal / low mapped to
-  ``PRIORITIES``; the ``tasks`` table keeps the task and its request. A
-  one-shot ``list-<lister>-full`` task is add forge now
-  (``app.listers.forges``): kwargs ``url``, ``instance`` (default: the URL's
-  host) and the lister's arguments; its request is the forge's listing.
-  Recurring load tasks and other lister tasks are refused with what to do instead;
-- ``get_tasks``, ``search_tasks``, ``get_task_runs``: the tasks, with the
-  reference's statuses derived from their request's (the ``task_rows`` query);
-  ``disable_tasks`` cancels their requests;
-- ``grab_next_visits``: one scheduling step of revisit's own
-  (``app.services.scheduling.schedule_step``) with the one policy asked for,
-  or, for one lister, its first visits (``first_visits_step``), returning the
-  picked origins instead of sending them to the workers;
-- ``visit_scheduler_queue_position_set``: of any visit type (one unknown is
-  created paused, as by a listing);
-- ``origin_visit_stats_upsert``: the fields given (None keeps the stored value)
-  written to revisit's stats, each origin then placed in the mirror as after
-  a journal batch; the journal's next final status of the origin refolds its
-  stats from its visit history;
-- ``get_metrics``: ``scheduler_metrics``, the per lister and visit type
-  coverage the scheduler process refreshes (``update_metrics`` is the RPC
-  server's: ``app.rpc.endpoints``).
+- a one-shot ``load-<visit type>`` task (save code now): a visit request, its
+  priority high / normal / low mapped to ``PRIORITIES``;
+- a one-shot ``list-<lister>-full`` task: add forge now (``app.listers.forges``),
+  kwargs ``url``, ``instance`` (default: the URL's host) and the lister's arguments;
+- a recurring ``list-<lister>-*`` task: its lister instance's schedule;
+- any other task is refused with what to do instead.
 
-Every argument is checked before anything is written; a bad one raises
+The ``tasks`` table keeps each task and its request or lister; the task's
+reference status is derived from theirs (the ``task_rows`` query). Every
+argument is checked before anything is written; a bad one raises
 ListerInputError naming it.
 """
 
@@ -44,7 +28,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, Field
 
 from app.db import lister_api as sql
 from app.db import tasks as db
@@ -58,7 +42,14 @@ from app.inputs.api import AddForge, InvalidPayload, RequestVisit, validated
 from app.inputs.rules import check_visit_type
 from app.listers.forges import add_forge
 from app.listers.interface import ListerInterface, refusing_bad_values, uuid_of
-from app.listers.models import ListedOrigin, ListerInputError, OriginVisitStats, parse
+from app.listers.models import (
+    ListedOrigin,
+    ListerInputError,
+    Model,
+    OriginVisitStats,
+    ReferenceModel,
+    parse,
+)
 from app.listers.plugin import UnknownListerPlugin, installed_listers
 from app.listers.runs import schedule_lister
 from app.services.mirror_sync import place_rows
@@ -103,11 +94,7 @@ class UnknownPolicy(ListerInputError):
     ``swh.scheduler.exc.UnknownPolicy``)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class TaskType(_Model):
+class TaskType(ReferenceModel):
     """A kind of task (the reference's TaskType)."""
 
     type: str = Field(min_length=1)
@@ -122,14 +109,14 @@ class TaskType(_Model):
     retry_delay: timedelta | None = None
 
 
-class TaskArguments(_Model):
+class TaskArguments(ReferenceModel):
     """What a task's job is called with."""
 
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
-class Task(_Model):
+class Task(ReferenceModel):
     """A task (the reference's Task); its status is derived from its request's."""
 
     type: str = Field(min_length=1)
@@ -143,7 +130,7 @@ class Task(_Model):
     priority: Literal["high", "normal", "low"] | None = None
 
 
-class TaskRun(_Model):
+class TaskRun(ReferenceModel):
     """The run of a task: its request's visit (the reference's TaskRun)."""
 
     task: int | None
@@ -156,7 +143,7 @@ class TaskRun(_Model):
     status: str = "scheduled"
 
 
-class SchedulerMetrics(_Model):
+class SchedulerMetrics(ReferenceModel):
     """Coverage of one lister instance and visit type (the reference's SchedulerMetrics)."""
 
     lister_id: UUID
@@ -198,8 +185,8 @@ def _as_schedule(task: Task, field: str) -> ListerTaskSchedule:
         raise ListerInputError(f"{field}.arguments.kwargs.instance: expected a string")
     if kind == "incremental" and task.current_interval is None:
         raise ListerInputError(f"{field}.current_interval: required for an incremental lister task")
-    interval = task.current_interval
-    return ListerTaskSchedule(name, instance, arguments, kind == "full", interval, task.next_run)
+    full, interval = kind == "full", task.current_interval
+    return ListerTaskSchedule(name, instance, arguments, full, interval, task.next_run)
 
 
 class TaskInterface(ListerInterface):
@@ -344,28 +331,15 @@ class TaskInterface(ListerInterface):
             raise ListerInputError(f"{field}.policy: {task.policy}: {_RECURRING}")
         if task.arguments.args:
             raise ListerInputError(f"{field}.arguments.args: revisit's loaders take kwargs only")
-        kwargs = dict(task.arguments.kwargs)
-        url = kwargs.pop("url", None)
-        if not isinstance(url, str):
-            raise ListerInputError(f"{field}.arguments.kwargs.url: required, the origin's URL")
-        try:
-            return validated(
-                RequestVisit,
-                {
-                    "url": url,
-                    "visit_type": visit_type,
-                    "priority": PRIORITIES[task.priority or "normal"],
-                    "requested_by": "task API",
-                    "extra_loader_arguments": kwargs,
-                },
-            )
-        except InvalidPayload as exc:
-            raise ListerInputError(f"{field}.arguments: {exc}") from None
+        url, kwargs = _url_and_kwargs(task, field, "origin")
+        priority = PRIORITIES[task.priority or "normal"]
+        fields = {"url": url, "visit_type": visit_type, "priority": priority}
+        return _validated(RequestVisit, fields | {"extra_loader_arguments": kwargs}, field)
 
     def get_tasks(self, task_ids: list[Any]) -> list[Task]:
         """The tasks of these ids (unknown ones are left out)."""
         ids = _ids(task_ids, "task_ids")
-        return [_task(r) for r in db.task_rows(self.conn, ids=ids)] if ids else []
+        return [Task.model_validate(r) for r in db.task_rows(self.conn, ids=ids)] if ids else []
 
     def search_tasks(
         self,
@@ -396,7 +370,7 @@ class TaskInterface(ListerInterface):
             after=after,
             limit=limit or None,
         )
-        return [_task(r) for r in rows]
+        return [Task.model_validate(r) for r in rows]
 
     def get_task_runs(self, task_ids: list[Any], limit: int | None = None) -> list[TaskRun]:
         """The run of each of these tasks that has been sent to a worker."""
@@ -499,7 +473,9 @@ class TaskInterface(ListerInterface):
     def origin_visit_stats_upsert(self, origin_visit_stats: Iterable[Any]) -> None:
         """Write the given fields of each origin's stats (None keeps the stored
         value; a later entry of the same origin wins), then place the origins in
-        the mirror. A visit type revisit does not know is created paused."""
+        the mirror. A visit type revisit does not know is created paused. The
+        journal's next final status of an origin refolds its stats from its
+        visit history."""
         given = [
             parse(OriginVisitStats, s, f"origin_visit_stats[{i}]")
             for i, s in enumerate(origin_visit_stats or [])
@@ -561,16 +537,27 @@ def _visit_type(name: Any, field: str) -> str:
 def _as_forge(task: Task, lister: str, field: str) -> AddForge:
     """A one-shot full listing task as add forge now: kwargs ``url`` (the forge's),
     ``instance`` (default: the URL's host), the others the lister's arguments."""
-    kwargs = dict(task.arguments.kwargs)
-    url = kwargs.pop("url", None)
-    if not isinstance(url, str):
-        raise ListerInputError(f"{field}.arguments.kwargs.url: required, the forge's URL")
+    url, kwargs = _url_and_kwargs(task, field, "forge")
     instance = kwargs.pop("instance", None) or urlsplit(url).hostname or url
     fields = {"lister": lister, "instance": instance, "url": url, "arguments": kwargs}
     if task.priority is not None:
         fields["priority"] = PRIORITIES[task.priority]
+    return _validated(AddForge, fields, field)
+
+
+def _url_and_kwargs(task: Task, field: str, whose: str) -> tuple[str, dict[str, Any]]:
+    """The task's required ``url`` kwarg (the ``whose``'s URL) and its other kwargs."""
+    kwargs = dict(task.arguments.kwargs)
+    url = kwargs.pop("url", None)
+    if not isinstance(url, str):
+        raise ListerInputError(f"{field}.arguments.kwargs.url: required, the {whose}'s URL")
+    return url, kwargs
+
+
+def _validated(model: type[Model], fields: dict[str, Any], field: str) -> Model:
+    """``fields`` of a task's request, checked as ``model``."""
     try:
-        return validated(AddForge, fields | {"requested_by": "task API"})
+        return validated(model, fields | {"requested_by": "task API"})
     except InvalidPayload as exc:
         raise ListerInputError(f"{field}.arguments: {exc}") from None
 
@@ -598,20 +585,6 @@ def _texts(value: Any, field: str) -> list[str] | None:
     if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
         raise ListerInputError(f"{field}: expected a string or a list of strings")
     return list(values)
-
-
-def _task(row: dict[str, Any]) -> Task:
-    return Task(
-        id=row["id"],
-        type=row["type"],
-        arguments=TaskArguments.model_validate(row["arguments"]),
-        next_run=row["next_run"],
-        status=row["status"],
-        policy=row["policy"],
-        current_interval=row["current_interval"],
-        priority=row["priority"],
-        retries_left=row["retries_left"],
-    )
 
 
 def _run(row: dict[str, Any]) -> TaskRun:

@@ -101,9 +101,10 @@ class RpcInterface(TaskInterface):
         return self.get_metrics(wanted)
 
 
-def _bad_input(message: str) -> Response:
-    # SchedulerException: the reference's client re-raises it as its own type.
-    return 400, encode_error("SchedulerException", _SCHEDULER_EXC, message)
+def unavailable(exc: psycopg.OperationalError) -> Response:
+    """503: PostgreSQL is unreachable (the reference's client retries)."""
+    log.warning("database unavailable: %s", exc)
+    return 503, encode_error("OperationalError", "psycopg", f"database unavailable: {exc}")
 
 
 def call(path: str, body: bytes, interface: Callable[[], RpcInterface]) -> Response:
@@ -129,12 +130,12 @@ def call(path: str, body: bytes, interface: Callable[[], RpcInterface]) -> Respo
     except UnknownPolicy as exc:
         return 400, encode_error("UnknownPolicy", _SCHEDULER_EXC, f"{endpoint}: {exc}")
     except (ListerInputError, UndecodableBody) as exc:
-        return _bad_input(f"{endpoint}: {exc}")
+        # SchedulerException: the reference's client re-raises it as its own type.
+        return 400, encode_error("SchedulerException", _SCHEDULER_EXC, f"{endpoint}: {exc}")
     except StaleData as exc:
         return 400, encode_error("StaleData", _SCHEDULER_EXC, str(exc))
     except psycopg.OperationalError as exc:
-        log.warning("%s: database unavailable: %s", endpoint, exc)
-        return 503, encode_error("OperationalError", "psycopg", f"database unavailable: {exc}")
+        return unavailable(exc)
     except Exception as exc:
         log.exception("%s failed", endpoint)
         return 500, encode_error(type(exc).__name__, type(exc).__module__, str(exc))

@@ -25,8 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 
 from app.db.connection import Connections
-from app.rpc.codec import encode_error
-from app.rpc.endpoints import SERVED, UNSERVED, RpcInterface, call
+from app.rpc.endpoints import SERVED, UNSERVED, RpcInterface, call, unavailable
 from app.services.context import Context
 from app.settings import Settings
 
@@ -90,10 +89,7 @@ def make_server(
                 with pool.borrow() as conn:
                     return call(self.path, body, lambda: RpcInterface(conn, ctx, clock))
             except psycopg.OperationalError as exc:  # could not even connect
-                log.warning("database unavailable: %s", exc)
-                return 503, encode_error(
-                    "OperationalError", "psycopg", f"database unavailable: {exc}"
-                )
+                return unavailable(exc)
 
         def _answer(self, status: int, body: bytes, content_type: str) -> None:
             self.send_response(status)

@@ -47,12 +47,10 @@ def simulate(
     return report
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def summary_table(report: dict[str, Any]) -> Table:
