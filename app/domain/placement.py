@@ -7,7 +7,8 @@ policies of seed 002 select from:
 
 | pool               | origins                                    | ordered by (score)        |
 |--------------------|--------------------------------------------|---------------------------|
-| ``never_visited``  | last_update known; no successful visit | last_update, oldest first |
+| ``never_visited``  | last_update known; no successful visit | last_update, oldest first, |
+|                    |                                            | at most its target (**)   |
 | ``lagging``        | visited; the forge reports a later change  | lag, largest first (-lag); |
 |                    |                                            | age_optimal: due time (*) |
 | ``no_last_update`` | the forge reports no last_update           | next visit target         |
@@ -15,6 +16,12 @@ policies of seed 002 select from:
 
 (*) Under age_optimal a reported change is due a delay after the first change
 the archive misses (``change_due_s``): a date, where lag scores are <= 0.
+
+(**) A new origin's target is when it was listed (or the queue position, if
+earlier), which a listing does not move: a never visited origin whose forge
+reports a newer change keeps its place, where its latest last_update would
+put it behind every origin listed after it, so that an active new origin
+(the one falling behind fastest) could wait for ever.
 
 This function is the single definition of that derivation; the listing
 import, the journal client and the mirror rebuild all use it.
@@ -93,7 +100,11 @@ def pool_of(row: MirrorRow) -> tuple[PoolName, float]:
     if row.last_update is None:
         return "no_last_update", target
     if row.never_succeeded or row.last_successful is None:
-        return "never_visited", epoch_s(row.last_update)
+        # Its whole history waits, from before its first listing: a newer
+        # last_update must not move it behind origins listed after it.
+        if row.next_visit_queue_position is None:
+            return "never_visited", epoch_s(row.last_update)
+        return "never_visited", min(epoch_s(row.last_update), target)
     if row.last_update > row.last_successful:
         if row.reported_change_delay_s is not None:
             due = change_due_s(row, row.last_update, row.last_successful)

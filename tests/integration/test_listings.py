@@ -3,6 +3,7 @@ from pathlib import Path
 
 from app.db.connection import DictConnection
 from app.db.listings import register_lister
+from app.domain.placement import epoch_s
 from app.inputs.listing import ListedOriginIn
 from app.services.context import Context
 from app.services.listing import finish_listing, record_listed_origins, start_listing
@@ -115,6 +116,27 @@ def test_newer_last_update_moves_a_visited_origin_to_the_lagging_pool(
     assert ctx.mirror.sizes("git")["lagging"] == 1
     assert ctx.redis.zscore(ctx.mirror.keys("git").pool("lagging"), 1) == -4 * 86400
     assert check(conn, ctx, "git", NOW) == []
+
+
+def test_a_new_origin_that_keeps_changing_is_visited_before_origins_listed_after_it(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = register_lister(conn, "gitlab", "one", None)
+    active, later = "https://one.example/active", "https://one.example/later"
+    record_listed_origins(conn, ctx, lister, rows([active], last_update=NOW), NOW)
+    day = NOW + timedelta(days=1)
+    # the next day's listing: a new origin, and the first one changed since
+    listing = [
+        (1, ListedOriginIn(url=active, visit_type="git", last_update=day)),
+        (2, ListedOriginIn(url=later, visit_type="git", last_update=day - timedelta(hours=1))),
+    ]
+    record_listed_origins(conn, ctx, lister, listing, day)
+    popped = ctx.mirror.pop("git", 1, epoch_s(day), 3600.0, "due", first_visit_share=0.1)
+    urls = conn.execute(
+        "select url from origin_visit_stats where id = any(%s)", ([p.id for p in popped.popped],)
+    ).fetchall()
+    assert [r["url"] for r in urls] == [active]
+    assert check(conn, ctx, "git", day) == []
 
 
 def test_csv_import_reads_every_field(settings: Settings, conn: DictConnection) -> None:

@@ -38,6 +38,11 @@ def test_never_visited_origin_with_last_update_is_ordered_by_last_update() -> No
     assert pool_of(row(last_update=changed)) == ("never_visited", epoch_s(changed))
 
 
+def test_never_visited_origin_changed_after_it_was_listed_stays_due_at_its_target() -> None:
+    changed = TARGET + timedelta(days=3)
+    assert pool_of(row(last_update=changed)) == ("never_visited", epoch_s(TARGET))
+
+
 def test_origin_changed_after_its_last_visit_is_lagging_by_minus_its_lag() -> None:
     visited, changed = NOW - timedelta(days=10), NOW - timedelta(days=2)
     r = row(last_update=changed, last_successful=visited, never_succeeded=False)
