@@ -152,10 +152,10 @@ def lister_scheduler(args: list[str]) -> None:
     """The lister scheduler: send each scheduled lister's due runs to the lister queue."""
     from actors.lister_scheduler import ListerScheduler
     from app.settings import get_settings
-    from monitoring.metrics import serve
+    from monitoring.metrics import LISTER_SCHEDULER_OWNED, serve
 
     settings = get_settings()
-    serve(settings.metrics_port, settings.metrics_address)
+    serve(settings.metrics_port, settings.metrics_address, LISTER_SCHEDULER_OWNED)
     ListerScheduler(settings).run(_stop_on_signal())
 
 
@@ -163,15 +163,14 @@ def rpc(args: list[str]) -> None:
     """The reference scheduler's RPC protocol (lister interface)."""
     from app.rpc.server import make_server, serve_until
     from app.settings import get_settings
-    from monitoring.listers import RPC_REQUESTS, RPC_SECONDS
-    from monitoring.metrics import serve
+    from monitoring.metrics import RPC_OWNED, RPC_REQUESTS, RPC_SECONDS, serve
 
     def observe(endpoint: str, status: int, seconds: float) -> None:
         RPC_REQUESTS.labels(endpoint, str(status)).inc()
         RPC_SECONDS.labels(endpoint).observe(seconds)
 
     settings = get_settings()
-    serve(settings.metrics_port, settings.metrics_address)
+    serve(settings.metrics_port, settings.metrics_address, RPC_OWNED)
     serve_until(make_server(settings, observe), _stop_on_signal())
 
 

@@ -22,7 +22,7 @@ from app.db.lister_runs import release_run
 from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import LISTER_RUN_TIMEOUT_S, ScheduledRun, claim_due_runs
 from app.settings import Settings
-from monitoring.listers import LISTER_RUNS_SENT
+from monitoring.metrics import LISTER_RUNS_SENT
 from queues.dramatiq_broker import redis_broker
 
 log = logging.getLogger("revisit.lister_scheduler")

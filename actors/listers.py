@@ -19,7 +19,7 @@ from actors.broker import connection, context, make_broker, utc_now
 from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import LISTER_RUN_TIMEOUT_S, execute_run
 from app.settings import get_settings
-from monitoring.listers import LISTER_ORIGINS, LISTER_RUNS
+from monitoring.metrics import LISTER_ORIGINS, LISTER_RUNS
 
 log = logging.getLogger("revisit.listers")
 broker = make_broker(get_settings())

@@ -258,6 +258,27 @@ COVERAGE_REFRESH_SECONDS = Histogram(
 )
 
 
+RPC_REQUESTS = Counter(
+    "revisit_rpc_requests_total",
+    "Requests to the reference-protocol RPC server, by endpoint and HTTP status",
+    ["endpoint", "status"],
+)
+RPC_SECONDS = Histogram(
+    "revisit_rpc_request_seconds", "Time to answer one RPC request", ["endpoint"]
+)
+LISTER_RUNS_SENT = Counter(
+    "revisit_lister_runs_sent_total", "Lister runs sent to the lister queue", ["kind"]
+)
+LISTER_RUNS = Counter(
+    "revisit_lister_runs_total",
+    "Lister runs finished, by lister and outcome",
+    ["lister", "outcome"],
+)
+LISTER_ORIGINS = Counter(
+    "revisit_lister_origins_listed_total", "Origins recorded by lister runs", ["lister"]
+)
+
+
 #: What each process updates, so each serves only its own metrics (not the
 #: others' at zero).
 JOURNAL_OWNED: tuple[Collector, ...] = (
@@ -304,13 +325,19 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
     COVERAGE_REFRESH_SECONDS,
 )
 
-#: Updated in the Dramatiq worker processes (served by Dramatiq's exporter).
+RPC_OWNED: tuple[Collector, ...] = (RPC_REQUESTS, RPC_SECONDS)
+LISTER_SCHEDULER_OWNED: tuple[Collector, ...] = (LISTER_RUNS_SENT,)
+
+#: Updated in the Dramatiq processes: the visit workers, the lister worker
+#: (served by Dramatiq's exporter; a labelled series appears where it is updated).
 WORKER_OWNED: tuple[Collector, ...] = (
     VISITS,
     VISIT_SECONDS,
     VISIT_LANE_SECONDS,
     EXPRESS_TIMEOUTS,
     HOSTER_BUSY,
+    LISTER_RUNS,
+    LISTER_ORIGINS,
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from app.devtools.demo import make_repo
 from app.devtools.embedded import free_port
 from app.domain.queue_names import LISTER_QUEUE
 from app.listers.runs import claim_due_runs, execute_run, schedule_lister
+from app.rpc.codec import encode
 from app.services.context import Context
 from app.settings import Settings
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
@@ -282,3 +284,73 @@ def test_a_run_that_cannot_be_sent_is_given_back_and_sent_by_a_later_step(
     keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, LISTER_QUEUE)
     queued = redis.Redis.from_url(settings.redis_dsn()).hlen(keys.messages)
     assert sent.run_id == runs(conn)[1]["id"] and queued == 1
+
+
+def _served(port: int) -> str:
+    """What a process serves on its /metrics port ("" while it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            return str(answer.read().decode())
+    except OSError:
+        return ""
+
+
+def test_the_rpc_server_and_the_lister_processes_each_serve_the_lister_metrics_they_update(
+    conn: DictConnection, tmp_path: Path
+) -> None:
+    make_repo(tmp_path / "forge" / "r")
+    schedule(conn, tmp_path / "forge", datetime.now(tz=UTC))
+    ports = {name: free_port() for name in ("rpc", "lister_scheduler", "lister_worker")}
+    rpc_port = free_port()
+    commands = {
+        "rpc": ["env", f"REVISIT_RPC_PORT={rpc_port}", "revisit", "rpc"],
+        "lister_scheduler": ["revisit", "lister", "scheduler"],
+        "lister_worker": ["revisit", "lister", "worker"],
+    }
+    commands = {
+        name: ["env", f"REVISIT_METRICS_PORT={ports[name]}", *argv]
+        for name, argv in commands.items()
+    }
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    constants = {"actors.lister_scheduler.LISTER_POLL_INTERVAL_S": 0.2}
+    with running(commands, with_constants(constants), logs):
+        wait_for(lambda: runs(conn) and runs(conn)[0]["status"] == "succeeded", 60, "the run", logs)
+
+        def rpc_call() -> bool:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{rpc_port}/listers/get",
+                data=encode({}),
+                headers={"content-type": "application/x-msgpack"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=5) as answer:
+                    return bool(answer.status == 200)
+            except OSError:
+                return False
+
+        wait_for(rpc_call, 30, "the RPC server to answer", logs)
+        expected = {
+            "rpc": [
+                'revisit_rpc_requests_total{endpoint="listers/get",status="200"} 1.0',
+                'revisit_rpc_request_seconds_count{endpoint="listers/get"} 1.0',
+            ],
+            "lister_scheduler": ['revisit_lister_runs_sent_total{kind="full"} 1.0'],
+            "lister_worker": [
+                'revisit_lister_runs_total{lister="gitdir/forge",outcome="succeeded"} 1.0',
+                'revisit_lister_origins_listed_total{lister="gitdir/forge"} 1.0',
+            ],
+        }
+        missing: dict[str, list[str]] = {}
+
+        def all_served() -> bool:
+            served = {name: _served(port) for name, port in ports.items()}
+            missing.clear()
+            for name, lines in expected.items():
+                missing[name] = [line for line in lines if line not in served[name]]
+            return not any(missing.values())
+
+        try:
+            wait_for(all_served, 30, "each process to serve its lister metrics", logs)
+        except AssertionError as exc:
+            raise AssertionError(f"not served: {missing}") from exc

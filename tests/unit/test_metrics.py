@@ -93,7 +93,13 @@ def test_every_metric_belongs_to_exactly_one_process() -> None:
     from monitoring import metrics
 
     defined = {id(v) for v in vars(metrics).values() if isinstance(v, MetricWrapperBase)}
-    owners = [metrics.JOURNAL_OWNED, metrics.SCHEDULER_OWNED, metrics.WORKER_OWNED]
+    owners = [
+        metrics.JOURNAL_OWNED,
+        metrics.SCHEDULER_OWNED,
+        metrics.WORKER_OWNED,
+        metrics.RPC_OWNED,
+        metrics.LISTER_SCHEDULER_OWNED,
+    ]
     owned = [id(m) for group in owners for m in group]
     assert len(owned) == len(set(owned)), "a metric is owned by two processes"
     assert set(owned) == defined, "add a new metric to the *_OWNED tuple of its process"
