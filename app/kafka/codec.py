@@ -52,7 +52,7 @@ def decode(payload: bytes | None) -> Any:
         raise UndecodableMessage(f"value: not msgpack ({exc})") from None
 
 
-def encode(value: dict[str, Any]) -> bytes:
+def encode(value: Any) -> bytes:
     """Encode one journal value as the archive does."""
     packed: bytes = msgpack.packb(value, use_bin_type=True, datetime=True)
     return packed
@@ -70,11 +70,10 @@ def without_credentials(payload: bytes | None) -> bytes | None:
     if without_userinfo(text) == text:
         return payload
     try:
-        value = _ANY.decode(payload)
-    except msgspec.DecodeError:
+        value = decode(payload)
+    except UndecodableMessage:
         return without_userinfo(text).encode("utf-8", "surrogateescape")
-    packed: bytes = msgpack.packb(_redacted(value), use_bin_type=True, datetime=True)
-    return packed
+    return encode(_redacted(value))
 
 
 def _redacted(value: Any) -> Any:
