@@ -418,8 +418,11 @@ def take_pending(
     A request waits for a visit in flight only as long as a request's own visit
     may take (``request_window_s`` of ``time_limit_s``, its visit type's limit),
     not the scheduled cooldown: a recurrent visit that has not reported by then
-    is taken for lost (its message gone), and the request is sent. A late status
-    of that visit cannot end the request, whose own visit alone does.
+    is taken for lost (its message gone), and the request is sent. A late final
+    status of that visit cannot end the request, whose own visit alone does.
+    The worker gives a recurrent visit the scheduled cooldown to start, so one
+    whose message was only delayed (its workers down past the window) can still
+    run beside the request's visit.
     """
     if limit <= 0:
         return []
