@@ -87,7 +87,7 @@ class GitLoader:
 
     publishes_statuses: ClassVar[bool] = True
 
-    def __init__(self, resolve: Resolver = socket.getaddrinfo) -> None:
+    def __init__(self, resolve: Resolver | None = None) -> None:
         self.resolve = resolve
 
     def load(self, url: str, arguments: dict[str, Any], timeout_s: float) -> VisitResult:
@@ -227,10 +227,12 @@ def redirect_location(url: str, addresses: Sequence[str], timeout_s: float) -> s
     return target[: -len(REFS_PATH)]
 
 
-def resolved_addresses(url: str, scheme: str, resolve: Resolver = socket.getaddrinfo) -> list[str]:
-    """The addresses the host of ``url`` resolves to, after refusing (ValueError) an
-    internal one REVISIT_ALLOWED_INTERNAL_HOSTS does not allow; none for an address
-    literal (check_url judged it) or a file URL. OSError when the name does not resolve."""
+def resolved_addresses(url: str, scheme: str, resolve: Resolver | None = None) -> list[str]:
+    """The addresses the host of ``url`` resolves to (by ``resolve``, else by
+    ``socket.getaddrinfo`` as it is when called, so a stub of it is used), after
+    refusing (ValueError) an internal one REVISIT_ALLOWED_INTERNAL_HOSTS does not
+    allow; none for an address literal (check_url judged it) or a file URL.
+    OSError when the name does not resolve."""
     if scheme == "file":
         return []
     parts = urlsplit(url)
@@ -238,6 +240,7 @@ def resolved_addresses(url: str, scheme: str, resolve: Resolver = socket.getaddr
     if not host or address(host) is not None:
         return []
     port = parts.port or DEFAULT_PORTS.get(scheme, 0)
-    found = sorted({str(info[4][0]) for info in resolve(host, port, proto=socket.IPPROTO_TCP)})
+    answers = (resolve or socket.getaddrinfo)(host, port, proto=socket.IPPROTO_TCP)
+    found = sorted({str(info[4][0]) for info in answers})
     check_addresses(host, found)
     return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from app.db.connection import DictConnection
 from app.db.listings import known_visit_types, mirror_row
 from app.domain.cooldown import request_window_s
 from app.domain.journal_event import VisitStatusEvent
+from app.domain.lanes import MAX_TIME_LIMIT_S
 from app.domain.placement import epoch_s
 from app.domain.workflows import TEMPLATES, WorkflowTemplate
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, RequestVisit
@@ -400,6 +402,7 @@ def take_pending(
     limit: int,
     now: datetime,
     visit: int | None = None,
+    time_limit_s: float = MAX_TIME_LIMIT_S,
 ) -> list[TakenRequest]:
     """Mark up to ``limit`` pending requests scheduled, best first, as sent in visit
     number ``visit`` (None: the first visit created after now is theirs); return them.
@@ -411,10 +414,24 @@ def take_pending(
     then; its final status places it back as any visit's. The mirror is moved
     before the commit (as a pop is before its mark): if this process dies in
     between, the origin returns to its place after the scheduled cooldown.
+
+    A request waits for a visit in flight only as long as a request's own visit
+    may take (``request_window_s`` of ``time_limit_s``, its visit type's limit),
+    not the scheduled cooldown: a recurrent visit that has not reported by then
+    is taken for lost (its message gone), and the request is sent. A late final
+    status of that visit cannot end the request, whose own visit alone does.
+    The worker gives a recurrent visit the scheduled cooldown to start, so one
+    whose message was only delayed (its workers down past the window) can still
+    run beside the request's visit.
     """
     if limit <= 0:
         return []
     lost_before = now - ctx.cooldowns.scheduled
+    with suppress(OverflowError):  # a limit no visit reaches (the simulator's): the cooldown
+        # A request sent exactly a window ago is not yet past its deadline
+        # (requests_past_deadline): its origin is still in flight.
+        window = timedelta(seconds=request_window_s(time_limit_s), microseconds=1)
+        lost_before = max(lost_before, now - window)
     with conn.transaction():
         rows = db.take_pending_requests(conn, visit_type, limit, now, visit, lost_before)
         if rows:

@@ -170,7 +170,7 @@ def _requests(step: _Step) -> list[Send]:
             limit,
             step.tuning,
         )
-        for r in take_pending(conn, step.ctx, config.name, slots, now, own_visit)
+        for r in take_pending(conn, step.ctx, config.name, slots, now, own_visit, limit)
     ]
 
 

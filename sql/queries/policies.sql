@@ -34,7 +34,10 @@ limit %(limit)s
 
 -- name: candidates_stop_after_success
 -- Origins never visited successfully, oldest reported change first, those
--- without one last (index origin_visit_stats_never_succeeded). Origins in
+-- without one last (by their target). A reported change counts no later than
+-- the origin's target, as in its never_visited pool
+-- (app.domain.placement.pool_of): an origin that keeps changing after it was
+-- listed keeps its place before the origins listed after it. Origins in
 -- flight or visited within the absolute cooldown are left out: picking them
 -- does not move them down this order, and they would crowd out the others.
 select id from origin_visit_stats
@@ -43,7 +46,7 @@ where visit_type = %(visit_type)s and last_snapshot is null and listed
   and (last_scheduled is null or last_scheduled < last_final_date
        or last_scheduled < %(lost_before)s)
   and (last_final_date is null or last_final_date < %(rested_before)s)
-order by last_update nulls last, id
+order by last_update is null, least(last_update, next_visit_queue_position), id
 limit %(limit)s
 
 -- name: listers_with_first_visits_due

@@ -41,8 +41,8 @@ limit %(limit)s
 
 -- name: take_pending_requests
 -- Highest effective priority first, then first in, first out; one request per
--- origin, and none whose origin is in flight (sent, no final status applied
--- since, not yet presumed lost: app.domain.cooldown.in_flight_since), nor one
+-- origin, and none whose origin is in flight (sent after %(lost_before)s, no
+-- final status applied since: app.services.requests.take_pending), nor one
 -- of an origin another request was sent for that has not ended (an origin
 -- revisit has no stats row for): it stays pending until that visit ends, so
 -- no two visits of an origin overlap. SKIP LOCKED lets several schedulers

@@ -119,14 +119,12 @@ def journal_dead_letters(settings: Settings, count: int) -> list[Message]:
     )
     dlq.subscribe([settings.dead_letter_topic])
     found: list[Message] = []
-    wait_for(
-        lambda: (
-            bool(found.extend(m for m in dlq.consume(10, 0.5) if not m.error()))
-            or len(found) >= count
-        ),
-        20,
-        "the dead letters",
-    )
+
+    def enough() -> bool:
+        found.extend(m for m in dlq.consume(10, 0.5) if not m.error())
+        return len(found) >= count
+
+    wait_for(enough, 20, "the dead letters")
     dlq.close()
     return found
 

@@ -1,5 +1,6 @@
 """The index of oldest_scheduled_first exists only while a visit type uses that
-policy (migration 17): without it, stamping a step's picks is a HOT update."""
+policy (migration 17): without it, stamping a step's picks is a HOT update.
+The index of stop_after_success serves its order (migration 27)."""
 
 from datetime import UTC, datetime
 
@@ -35,13 +36,13 @@ def hot_updates_of_marking(conn: DictConnection, ids: list[int]) -> tuple[int, i
     return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
 
 
-def plan_of_oldest_scheduled_first(conn: DictConnection) -> str:
-    """The plan of the policy's query when the planner may not scan the table."""
+def plan_of(conn: DictConnection, policy: str = "oldest_scheduled_first") -> str:
+    """The plan of a query policy's query when the planner may not scan the table."""
     with conn.transaction():
         conn.execute("set local enable_seqscan = off")
         rows = conn.execute(
-            "explain " + query("candidates_oldest_scheduled_first"),
-            {"visit_type": "git", "limit": 10},
+            "explain " + query(f"candidates_{policy}"),
+            {"visit_type": "git", "limit": 10, "lost_before": NOW, "rested_before": NOW},
         ).fetchall()
     return "\n".join(str(r["QUERY PLAN"]) for r in rows)
 
@@ -64,10 +65,10 @@ def test_setting_oldest_scheduled_first_builds_the_index_its_query_reads(
 ) -> None:
     list_origins(conn, ctx, URLS, now=NOW)
     ids = [int(r["id"]) for r in conn.execute("select id from origin_visit_stats")][::10]
-    assert INDEX not in plan_of_oldest_scheduled_first(conn)
+    assert INDEX not in plan_of(conn)
     set_policies(conn, "git", {"oldest_scheduled_first": 1.0})
     assert oldest_scheduled_index_ready(conn)
-    assert INDEX in plan_of_oldest_scheduled_first(conn)
+    assert INDEX in plan_of(conn)
     assert hot_updates_of_marking(conn, ids) == (len(ids), 0)
 
 
@@ -162,3 +163,12 @@ def test_the_migration_keeps_the_index_only_where_the_policy_is_in_use(
         check.execute(migration.sql.encode())
         found = check.execute("select to_regclass(%s) is not null", (INDEX,)).fetchone()
     assert found == (in_use,)
+
+
+def test_stop_after_success_reads_its_candidates_in_order_from_its_index(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    plan = plan_of(conn, "stop_after_success")
+    assert "origin_visit_stats_never_succeeded" in plan
+    assert "Sort" not in plan

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.db.connection import DictConnection
-from app.db.scheduling import visit_type_configs
+from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.domain.cooldown import request_window_s
 from app.domain.journal_event import VisitStatusEvent
 from app.inputs.api import RequestVisit
@@ -40,6 +40,15 @@ def journal(conn: DictConnection, ctx: Context, at: datetime, *statuses: tuple) 
         for visit, status, date in statuses
     ]
     apply_events_batch(conn, ctx, events, visit_type_configs(conn), at)
+
+
+def recurrent_visit_sent(conn: DictConnection, ctx: Context) -> tuple[VisitTypeConfig, Send]:
+    """URL listed and sent as a recurrent visit at NOW: git's config, and that send."""
+    list_origins(conn, ctx, [URL], now=NOW)
+    ensure_built(conn, ctx, "git", NOW)
+    config = visit_type_configs(conn)["git"]
+    [recurrent] = plan_step(conn, ctx, config, lambda queue: 0, NOW).sends
+    return config, recurrent
 
 
 @pytest.mark.parametrize("flight_ended_by", ["presumed lost", "a partial checkpoint"])
@@ -132,10 +141,7 @@ def test_a_request_waiting_for_a_lost_request_visit_of_its_origin_waits_only_unt
 def test_an_origin_sent_at_the_instant_of_its_last_final_status_is_in_flight(
     conn: DictConnection, ctx: Context
 ) -> None:
-    list_origins(conn, ctx, [URL], now=NOW)
-    ensure_built(conn, ctx, "git", NOW)
-    config = visit_type_configs(conn)["git"]
-    [recurrent] = plan_step(conn, ctx, config, lambda queue: 0, NOW).sends
+    _, recurrent = recurrent_visit_sent(conn, ctx)
     request_id = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
     ended = NOW + timedelta(minutes=5)
     visit = recurrent.order.visit
@@ -147,3 +153,29 @@ def test_an_origin_sent_at_the_instant_of_its_last_final_status_is_in_flight(
     location = ctx.mirror.locate("git", recurrent.order.origin_id)
     assert location.where == "inflight"
     assert check(conn, ctx, "git", ended) == []
+
+
+def test_a_request_waiting_for_a_lost_recurrent_visit_of_its_origin_waits_only_until_its_window(
+    conn: DictConnection, ctx: Context
+) -> None:
+    config, recurrent = recurrent_visit_sent(conn, ctx)
+    window = timedelta(seconds=request_window_s(config.time_limit_s))
+    assert window < ctx.cooldowns.scheduled
+    # its message is gone (the broker's Redis wiped): no status ever comes
+    request_id = create_request(conn, RequestVisit(url=URL, visit_type="git"), now=NOW)
+
+    def step(at: datetime) -> list[Send]:
+        return plan_step(conn, ctx, config, lambda queue: 0, at).sends
+
+    assert step(NOW + window - timedelta(seconds=1)) == []  # it may still run: left alone
+    [sent] = step(NOW + window + timedelta(seconds=1))
+    assert (sent.order.request_id, sent.lane) == (request_id, "priority")
+    assert check(conn, ctx, "git", NOW + window + timedelta(seconds=1)) == []
+
+    late = NOW + window + timedelta(minutes=1)
+    old = recurrent.order.visit
+    journal(conn, ctx, late, (old, "created", NOW + timedelta(minutes=1)), (old, "failed", late))
+    assert request(conn, request_id)[0] == "scheduled"
+    own = sent.order.visit
+    journal(conn, ctx, late, (own, "created", late), (own, "full", late + timedelta(minutes=1)))
+    assert request(conn, request_id) == ("succeeded", own, None)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.devtools.demo import commit, make_repo
-from app.loaders.git import GitLoader, snapshot_id, url_scheme
+from app.loaders.git import GitLoader, resolved_addresses, snapshot_id, url_scheme
 
 
 def test_snapshot_id_ignores_ref_order_and_sees_any_change() -> None:
@@ -160,3 +160,17 @@ def test_a_host_that_does_not_resolve_fails_as_transient(
     internal_hosts([])
     result = GitLoader(unknown).load("https://nowhere.example/a.git", {}, 10)
     assert result.status == "failed" and result.transient
+
+
+def test_the_addresses_are_resolved_by_socket_getaddrinfo_as_it_is_when_called(
+    monkeypatch: pytest.MonkeyPatch, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts([])
+    resolve = resolver("140.82.121.3")
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+
+    assert resolved_addresses("https://forge.example/a.git", "https") == ["140.82.121.3"]
+    assert resolve.asked == [("forge.example", 443)]  # type: ignore[attr-defined]
+    monkeypatch.setattr(socket, "getaddrinfo", resolver("10.0.0.7"))
+    refused = GitLoader().load("https://forge.example/a.git", {}, 10).error
+    assert refused is not None and refused.startswith("url: host forge.example resolves to")
