@@ -25,7 +25,6 @@ import psycopg
 from actors.journal_consumer import JournalConsumer
 from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
 from app.domain.backoff import Backoff
-from app.domain.visit_stats import Fudge, keyed_fudge
 from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
 from app.kafka.codec import without_credentials
 from app.services.context import Context
@@ -91,7 +90,6 @@ class JournalClient:
     def __init__(
         self,
         settings: Settings,
-        fudge: Fudge | None = None,
         after_transaction: Callable[[], None] = lambda: None,
     ) -> None:
         """``after_transaction`` is called after each batch's transactions commit and
@@ -100,7 +98,7 @@ class JournalClient:
         self.ctx = Context.from_settings(settings)
         self.stop = threading.Event()
         self.connections = Connections(settings, JOURNAL_WRITERS)
-        self.batch = BatchWriter(self.ctx, fudge or keyed_fudge(), self._run, JOURNAL_WRITERS)
+        self.batch = BatchWriter(self.ctx, self._run, JOURNAL_WRITERS)
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
