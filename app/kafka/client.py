@@ -401,8 +401,5 @@ def _headers(raw: Any) -> dict[str, str]:
 def replay(settings: Settings, letters: list[JournalDeadLetter]) -> None:
     """Publish dead letters to the journal topic again (the journal's processing
     is idempotent, so a message replayed twice counts once)."""
-    producer = Producer(producer_config(settings))
-    for letter in letters:
-        producer.produce(settings.journal_topic, value=letter.value, key=letter.key)
-    if producer.flush(30):
-        raise RuntimeError("replayed messages not acknowledged in 30 s")
+    records = [Record(settings.journal_topic, letter.value, letter.key) for letter in letters]
+    ResilientProducer(settings).send(records, timeout_s=30.0)
