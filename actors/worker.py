@@ -45,7 +45,7 @@ from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result,
 from app.services.context import Tuning, redis_client
 from app.services.requests import end_unvisited_request, release_request_origin
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
-from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
+from monitoring.metrics import VISIT_SECONDS, VISITS
 from queues.errors import Redis, RedisError
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
@@ -64,20 +64,9 @@ broker = make_broker(settings)
 broker.add_middleware(CurrentMessage())
 broker.add_middleware(WorkerRegistry(redis_client(settings), settings.redis_namespace))
 broker.add_middleware(
-    HosterLimits(
-        redis_client(settings),
-        settings.redis_namespace,
-        settings.hoster_limits,
-        slot_ttl_ms=int(MAX_TIME_LIMIT_S * 1000) + 60_000,
-        on_busy=lambda visit_type: HOSTER_BUSY.labels(visit_type).inc(),
-    )
+    HosterLimits(redis_client(settings), settings.redis_namespace, settings.hoster_limits)
 )
-broker.add_middleware(
-    ExpressEscalation(
-        int(MAX_TIME_LIMIT_S * 1000),
-        on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
-    )
-)
+broker.add_middleware(ExpressEscalation())
 
 
 class StopLoaderChildren(dramatiq.Middleware):
