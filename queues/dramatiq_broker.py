@@ -85,7 +85,11 @@ def visit_message(
     limit and, when given, its visit type's tuning (else the worker's defaults)."""
     options: dict[str, Any] = {"time_limit": int(time_limit_s * 1000)}
     if tuning is not None:
-        options.update(tuning_options(tuning))
+        delay_ms = int(tuning.retry_delay_s * 1000)
+        options["visit_time_limit"] = int(tuning.visit_time_limit_s * 1000)
+        options["max_retries"] = tuning.max_retries
+        options["min_backoff"] = delay_ms
+        options["max_backoff"] = delay_ms * 2**tuning.max_retries
     kwargs = order.as_kwargs()
     kwargs["lane"] = lane
     return dramatiq.Message(
@@ -97,17 +101,6 @@ def visit_message(
 #: reads min_backoff and max_backoff (ms); the visit actor reads max_retries,
 #: and the express escalation visit_time_limit (ms).
 TUNING_OPTIONS = ("visit_time_limit", "max_retries", "min_backoff", "max_backoff")
-
-
-def tuning_options(tuning: Tuning) -> dict[str, int]:
-    """The message options of ``tuning`` (``TUNING_OPTIONS``)."""
-    delay_ms = int(tuning.retry_delay_s * 1000)
-    return {
-        "visit_time_limit": int(tuning.visit_time_limit_s * 1000),
-        "max_retries": tuning.max_retries,
-        "min_backoff": delay_ms,
-        "max_backoff": delay_ms * 2**tuning.max_retries,
-    }
 
 
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
