@@ -1,18 +1,5 @@
-"""Dramatiq's Redis broker as revisit uses it: built one way, sent to in batches.
-
-- ``redis_broker``: the broker of every revisit process, client, test and
-  benchmark, with the heartbeat and maintenance settings
-  (``actors.broker.make_broker`` adds revisit's middleware);
-- ``visit_message``: the message of one visit, as the scheduler and
-  ``revisit schedule`` send it and ``actors.worker.visit`` receives it;
-- ``enqueue_many``: a batch enqueue (Dramatiq has none), each message stored
-  and announced to the middleware as ``RedisBroker.enqueue`` does;
-- ``enqueue_first``: a message at the head of its queue
-  (``queues/lua/enqueue_first.lua``);
-- ``queue_depth``: the visits a queue holds (``queues.dramatiq_queues.depths``),
-  leaving out the other messages that ``LeaveOutOfDepth`` saw sent to it;
-- ``return_dead_workers_messages``: Dramatiq's queue maintenance, run now;
-- ``served_queues`` and ``worker_threads``: what a worker process consumes.
+"""Dramatiq's Redis broker as revisit uses it: built one way (``redis_broker``;
+``actors.broker.make_broker`` adds revisit's middleware), sent to in batches.
 
 Messages are Dramatiq's ``Message``, encoded by Dramatiq's encoder, and the
 middleware hooks are emitted by the broker itself. Beyond its documented API,
@@ -104,7 +91,8 @@ TUNING_OPTIONS = ("visit_time_limit", "max_retries", "min_backoff", "max_backoff
 
 
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
-    """Visits a queue holds against its max length: waiting, running and delayed."""
+    """Visits a queue holds against its max length: waiting, running and delayed,
+    less the other messages ``LeaveOutOfDepth`` saw sent to it."""
     return depths(broker.client, broker.namespace, [queue_name])[queue_name].visits
 
 
