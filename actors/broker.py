@@ -15,11 +15,11 @@ from types import FrameType
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL, RedisBroker
+from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import Retries
 
 from actors.dead_letter_reasons import DeadLetterReasons
-from actors.undecodable import SWEEP_INTERVAL_S, SweepUndecodable
+from actors.undecodable import SweepUndecodable
 from app.db.connection import Connections, DictConnection
 from app.inputs.rules import without_userinfo
 from app.loaders.zygote import die_with_parent
@@ -28,7 +28,6 @@ from app.settings import Settings, get_settings
 from monitoring.dramatiq_metrics import WorkerMetrics
 from monitoring.multiprocess import in_multiprocess_mode
 from queues.dramatiq_broker import LeaveOutOfDepth, redis_broker
-from queues.keys import DRAMATIQ_NAMESPACE
 
 #: Actors whose messages are sent to a visit's queue but are not visits: a final
 #: status the visit could not publish in time (``actors.worker.publish_status``).
@@ -102,21 +101,13 @@ def make_broker(settings: Settings) -> RedisBroker:
         broker.add_middleware(WorkerMetrics())
     broker.add_middleware(LeaveOutOfDepth(NOT_VISITS))
     broker.add_middleware(DieWithParent())
-    dead_ttl_s = DEFAULT_DEAD_MESSAGE_TTL / 1000
     # "after" hooks run in reverse order: placed before Retries, it sees the
     # message Retries has just given up on.
     broker.add_middleware(
-        DeadLetterReasons(redis_client(settings), settings.redis_namespace, dead_ttl_s),
+        DeadLetterReasons(redis_client(settings), settings.redis_namespace),
         before=Retries,
     )
-    broker.add_middleware(
-        SweepUndecodable(
-            redis_client(settings),
-            DRAMATIQ_NAMESPACE,
-            settings.redis_namespace,
-            SWEEP_INTERVAL_S,
-        )
-    )
+    broker.add_middleware(SweepUndecodable(redis_client(settings), settings.redis_namespace))
     dramatiq.set_broker(broker)
     return broker
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dramatiq import Middleware
+from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL
 
 from app.inputs.api import InvalidPayload
 from app.inputs.rules import without_userinfo
@@ -24,12 +25,12 @@ MAX_REASON_CHARS = 1000
 
 
 class DeadLetterReasons(Middleware):
-    """Stores ``<exception type>: <text>`` of a failed message for ``ttl_s``."""
+    """Stores ``<exception type>: <text>`` of a failed message as long as Dramatiq
+    keeps the dead letter."""
 
-    def __init__(self, client: Redis, namespace: str, ttl_s: float) -> None:
+    def __init__(self, client: Redis, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
-        self.ttl_s = int(ttl_s)
 
     def after_process_message(
         self,
@@ -45,7 +46,9 @@ class DeadLetterReasons(Middleware):
         if exception is None or not message.failed or redis_id is None:
             return
         reason = without_userinfo(f"{type(exception).__name__}: {exception}")[:MAX_REASON_CHARS]
-        self.client.set(dead_letter_reason(self.namespace, redis_id), reason, ex=self.ttl_s)
+        self.client.set(
+            dead_letter_reason(self.namespace, redis_id), reason, px=DEFAULT_DEAD_MESSAGE_TTL
+        )
         if isinstance(exception, InvalidPayload):
             key = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, message.queue_name).messages
             stored = self.client.hget(key, redis_id)

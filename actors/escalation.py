@@ -12,13 +12,14 @@ for it, so Dramatiq's Retries and dead letters do not see it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import dramatiq
 from dramatiq import Middleware
 
+from app.domain.lanes import MAX_TIME_LIMIT_S
 from app.domain.queue_names import slow_queue
+from monitoring.metrics import EXPRESS_TIMEOUTS
 from queues.dramatiq_broker import TUNING_OPTIONS, enqueue_first
 
 log = logging.getLogger("revisit.worker")
@@ -53,14 +54,6 @@ def slow_lane_message(
 class ExpressEscalation(Middleware):
     """Re-sends to the head of the slow lane each visit that outlasted the express lane."""
 
-    def __init__(
-        self,
-        slow_time_limit_ms: int,
-        on_escalate: Callable[[str], None] = lambda visit_type: None,
-    ) -> None:
-        self.slow_time_limit_ms = slow_time_limit_ms
-        self.on_escalate = on_escalate
-
     def after_process_message(self, broker: Any, message: Any, **outcome: Any) -> None:
         """Escalate the message if its actor said it outlasted the express lane."""
         duration_s = message.options.pop(OUTLASTED_EXPRESS_OPTION, None)
@@ -68,8 +61,8 @@ class ExpressEscalation(Middleware):
             return
         visit_type = str(message.kwargs["visit_type"])
         queue = slow_queue(visit_type)
-        enqueue_first(broker, slow_lane_message(message, queue, self.slow_time_limit_ms))
-        self.on_escalate(visit_type)
+        enqueue_first(broker, slow_lane_message(message, queue, int(MAX_TIME_LIMIT_S * 1000)))
+        EXPRESS_TIMEOUTS.labels(visit_type).inc()
         log.info(
             "%s outlasted the express lane (%.1fs): re-sent to the slow lane",
             message.kwargs.get("url"),

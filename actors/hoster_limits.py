@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -24,10 +23,15 @@ from dramatiq.rate_limits import ConcurrentRateLimiter
 from dramatiq.rate_limits.backends import RedisBackend
 
 from app.domain.hosts import hoster_limit, hoster_of
+from app.domain.lanes import MAX_TIME_LIMIT_S
+from monitoring.metrics import HOSTER_BUSY
 from queues.errors import Redis
 from queues.keys import hoster_slots
 
 log = logging.getLogger("revisit.worker")
+#: A slot outlives its visit's time limit by this (ms), so that a crashed
+#: worker's slot is freed in the end.
+SLOT_MARGIN_MS = 60_000
 
 
 class HosterBusy(dramatiq.Retry, MiddlewareError):
@@ -41,19 +45,10 @@ class HosterBusy(dramatiq.Retry, MiddlewareError):
 class HosterLimits(Middleware):
     """Holds a hoster slot for each ``visit`` message while it is processed."""
 
-    def __init__(
-        self,
-        client: Redis,
-        namespace: str,
-        limits: dict[str, int],
-        slot_ttl_ms: int,
-        on_busy: Callable[[str], None] = lambda visit_type: None,
-    ) -> None:
+    def __init__(self, client: Redis, namespace: str, limits: dict[str, int]) -> None:
         self.client = client
         self.namespace = namespace
         self.limits = limits
-        self.slot_ttl_ms = slot_ttl_ms
-        self.on_busy = on_busy
         self._held: dict[str, contextlib.ExitStack] = {}
         self._lock = threading.Lock()
 
@@ -72,14 +67,14 @@ class HosterLimits(Middleware):
         limit = hoster_limit(host, self.limits)
         if limit is None:
             return
-        # A slot outlives its visit's own limit (its visit type's, when it has one)
-        # by a margin, so that a crashed worker's slot is freed in the end.
-        ttl_ms = max(self.slot_ttl_ms, int(message.options.get("visit_time_limit", 0)) + 60_000)
+        # Its visit's own limit is its visit type's, when it has one.
+        limit_ms = message.options.get("visit_time_limit", MAX_TIME_LIMIT_S * 1000)
+        ttl_ms = int(max(limit_ms, MAX_TIME_LIMIT_S * 1000)) + SLOT_MARGIN_MS
         held = contextlib.ExitStack()
         limiter = self._limiter(host, limit, ttl_ms)
         if not held.enter_context(limiter.acquire(raise_on_failure=False)):
             held.close()
-            self.on_busy(str(message.kwargs["visit_type"]))
+            HOSTER_BUSY.labels(str(message.kwargs["visit_type"])).inc()
             log.info("%s: %s has %d visits running, retrying later", url, host, limit)
             raise HosterBusy(f"{host} has {limit} visits running")
         with self._lock:

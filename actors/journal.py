@@ -23,9 +23,8 @@ from typing import TypeVar
 import psycopg
 
 from actors.journal_consumer import JournalConsumer
-from app.db.connection import MAX_RETRY_DELAY_S, Connections, DictConnection
-from app.domain.backoff import Backoff
-from app.domain.visit_stats import Fudge, keyed_fudge
+from actors.loop import run_every
+from app.db.connection import Connections, DictConnection
 from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
 from app.kafka.codec import without_credentials
 from app.services.context import Context
@@ -91,7 +90,6 @@ class JournalClient:
     def __init__(
         self,
         settings: Settings,
-        fudge: Fudge | None = None,
         after_transaction: Callable[[], None] = lambda: None,
     ) -> None:
         """``after_transaction`` is called after each batch's transactions commit and
@@ -100,7 +98,7 @@ class JournalClient:
         self.ctx = Context.from_settings(settings)
         self.stop = threading.Event()
         self.connections = Connections(settings, JOURNAL_WRITERS)
-        self.batch = BatchWriter(self.ctx, fudge or keyed_fudge(), self._run, JOURNAL_WRITERS)
+        self.batch = BatchWriter(self.ctx, self._run, JOURNAL_WRITERS)
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
@@ -180,32 +178,31 @@ class JournalClient:
         """Consume until ``stop`` is set, then leave the group cleanly.
 
         A batch that fails because PostgreSQL, Redis or the broker is away is
-        retried, the same messages, with bounded backoff: its offsets are not
-        committed, and no later batch is taken before it is applied.
+        retried, the same messages, with bounded backoff (``actors.loop``): its
+        offsets are not committed, and no later batch is taken before it is applied.
         """
         self.stop = self.dead_letters.stop = stop
-        backoff = Backoff(0.5, MAX_RETRY_DELAY_S)
         pending: list[Message] = []
-        try:
-            while not stop.is_set():
-                pending = pending or self.poll_batch()
-                if not pending:
-                    continue
-                try:
-                    self._apply(pending)
-                except Exception as exc:
-                    delay = backoff.next_delay_s()
-                    self._log_retry(exc, delay)
-                    stop.wait(delay)
-                    continue
-                backoff.reset()
+
+        def step(now: datetime) -> None:
+            nonlocal pending
+            pending = pending or self.poll_batch()
+            if pending:
+                self._apply(pending)
                 pending = []
+
+        try:
+            run_every(step, 0.0, stop, log, "batch", server_of=fault_label)
         finally:
             self.close()
 
     def _apply(self, messages: list[Message]) -> None:
         started = time.monotonic()
-        outcome = self.process(messages, datetime.now(tz=UTC))
+        try:
+            outcome = self.process(messages, datetime.now(tz=UTC))
+        except Exception as exc:
+            JOURNAL_BATCH_RETRIES.labels(fault_label(exc) or "error").inc()
+            raise
         JOURNAL_BATCH_SECONDS.observe(time.monotonic() - started)
         log.info(
             "applied %d statuses (%d origins written, %d dead-lettered)",
@@ -213,14 +210,6 @@ class JournalClient:
             len(outcome.written),
             len(outcome.rejected),
         )
-
-    def _log_retry(self, exc: Exception, delay_s: float) -> None:
-        cause = fault_label(exc)
-        JOURNAL_BATCH_RETRIES.labels(cause or "error").inc()
-        if cause is None:
-            log.exception("batch failed; retrying it in %.1fs", delay_s)
-        else:
-            log.warning("batch failed, %s unavailable (%s); retrying in %.1fs", cause, exc, delay_s)
 
     def close(self) -> None:
         """Leave the consumer group and release the connections."""

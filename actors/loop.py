@@ -16,6 +16,8 @@ from queues import errors as redis_errors
 
 #: Longest wait between two attempts while a server is away.
 MAX_RETRY_DELAY_S = 30.0
+#: First wait after a failure of a step that runs back to back (``interval_s`` 0).
+MIN_RETRY_DELAY_S = 0.5
 
 
 def run_every(
@@ -24,23 +26,27 @@ def run_every(
     stop: threading.Event,
     log: logging.Logger,
     what: str = "step",
+    server_of: Callable[[BaseException], str | None] | None = None,
 ) -> None:
     """Call ``step(now)`` every ``interval_s`` until ``stop`` is set.
 
     A failed step is logged and tried again, never fatal: after waits that
-    double from ``interval_s`` up to ``MAX_RETRY_DELAY_S`` while it keeps
-    failing (a server away), at the usual pace once it succeeds. A server
-    away is one line without a traceback (it says which); anything else is
-    logged with its traceback.
+    double from ``interval_s`` (or ``MIN_RETRY_DELAY_S``) up to
+    ``MAX_RETRY_DELAY_S`` while it keeps failing (a server away), at the usual
+    pace once it succeeds. A server away (``server_of``, by default
+    ``unavailable_server``, names it) is one line without a traceback;
+    anything else is logged with its traceback.
     """
-    backoff = Backoff(interval_s, max(interval_s, MAX_RETRY_DELAY_S))
+    server_of = server_of or unavailable_server
+    first_s = interval_s or MIN_RETRY_DELAY_S
+    backoff = Backoff(first_s, max(first_s, MAX_RETRY_DELAY_S))
     while not stop.is_set():
         started = time.monotonic()
         try:
             step(datetime.now(tz=UTC))
         except Exception as exc:
             delay_s = backoff.next_delay_s()
-            server = unavailable_server(exc)
+            server = server_of(exc)
             if server is None:
                 log.exception("%s failed; retrying in %.1fs", what, delay_s)
             else:

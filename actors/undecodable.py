@@ -3,7 +3,7 @@
 A value pushed into a queue by hand, or by a client of another version, is
 not a Dramatiq message: the consumer logs a decoding error and leaves it in
 its acknowledgement set, where no one sees it. Each worker process sweeps
-the queues it consumes at boot and every ``interval_s``, and moves such
+the queues it consumes at boot and every ``SWEEP_INTERVAL_S``, and moves such
 messages to the queue's dead letters with their reason.
 """
 
@@ -16,12 +16,13 @@ import time
 from typing import Any
 
 from dramatiq import Middleware
+from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL
 
 from actors.loop import run_every
 from queues.dramatiq_broker import served_queues
 from queues.dramatiq_queues import dead_letter_undecodable
 from queues.errors import Redis
-from queues.keys import dead_letter_reason
+from queues.keys import DRAMATIQ_NAMESPACE, dead_letter_reason
 
 #: How often each worker process dead-letters the messages of its queues that
 #: Dramatiq cannot decode.
@@ -34,14 +35,9 @@ REASON = "not a Dramatiq message: Dramatiq cannot decode it"
 class SweepUndecodable(Middleware):
     """Moves undecodable messages of this worker's queues to their dead letters."""
 
-    def __init__(
-        self, client: Redis, dramatiq_namespace: str, namespace: str, interval_s: float
-    ) -> None:
+    def __init__(self, client: Redis, namespace: str) -> None:
         self.client = client
-        self.dramatiq_namespace = dramatiq_namespace
         self.namespace = namespace
-        self.interval_s = interval_s
-        self.ttl_s = 7 * 86400
         self._stop = threading.Event()
 
     def sweep(self, queues: list[str]) -> int:
@@ -50,10 +46,10 @@ class SweepUndecodable(Middleware):
         for queue in queues:
             now_ms = int(time.time() * 1000)
             for message_id in dead_letter_undecodable(
-                self.client, self.dramatiq_namespace, queue, now_ms
+                self.client, DRAMATIQ_NAMESPACE, queue, now_ms
             ):
                 key = dead_letter_reason(self.namespace, message_id)
-                self.client.set(key, REASON, ex=self.ttl_s)
+                self.client.set(key, REASON, px=DEFAULT_DEAD_MESSAGE_TTL)
                 log.warning("dead-lettered undecodable message %s of %s", message_id, queue)
                 moved += 1
         return moved
@@ -62,7 +58,7 @@ class SweepUndecodable(Middleware):
         """Start sweeping the queues this worker consumes."""
         queues = served_queues(broker, worker)
         sweep = functools.partial(
-            run_every, lambda now: self.sweep(queues), self.interval_s, self._stop, log, "sweeping"
+            run_every, lambda now: self.sweep(queues), SWEEP_INTERVAL_S, self._stop, log, "sweeping"
         )
         threading.Thread(target=sweep, daemon=True, name="revisit-undecodable").start()
 

@@ -36,17 +36,17 @@ from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
 from app.db.connection import connect
-from app.domain.cooldown import Cooldowns, finish_by_s, request_window_s, start_within_s
+from app.domain.cooldown import finish_by_s, request_window_s, start_within_s
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
 from app.loaders.archive import stop_children
 from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result, get_loader
-from app.services.context import Tuning, redis_client
+from app.services.context import redis_client
 from app.services.requests import end_unvisited_request, release_request_origin
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
-from monitoring.metrics import EXPRESS_TIMEOUTS, HOSTER_BUSY, VISIT_SECONDS, VISITS
-from queues.errors import Redis, RedisError
+from monitoring.metrics import VISIT_SECONDS, VISITS
+from queues.errors import RedisError
 from queues.keys import aborted_requests, visit_outcomes
 from queues.workers import record_duration
 
@@ -64,20 +64,9 @@ broker = make_broker(settings)
 broker.add_middleware(CurrentMessage())
 broker.add_middleware(WorkerRegistry(redis_client(settings), settings.redis_namespace))
 broker.add_middleware(
-    HosterLimits(
-        redis_client(settings),
-        settings.redis_namespace,
-        settings.hoster_limits,
-        slot_ttl_ms=int(MAX_TIME_LIMIT_S * 1000) + 60_000,
-        on_busy=lambda visit_type: HOSTER_BUSY.labels(visit_type).inc(),
-    )
+    HosterLimits(redis_client(settings), settings.redis_namespace, settings.hoster_limits)
 )
-broker.add_middleware(
-    ExpressEscalation(
-        int(MAX_TIME_LIMIT_S * 1000),
-        on_escalate=lambda visit_type: EXPRESS_TIMEOUTS.labels(visit_type).inc(),
-    )
-)
+broker.add_middleware(ExpressEscalation())
 
 
 class StopLoaderChildren(dramatiq.Middleware):
@@ -119,18 +108,8 @@ def loader_for(visit_type: str) -> Loader:
     return get_loader(visit_type, LOADERS.get(visit_type))
 
 
-@lru_cache(maxsize=1)
-def _redis() -> Redis:
-    return redis_client(get_settings())
-
-
-@cache
-def _cooldowns() -> Cooldowns:
-    return Tuning().cooldowns(settings.ladder_unit_s)
-
-
 def _aborted(request_id: int) -> bool:
-    return bool(_redis().srem(aborted_requests(get_settings().redis_namespace), request_id))
+    return bool(context().redis.srem(aborted_requests(get_settings().redis_namespace), request_id))
 
 
 def _end_unvisited(request_id: int, reason: str | None) -> None:
@@ -221,8 +200,9 @@ def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
     published: a failure here (Redis restarting) must not make Dramatiq run the visit
     again, so it is logged in one line and the visit ends."""
     try:
-        record_duration(_redis(), settings.redis_namespace, queue, result.duration_s)
-        _redis().hincrby(visit_outcomes(settings.redis_namespace, visit_type), result.status, 1)
+        redis, namespace = context().redis, settings.redis_namespace
+        record_duration(redis, namespace, queue, result.duration_s)
+        redis.hincrby(visit_outcomes(namespace, visit_type), result.status, 1)
         VISITS.labels(visit_type, result.status).inc()
         VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     except Exception as exc:  # nothing after the publish may retry the visit
@@ -268,7 +248,7 @@ def visit(
     # presumes it lost and sends the origin again: a recurrent visit within the
     # scheduled cooldown, a request's within its window (its deadline).
     if request_id is None:
-        window_s, window = _cooldowns().scheduled.total_seconds(), "the scheduled cooldown"
+        window_s, window = context().cooldowns.scheduled.total_seconds(), "the scheduled cooldown"
     else:
         window_s, window = request_window_s(limit_s), f"the deadline of request {request_id}"
     start_within = start_within_s(scheduled_at, time.time(), window_s)
@@ -311,7 +291,7 @@ def visit(
     started = time.monotonic()
     watch: AbstractContextManager[object] = nullcontext()
     if request_id is not None:  # an aborted request's visit stops
-        watch = AbortWatch(_redis(), settings.redis_namespace, request_id)
+        watch = AbortWatch(context().redis, settings.redis_namespace, request_id)
     try:
         # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
         # interrupt a blocking call, so the loader must stop by itself.

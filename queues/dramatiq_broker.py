@@ -1,18 +1,5 @@
-"""Dramatiq's Redis broker as revisit uses it: built one way, sent to in batches.
-
-- ``redis_broker``: the broker of every revisit process, client, test and
-  benchmark, with the heartbeat and maintenance settings
-  (``actors.broker.make_broker`` adds revisit's middleware);
-- ``visit_message``: the message of one visit, as the scheduler and
-  ``revisit schedule`` send it and ``actors.worker.visit`` receives it;
-- ``enqueue_many``: a batch enqueue (Dramatiq has none), each message stored
-  and announced to the middleware as ``RedisBroker.enqueue`` does;
-- ``enqueue_first``: a message at the head of its queue
-  (``queues/lua/enqueue_first.lua``);
-- ``queue_depth``: the visits a queue holds (``queues.dramatiq_queues.depths``),
-  leaving out the other messages that ``LeaveOutOfDepth`` saw sent to it;
-- ``return_dead_workers_messages``: Dramatiq's queue maintenance, run now;
-- ``served_queues`` and ``worker_threads``: what a worker process consumes.
+"""Dramatiq's Redis broker as revisit uses it: built one way (``redis_broker``;
+``actors.broker.make_broker`` adds revisit's middleware), sent to in batches.
 
 Messages are Dramatiq's ``Message``, encoded by Dramatiq's encoder, and the
 middleware hooks are emitted by the broker itself. Beyond its documented API,
@@ -85,7 +72,11 @@ def visit_message(
     limit and, when given, its visit type's tuning (else the worker's defaults)."""
     options: dict[str, Any] = {"time_limit": int(time_limit_s * 1000)}
     if tuning is not None:
-        options.update(tuning_options(tuning))
+        delay_ms = int(tuning.retry_delay_s * 1000)
+        options["visit_time_limit"] = int(tuning.visit_time_limit_s * 1000)
+        options["max_retries"] = tuning.max_retries
+        options["min_backoff"] = delay_ms
+        options["max_backoff"] = delay_ms * 2**tuning.max_retries
     kwargs = order.as_kwargs()
     kwargs["lane"] = lane
     return dramatiq.Message(
@@ -99,19 +90,9 @@ def visit_message(
 TUNING_OPTIONS = ("visit_time_limit", "max_retries", "min_backoff", "max_backoff")
 
 
-def tuning_options(tuning: Tuning) -> dict[str, int]:
-    """The message options of ``tuning`` (``TUNING_OPTIONS``)."""
-    delay_ms = int(tuning.retry_delay_s * 1000)
-    return {
-        "visit_time_limit": int(tuning.visit_time_limit_s * 1000),
-        "max_retries": tuning.max_retries,
-        "min_backoff": delay_ms,
-        "max_backoff": delay_ms * 2**tuning.max_retries,
-    }
-
-
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
-    """Visits a queue holds against its max length: waiting, running and delayed."""
+    """Visits a queue holds against its max length: waiting, running and delayed,
+    less the other messages ``LeaveOutOfDepth`` saw sent to it."""
     return depths(broker.client, broker.namespace, [queue_name])[queue_name].visits
 
 

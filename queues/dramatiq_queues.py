@@ -7,7 +7,6 @@ place revisit spells it); ``tests/integration/test_broker.py`` and
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,19 +91,20 @@ def dead_letters(client: redis.Redis, namespace: str, queue: str, limit: int) ->
     )
     letters = []
     for (message_id, score), raw in zip(entries, raws, strict=True):
-        actor, kwargs = _decode(raw or b"")
+        message = _decoded(raw or b"")
+        actor, kwargs = (message.actor_name, message.kwargs) if message else ("(undecodable)", {})
         letters.append(
             DeadLetter(queue, message_id.decode(), int(score), actor, kwargs, raw or b"")
         )
     return letters
 
 
-def _decode(raw: bytes) -> tuple[str, dict[str, Any]]:
+def _decoded(raw: bytes) -> Message[Any] | None:
+    """``raw`` decoded by Dramatiq's encoder, as its consumer would; None if it cannot be."""
     try:
-        fields = json.loads(raw)
-        return str(fields["actor_name"]), dict(fields.get("kwargs") or {})
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return "(undecodable)", {}
+        return Message.decode(raw)
+    except DecodeError:
+        return None
 
 
 def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
@@ -133,14 +133,6 @@ def _dead_letter(
 NO_BODY = b"(no message body)"
 
 
-def _decodable(raw: bytes) -> bool:
-    try:
-        Message.decode(raw)
-    except DecodeError:
-        return False
-    return True
-
-
 def dead_letter_undecodable(
     client: redis.Redis, namespace: str, queue: str, now_ms: int
 ) -> list[str]:
@@ -156,7 +148,7 @@ def dead_letter_undecodable(
     for ack in acks:
         held |= client.smembers(ack)  # type: ignore[arg-type]
     candidates: list[tuple[str, bytes]] = [
-        ("undecodable", key) for key, raw in client.hscan_iter(msgs) if not _decodable(raw)
+        ("undecodable", key) for key, raw in client.hscan_iter(msgs) if _decoded(raw) is None
     ]
     bodies: list[bytes | None] = client.hmget(msgs, list(held)) if held else []  # type: ignore[assignment]
     candidates += [("bodiless", i) for i, body in zip(held, bodies, strict=True) if body is None]

@@ -105,16 +105,12 @@ class MirrorReads:
 
     def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
         """Every origin of the mirror with its place (a pool name, 'inflight' or
-        'cooling') and score; for checks and tests."""
-        found: dict[int, tuple[str, float]] = {}
-        for keys in self.shard_keys(visit_type):
-            for place, key in places_of(keys):
-                for member, score in self.client.zscan_iter(key, count=5000):
-                    origin = int(member)
-                    if origin in found:
-                        raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
-                    found[origin] = (place, float(score))
-        return found
+        'cooling') and score, from ``snapshot``; for checks and tests."""
+        found, _ = self.snapshot(visit_type)
+        for origin, places in found.items():
+            if len(places) > 1:
+                raise RuntimeError(f"origin {origin} is in two places of {visit_type}")
+        return {origin: places[0] for origin, places in found.items()}
 
     def snapshot(
         self, visit_type: str

@@ -166,24 +166,15 @@ def fold(tally: Tally, visit: FinalVisit, top_index: int) -> Tally:
         final_date = tally.last_final_date
     duration = tally.last_duration_s if visit.duration_s is None else visit.duration_s
     if result == "failed":
-        return Tally(
-            tally.next_position_offset,
-            tally.eventful_visits,
-            tally.uneventful_visits,
-            tally.failed_visits + 1,
-            tally.failures_in_a_row + 1,
-            successive,
-            visit.status,
-            visit.visit,
-            final_date,
-            tally.last_successful,
-            tally.last_eventful,
-            tally.last_snapshot,
-            duration,
-            tally.change_obs_changed,
-            tally.change_obs_changed_s,
-            tally.change_obs_unchanged,
-            tally.change_obs_unchanged_s,
+        return msgspec.structs.replace(
+            tally,
+            failed_visits=tally.failed_visits + 1,
+            failures_in_a_row=tally.failures_in_a_row + 1,
+            successive_visits=successive,
+            last_visit_status=visit.status,
+            last_visit_number=visit.visit,
+            last_final_date=final_date,
+            last_duration_s=duration,
         )
     eventful = result == "eventful"
     step = ladder.EVENTFUL_STEP if eventful else ladder.UNEVENTFUL_STEP

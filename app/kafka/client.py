@@ -224,8 +224,6 @@ class ResilientProducer:
 
     def __init__(self, settings: Settings, stop: threading.Event | None = None) -> None:
         self._config = producer_config(settings)
-        self.attempt_s = PUBLISH_ATTEMPT_S
-        self.timeout_s = PUBLISH_TIMEOUT_S
         #: Set when the process is told to stop: every wait below watches it.
         self.stop = stop or threading.Event()
         self._fatal: KafkaError | None = None
@@ -249,7 +247,7 @@ class ResilientProducer:
         (the records may then be lost: a caller that needs them retries after
         its restart).
         """
-        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        timeout_s = PUBLISH_TIMEOUT_S if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         while True:
             failure = self._attempt(records, deadline)
@@ -275,7 +273,7 @@ class ResilientProducer:
                 self.producer.produce(
                     r.topic, value=r.value, key=r.key, headers=r.headers, on_delivery=delivered
                 )
-            remaining = self._flush(min(started + self.attempt_s, deadline))
+            remaining = self._flush(min(started + PUBLISH_ATTEMPT_S, deadline))
         except (KafkaException, BufferError) as exc:
             failure: str | None = f"produce failed: {exc}"
         else:
@@ -283,7 +281,7 @@ class ResilientProducer:
             if self._fatal is not None:
                 failure = f"fatal: {self._fatal.str()}"
             elif remaining:
-                failure = f"{remaining} record(s) unacknowledged after {self.attempt_s:g}s"
+                failure = f"{remaining} record(s) unacknowledged after {PUBLISH_ATTEMPT_S:g}s"
             elif errors:
                 failure = f"delivery failed: {errors[0].str()}"
         if failure is not None and time.monotonic() - started < RETRY_PAUSE_S:
@@ -401,8 +399,5 @@ def _headers(raw: Any) -> dict[str, str]:
 def replay(settings: Settings, letters: list[JournalDeadLetter]) -> None:
     """Publish dead letters to the journal topic again (the journal's processing
     is idempotent, so a message replayed twice counts once)."""
-    producer = Producer(producer_config(settings))
-    for letter in letters:
-        producer.produce(settings.journal_topic, value=letter.value, key=letter.key)
-    if producer.flush(30):
-        raise RuntimeError("replayed messages not acknowledged in 30 s")
+    records = [Record(settings.journal_topic, letter.value, letter.key) for letter in letters]
+    ResilientProducer(settings).send(records, timeout_s=30.0)

@@ -11,7 +11,7 @@ from app.db.scheduling import VisitTypeConfig, visit_type_configs
 from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow
-from app.domain.visit_stats import Fudge, OriginStats, StatsPolicy, apply_events, keyed_fudge
+from app.domain.visit_stats import OriginStats, StatsPolicy, apply_events, keyed_fudge
 from app.domain.visit_status import FINAL_STATUSES
 from app.kafka.codec import decode_event
 from app.services.context import Context
@@ -19,8 +19,8 @@ from app.services.mirror_sync import place_rows
 from app.services.requests import FinishedRequest, follow_visits
 from app.services.visit_types import add_listed_visit_types
 
-#: Final visits kept per origin, to refold when a status arrives late.
-HISTORY_LENGTH = 8
+#: The fudge of every process's targets: the same for a visit wherever it is applied.
+FUDGE = keyed_fudge()
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,6 @@ def stats_policy(config: VisitTypeConfig, ctx: Context) -> StatsPolicy:
         min_interval=timedelta(seconds=config.min_interval_s),
         max_interval=timedelta(seconds=config.max_interval_s),
         max_failures_in_a_row=ctx.tuning.max_failures_in_a_row,
-        history_length=HISTORY_LENGTH,
         spacing=config.spacing,
         age_multiplier_s2=config.age_multiplier_s2,
         prior_interval=timedelta(
@@ -93,7 +92,6 @@ def write_batch(
     events: list[VisitStatusEvent],
     configs: dict[str, VisitTypeConfig],
     now: datetime,
-    fudge: Fudge,
 ) -> tuple[BatchOutcome, list[MirrorRow]]:
     """Fold ``events`` into the stats; return the rows to re-place in the mirror.
 
@@ -135,7 +133,7 @@ def write_batch(
             url, visit_type = key
             before = current.get(key) or OriginStats(url=url, visit_type=visit_type)
             update = apply_events(
-                before, by_key[key], positions.get(visit_type, now), policies[visit_type], fudge
+                before, by_key[key], positions.get(visit_type, now), policies[visit_type], FUDGE
             )
             outcome.written.append(update.stats)
             for result in update.new_outcomes:
@@ -153,9 +151,8 @@ def apply_events_batch(
     events: list[VisitStatusEvent],
     configs: dict[str, VisitTypeConfig],
     now: datetime,
-    fudge: Fudge | None = None,
 ) -> BatchOutcome:
     """Write a batch of events to Postgres, then re-place its origins in Redis."""
-    outcome, rows = write_batch(conn, ctx, events, configs, now, fudge or keyed_fudge())
+    outcome, rows = write_batch(conn, ctx, events, configs, now)
     outcome.placed = place_rows(ctx, rows, now)
     return outcome

@@ -27,7 +27,6 @@ from app.db.errors import is_refused_value
 from app.db.scheduling import VisitTypeConfig
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.placement import MirrorRow
-from app.domain.visit_stats import Fudge
 from app.services.context import Context
 from app.services.journal import (
     BatchOutcome,
@@ -93,9 +92,8 @@ def merge_outcomes(results: list[Written]) -> Written:
 class BatchWriter:
     """Writes journal batches on ``writers`` connections reached through ``run``."""
 
-    def __init__(self, ctx: Context, fudge: Fudge, run: DatabaseRunner, writers: int) -> None:
+    def __init__(self, ctx: Context, run: DatabaseRunner, writers: int) -> None:
         self.ctx = ctx
-        self.fudge = fudge
         self.run = run
         self.writers = max(1, writers)
         self._pool = ThreadPoolExecutor(max_workers=max(1, self.writers - 1))
@@ -133,7 +131,7 @@ class BatchWriter:
             configs = configs_for(conn, events, now)
             groups = split_by_origin(events, self.writers)
             if len(groups) == 1:
-                outcome, rows = write_batch(conn, self.ctx, events, configs, now, self.fudge)
+                outcome, rows = write_batch(conn, self.ctx, events, configs, now)
             else:
                 outcome, rows = self._write_groups(conn, groups, configs, now)
             outcome.rejected = rejected
@@ -152,13 +150,13 @@ class BatchWriter:
         connection; the caller commits offsets only after every group committed."""
 
         def on(group: list[VisitStatusEvent]) -> Written:
-            return self.run(lambda c: write_batch(c, self.ctx, group, configs, now, self.fudge))
+            return self.run(lambda c: write_batch(c, self.ctx, group, configs, now))
 
         futures = [self._pool.submit(on, g) for g in groups[1:]]
         refused: psycopg.Error | None = None
         committed: list[Written] = []
         try:
-            committed.append(write_batch(conn, self.ctx, groups[0], configs, now, self.fudge))
+            committed.append(write_batch(conn, self.ctx, groups[0], configs, now))
         except psycopg.Error as exc:
             refused = exc
         for future in futures:

@@ -21,9 +21,9 @@ from datetime import datetime, timedelta
 from app.db.connection import DictConnection
 from app.db.replan import PlannedTarget, set_planned_targets, stats_after
 from app.db.scheduling import VisitTypeConfig
-from app.domain.visit_stats import Fudge, keyed_fudge, replanned_target
+from app.domain.visit_stats import replanned_target
 from app.services.context import Context
-from app.services.journal import stats_policy
+from app.services.journal import FUDGE, stats_policy
 from app.services.mirror_sync import place_rows
 
 #: A target that moves less than this is left alone (no write, no Redis move).
@@ -58,7 +58,6 @@ def replan_slice(
     ctx: Context,
     config: VisitTypeConfig,
     now: datetime,
-    fudge: Fudge | None = None,
 ) -> int:
     """Re-plan the next slice of the sweep of ``config``'s visit type; return how
     many targets moved."""
@@ -70,11 +69,10 @@ def replan_slice(
     after, swept_with = ctx.mirror.replan_state(config.name)
     if after == 0 and swept_with is not None and _still(multiplier, swept_with):
         return 0  # the last sweep planned with about this μ: nothing to correct
-    fudge = fudge or keyed_fudge()
     rows = stats_after(conn, config.name, after, limit)
     moves: list[PlannedTarget] = []
     for origin_id, stats in rows:
-        planned = replanned_target(stats, policy, fudge)
+        planned = replanned_target(stats, policy, FUDGE)
         if planned is None:
             continue
         target, delay = planned

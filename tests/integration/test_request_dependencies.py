@@ -22,7 +22,6 @@ from app.db.scheduling import visit_type_configs
 from app.devtools.demo import make_repo
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.queue_names import API_QUEUE
-from app.domain.visit_stats import keyed_fudge
 from app.inputs.api import InvalidPayload, RequestVisit, validated
 from app.kafka.codec import encode, visit_status_value
 from app.services.context import Context
@@ -255,7 +254,7 @@ def test_two_prerequisites_ending_in_parallel_journal_writers_release_their_depe
         with connections.borrow() as c:
             return work(c)
 
-    batch = BatchWriter(ctx, keyed_fudge(), on_a_connection, writers)
+    batch = BatchWriter(ctx, on_a_connection, writers)
     try:
         for round_ in range(10):
             # two origins the batch writes in two different transactions

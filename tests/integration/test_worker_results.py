@@ -2,6 +2,7 @@
 without a loader is recorded as a failed visit, and its request ends failed
 with the reason stored (real scheduler, worker and journal processes)."""
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -77,7 +78,8 @@ def test_a_visit_that_published_its_status_ends_without_retry_when_redis_refuses
     monkeypatch.setattr(actors.worker, "publisher", lambda: recording)
     # Redis restarting: nothing listens on its address.
     refusing = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
-    monkeypatch.setattr(actors.worker, "_redis", lambda: refusing)
+    away = dataclasses.replace(actors.worker.context(), redis=refusing)
+    monkeypatch.setattr(actors.worker, "context", lambda: away)
     # Dramatiq retries a visit only when its actor raises.
     actors.worker.visit.fn(1, "sim://redis-away", "simulated", {}, 1, time.time())
     assert recording.statuses == ["created", "full"]

@@ -77,3 +77,25 @@ def test_any_other_failure_is_logged_with_its_traceback_and_never_ends_the_loop(
     records = [r for r in caplog.records if r.name == LOG.name]
     assert len(records) == 3
     assert all(r.exc_info is not None for r in records)
+
+
+def test_a_step_run_back_to_back_is_retried_after_half_a_second_then_doubling() -> None:
+    stop = Beats(3)
+
+    def step(now: datetime) -> None:
+        raise redis.ConnectionError("Connection refused")
+
+    run_every(step, 0.0, stop, LOG)
+    assert stop.waits == [0.5, 1.0, 2.0]
+
+
+def test_the_caller_names_the_server_its_failures_blame(caplog: pytest.LogCaptureFixture) -> None:
+    stop = Beats(1)
+
+    def step(now: datetime) -> None:
+        raise RuntimeError("broker gone")
+
+    run_every(step, 1.0, stop, LOG, "batch", server_of=lambda exc: "kafka")
+    [record] = [r for r in caplog.records if r.name == LOG.name]
+    assert "batch failed, kafka unavailable (broker gone)" in record.message
+    assert record.exc_info is None
