@@ -17,7 +17,7 @@ configuration directory, nothing read from ``~/.subversion`` or
 
 Every session subvertpy opens and every URL the loader hands Subversion's
 client (the repository, each external the loader exports itself) is checked
-first (``check_subversion_url``); ``svnrdump`` gets the configuration and, for
+first (``Reach.check``); ``svnrdump`` gets the configuration and, for
 ``svn://``, the checked address instead of the host name (svnserve serves
 every host name alike). Not held (README, Security): an ``svn://`` or
 ``file://`` URL that Subversion's C code reaches by itself (an external
@@ -39,8 +39,10 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from app.inputs.rules import address, check_addresses, check_url, url_host
 from app.loaders.git import resolved_addresses, url_scheme
@@ -202,33 +204,51 @@ def write_config(directory: str, proxy_port: int) -> None:
         config.write("[tunnels]\nssh = false\n[auth]\npassword-stores =\n")
 
 
-def check_subversion_url(url: str, resolve: Resolver = socket.getaddrinfo) -> None:
-    """Refuse (ValueError) a URL Subversion must not reach by itself: a scheme
-    but ``http``, ``https`` (the proxy holds those), ``svn`` and ``file``; an
-    ``svn`` URL the rules refuse or whose host resolves to an internal address
-    not allowed. A host that does not resolve is Subversion's to report."""
-    scheme = url_scheme(url)
-    if scheme not in SCHEMES:
-        raise ValueError(f"url: scheme {scheme!r} not allowed for Subversion ({url[:200]})")
-    if scheme == "svn":
-        check_url(url)
-        with suppress(OSError):
-            resolved_addresses(url, scheme, resolve)
+@dataclass
+class Reach:
+    """What Subversion may reach by URL: hosts by ``resolve``, local repositories
+    (``file://``) under ``local_roots`` (the loaders' working directories, where
+    the dump loader mounts its copy) or anywhere the rules allow ``file://``."""
+
+    resolve: Resolver = socket.getaddrinfo
+    local_roots: list[str] = field(default_factory=lambda: [tempfile.gettempdir()])
+
+    def check(self, url: str) -> None:
+        """Refuse (ValueError) a URL Subversion must not reach by itself: a scheme
+        but ``http``, ``https`` (the proxy holds those), ``svn`` and ``file``; an
+        ``svn`` URL the rules refuse or whose host resolves to an internal address
+        not allowed; a ``file`` URL outside ``local_roots`` the rules refuse. A
+        host that does not resolve is Subversion's to report."""
+        scheme = url_scheme(url)
+        if scheme not in SCHEMES:
+            raise ValueError(f"url: scheme {scheme!r} not allowed for Subversion ({url[:200]})")
+        if scheme == "svn":
+            check_url(url)
+            with suppress(OSError):
+                resolved_addresses(url, scheme, self.resolve)
+        elif scheme == "file" and not self._local(url):
+            check_url(url)
+
+    def _local(self, url: str) -> bool:
+        path = os.path.realpath(url2pathname(urlsplit(url).path))
+        roots = [os.path.realpath(root) for root in self.local_roots if root]
+        return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 @contextmanager
-def subversion_held(resolve: Resolver = socket.getaddrinfo) -> Iterator[CheckingProxy]:
+def subversion_held(reach: Reach | None = None) -> Iterator[CheckingProxy]:
     """Within the block, in this process, Subversion reaches only checked
-    addresses (module docstring): subvertpy's client and sessions use the
-    private configuration and check their URLs, ``svn`` and ``svnrdump`` started
-    through ``subprocess`` get it too. The proxy's refusals are in its
-    ``refused``."""
+    addresses (module docstring) and the URLs ``reach`` allows: subvertpy's
+    client and sessions use the private configuration and check their URLs,
+    ``svn`` and ``svnrdump`` started through ``subprocess`` get it too. The
+    proxy's refusals are in its ``refused``."""
+    reach = reach or Reach()
     directory = tempfile.mkdtemp(prefix="revisit-svn-")
-    proxy = CheckingProxy(resolve)
+    proxy = CheckingProxy(reach.resolve)
     try:
         write_config(directory, proxy.port)
-        _hold_subvertpy(directory, resolve)
-        _hold_programs(directory, resolve)
+        _hold_subvertpy(directory, reach)
+        _hold_programs(directory, reach)
         yield proxy
     finally:
         proxy.close()
@@ -243,7 +263,7 @@ def _refusal(exc: ValueError) -> Exception:
     return error
 
 
-def _hold_subvertpy(directory: str, resolve: Resolver) -> None:
+def _hold_subvertpy(directory: str, reach: Reach) -> None:
     """subvertpy's client and sessions (the loader imports their module, not the
     names) with the configuration of ``directory``, their URLs checked."""
     try:
@@ -257,7 +277,7 @@ def _hold_subvertpy(directory: str, resolve: Resolver) -> None:
         text = os.fsdecode(url) if isinstance(url, bytes) else url
         if isinstance(text, str) and "://" in text:
             try:
-                check_subversion_url(text, resolve)
+                reach.check(text)
             except ValueError as exc:
                 log.warning("subversion: refused %s", exc)
                 raise _refusal(exc) from exc
@@ -343,7 +363,7 @@ class _CheckedClient:
         return None
 
 
-def _hold_programs(directory: str, resolve: Resolver) -> None:
+def _hold_programs(directory: str, reach: Reach) -> None:
     """``svn`` and ``svnrdump`` started through ``subprocess`` read the
     configuration of ``directory``; their ``svn://`` URLs are checked and name
     the checked address; another scheme but http(s) is refused (ValueError)."""
@@ -357,20 +377,20 @@ def _hold_programs(directory: str, resolve: Resolver) -> None:
         if isinstance(argv, (list, tuple)) and argv and not bound.arguments.get("shell"):
             program = os.path.basename(os.fsdecode(argv[0]))
             if program in SVN_PROGRAMS:
-                rest = [pinned_url(os.fsdecode(a), resolve) for a in argv[1:]]
+                rest = [pinned_url(os.fsdecode(a), reach) for a in argv[1:]]
                 bound.arguments["args"] = [argv[0], "--config-dir", directory, *rest]
         init(*bound.args, **bound.kwargs)
 
     subprocess.Popen.__init__ = held  # type: ignore[method-assign]
 
 
-def pinned_url(argument: str, resolve: Resolver = socket.getaddrinfo) -> str:
+def pinned_url(argument: str, reach: Reach) -> str:
     """``argument`` as given to a Subversion program, an ``svn://`` URL checked
     (ValueError) and naming the first address its host resolved to; any other
     URL checked by scheme."""
     if "://" not in argument:
         return argument
-    check_subversion_url(argument, resolve)
+    reach.check(argument)
     parts = urlsplit(argument)
     if parts.scheme.lower() != "svn":
         return argument
@@ -378,7 +398,7 @@ def pinned_url(argument: str, resolve: Resolver = socket.getaddrinfo) -> str:
     if not host or address(host) is not None:
         return argument
     try:
-        found = resolved_addresses(argument, "svn", resolve)
+        found = resolved_addresses(argument, "svn", reach.resolve)
     except OSError:
         return argument  # svnrdump reports the name that does not resolve
     return _with_host(argument, found)

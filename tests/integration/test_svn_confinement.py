@@ -13,7 +13,7 @@ import re
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,7 +22,7 @@ import pytest
 
 from app.devtools.embedded import free_port
 from app.loaders.archive import ArchiveSvnLoader
-from app.loaders.subversion import subversion_held
+from app.loaders.subversion import Reach, subversion_held
 from app.loaders.zygote import ForkServer
 from tests.integration.test_archive_loaders import svn_tools
 from tests.processes import wait_for
@@ -168,13 +168,13 @@ def svnserve(tmp_path: Path) -> Iterator[int]:
         server.wait()
 
 
-def _answering(address: str) -> Any:
-    """A resolver answering ``address`` for every name (no DNS asked)."""
+def _answering(address: str) -> Reach:
+    """What Subversion may reach, every name resolved to ``address`` (no DNS asked)."""
 
     def resolve(host: str, port: Any, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port or 0))]
 
-    return resolve
+    return Reach(resolve)
 
 
 def test_svnrdump_reaches_an_svn_host_at_the_address_checked_for_it(
@@ -242,3 +242,17 @@ def test_an_export_fetches_its_externals_only_when_none_is_refused(
     assert not (tmp_path / "two-out" / "allowed").exists()
     assert not (tmp_path / "three-out" / "two").exists()
     assert inside.accepted == 0
+
+
+def test_an_export_takes_no_file_external_outside_the_loaders_directories(
+    tmp_path: Path, held: None, internal_hosts: Callable[[list[str]], None]
+) -> None:
+    internal_hosts(["127.0.0.1"])  # file:// is localhost's: refused but below local_roots
+    (tmp_path / "work").mkdir()
+    (tmp_path / "secret").mkdir()
+    secret = _repository(tmp_path / "secret")
+    inner = _repository(tmp_path / "work", f"{secret}/trunk secret")
+    with subversion_held(Reach(local_roots=[str(tmp_path / "work")])):
+        _export(f"{inner}/trunk", tmp_path / "work" / "out")
+    assert (tmp_path / "work" / "out" / "file").exists()
+    assert not (tmp_path / "work" / "out" / "secret").exists()
