@@ -32,6 +32,7 @@ import importlib
 import inspect
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -61,6 +62,8 @@ MAX_EXTERNALS_DEPTH = 3
 SVN_PROGRAMS = frozenset({"svn", "svnrdump"})
 
 Resolver = Callable[..., list[tuple[Any, ...]]]
+#: A program's argument that is a URL.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 log = logging.getLogger("revisit.loaders.subversion")
 
@@ -388,7 +391,7 @@ def pinned_url(argument: str, reach: Reach) -> str:
     """``argument`` as given to a Subversion program, an ``svn://`` URL checked
     (ValueError) and naming the first address its host resolved to; any other
     URL checked by scheme."""
-    if "://" not in argument:
+    if not _URL.match(argument):
         return argument
     reach.check(argument)
     parts = urlsplit(argument)
