@@ -278,7 +278,7 @@ def _hold_subvertpy(directory: str, reach: Reach) -> None:
 
     def check(url: Any) -> None:
         text = os.fsdecode(url) if isinstance(url, bytes) else url
-        if isinstance(text, str) and "://" in text:
+        if isinstance(text, str) and _URL.match(text):
             try:
                 reach.check(text)
             except ValueError as exc:
@@ -320,7 +320,7 @@ class _CheckedClient:
             return attribute
 
         def checked(*args: Any, **kwargs: Any) -> Any:
-            for value in (*args[:1], kwargs.get("url"), kwargs.get("path")):
+            for value in (*args, *kwargs.values()):  # a local path has no scheme
                 self._check(value)
             if name in ("export", "checkout") and args and not kwargs.get("ignore_externals"):
                 peg, rev = kwargs.get("peg_rev"), kwargs.get("rev")
