@@ -17,12 +17,16 @@ configuration directory, nothing read from ``~/.subversion`` or
 
 Every session subvertpy opens and every URL the loader hands Subversion's
 client (the repository, each external the loader exports itself) is checked
-first (``Reach.check``); ``svnrdump`` gets the configuration and, for
-``svn://``, the checked address instead of the host name (svnserve serves
-every host name alike). Not held (README, Security): an ``svn://`` or
-``file://`` URL that Subversion's C code reaches by itself (an external
-inside a directory it exports, a redirect answered to ``http``), and the
-second resolution of an ``svn://`` host in the C library.
+first (``Reach.check``: ``svn://`` by the rules and a resolution check,
+``file://`` only under the loaders' working directories unless the rules
+allow it); the externals an export or checkout would fetch (and theirs,
+``MAX_EXTERNALS_DEPTH`` levels down) are read and checked first, all left out
+when one is refused. ``svnrdump`` gets the configuration and, for ``svn://``,
+the checked address instead of the host name (svnserve serves every host
+name alike). Not held (README, Security): an ``svn://`` URL an ``http(s)``
+server redirects a session to (Subversion's client follows it itself), the
+second resolution of an ``svn://`` host in the C library, externals deeper
+than read.
 """
 
 from __future__ import annotations
