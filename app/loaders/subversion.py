@@ -77,7 +77,8 @@ class CheckingProxy:
     for http) that connects only to checked addresses: each host resolved by the
     proxy, refused (403, its reason in ``refused``) when an address is internal and
     REVISIT_ALLOWED_INTERNAL_HOSTS does not allow it. A plain-http connection goes
-    to the host of its first request (Subversion opens one per host)."""
+    to the host of its first request (Subversion opens one per host), its requests
+    passed on in absolute form (which HTTP/1.1 servers must accept)."""
 
     def __init__(self, resolve: Resolver = socket.getaddrinfo) -> None:
         self._resolve = resolve
