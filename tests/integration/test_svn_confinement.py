@@ -256,3 +256,12 @@ def test_an_export_takes_no_file_external_outside_the_loaders_directories(
         _export(f"{inner}/trunk", tmp_path / "work" / "out")
     assert (tmp_path / "work" / "out" / "file").exists()
     assert not (tmp_path / "work" / "out" / "secret").exists()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_the_archives_svn_loader_visits_an_svn_url_under_the_held_configuration(
+    host: str, svnserve: int, fork_server: ForkServer
+) -> None:
+    # svnrdump reaches localhost at its first checked address, 127.0.0.1.
+    result = ArchiveSvnLoader().load(f"svn://{host}:{svnserve}/repo", {}, 60)
+    assert (result.status, result.error) == ("full", None)
