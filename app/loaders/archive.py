@@ -47,6 +47,7 @@ from app.loaders.base import MAX_ERROR_CHARS, VisitResult
 from app.loaders.git import SCHEMES as GIT_SCHEMES
 from app.loaders.git import resolved_addresses, url_scheme
 from app.loaders.outbound import hold_connections_to_rules, service_addresses, service_hosts
+from app.loaders.subversion import Reach, subversion_held
 from app.loaders.zygote import KILL_WAIT_S, Forked, ForkServer, ShuttingDown, ZygoteGone, serve
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
@@ -337,17 +338,22 @@ def _loader_class(worker: str) -> Any:
 def _visit(request: dict[str, Any], report: IO[str]) -> None:
     errors = _LastError()
     logging.getLogger().addHandler(errors)
-    try:
-        config = _config()
-        hold_connections_to_rules(request["url"], config)
-        storage = _Recorder(_storage(config), report)
-        loader = _loader_class(request["worker"])(
-            storage=storage, url=request["url"], **request["arguments"]
-        )
-        loader.load()
-    except Exception as exc:
-        _say(report, error=_describe(exc))
-        return
+    reach = Reach()
+    with subversion_held(reach) as subversion:
+        try:
+            config = _config()
+            hold_connections_to_rules(request["url"], config)
+            storage = _Recorder(_storage(config), report)
+            loader = _loader_class(request["worker"])(
+                storage=storage, url=request["url"], **request["arguments"]
+            )
+            # Where the svn loaders mount their local copies (file:// URLs).
+            reach.local_roots.append(str(getattr(loader, "temp_directory", "")))
+            loader.load()
+        except Exception as exc:
+            errors.error = _describe(exc)
+    if subversion.refused:  # why Subversion failed, if it did: what it was refused
+        errors.error = f"{subversion.refused[0]} (asked by Subversion)"
     if errors.error:
         _say(report, error=errors.error)
 

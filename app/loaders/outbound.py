@@ -12,8 +12,8 @@ Kafka brokers) and the environment's HTTP proxies, these resolved once by the
 fork server for all its children (again by a child that meets an address they
 do not know). The programs the loaders start (``git`` for the checkout loader)
 are not seen by this check: git is held by its configuration instead
-(``hold_git_subprocesses``). Subversion's C library is held by neither
-(README, Security).
+(``hold_git_subprocesses``). Subversion's C library and ``svnrdump`` are held
+by their own configuration (``app.loaders.subversion``).
 """
 
 from __future__ import annotations

@@ -396,8 +396,10 @@ def test_the_archives_mercurial_loader_visits_a_local_repository_and_sees_its_co
     visit_twice(repo.as_uri(), "hg", lambda: _hg_commit(repo, "two"))
 
 
-def _svn_tools() -> None:
-    missing = [tool for tool in ("svnadmin", "svnmucc", "svnrdump") if not shutil.which(tool)]
+def svn_tools() -> None:
+    """Skip (fail under CI) when Subversion's programs or the archive's svn loader are missing."""
+    tools = ("svn", "svnadmin", "svnmucc", "svnrdump", "svnserve")
+    missing = [tool for tool in tools if not shutil.which(tool)]
     try:
         import swh.loader.svn  # noqa: F401
     except ImportError:
@@ -422,7 +424,7 @@ def _svn_commit(url: str, tmp_path: Path, message: str) -> None:
 def test_the_archives_svn_loader_visits_a_local_repository_and_sees_its_commits(
     tmp_path: Path, visit_twice: VisitTwice
 ) -> None:
-    _svn_tools()
+    svn_tools()
     repo = tmp_path / "svn" / "repo"
     repo.parent.mkdir()
     subprocess.run(["svnadmin", "create", str(repo)], check=True)
