@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -21,6 +21,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from app.db.connection import DictConnection, connect
 from app.db.listings import known_visit_types
@@ -62,6 +63,11 @@ def refusing(
     except errors as exc:
         text = first_error(exc, whole) if isinstance(exc, ValidationError) else str(exc)
         raise fail(prefix + text, code) from exc
+
+
+def new_table(columns: str, **options: Any) -> Table:
+    """A table whose column names are given in one string, separated by ", "."""
+    return Table(*columns.split(", "), **options)
 
 
 #: Seconds per duration unit (no unit: seconds).

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from app.cli.common import console, fail, now, refusing, say, warn_unserved
+from app.cli.common import console, fail, new_table, now, refusing, say, warn_unserved
 from app.db.connection import connect
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
 from app.services.context import redis_client
@@ -91,18 +90,8 @@ def request_list(
         raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
-    table = Table(
-        "id",
-        "url",
-        "type",
-        "priority",
-        "status",
-        "after",
-        "visited",
-        "created",
-        "finished",
-        "visit",
-        "reason",
+    table = new_table(
+        "id, url, type, priority, status, after, visited, created, finished, visit, reason"
     )
     for r in rows:
         table.add_row(

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
 from app.cli.common import DURATION_HELP, console, format_duration, parse_duration, refusing
 from app.db.connection import DictConnection, connect
@@ -142,21 +141,13 @@ def visit_type_list() -> None:
     """Every visit type: settings, origins, whether the scheduler sends its visits
     (one a listing created is paused), whether this environment's workers serve
     it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
+    from app.cli.common import new_table
+
     settings = get_settings()
     loaders = installed_loaders()
-    table = Table(
-        "name",
-        "min interval",
-        "max interval",
-        "queue length",
-        "origins",
-        "scheduled",
-        "served",
-        "loader",
-        "time limit",
-        "retries",
-        "retry delay",
-        "description",
+    table = new_table(
+        "name, min interval, max interval, queue length, origins, scheduled, served, loader, "
+        "time limit, retries, retry delay, description"
     )
     with connect(settings) as conn:
         for r in list_visit_types(conn):
