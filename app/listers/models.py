@@ -8,7 +8,9 @@ naming the field, before anything is written.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 from uuid import UUID
@@ -20,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    validate_call,
 )
 
 from app.inputs.api import first_error
@@ -110,7 +113,27 @@ class OriginVisitStats(ReferenceModel):
     successive_visits: int = 1
 
 
+#: A date given as one (the wire format's), not as text or a number.
+Date = Annotated[datetime, Field(strict=True)]
 Model = TypeVar("Model", bound=BaseModel)
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def checked(method: Method) -> Method:
+    """``method`` with its arguments validated as annotated (pydantic) before it
+    runs: a bad one raises ListerInputError naming it."""
+    validating = validate_call(method)
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return validating(*args, **kwargs)
+        except ValidationError as exc:
+            if exc.title != method.__qualname__:  # not an argument's
+                raise
+            raise ListerInputError(first_error(exc, "arguments")) from None
+
+    return call  # type: ignore[return-value]
 
 
 def parse(model: type[Model], value: Any, field: str) -> Model:
