@@ -13,16 +13,14 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from uuid import UUID
 
 import psycopg
 
-from app.db.metrics import refresh_scheduler_metrics
 from app.listers.models import Date, ListerInputError, StaleData, checked
 from app.listers.tasks import SchedulerMetrics, TaskInterface, UnknownPolicy
 from app.rpc.codec import UndecodableBody, decode, encode, encode_error
-from monitoring.coverage import ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S
+from monitoring.coverage import ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S, refresh_coverage
 
 log = logging.getLogger("revisit.rpc")
 
@@ -91,10 +89,7 @@ class RpcInterface(TaskInterface):
         """Refresh ``scheduler_metrics`` now (or at ``timestamp``) as the scheduler
         process does every minute; the figures (of one lister instance)."""
         now = timestamp or self.clock()
-        active_since = now - timedelta(seconds=ACTIVE_WINDOW_S)
-        refresh_scheduler_metrics(
-            self.conn, now, active_since, now - timedelta(seconds=NEVER_VISITED_THRESHOLD_S)
-        )
+        refresh_coverage(self.conn, now, ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S)
         return self.get_metrics(lister_id)
 
 
