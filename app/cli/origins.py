@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -124,13 +125,10 @@ def _import(
     from app.inputs.listing import batches
     from app.services.listing import import_listing
 
-    extra = [connect(ctx.settings) for _ in range(writers - 1)]
-    try:
+    with contextlib.ExitStack() as stack:
+        extra = [stack.enter_context(connect(ctx.settings)) for _ in range(writers - 1)]
         parsed = batches(lines, batch_size, csv_format=csv_format)
         return import_listing(conn, ctx, lister_id, parsed, now, extra)
-    finally:
-        for connection in extra:
-            connection.close()
 
 
 def _size(file: str) -> float | None:
