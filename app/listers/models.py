@@ -25,7 +25,7 @@ from pydantic import (
     validate_call,
 )
 
-from app.inputs.api import first_error
+from app.inputs.api import Model, first_error
 
 
 class ListerInputError(ValueError):
@@ -115,7 +115,6 @@ class OriginVisitStats(ReferenceModel):
 
 #: A date given as one (the wire format's), not as text or a number.
 Date = Annotated[datetime, Field(strict=True)]
-Model = TypeVar("Model", bound=BaseModel)
 Method = TypeVar("Method", bound=Callable[..., Any])
 
 

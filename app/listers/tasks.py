@@ -38,7 +38,7 @@ from app.db.visit_types import list_visit_types
 from app.domain.lister_schedule import ScheduleError
 from app.domain.placement import MirrorRow
 from app.domain.policies import REGISTRY
-from app.inputs.api import AddForge, InvalidPayload, RequestVisit, validated
+from app.inputs.api import AddForge, InvalidPayload, Model, RequestVisit, validated
 from app.inputs.rules import check_visit_type
 from app.listers.forges import add_forge
 from app.listers.interface import ListerInterface, refusing_bad_values
@@ -46,7 +46,6 @@ from app.listers.models import (
     Date,
     ListedOrigin,
     ListerInputError,
-    Model,
     OriginVisitStats,
     ReferenceModel,
     checked,
