@@ -10,9 +10,8 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -132,22 +131,14 @@ def journal(
     become("actors", *(["journal"] if processes == 1 else ["journal-group", str(processes)]))
 
 
-class ServedLanes(StrEnum):
-    """Which lanes (``app.domain.lanes.Lane``) a worker pool serves."""
-
-    express = "express"
-    slow = "slow"
-    priority = "priority"
-    recurrent = "recurrent"  # express and slow
-    all = "all"
-
-
+#: Which lanes (``app.domain.lanes.Lane``) a worker pool serves, by ``--lane``.
+ServedLanes = Literal["express", "slow", "priority", "recurrent", "all"]
 LANES_SERVED: dict[ServedLanes, tuple[Lane, ...]] = {
-    ServedLanes.express: ("express",),
-    ServedLanes.slow: ("slow",),
-    ServedLanes.priority: ("priority",),
-    ServedLanes.recurrent: ("express", "slow"),
-    ServedLanes.all: LANES,
+    "express": ("express",),
+    "slow": ("slow",),
+    "priority": ("priority",),
+    "recurrent": ("express", "slow"),
+    "all": LANES,
 }
 
 
@@ -156,7 +147,7 @@ def worker(
     threads: Annotated[int, typer.Option(min=1)] = 4,
     lane: Annotated[
         ServedLanes, typer.Option(help="the lanes this worker pool serves")
-    ] = ServedLanes.recurrent,
+    ] = "recurrent",
     first_visits_prefix: Annotated[
         list[str] | None,
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),
