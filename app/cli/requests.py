@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -14,7 +14,7 @@ from app.settings import get_settings
 
 #: Children of a request shown per status by ``request show``.
 SHOWN_CHILDREN = 10
-STATUSES = ("blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted")
+Status = Literal["blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted"]
 request_app = typer.Typer(
     rich_markup_mode=None, help="One-shot visit requests (save code now).", no_args_is_help=True
 )
@@ -78,16 +78,12 @@ def _ids(text: str | None, option: str) -> list[str]:
 
 @request_app.command("list")
 def request_list(
-    status: Annotated[
-        str | None, typer.Option(help=f"only requests in this status: {', '.join(STATUSES)}")
-    ] = None,
+    status: Annotated[Status | None, typer.Option(help="only requests in this status")] = None,
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List requests, pending ones first in the order they will be served."""
     from app.db.requests import list_requests
 
-    if status is not None and status not in STATUSES:
-        raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
     table = new_table(
