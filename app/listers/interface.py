@@ -13,12 +13,12 @@ and a bad one raises ListerInputError naming it, before anything is written.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import Field, StrictStr
+from pydantic import Field, StrictBool, StrictStr
 
 from app.db import lister_api as sql
 from app.db import listings as db
@@ -98,26 +98,25 @@ class ListerInterface:
         )
         return Lister.model_validate(row)
 
-    def update_lister(self, lister: Any) -> Lister:
+    @checked
+    def update_lister(self, lister: Lister) -> Lister:
         """Write the lister's state; StaleData if ``updated`` is not the stored
         stamp (which moves only when the state is written)."""
-        given = parse(Lister, lister, "lister")
-        if given.id is None or given.updated is None:
+        if lister.id is None or lister.updated is None:
             raise ListerInputError("lister.id and lister.updated: required to update a lister")
         row = refusing_bad_values(
-            lambda: sql.update_lister(self.conn, given.model_dump()), "lister"
+            lambda: sql.update_lister(self.conn, lister.model_dump()), "lister"
         )
         if row is None:
             raise StaleData("Stale data; Lister state not updated")
         return Lister.model_validate(row)
 
+    @checked
     def record_listed_origins(
-        self, listed_origins: Iterable[Any], update_last_seen: bool = True
+        self, listed_origins: list[Any], update_last_seen: StrictBool = True
     ) -> list[ListedOrigin]:
         """Upsert the origins (one transaction per lister); return them as stored.
         ``update_last_seen`` False keeps the ``last_seen`` of those already listed."""
-        if not isinstance(update_last_seen, bool):
-            raise ListerInputError("update_last_seen: expected true or false")
         origins = [
             parse(ListedOrigin, o, f"listed_origins[{i}]") for i, o in enumerate(listed_origins)
         ]
@@ -202,12 +201,12 @@ class ListerInterface:
             token = (str(last.lister_id), last.url, last.visit_type)
         return ListedOriginPage(results=results, next_page_token=token)
 
-    def get_visit_types_for_listed_origins(self, lister: Any) -> list[str]:
+    @checked
+    def get_visit_types_for_listed_origins(self, lister: Lister) -> list[str]:
         """The visit types of the origins a lister has listed."""
-        given = parse(Lister, lister, "lister")
-        if given.id is None:
+        if lister.id is None:
             raise ListerInputError("lister.id: required")
-        return sql.lister_visit_types(self.conn, given.id)
+        return sql.lister_visit_types(self.conn, lister.id)
 
     @checked
     def origin_visit_stats_get(

@@ -9,6 +9,7 @@ naming the field, before anything is written.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -121,12 +122,12 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 def checked(method: Method) -> Method:
     """``method`` with its arguments validated as annotated (pydantic) before it
     runs: a bad one raises ListerInputError naming it."""
-    validating = validate_call(method)
+    validating, signature = validate_call(method), inspect.signature(method)
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return validating(*args, **kwargs)
+        try:  # by name: an error names the argument, not its position
+            return validating(**signature.bind(*args, **kwargs).arguments)
         except ValidationError as exc:
             if exc.title != method.__qualname__:  # not an argument's
                 raise

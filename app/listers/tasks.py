@@ -238,16 +238,16 @@ class TaskInterface(ListerInterface):
         """The task type of that name, or None."""
         return next((t for t in self.get_task_types() if t.type == task_type_name), None)
 
-    def create_task_type(self, task_type: Any) -> None:
+    @checked
+    def create_task_type(self, task_type: TaskType) -> None:
         """Create the visit type of a ``load-<visit type>`` task type (an existing
         one is left as it is); other task types are refused."""
-        given = parse(TaskType, task_type, "task_type")
-        if not given.type.startswith(LOAD):
+        if not task_type.type.startswith(LOAD):
             raise ListerInputError(
-                f"task_type.type: {given.type!r}: revisit creates only load-<visit type> task "
+                f"task_type.type: {task_type.type!r}: revisit creates only load-<visit type> task "
                 "types (listers are installed plugins: their task types come with them)"
             )
-        name = given.type[len(LOAD) :]
+        name = task_type.type[len(LOAD) :]
         if name in known_visit_types(self.conn):
             return
         try:
@@ -255,17 +255,17 @@ class TaskInterface(ListerInterface):
                 VisitTypeChange,
                 {
                     "name": name,
-                    "description": given.description or None,
-                    "min_interval_s": _seconds(given.min_interval),
-                    "max_interval_s": _seconds(given.max_interval),
-                    "max_queue_length": given.max_queue_length,
-                    "num_retries": given.num_retries,
-                    "retry_delay_s": _seconds(given.retry_delay),
+                    "description": task_type.description or None,
+                    "min_interval_s": _seconds(task_type.min_interval),
+                    "max_interval_s": _seconds(task_type.max_interval),
+                    "max_queue_length": task_type.max_queue_length,
+                    "num_retries": task_type.num_retries,
+                    "retry_delay_s": _seconds(task_type.retry_delay),
                 },
             )
             with self.conn.transaction():
                 add_visit_type(self.conn, change)
-                db.declare_task_type(self.conn, name, given.model_dump(mode="json"))
+                db.declare_task_type(self.conn, name, task_type.model_dump(mode="json"))
         except (InvalidPayload, VisitTypeError) as exc:
             raise ListerInputError(f"task_type: {exc}") from None
 

@@ -36,6 +36,10 @@ NOW = datetime(2026, 7, 1, tzinfo=UTC)
         ("lister/get", {"name": ""}, "name:"),
         ("lister/get_or_create", {"name": 3}, "name:"),
         ("visit_stats/get", {"ids": [["https://example.org/a"]]}, "ids.0.1:"),
+        ("origins/record", {"listed_origins": [], "update_last_seen": "yes"}, "update_last_seen:"),
+        ("lister/update", {"lister": {"name": ""}}, "lister.name:"),
+        ("lister/visit_types", {"lister": {"name": "x", "id": "x"}}, "lister.id:"),
+        ("task_type/create", {"task_type": {"type": ""}}, "task_type.type:"),
     ],
 )
 def test_a_bad_argument_is_answered_400_naming_it_and_nothing_runs(
