@@ -34,26 +34,25 @@ CONFIG_VARIABLE = "REVISIT_CONFIG"
 WORKER_QUEUES_VARIABLE = "REVISIT_WORKER_QUEUES"
 #: The loader of each visit type ``revisit worker`` serves (a JSON object).
 WORKER_LOADERS_VARIABLE = "REVISIT_WORKER_LOADERS"
-#: ``REVISIT_*`` variables that are not settings: the settings file, the log
-#: level (read before the settings), the Procfile's per-process metrics ports
-#: (each sets REVISIT_METRICS_PORT for its process), the worker's queues.
-OTHER_VARIABLES = frozenset(
-    {
-        CONFIG_VARIABLE,
-        "REVISIT_LOG_LEVEL",
-        "REVISIT_SCHEDULER_METRICS_PORT",
-        "REVISIT_JOURNAL_METRICS_PORT",
-        "REVISIT_RPC_METRICS_PORT",
-        "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
-        "REVISIT_EXPRESS_WORKER_METRICS_PORT",
-        "REVISIT_SLOW_WORKER_METRICS_PORT",
-        "REVISIT_PRIORITY_WORKER_METRICS_PORT",
-        "REVISIT_API_METRICS_PORT",
-        "REVISIT_LISTER_WORKER_METRICS_PORT",
-        WORKER_QUEUES_VARIABLE,
-        WORKER_LOADERS_VARIABLE,
-    }
+#: The Procfile's per-process metrics ports: each sets REVISIT_METRICS_PORT for
+#: its process.
+PROCFILE_METRICS_PORTS = (
+    "REVISIT_SCHEDULER_METRICS_PORT",
+    "REVISIT_JOURNAL_METRICS_PORT",
+    "REVISIT_RPC_METRICS_PORT",
+    "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
+    "REVISIT_EXPRESS_WORKER_METRICS_PORT",
+    "REVISIT_SLOW_WORKER_METRICS_PORT",
+    "REVISIT_PRIORITY_WORKER_METRICS_PORT",
+    "REVISIT_API_METRICS_PORT",
+    "REVISIT_LISTER_WORKER_METRICS_PORT",
 )
+#: ``REVISIT_*`` variables that are not settings: the settings file, the log
+#: level (read before the settings), the Procfile's metrics ports, the worker's
+#: queues and loaders.
+OTHER_VARIABLES = frozenset(
+    {CONFIG_VARIABLE, "REVISIT_LOG_LEVEL", WORKER_QUEUES_VARIABLE, WORKER_LOADERS_VARIABLE}
+).union(PROCFILE_METRICS_PORTS)
 #: Variables of the test suite and its tools, never read by revisit itself.
 TEST_VARIABLE_PREFIX = "REVISIT_TEST_"
 

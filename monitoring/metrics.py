@@ -1,4 +1,6 @@
-"""Every Prometheus metric revisit exports, in one place."""
+"""Every Prometheus metric revisit exports, in one place, each in the tuple of
+the process that updates it (``*_OWNED``): a process serves only its own, not
+the others' at zero."""
 
 from __future__ import annotations
 
@@ -18,326 +20,296 @@ from prometheus_client.registry import Collector
 
 log = logging.getLogger("revisit.metrics")
 
-JOURNAL_MESSAGES = Counter(
-    "revisit_journal_messages_total",
-    "origin_visit_status messages applied, by status and visit type",
-    ["status", "visit_type"],
-)
-JOURNAL_OUTCOMES = Counter(
-    "revisit_journal_visit_outcomes_total",
-    "Final visits applied, by outcome (eventful, uneventful, failed) and visit type",
-    ["outcome", "visit_type"],
-)
-JOURNAL_DEAD_LETTERS = Counter(
-    "revisit_journal_dead_letters_total",
-    "Journal messages that could not be applied and went to the dead-letter topic",
-    ["reason"],
-)
-JOURNAL_BATCH_SECONDS = Histogram(
-    "revisit_journal_batch_seconds", "Time to apply one journal batch, commit included"
-)
-JOURNAL_BATCH_MESSAGES = Histogram(
-    "revisit_journal_batch_messages",
-    "Messages per journal batch (a full batch means the client is behind)",
-    buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000),
-)
-JOURNAL_BEYOND_HISTORY = Counter(
-    "revisit_journal_beyond_history_total",
-    "Final statuses older than the visit history kept per origin (duplicates of old visits, "
-    "or reordered further than the history reaches): not applied",
-    ["visit_type"],
-)
-JOURNAL_DATABASE_RETRIES = Counter(
-    "revisit_journal_database_retries_total",
-    "Journal batches retried: 'reconnect' after losing PostgreSQL, 'conflict' after a "
-    "deadlock or serialization failure",
-    ["reason"],
-)
-JOURNAL_BATCH_RETRIES = Counter(
-    "revisit_journal_batch_retries_total",
-    "Journal batches retried after a failure, by cause: 'redis', 'kafka' or 'database' "
-    "unavailable, 'error' for anything else (logged with its traceback)",
-    ["cause"],
-)
-JOURNAL_KAFKA_ERRORS = Counter(
-    "revisit_journal_kafka_errors_total",
-    "Errors the journal's Kafka consumer reported, by librdkafka code (e.g. _ALL_BROKERS_DOWN "
-    "while it waits for the broker)",
-    ["code"],
-)
-#: How ``revisit journal --processes N`` combines its clients' gauges
-#: (monitoring/multiprocess.py): the partitions assigned add up; a partition's
-#: lag is its owner's, the client that set it last (a revoked partition's
-#: series is forgotten with a tombstone).
-JOURNAL_ASSIGNED_PARTITIONS = Gauge(
-    "revisit_journal_assigned_partitions",
-    "Partitions of the journal topic assigned to the journal's client processes (0: waiting "
-    "for the broker or for their consumer group)",
-    multiprocess_mode="livesum",
-)
-JOURNAL_CONSUMERS_REPLACED = Counter(
-    "revisit_journal_consumers_replaced_total",
-    "Kafka consumers replaced after a minute without an assignment",
-)
-JOURNAL_CONSUMER_LAG = Gauge(
-    "revisit_journal_consumer_lag",
-    "Messages between the journal client's position and the high watermark, per assigned "
-    "partition, as of the last batch (only where the broker reports watermarks)",
-    ["partition"],
-    multiprocess_mode="livemostrecent",
-)
-SCHEDULED_VISITS = Counter(
-    "revisit_scheduled_visits_total",
-    "Visits sent to workers, by visit type, the policy that picked them ('request' for "
-    "one-shot requests) and the lane (worker pool) whose queue they went to",
-    ["visit_type", "policy", "lane"],
-)
-SCHEDULER_BATCH_SIZE = Histogram(
-    "revisit_scheduler_batch_size",
-    "Visits sent per scheduling step and queue (0: the queue had no free slot worth a batch)",
-    ["visit_type", "lane"],
-    buckets=(0, 1, 5, 10, 50, 100, 500, 1000, 5000, 10000),
-)
-SCHEDULER_POP_SECONDS = Histogram(
-    "revisit_scheduler_pop_seconds",
-    "Time to pick one batch of recurrent visits: policy queries, the atomic pop, the record",
-    ["visit_type"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-)
-SCHEDULER_ENQUEUE_SECONDS = Histogram(
-    "revisit_scheduler_enqueue_seconds",
-    "Time to enqueue one batch of visits into Dramatiq (one pipelined round trip)",
-    ["visit_type"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
-)
-QUEUE_DEPTH = Gauge(
-    "revisit_queue_depth",
-    "Visits held by each Dramatiq visit queue (waiting, running or delayed; not the late "
-    "statuses publish_status sends there) at the last step",
-    ["visit_type", "queue", "lane"],
-)
-QUEUE_ESTIMATED_WAIT = Gauge(
-    "revisit_queue_estimated_wait_seconds",
-    "Estimated time a visit sent now waits before its worker finishes it: queue depth over "
-    "the queue's recent drain rate (Little's law)",
-    ["visit_type", "queue", "lane"],
-)
-SCHEDULE_DRIFT = Gauge(
-    "revisit_schedule_drift_seconds",
-    "Real time minus the next visit target the scheduler has reached (seed 000's drift; "
-    "under age_optimal, the target of the first planned origin still waiting); "
-    "growing: the workers fall behind the schedule",
-    ["visit_type"],
-)
-SCHEDULER_FREE_SLOTS = Gauge(
-    "revisit_scheduler_free_slots",
-    "Free slots of each visit queue at the last step",
-    ["visit_type"],
-)
-SCHEDULER_STEP_FAILURES = Counter(
-    "revisit_scheduler_step_failures_total",
-    "Scheduling steps of one visit type that failed (the other visit types go on)",
-    ["visit_type"],
-)
-AGE_MULTIPLIER = Gauge(
-    "revisit_age_multiplier_seconds2",
-    "Lagrange multiplier of the age-optimal allocation (s^2); its square root is the interval "
-    "the fastest-changing origins get. Grows when capacity shrinks",
-    ["visit_type"],
-)
-RETURNED_ORIGINS = Counter(
-    "revisit_returned_origins_total",
-    "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never reported",
-    ["visit_type", "reason"],
-)
-MIRROR_REBUILDS = Counter(
-    "revisit_mirror_rebuilds_total",
-    "Rebuilds of a visit type's mirror the scheduler made because it was missing (Redis lost "
-    "it, or its shard count changed); the visit type was not scheduled meanwhile",
-    ["visit_type"],
-)
-MIRROR_REBUILD_SECONDS = Gauge(
-    "revisit_mirror_rebuild_seconds",
-    "Duration of the scheduler's last rebuild of a missing mirror (0: none since it started)",
-    ["visit_type"],
-)
-MIRROR_ORIGINS = Gauge(
-    "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
-)
-VISIT_TYPE_PAUSED = Gauge(
-    "revisit_visit_type_paused",
-    "1 for a visit type the scheduler sends no visits of: created by a listing, it waits "
-    "for an operator to enable it (revisit visit-type set NAME --enable)",
-    ["visit_type"],
-)
-VISITS = Counter(
-    "revisit_worker_visits_total",
-    "Visits done by workers, by visit type and status",
-    ["visit_type", "status"],
-)
-VISIT_SECONDS = Histogram("revisit_worker_visit_seconds", "Duration of visits", ["visit_type"])
-VISIT_LANE_SECONDS = Histogram(
-    "revisit_worker_lane_visit_seconds",
-    "Duration of visit messages as the worker runs them, by visit type and lane "
-    "(observed by monitoring.dramatiq_metrics.WorkerMetrics)",
-    ["visit_type", "lane"],
-    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
-)
-
-
-REQUEST_LATENCY = Histogram(
-    "revisit_request_latency_seconds",
-    "Time from a one-shot request (save code now) to its completed visit",
-    ["kind", "visit_type"],
-    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
-)
-REQUESTS_SCHEDULED = Counter(
-    "revisit_requests_scheduled_total", "One-shot requests sent to workers", ["visit_type"]
-)
-
-
-EXPRESS_TIMEOUTS = Counter(
-    "revisit_worker_express_timeouts_total",
-    "Visits that outlasted the express lane and were re-sent to the slow lane",
-    ["visit_type"],
-)
-HOSTER_BUSY = Counter(
-    "revisit_worker_hoster_busy_total",
-    "Visits put back because their hoster had as many visits running as it may",
-    ["visit_type"],
-)
-QUEUE_WORKERS = Gauge(
-    "revisit_queue_worker_threads",
-    "Worker threads serving each queue (registered by the worker processes)",
-    ["visit_type", "queue", "lane"],
-)
-
-
-#: Coverage of seed 002, per lister and visit type (monitoring.coverage).
+#: The labels of the coverage gauges (seed 002), per lister and visit type.
 _COVERAGE = ["lister", "visit_type"]
-ORIGINS_BY_POOL = Gauge(
-    "revisit_origins_by_pool",
-    "Listed origins per place (scheduling pool, inflight, cooling) and the policy that picks "
-    "from that pool, by lister and visit type (refreshed with the coverage)",
-    ["lister", "visit_type", "place", "policy"],
-)
-ORIGINS_KNOWN = Gauge("revisit_origins_known", "Origins a lister ever reported", _COVERAGE)
-ORIGINS_ENABLED = Gauge(
-    "revisit_origins_enabled", "Origins enabled by a lister (seen in its latest listing)", _COVERAGE
-)
-ORIGINS_NEVER_VISITED = Gauge(
-    "revisit_origins_never_visited", "Enabled origins never successfully visited", _COVERAGE
-)
-ORIGINS_PENDING_CHANGES = Gauge(
-    "revisit_origins_with_pending_changes",
-    "Enabled origins the lister reports a change of after our last successful visit",
-    _COVERAGE,
-)
-ORIGINS_ACTIVE = Gauge(
-    "revisit_origins_active",
-    "Enabled origins whose reported last update falls within the active window "
-    "(monitoring.coverage.ACTIVE_WINDOW_S)",
-    _COVERAGE,
-)
-ORIGINS_NEVER_VISITED_OVERDUE = Gauge(
-    "revisit_origins_never_visited_overdue",
-    "Enabled origins never successfully visited although first listed longer ago than "
-    "monitoring.coverage.NEVER_VISITED_THRESHOLD_S",
-    _COVERAGE,
-)
-FIRST_VISIT_WAIT = Histogram(
-    "revisit_first_visit_wait_seconds",
-    "Time from an origin's first listing to its first reported visit",
-    ["visit_type"],
-    buckets=(1, 5, 15, 30, 60, 300, 900, 3600, 4 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400),
-)
-COVERAGE_REFRESH_SECONDS = Histogram(
-    "revisit_coverage_refresh_seconds",
-    "Time to refresh the scheduler_metrics table and the other periodic figures",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
 
-
-RPC_REQUESTS = Counter(
-    "revisit_rpc_requests_total",
-    "Requests to the reference-protocol RPC server, by endpoint and HTTP status",
-    ["endpoint", "status"],
-)
-RPC_SECONDS = Histogram(
-    "revisit_rpc_request_seconds", "Time to answer one RPC request", ["endpoint"]
-)
-LISTER_RUNS_SENT = Counter(
-    "revisit_lister_runs_sent_total", "Lister runs sent to the lister queue", ["kind"]
-)
-LISTER_RUNS = Counter(
-    "revisit_lister_runs_total",
-    "Lister runs finished, by lister and outcome",
-    ["lister", "outcome"],
-)
-LISTER_ORIGINS = Counter(
-    "revisit_lister_origins_listed_total", "Origins recorded by lister runs", ["lister"]
-)
-
-
-#: What each process updates, so each serves only its own metrics (not the
-#: others' at zero).
+#: The journal client's (and the supervisor's of ``revisit journal --processes N``).
 JOURNAL_OWNED: tuple[Collector, ...] = (
-    JOURNAL_MESSAGES,
-    JOURNAL_OUTCOMES,
-    JOURNAL_DEAD_LETTERS,
-    JOURNAL_BATCH_SECONDS,
-    JOURNAL_BATCH_MESSAGES,
-    JOURNAL_BEYOND_HISTORY,
-    JOURNAL_DATABASE_RETRIES,
-    JOURNAL_BATCH_RETRIES,
-    JOURNAL_CONSUMER_LAG,
-    JOURNAL_KAFKA_ERRORS,
-    JOURNAL_ASSIGNED_PARTITIONS,
-    JOURNAL_CONSUMERS_REPLACED,
-    REQUEST_LATENCY,
-)
-SCHEDULER_OWNED: tuple[Collector, ...] = (
-    SCHEDULED_VISITS,
-    SCHEDULER_BATCH_SIZE,
-    SCHEDULER_POP_SECONDS,
-    SCHEDULER_ENQUEUE_SECONDS,
-    QUEUE_DEPTH,
-    QUEUE_ESTIMATED_WAIT,
-    SCHEDULE_DRIFT,
-    SCHEDULER_FREE_SLOTS,
-    SCHEDULER_STEP_FAILURES,
-    AGE_MULTIPLIER,
-    RETURNED_ORIGINS,
-    MIRROR_REBUILDS,
-    MIRROR_REBUILD_SECONDS,
-    MIRROR_ORIGINS,
-    VISIT_TYPE_PAUSED,
-    REQUESTS_SCHEDULED,
-    QUEUE_WORKERS,
-    ORIGINS_BY_POOL,
-    ORIGINS_KNOWN,
-    ORIGINS_ENABLED,
-    ORIGINS_NEVER_VISITED,
-    ORIGINS_PENDING_CHANGES,
-    ORIGINS_ACTIVE,
-    ORIGINS_NEVER_VISITED_OVERDUE,
-    FIRST_VISIT_WAIT,
-    COVERAGE_REFRESH_SECONDS,
+    JOURNAL_MESSAGES := Counter(
+        "revisit_journal_messages_total",
+        "origin_visit_status messages applied, by status and visit type",
+        ["status", "visit_type"],
+    ),
+    JOURNAL_OUTCOMES := Counter(
+        "revisit_journal_visit_outcomes_total",
+        "Final visits applied, by outcome (eventful, uneventful, failed) and visit type",
+        ["outcome", "visit_type"],
+    ),
+    JOURNAL_DEAD_LETTERS := Counter(
+        "revisit_journal_dead_letters_total",
+        "Journal messages that could not be applied and went to the dead-letter topic",
+        ["reason"],
+    ),
+    JOURNAL_BATCH_SECONDS := Histogram(
+        "revisit_journal_batch_seconds", "Time to apply one journal batch, commit included"
+    ),
+    JOURNAL_BATCH_MESSAGES := Histogram(
+        "revisit_journal_batch_messages",
+        "Messages per journal batch (a full batch means the client is behind)",
+        buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000),
+    ),
+    JOURNAL_BEYOND_HISTORY := Counter(
+        "revisit_journal_beyond_history_total",
+        "Final statuses older than the visit history kept per origin (duplicates of old visits, "
+        "or reordered further than the history reaches): not applied",
+        ["visit_type"],
+    ),
+    JOURNAL_DATABASE_RETRIES := Counter(
+        "revisit_journal_database_retries_total",
+        "Journal batches retried: 'reconnect' after losing PostgreSQL, 'conflict' after a "
+        "deadlock or serialization failure",
+        ["reason"],
+    ),
+    JOURNAL_BATCH_RETRIES := Counter(
+        "revisit_journal_batch_retries_total",
+        "Journal batches retried after a failure, by cause: 'redis', 'kafka' or 'database' "
+        "unavailable, 'error' for anything else (logged with its traceback)",
+        ["cause"],
+    ),
+    JOURNAL_KAFKA_ERRORS := Counter(
+        "revisit_journal_kafka_errors_total",
+        "Errors the journal's Kafka consumer reported, by librdkafka code (e.g. _ALL_BROKERS_DOWN "
+        "while it waits for the broker)",
+        ["code"],
+    ),
+    # How ``revisit journal --processes N`` combines its clients' gauges
+    # (monitoring/multiprocess.py): the partitions assigned add up; a partition's
+    # lag is its owner's, the client that set it last (a revoked partition's
+    # series is forgotten with a tombstone).
+    JOURNAL_ASSIGNED_PARTITIONS := Gauge(
+        "revisit_journal_assigned_partitions",
+        "Partitions of the journal topic assigned to the journal's client processes (0: waiting "
+        "for the broker or for their consumer group)",
+        multiprocess_mode="livesum",
+    ),
+    JOURNAL_CONSUMER_LAG := Gauge(
+        "revisit_journal_consumer_lag",
+        "Messages between the journal client's position and the high watermark, per assigned "
+        "partition, as of the last batch (only where the broker reports watermarks)",
+        ["partition"],
+        multiprocess_mode="livemostrecent",
+    ),
+    JOURNAL_CONSUMERS_REPLACED := Counter(
+        "revisit_journal_consumers_replaced_total",
+        "Kafka consumers replaced after a minute without an assignment",
+    ),
+    REQUEST_LATENCY := Histogram(
+        "revisit_request_latency_seconds",
+        "Time from a one-shot request (save code now) to its completed visit",
+        ["kind", "visit_type"],
+        buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
+    ),
 )
 
-RPC_OWNED: tuple[Collector, ...] = (RPC_REQUESTS, RPC_SECONDS)
-LISTER_SCHEDULER_OWNED: tuple[Collector, ...] = (LISTER_RUNS_SENT,)
+#: The scheduler's, the periodic coverage figures included (monitoring.coverage).
+SCHEDULER_OWNED: tuple[Collector, ...] = (
+    SCHEDULED_VISITS := Counter(
+        "revisit_scheduled_visits_total",
+        "Visits sent to workers, by visit type, the policy that picked them ('request' for "
+        "one-shot requests) and the lane (worker pool) whose queue they went to",
+        ["visit_type", "policy", "lane"],
+    ),
+    SCHEDULER_BATCH_SIZE := Histogram(
+        "revisit_scheduler_batch_size",
+        "Visits sent per scheduling step and queue (0: the queue had no free slot worth a batch)",
+        ["visit_type", "lane"],
+        buckets=(0, 1, 5, 10, 50, 100, 500, 1000, 5000, 10000),
+    ),
+    SCHEDULER_POP_SECONDS := Histogram(
+        "revisit_scheduler_pop_seconds",
+        "Time to pick one batch of recurrent visits: policy queries, the atomic pop, the record",
+        ["visit_type"],
+        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    ),
+    SCHEDULER_ENQUEUE_SECONDS := Histogram(
+        "revisit_scheduler_enqueue_seconds",
+        "Time to enqueue one batch of visits into Dramatiq (one pipelined round trip)",
+        ["visit_type"],
+        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+    ),
+    QUEUE_DEPTH := Gauge(
+        "revisit_queue_depth",
+        "Visits held by each Dramatiq visit queue (waiting, running or delayed; not the late "
+        "statuses publish_status sends there) at the last step",
+        ["visit_type", "queue", "lane"],
+    ),
+    QUEUE_ESTIMATED_WAIT := Gauge(
+        "revisit_queue_estimated_wait_seconds",
+        "Estimated time a visit sent now waits before its worker finishes it: queue depth over "
+        "the queue's recent drain rate (Little's law)",
+        ["visit_type", "queue", "lane"],
+    ),
+    SCHEDULE_DRIFT := Gauge(
+        "revisit_schedule_drift_seconds",
+        "Real time minus the next visit target the scheduler has reached (seed 000's drift; "
+        "under age_optimal, the target of the first planned origin still waiting); "
+        "growing: the workers fall behind the schedule",
+        ["visit_type"],
+    ),
+    SCHEDULER_FREE_SLOTS := Gauge(
+        "revisit_scheduler_free_slots",
+        "Free slots of each visit queue at the last step",
+        ["visit_type"],
+    ),
+    SCHEDULER_STEP_FAILURES := Counter(
+        "revisit_scheduler_step_failures_total",
+        "Scheduling steps of one visit type that failed (the other visit types go on)",
+        ["visit_type"],
+    ),
+    AGE_MULTIPLIER := Gauge(
+        "revisit_age_multiplier_seconds2",
+        "Lagrange multiplier of the age-optimal allocation (s^2); its square root is the interval "
+        "the fastest-changing origins get. Grows when capacity shrinks",
+        ["visit_type"],
+    ),
+    RETURNED_ORIGINS := Counter(
+        "revisit_returned_origins_total",
+        "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never "
+        "reported",
+        ["visit_type", "reason"],
+    ),
+    MIRROR_REBUILDS := Counter(
+        "revisit_mirror_rebuilds_total",
+        "Rebuilds of a visit type's mirror the scheduler made because it was missing (Redis lost "
+        "it, or its shard count changed); the visit type was not scheduled meanwhile",
+        ["visit_type"],
+    ),
+    MIRROR_REBUILD_SECONDS := Gauge(
+        "revisit_mirror_rebuild_seconds",
+        "Duration of the scheduler's last rebuild of a missing mirror (0: none since it started)",
+        ["visit_type"],
+    ),
+    MIRROR_ORIGINS := Gauge(
+        "revisit_mirror_origins", "Origins in each place of the mirror", ["visit_type", "place"]
+    ),
+    VISIT_TYPE_PAUSED := Gauge(
+        "revisit_visit_type_paused",
+        "1 for a visit type the scheduler sends no visits of: created by a listing, it waits "
+        "for an operator to enable it (revisit visit-type set NAME --enable)",
+        ["visit_type"],
+    ),
+    REQUESTS_SCHEDULED := Counter(
+        "revisit_requests_scheduled_total", "One-shot requests sent to workers", ["visit_type"]
+    ),
+    QUEUE_WORKERS := Gauge(
+        "revisit_queue_worker_threads",
+        "Worker threads serving each queue (registered by the worker processes)",
+        ["visit_type", "queue", "lane"],
+    ),
+    ORIGINS_BY_POOL := Gauge(
+        "revisit_origins_by_pool",
+        "Listed origins per place (scheduling pool, inflight, cooling) and the policy that picks "
+        "from that pool, by lister and visit type (refreshed with the coverage)",
+        ["lister", "visit_type", "place", "policy"],
+    ),
+    ORIGINS_KNOWN := Gauge("revisit_origins_known", "Origins a lister ever reported", _COVERAGE),
+    ORIGINS_ENABLED := Gauge(
+        "revisit_origins_enabled",
+        "Origins enabled by a lister (seen in its latest listing)",
+        _COVERAGE,
+    ),
+    ORIGINS_NEVER_VISITED := Gauge(
+        "revisit_origins_never_visited", "Enabled origins never successfully visited", _COVERAGE
+    ),
+    ORIGINS_PENDING_CHANGES := Gauge(
+        "revisit_origins_with_pending_changes",
+        "Enabled origins the lister reports a change of after our last successful visit",
+        _COVERAGE,
+    ),
+    ORIGINS_ACTIVE := Gauge(
+        "revisit_origins_active",
+        "Enabled origins whose reported last update falls within the active window "
+        "(monitoring.coverage.ACTIVE_WINDOW_S)",
+        _COVERAGE,
+    ),
+    ORIGINS_NEVER_VISITED_OVERDUE := Gauge(
+        "revisit_origins_never_visited_overdue",
+        "Enabled origins never successfully visited although first listed longer ago than "
+        "monitoring.coverage.NEVER_VISITED_THRESHOLD_S",
+        _COVERAGE,
+    ),
+    FIRST_VISIT_WAIT := Histogram(
+        "revisit_first_visit_wait_seconds",
+        "Time from an origin's first listing to its first reported visit",
+        ["visit_type"],
+        buckets=(
+            1,
+            5,
+            15,
+            30,
+            60,
+            300,
+            900,
+            3600,
+            4 * 3600,
+            86400,
+            3 * 86400,
+            7 * 86400,
+            30 * 86400,
+        ),
+    ),
+    COVERAGE_REFRESH_SECONDS := Histogram(
+        "revisit_coverage_refresh_seconds",
+        "Time to refresh the scheduler_metrics table and the other periodic figures",
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    ),
+)
 
 #: Updated in the Dramatiq processes: the visit workers, the lister worker
 #: (served by Dramatiq's exporter; a labelled series appears where it is updated).
 WORKER_OWNED: tuple[Collector, ...] = (
-    VISITS,
-    VISIT_SECONDS,
-    VISIT_LANE_SECONDS,
-    EXPRESS_TIMEOUTS,
-    HOSTER_BUSY,
-    LISTER_RUNS,
-    LISTER_ORIGINS,
+    VISITS := Counter(
+        "revisit_worker_visits_total",
+        "Visits done by workers, by visit type and status",
+        ["visit_type", "status"],
+    ),
+    VISIT_SECONDS := Histogram(
+        "revisit_worker_visit_seconds", "Duration of visits", ["visit_type"]
+    ),
+    VISIT_LANE_SECONDS := Histogram(
+        "revisit_worker_lane_visit_seconds",
+        "Duration of visit messages as the worker runs them, by visit type and lane "
+        "(observed by monitoring.dramatiq_metrics.WorkerMetrics)",
+        ["visit_type", "lane"],
+        buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+    ),
+    EXPRESS_TIMEOUTS := Counter(
+        "revisit_worker_express_timeouts_total",
+        "Visits that outlasted the express lane and were re-sent to the slow lane",
+        ["visit_type"],
+    ),
+    HOSTER_BUSY := Counter(
+        "revisit_worker_hoster_busy_total",
+        "Visits put back because their hoster had as many visits running as it may",
+        ["visit_type"],
+    ),
+    LISTER_RUNS := Counter(
+        "revisit_lister_runs_total",
+        "Lister runs finished, by lister and outcome",
+        ["lister", "outcome"],
+    ),
+    LISTER_ORIGINS := Counter(
+        "revisit_lister_origins_listed_total", "Origins recorded by lister runs", ["lister"]
+    ),
+)
+
+#: The RPC server's.
+RPC_OWNED: tuple[Collector, ...] = (
+    RPC_REQUESTS := Counter(
+        "revisit_rpc_requests_total",
+        "Requests to the reference-protocol RPC server, by endpoint and HTTP status",
+        ["endpoint", "status"],
+    ),
+    RPC_SECONDS := Histogram(
+        "revisit_rpc_request_seconds", "Time to answer one RPC request", ["endpoint"]
+    ),
+)
+
+#: The lister scheduler's.
+LISTER_SCHEDULER_OWNED: tuple[Collector, ...] = (
+    LISTER_RUNS_SENT := Counter(
+        "revisit_lister_runs_sent_total", "Lister runs sent to the lister queue", ["kind"]
+    ),
 )
 
 

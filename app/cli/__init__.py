@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from app.cli import listers, processes
-from app.cli.common import console, err
+from app.cli.common import console, say
 from app.cli.db import db_app
 from app.cli.dead_letters import dead_letters_app
 from app.cli.errors import unreachable
@@ -90,5 +90,5 @@ def main() -> None:
         message = unreachable(exc)
         if message is None:
             raise
-        err.print(f"error: {message}", markup=False, highlight=False)
+        say(f"error: {message}", stderr=True)
         sys.exit(3)

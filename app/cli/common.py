@@ -7,9 +7,10 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -20,9 +21,11 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
 from app.db.connection import DictConnection, connect
 from app.db.listings import known_visit_types
+from app.inputs.api import first_error
 from app.services.context import Context
 from app.settings import get_settings
 
@@ -40,6 +43,31 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on stderr; return the Exit to raise (2: bad input)."""
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+def say(text: str, *, stderr: bool = False) -> None:
+    """Print ``text`` as it is (no markup, no highlighting): URLs, messages and
+    log lines may hold brackets."""
+    (err if stderr else console).print(text, markup=False, highlight=False)
+
+
+@contextlib.contextmanager
+def refusing(
+    *errors: type[Exception], prefix: str = "", whole: str = "input", code: int = 2
+) -> Iterator[None]:
+    """Turn one of ``errors`` raised in the block into ``error: <prefix><its text>``
+    and exit ``code``; a pydantic ValidationError says its first bad field (``whole``:
+    none)."""
+    try:
+        yield
+    except errors as exc:
+        text = first_error(exc, whole) if isinstance(exc, ValidationError) else str(exc)
+        raise fail(prefix + text, code) from exc
+
+
+def new_table(columns: str, **options: Any) -> Table:
+    """A table whose column names are given in one string, separated by ", "."""
+    return Table(*columns.split(", "), **options)
 
 
 #: Seconds per duration unit (no unit: seconds).
@@ -137,12 +165,11 @@ def warn_unserved(visit_types: Iterable[str]) -> None:
         capacity = capacities(redis_client(settings), settings.redis_namespace, queues)
         for queue in queues:
             if not capacity[queue].threads:
-                err.print(
+                say(
                     f"warning: no worker serves {queue} now: the request waits "
                     "until a priority worker serving it starts (REVISIT_WORKER_VISIT_TYPES_ALLOW "
                     "/ _DENY of the workers)",
-                    markup=False,
-                    highlight=False,
+                    stderr=True,
                 )
     except UNAVAILABLE:
         pass  # the request is recorded; the broker's state is the workers' concern

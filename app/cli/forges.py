@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import console, fail, now
+from app.cli.common import console, now, refusing
 from app.db.connection import connect
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
 from app.settings import get_settings
@@ -38,11 +38,11 @@ def forge_add(
     from pydantic import ValidationError
 
     from app.cli.listers import parse_arguments
-    from app.inputs.api import AddForge, first_error
+    from app.inputs.api import AddForge
     from app.listers.forges import add_forge
     from app.services.requests import RequestError
 
-    try:
+    with refusing(ValidationError, whole="forge"):
         forge = AddForge.model_validate(
             {
                 "lister": lister,
@@ -53,10 +53,5 @@ def forge_add(
                 "requested_by": requested_by,
             }
         )
-    except ValidationError as exc:
-        raise fail(first_error(exc, "forge")) from exc
-    with connect(get_settings()) as conn:
-        try:
-            console.print(str(add_forge(conn, forge, now())))
-        except RequestError as exc:
-            raise fail(str(exc)) from exc
+    with connect(get_settings()) as conn, refusing(RequestError):
+        console.print(str(add_forge(conn, forge, now())))

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, now, parse_duration
+from app.cli.common import console, fail, now, parse_duration, refusing
 from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
 from app.settings import get_settings
@@ -67,7 +67,7 @@ def lister_schedule(
     started = now()
     delay = _interval(start_in, "--start-in", positive=True)
     first_run = started + delay if delay is not None else None
-    with connect(get_settings()) as conn:
+    with connect(get_settings()) as conn, refusing(UnknownListerPlugin, prefix="NAME: "):
         try:
             done = schedule_lister(
                 conn,
@@ -79,8 +79,6 @@ def lister_schedule(
                 incremental_interval=incremental,
                 first_run=first_run,
             )
-        except UnknownListerPlugin as exc:
-            raise fail(f"NAME: {exc}") from exc
         except ScheduleError as exc:
             raise fail(f"--{exc.field}: {exc.reason}") from exc
     s = done.schedule
@@ -215,14 +213,11 @@ def lister_runs(
 def _change(name: str, instance: str, action: str) -> None:
     from app.listers.runs import NoSchedule, pause_lister, unschedule_lister
 
-    with connect(get_settings()) as conn:
-        try:
-            if action == "unscheduled":
-                unschedule_lister(conn, name, instance, now())
-            else:
-                pause_lister(conn, name, instance, paused=action == "paused")
-        except NoSchedule as exc:
-            raise fail(f"NAME INSTANCE: {exc}", code=1) from exc
+    with connect(get_settings()) as conn, refusing(NoSchedule, prefix="NAME INSTANCE: ", code=1):
+        if action == "unscheduled":
+            unschedule_lister(conn, name, instance, now())
+        else:
+            pause_lister(conn, name, instance, paused=action == "paused")
     console.print(f"{name}/{instance}: {action}", highlight=False)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.common import connected, console, err, now, visit_types_of
+from app.cli.common import connected, console, err, now, say, visit_types_of
 from app.services.context import Context
 
 mirror_app = typer.Typer(
@@ -70,7 +70,7 @@ def _mirror_command(
         for vt in visit_types_of(conn, visit_type):
             corrupt = ctx.mirror.corruptions(vt)
             for corruption in corrupt[:50]:
-                console.print(f"{vt}: {corruption}", markup=False, highlight=False)
+                say(f"{vt}: {corruption}")
             if corrupt and not repairing:
                 found += len(corrupt)
                 console.print(f"{vt}: {len(corrupt)} corrupt key(s) or member(s)")
@@ -79,7 +79,7 @@ def _mirror_command(
             differences = action(conn, ctx, vt, now)
             found += len(differences)
             for d in differences[:50]:
-                console.print(f"{vt}: {d}", markup=False, highlight=False)
+                say(f"{vt}: {d}")
             console.print(f"{vt}: {len(differences)} {what}")
     if found and not repairing:
         raise typer.Exit(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -16,17 +17,18 @@ from app.cli.common import (
     OnlyVisitType,
     connected,
     console,
-    err,
     fail,
     now,
     progress,
+    refusing,
     require_visit_type,
+    say,
     split_lister,
     warn_unserved,
 )
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister, register_lister
-from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, first_error
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
 from app.inputs.listing import ListingInputError
 from app.services.context import Context
 from app.services.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
@@ -83,10 +85,8 @@ def origins_import(
     ctx = Context.from_settings(settings)
     handle = _open(file)
     with connect(settings) as conn, handle:
-        try:
+        with refusing(UnknownLister, prefix="--lister: "):
             lister_id = find_lister(conn, name, instance)["id"]
-        except UnknownLister as exc:
-            raise fail(f"--lister: {exc}") from exc
         started = start_listing(conn, lister_id, now())
         with progress(f"importing {file}", _size(file)) as advance:
             lines = _counted(handle, advance)
@@ -125,13 +125,10 @@ def _import(
     from app.inputs.listing import batches
     from app.services.listing import import_listing
 
-    extra = [connect(ctx.settings) for _ in range(writers - 1)]
-    try:
+    with contextlib.ExitStack() as stack:
+        extra = [stack.enter_context(connect(ctx.settings)) for _ in range(writers - 1)]
         parsed = batches(lines, batch_size, csv_format=csv_format)
         return import_listing(conn, ctx, lister_id, parsed, now, extra)
-    finally:
-        for connection in extra:
-            connection.close()
 
 
 def _size(file: str) -> float | None:
@@ -161,7 +158,7 @@ def _open(file: str) -> TextIO:
 
 def _report(exc: ListingInputError, file: str) -> None:
     for error in exc.errors:
-        err.print(f"{file}: {error}", markup=False, highlight=False)
+        say(f"{file}: {error}", stderr=True)
 
 
 @origin_app.command("show")
@@ -219,12 +216,8 @@ def origins_send(
 
     with connect(get_settings()) as conn:
         require_visit_type(conn, visit_type, "--visit-type")
-        try:
+        with refusing(ValidationError, RequestError, whole="URL"):
             sent = send_visits(conn, urls, visit_type, priority)
-        except ValidationError as exc:
-            raise fail(first_error(exc, "URL")) from exc
-        except RequestError as exc:
-            raise fail(str(exc)) from exc
     table = Table("request", "url", "visit type")
     for url, vt, request_id in sent:
         table.add_row(str(request_id), url, vt)

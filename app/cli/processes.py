@@ -10,13 +10,12 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from app.cli.common import console, err, fail
+from app.cli.common import console, fail, refusing, say
 from app.cli.procfile import (
     PROCFILE,
     ProcessLine,
@@ -54,11 +53,10 @@ def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
                 raise
             delay = backoff.next_delay_s()
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            err.print(
+            say(
                 f"waiting for PostgreSQL (REVISIT_DATABASE_URL) to read the visit types: "
                 f"{reason}; retrying in {delay:.0f}s",
-                markup=False,
-                highlight=False,
+                stderr=True,
             )
             time.sleep(delay)
 
@@ -69,12 +67,11 @@ def _warn_missing_loaders(loaders: Mapping[str, str]) -> None:
 
     missing = sorted(vt for vt, loader in loaders.items() if loader not in installed_loaders())
     if missing:
-        err.print(
+        say(
             f"warning: no loader installed for visit type(s) {', '.join(missing)}: their "
             "visits are recorded as failed; install a loader, or leave them out of "
             "this pool (REVISIT_WORKER_VISIT_TYPES_DENY)",
-            markup=False,
-            highlight=False,
+            stderr=True,
         )
 
 
@@ -134,22 +131,14 @@ def journal(
     become("actors", *(["journal"] if processes == 1 else ["journal-group", str(processes)]))
 
 
-class ServedLanes(StrEnum):
-    """Which lanes (``app.domain.lanes.Lane``) a worker pool serves."""
-
-    express = "express"
-    slow = "slow"
-    priority = "priority"
-    recurrent = "recurrent"  # express and slow
-    all = "all"
-
-
+#: Which lanes (``app.domain.lanes.Lane``) a worker pool serves, by ``--lane``.
+ServedLanes = Literal["express", "slow", "priority", "recurrent", "all"]
 LANES_SERVED: dict[ServedLanes, tuple[Lane, ...]] = {
-    ServedLanes.express: ("express",),
-    ServedLanes.slow: ("slow",),
-    ServedLanes.priority: ("priority",),
-    ServedLanes.recurrent: ("express", "slow"),
-    ServedLanes.all: LANES,
+    "express": ("express",),
+    "slow": ("slow",),
+    "priority": ("priority",),
+    "recurrent": ("express", "slow"),
+    "all": LANES,
 }
 
 
@@ -158,7 +147,7 @@ def worker(
     threads: Annotated[int, typer.Option(min=1)] = 4,
     lane: Annotated[
         ServedLanes, typer.Option(help="the lanes this worker pool serves")
-    ] = ServedLanes.recurrent,
+    ] = "recurrent",
     first_visits_prefix: Annotated[
         list[str] | None,
         typer.Option(help="also serve the first-visits queues of listers with this prefix"),
@@ -267,10 +256,8 @@ def simulate(
     from app.simulator.config import ConfigError
     from app.simulator.engine import SimulationError
 
-    try:
+    with refusing(ConfigError, SimulationError):
         run(config, days, out, seed, console)
-    except (ConfigError, SimulationError) as exc:
-        raise fail(str(exc)) from exc
 
 
 ProcfileOption = Annotated[
@@ -284,10 +271,8 @@ ProcfileOption = Annotated[
 
 
 def _procfile_lines(procfile: Path, names: list[str]) -> list[ProcessLine]:
-    try:
+    with refusing(ProcfileError):
         return select(read_procfile(procfile, os.environ), names)
-    except ProcfileError as exc:
-        raise fail(str(exc)) from exc
 
 
 def up(
@@ -319,7 +304,7 @@ def systemd_units(
     out.mkdir(parents=True, exist_ok=True)
     for name, text in units.items():
         (out / name).write_text(text)
-        console.print(str(out / name), markup=False, highlight=False)
+        say(str(out / name))
 
 
 def register(app: typer.Typer) -> None:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
-from rich.table import Table
 
-from app.cli.common import console, fail, now, warn_unserved
+from app.cli.common import console, fail, new_table, now, refusing, say, warn_unserved
 from app.db.connection import connect
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
-from app.services.context import Context
+from app.services.context import redis_client
 from app.settings import get_settings
 
 #: Children of a request shown per status by ``request show``.
 SHOWN_CHILDREN = 10
-STATUSES = ("blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted")
+Status = Literal["blocked", "pending", "scheduled", "running", "succeeded", "failed", "aborted"]
 request_app = typer.Typer(
     rich_markup_mode=None, help="One-shot visit requests (save code now).", no_args_is_help=True
 )
@@ -46,10 +45,10 @@ def request_add(
     """Ask for a one-shot visit of URL; print the request id."""
     from pydantic import ValidationError
 
-    from app.inputs.api import RequestVisit, first_error
+    from app.inputs.api import RequestVisit
     from app.services.requests import RequestError, create_request
 
-    try:
+    with refusing(ValidationError, whole="request"):
         request = RequestVisit.model_validate(
             {
                 "url": url,
@@ -62,13 +61,8 @@ def request_add(
                 "parent": parent,
             }
         )
-    except ValidationError as exc:
-        raise fail(first_error(exc, "request")) from exc
-    with connect(get_settings()) as conn:
-        try:
-            console.print(str(create_request(conn, request)))
-        except RequestError as exc:
-            raise fail(str(exc)) from exc
+    with connect(get_settings()) as conn, refusing(RequestError):
+        console.print(str(create_request(conn, request)))
     warn_unserved([visit_type])
 
 
@@ -84,30 +78,16 @@ def _ids(text: str | None, option: str) -> list[str]:
 
 @request_app.command("list")
 def request_list(
-    status: Annotated[
-        str | None, typer.Option(help=f"only requests in this status: {', '.join(STATUSES)}")
-    ] = None,
+    status: Annotated[Status | None, typer.Option(help="only requests in this status")] = None,
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List requests, pending ones first in the order they will be served."""
     from app.db.requests import list_requests
 
-    if status is not None and status not in STATUSES:
-        raise fail(f"--status: unknown status {status!r} (known: {', '.join(STATUSES)})")
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
-    table = Table(
-        "id",
-        "url",
-        "type",
-        "priority",
-        "status",
-        "after",
-        "visited",
-        "created",
-        "finished",
-        "visit",
-        "reason",
+    table = new_table(
+        "id, url, type, priority, status, after, visited, created, finished, visit, reason"
     )
     for r in rows:
         table.add_row(
@@ -136,16 +116,14 @@ def request_show(
     from app.services.requests import RequestError, get_request
 
     with connect(get_settings()) as conn:
-        try:
+        with refusing(RequestError):
             row = get_request(conn, request_id)
-        except RequestError as exc:
-            raise fail(str(exc)) from exc
         before = dependencies(conn, request_id)
         after = dependencies(conn, request_id, dependents=True)
         made = children(conn, request_id, SHOWN_CHILDREN)
     for key, value in row.items():
         if value is not None:
-            console.print(f"{key}: {value}", markup=False, highlight=False)
+            say(f"{key}: {value}")
     for title, edges in (("prerequisites", before), ("dependents", after)):
         console.print(f"{title}:" + ("" if edges else " none"), markup=False)
         for e in edges:
@@ -158,34 +136,9 @@ def request_show(
         console.print(f"children: {visited}/{sum(counts.values())} visited ({each})", markup=False)
         for m in made:
             for line in m["first"]:
-                console.print(f"  {line}", markup=False, highlight=False)
+                say(f"  {line}")
             if m["n"] > len(m["first"]):
                 console.print(f"  ... {m['n'] - len(m['first'])} more {m['status']}", markup=False)
-
-
-def _request_op(op: str, request_id: int, delta: int = 0, by: str | None = None) -> None:
-    from app.services import requests as req
-
-    settings = get_settings()
-    ctx = Context.from_settings(settings)
-    with connect(settings) as conn:
-        try:
-            if op == "adjust":
-                console.print(
-                    f"request {request_id}: priority {req.adjust_priority(conn, request_id, delta)}"
-                )
-            elif op == "abort":
-                aborted = req.cancel_request(
-                    conn, ctx.redis, settings.redis_namespace, request_id, now(), by
-                )
-                more = f" (and {len(aborted) - 1} made for it or after it)" if aborted[1:] else ""
-                console.print(f"request {request_id}: aborted{more}")
-            else:
-                console.print(
-                    f"request {request_id}: retried as {req.retry_request(conn, request_id)}"
-                )
-        except req.RequestError as exc:
-            raise fail(str(exc)) from exc
 
 
 RequestId = Annotated[int, typer.Argument(min=1, max=2**63 - 1, help="the request's id")]
@@ -205,7 +158,11 @@ def request_adjust(
     ],
 ) -> None:
     """Add DELTA to a blocked or pending request's priority adjustment."""
-    _request_op("adjust", request_id, delta)
+    from app.services.requests import RequestError, adjust_priority
+
+    with connect(get_settings()) as conn, refusing(RequestError):
+        priority = adjust_priority(conn, request_id, delta)
+    console.print(f"request {request_id}: priority {priority}")
 
 
 @request_app.command("abort")
@@ -216,7 +173,14 @@ def request_abort(
     """Abort a blocked, pending, scheduled or running request (its running visit
     is stopped, its origin stays in its pool), the open requests made for it
     (--parent, a workflow's), and the dependents not allowed to fail without them."""
-    _request_op("abort", request_id, by=by)
+    from app.services.requests import RequestError, cancel_request
+
+    settings = get_settings()
+    with connect(settings) as conn, refusing(RequestError):
+        redis = redis_client(settings)
+        aborted = cancel_request(conn, redis, settings.redis_namespace, request_id, now(), by)
+    more = f" (and {len(aborted) - 1} made for it or after it)" if aborted[1:] else ""
+    console.print(f"request {request_id}: aborted{more}")
 
 
 request_app.command("cancel", hidden=True)(request_abort)
@@ -225,4 +189,7 @@ request_app.command("cancel", hidden=True)(request_abort)
 @request_app.command("retry")
 def request_retry(request_id: RequestId) -> None:
     """Retry a failed request: a new request supersedes it (the old one is kept)."""
-    _request_op("retry", request_id)
+    from app.services.requests import RequestError, retry_request
+
+    with connect(get_settings()) as conn, refusing(RequestError):
+        console.print(f"request {request_id}: retried as {retry_request(conn, request_id)}")

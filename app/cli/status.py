@@ -9,10 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from app.cli.common import connected, console, now, visit_types_of
+from app.cli.common import connected, console, new_table, now, visit_types_of
 from app.db.connection import DictConnection
 from app.db.metrics import open_requests, schedule_drift
 from app.domain.lanes import LANES
@@ -72,20 +71,10 @@ def _drift(seconds: float | None) -> str:
 
 def render(current: Snapshot, previous: Snapshot | None) -> Group:
     """The view of ``current``, with rates since ``previous``."""
-    table = Table(
-        "visit type",
-        "never visited",
-        "lagging",
-        "no last update",
-        "up to date",
-        "in flight",
-        "cooling",
-        *(f"{lane} q" for lane in LANES),
-        "visits/s",
-        "failed",
-        "requests",
-        "drift",
-        "dead",
+    lanes = ", ".join(f"{lane} q" for lane in LANES)
+    table = new_table(
+        "visit type, never visited, lagging, no last update, up to date, in flight, cooling, "
+        f"{lanes}, visits/s, failed, requests, drift, dead",
         title=f"revisit status at {current.at.isoformat(timespec='seconds')}",
         caption="queues: waiting+running(+delayed) /worker threads; requests: "
         "blocked/pending/scheduled/running; drift: how far the clock is ahead of the next "

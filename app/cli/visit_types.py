@@ -7,12 +7,10 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
-from app.cli.common import DURATION_HELP, console, fail, format_duration, parse_duration
+from app.cli.common import DURATION_HELP, console, format_duration, parse_duration, refusing
 from app.db.connection import DictConnection, connect
 from app.db.visit_types import list_visit_types
-from app.inputs.api import first_error
 from app.loaders.base import installed_loaders
 from app.services.visit_types import (
     VisitTypeChange,
@@ -44,15 +42,10 @@ def _apply(
         )
         for key, value in options.items()
     }
-    try:
+    with refusing(ValidationError, whole="visit type"):
         change = VisitTypeChange(name=arguments["name"], **fields)
-    except ValidationError as exc:
-        raise fail(first_error(exc, "visit type")) from exc
-    with connect(get_settings()) as conn:
-        try:
-            write(conn, change)
-        except VisitTypeError as exc:
-            raise fail(str(exc)) from exc
+    with connect(get_settings()) as conn, refusing(VisitTypeError):
+        write(conn, change)
 
 
 Description = Annotated[str | None, typer.Option(help="what these visits do")]
@@ -148,21 +141,13 @@ def visit_type_list() -> None:
     """Every visit type: settings, origins, whether the scheduler sends its visits
     (one a listing created is paused), whether this environment's workers serve
     it (REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY) and it has a loader."""
+    from app.cli.common import new_table
+
     settings = get_settings()
     loaders = installed_loaders()
-    table = Table(
-        "name",
-        "min interval",
-        "max interval",
-        "queue length",
-        "origins",
-        "scheduled",
-        "served",
-        "loader",
-        "time limit",
-        "retries",
-        "retry delay",
-        "description",
+    table = new_table(
+        "name, min interval, max interval, queue length, origins, scheduled, served, loader, "
+        "time limit, retries, retry delay, description"
     )
     with connect(settings) as conn:
         for r in list_visit_types(conn):

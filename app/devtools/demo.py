@@ -41,7 +41,7 @@ from app.listers.runs import schedule_lister
 from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.services.visit_types import VisitTypeChange, set_visit_type
-from app.settings import Settings
+from app.settings import PROCFILE_METRICS_PORTS, Settings
 
 PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
 
@@ -189,22 +189,9 @@ def _visit_line(r: Mapping[str, Any]) -> str:
     return f"  {stamp}  {name:<20} {what} {took}"
 
 
-#: The Procfile's metrics ports; the demo takes free ones for those not set, so
-#: it runs beside a deployment of the Procfile on the same host.
-PROCFILE_METRICS_PORTS = (
-    "REVISIT_SCHEDULER_METRICS_PORT",
-    "REVISIT_JOURNAL_METRICS_PORT",
-    "REVISIT_EXPRESS_WORKER_METRICS_PORT",
-    "REVISIT_SLOW_WORKER_METRICS_PORT",
-    "REVISIT_PRIORITY_WORKER_METRICS_PORT",
-    "REVISIT_API_METRICS_PORT",
-    "REVISIT_RPC_METRICS_PORT",
-    "REVISIT_LISTER_SCHEDULER_METRICS_PORT",
-    "REVISIT_LISTER_WORKER_METRICS_PORT",
-)
-
-
 def _metrics_ports(environ: Mapping[str, str]) -> dict[str, str]:
+    """Free ports for the Procfile's metrics ports not set, so that the demo runs
+    beside a deployment of the Procfile on the same host."""
     return {v: str(embedded.free_port()) for v in PROCFILE_METRICS_PORTS if v not in environ}
 
 

@@ -42,11 +42,13 @@ RequestId = Annotated[int, Field(ge=1, lt=2**63)]
 MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 
 
-class _Payload(BaseModel):
+class Payload(BaseModel):
+    """A message's payload: unknown fields refused, immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RequestVisit(_Payload):
+class RequestVisit(Payload):
     """Ask for a one-shot visit ("save code now"), served before recurrent visits."""
 
     url: OriginUrl
@@ -86,14 +88,14 @@ class RequestVisit(_Payload):
         return value
 
 
-class AdjustPriority(_Payload):
+class AdjustPriority(Payload):
     """Add ``delta`` to a blocked or pending request's priority adjustment (operators)."""
 
     request_id: int = Field(ge=1)
     delta: int = Field(ge=MIN_PRIORITY - MAX_PRIORITY, le=MAX_PRIORITY - MIN_PRIORITY)
 
 
-class AddForge(_Payload):
+class AddForge(Payload):
     """Add forge now: schedule a forge's lister, run its full listing now as a
     request, then the first visits of what it lists as requests waiting for it."""
 
@@ -110,7 +112,7 @@ class AddForge(_Payload):
     requested_by: StoredText | None = Field(default=None, max_length=200)
 
 
-class CancelRequest(_Payload):
+class CancelRequest(Payload):
     """Abort a blocked, pending, scheduled or running request (a running visit
     is stopped) and the open requests made for it."""
 
@@ -136,7 +138,7 @@ ListedOriginField = Annotated[
 ]
 
 
-class RecordListing(_Payload):
+class RecordListing(Payload):
     """A batch of a lister's output; ``full`` with ``last_batch`` ends a full listing."""
 
     lister_name: StoredText = Field(min_length=1, max_length=200)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import math
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -278,26 +277,15 @@ def strings_in(value: Any) -> list[str]:
     return []
 
 
-def _finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
-
-
 def check_loader_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` if PostgreSQL's jsonb takes them: UTF-8 text without NUL,
     finite numbers, at most MAX_LOADER_ARGUMENTS_BYTES of JSON."""
     for text in strings_in(arguments):
-        _utf8(text)
-        if "\x00" in text:
-            raise ValueError("holds a NUL character, which PostgreSQL cannot store")
-    if not _finite(arguments):
-        raise ValueError("holds a number that is not finite (NaN or infinity)")
-    size = len(json.dumps(arguments, separators=(",", ":")).encode("utf-8"))
+        check_text(text)
+    try:
+        size = len(json.dumps(arguments, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+    except ValueError:  # the one ValueError of json.dumps on decoded JSON
+        raise ValueError("holds a number that is not finite (NaN or infinity)") from None
     if size > MAX_LOADER_ARGUMENTS_BYTES:
         raise ValueError(f"{size} bytes of JSON, more than {MAX_LOADER_ARGUMENTS_BYTES}")
     return arguments

@@ -8,16 +8,13 @@ these fields, in JSON (datetimes as ISO 8601 with a time zone).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from app.inputs.api import Payload
 from app.listers.models import ListedOrigin, Lister
 
 
-class _Payload(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GetOrCreateLister(_Payload):
+class GetOrCreateLister(Payload):
     """Register a lister instance if new (``get_or_create_lister``)."""
 
     name: str = Field(min_length=1)
@@ -25,14 +22,14 @@ class GetOrCreateLister(_Payload):
     first_visits_queue_prefix: str | None = None
 
 
-class UpdateLister(_Payload):
+class UpdateLister(Payload):
     """Write a lister's state (``update_lister``); a stale ``updated`` is refused and
     the message dead-lettered with StaleData."""
 
     lister: Lister
 
 
-class RecordListedOrigins(_Payload):
+class RecordListedOrigins(Payload):
     """Upsert listed origins of registered listers (``record_listed_origins``)."""
 
     listed_origins: list[ListedOrigin] = Field(max_length=100_000)

@@ -13,10 +13,12 @@ and a bad one raises ListerInputError naming it, before anything is written.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
+
+from pydantic import Field, StrictBool, StrictStr
 
 from app.db import lister_api as sql
 from app.db import listings as db
@@ -30,6 +32,7 @@ from app.listers.models import (
     ListerInputError,
     OriginVisitStats,
     StaleData,
+    checked,
     parse,
 )
 from app.services.context import Context
@@ -52,6 +55,9 @@ REFERENCE_STATUS = {
     "not_found": "not_found",
 }
 
+#: A lister's name.
+Name = Annotated[str, Field(strict=True, min_length=1)]
+
 
 class ListerInterface:
     """The reference's lister methods on one connection (autocommit) and the
@@ -67,49 +73,50 @@ class ListerInterface:
         )
         return [Lister.model_validate(r) for r in rows]
 
-    def get_listers_by_id(self, lister_ids: list[Any]) -> list[Lister]:
+    @checked
+    def get_listers_by_id(self, lister_ids: list[UUID] | None) -> list[Lister]:
         """The lister instances of these ids (unknown ones are left out)."""
-        ids = [uuid_of(value, f"lister_ids[{i}]") for i, value in enumerate(lister_ids or [])]
-        rows = sql.listers_by_id(self.conn, ids)
+        rows = sql.listers_by_id(self.conn, lister_ids or [])
         return [Lister.model_validate(r) for r in rows]
 
-    def get_lister(self, name: str, instance_name: str | None = None) -> Lister | None:
+    @checked
+    def get_lister(self, name: Name, instance_name: str | None = None) -> Lister | None:
         """The lister instance, or None if it is not registered."""
-        row = sql.lister_by_name(self.conn, _text(name, "name"), instance_name or "")
+        row = sql.lister_by_name(self.conn, name, instance_name or "")
         return Lister.model_validate(row) if row else None
 
+    @checked
     def get_or_create_lister(
         self,
-        name: str,
+        name: Name,
         instance_name: str | None = None,
         first_visits_queue_prefix: str | None = None,
     ) -> Lister:
         """The lister instance, registered first if new (an existing one is unchanged)."""
         row = sql.get_or_create_lister(
-            self.conn, _text(name, "name"), instance_name or "", first_visits_queue_prefix
+            self.conn, name, instance_name or "", first_visits_queue_prefix
         )
         return Lister.model_validate(row)
 
-    def update_lister(self, lister: Any) -> Lister:
+    @checked
+    def update_lister(self, lister: Lister) -> Lister:
         """Write the lister's state; StaleData if ``updated`` is not the stored
         stamp (which moves only when the state is written)."""
-        given = parse(Lister, lister, "lister")
-        if given.id is None or given.updated is None:
+        if lister.id is None or lister.updated is None:
             raise ListerInputError("lister.id and lister.updated: required to update a lister")
         row = refusing_bad_values(
-            lambda: sql.update_lister(self.conn, given.model_dump()), "lister"
+            lambda: sql.update_lister(self.conn, lister.model_dump()), "lister"
         )
         if row is None:
             raise StaleData("Stale data; Lister state not updated")
         return Lister.model_validate(row)
 
+    @checked
     def record_listed_origins(
-        self, listed_origins: Iterable[Any], update_last_seen: bool = True
+        self, listed_origins: list[Any], update_last_seen: StrictBool = True
     ) -> list[ListedOrigin]:
         """Upsert the origins (one transaction per lister); return them as stored.
         ``update_last_seen`` False keeps the ``last_seen`` of those already listed."""
-        if not isinstance(update_last_seen, bool):
-            raise ListerInputError("update_last_seen: expected true or false")
         origins = [
             parse(ListedOrigin, o, f"listed_origins[{i}]") for i, o in enumerate(listed_origins)
         ]
@@ -194,19 +201,19 @@ class ListerInterface:
             token = (str(last.lister_id), last.url, last.visit_type)
         return ListedOriginPage(results=results, next_page_token=token)
 
-    def get_visit_types_for_listed_origins(self, lister: Any) -> list[str]:
+    @checked
+    def get_visit_types_for_listed_origins(self, lister: Lister) -> list[str]:
         """The visit types of the origins a lister has listed."""
-        given = parse(Lister, lister, "lister")
-        if given.id is None:
+        if lister.id is None:
             raise ListerInputError("lister.id: required")
-        return sql.lister_visit_types(self.conn, given.id)
+        return sql.lister_visit_types(self.conn, lister.id)
 
-    def origin_visit_stats_get(self, ids: Iterable[Any]) -> list[OriginVisitStats]:
+    @checked
+    def origin_visit_stats_get(
+        self, ids: list[tuple[StrictStr, StrictStr]] | None
+    ) -> list[OriginVisitStats]:
         """The visit stats of these (url, visit_type) pairs; unknown pairs are left out."""
-        pairs = [_pair(value, f"ids[{i}]") for i, value in enumerate(ids or [])]
-        if not pairs:
-            return []
-        return [_stats(r) for r in sql.visit_stats(self.conn, pairs)]
+        return [_stats(r) for r in sql.visit_stats(self.conn, ids)] if ids else []
 
     def visit_scheduler_queue_position_get(self) -> dict[str, int]:
         """The recurrent scheduler's queue position per visit type, in Unix seconds."""
@@ -224,12 +231,6 @@ def refusing_bad_values(write: Callable[[], Any], field: str) -> Any:
         raise ListerInputError(f"{field}: refused by the database: {detail}") from None
 
 
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ListerInputError(f"{field}: expected a non-empty string")
-    return value
-
-
 def uuid_of(value: Any, field: str) -> UUID:
     if isinstance(value, UUID):
         return value
@@ -237,16 +238,6 @@ def uuid_of(value: Any, field: str) -> UUID:
         return UUID(str(value))
     except ValueError:
         raise ListerInputError(f"{field}: not a UUID: {value!r}") from None
-
-
-def _pair(value: Any, field: str) -> tuple[str, str]:
-    if (
-        not isinstance(value, list | tuple)
-        or len(value) != 2
-        or not all(isinstance(v, str) for v in value)
-    ):
-        raise ListerInputError(f"{field}: expected a pair (url, visit_type)")
-    return str(value[0]), str(value[1])
 
 
 def _page_token(token: Any) -> tuple[UUID, str, str | None] | None:

@@ -8,7 +8,10 @@ naming the field, before anything is written.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 from uuid import UUID
@@ -20,9 +23,10 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    validate_call,
 )
 
-from app.inputs.api import first_error
+from app.inputs.api import Model, first_error
 
 
 class ListerInputError(ValueError):
@@ -110,7 +114,26 @@ class OriginVisitStats(ReferenceModel):
     successive_visits: int = 1
 
 
-Model = TypeVar("Model", bound=BaseModel)
+#: A date given as one (the wire format's), not as text or a number.
+Date = Annotated[datetime, Field(strict=True)]
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def checked(method: Method) -> Method:
+    """``method`` with its arguments validated as annotated (pydantic) before it
+    runs: a bad one raises ListerInputError naming it."""
+    validating, signature = validate_call(method), inspect.signature(method)
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:  # by name: an error names the argument, not its position
+            return validating(**signature.bind(*args, **kwargs).arguments)
+        except ValidationError as exc:
+            if exc.title != method.__qualname__:  # not an argument's
+                raise
+            raise ListerInputError(first_error(exc, "arguments")) from None
+
+    return call  # type: ignore[return-value]
 
 
 def parse(model: type[Model], value: Any, field: str) -> Model:

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StrictInt, StrictStr
 
 from app.db import lister_api as sql
 from app.db import tasks as db
@@ -38,16 +38,17 @@ from app.db.visit_types import list_visit_types
 from app.domain.lister_schedule import ScheduleError
 from app.domain.placement import MirrorRow
 from app.domain.policies import REGISTRY
-from app.inputs.api import AddForge, InvalidPayload, RequestVisit, validated
+from app.inputs.api import AddForge, InvalidPayload, Model, RequestVisit, validated
 from app.inputs.rules import check_visit_type
 from app.listers.forges import add_forge
-from app.listers.interface import ListerInterface, refusing_bad_values, uuid_of
+from app.listers.interface import ListerInterface, refusing_bad_values
 from app.listers.models import (
+    Date,
     ListedOrigin,
     ListerInputError,
-    Model,
     OriginVisitStats,
     ReferenceModel,
+    checked,
     parse,
 )
 from app.listers.plugin import UnknownListerPlugin, installed_listers
@@ -79,6 +80,15 @@ UNUSED_TASK_TYPE_FIELDS = ("backend_name", "default_interval", "backoff_factor")
 FIRST_VISITS = "first_visits_after_listing"
 #: Most origins one grab_next_visits call may take.
 MAX_GRAB = 10_000
+#: Task ids, one or a list; an id no task can have (beyond bigint) matches none.
+TaskIds = Annotated[
+    list[StrictInt],
+    BeforeValidator(lambda v: v if isinstance(v, list | tuple) else [v]),
+    AfterValidator(lambda ids: [i for i in ids if 0 < i < 2**63]),
+]
+#: One text, or a list of them.
+Texts = Annotated[list[StrictStr], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+Limit = Annotated[int, Field(strict=True, ge=0)]
 _RECURRING = (
     "revisit keeps no recurring load tasks: record the origin with origins/record (a "
     "lister's listed origin) and revisit's scheduler revisits it"
@@ -228,16 +238,16 @@ class TaskInterface(ListerInterface):
         """The task type of that name, or None."""
         return next((t for t in self.get_task_types() if t.type == task_type_name), None)
 
-    def create_task_type(self, task_type: Any) -> None:
+    @checked
+    def create_task_type(self, task_type: TaskType) -> None:
         """Create the visit type of a ``load-<visit type>`` task type (an existing
         one is left as it is); other task types are refused."""
-        given = parse(TaskType, task_type, "task_type")
-        if not given.type.startswith(LOAD):
+        if not task_type.type.startswith(LOAD):
             raise ListerInputError(
-                f"task_type.type: {given.type!r}: revisit creates only load-<visit type> task "
+                f"task_type.type: {task_type.type!r}: revisit creates only load-<visit type> task "
                 "types (listers are installed plugins: their task types come with them)"
             )
-        name = given.type[len(LOAD) :]
+        name = task_type.type[len(LOAD) :]
         if name in known_visit_types(self.conn):
             return
         try:
@@ -245,25 +255,24 @@ class TaskInterface(ListerInterface):
                 VisitTypeChange,
                 {
                     "name": name,
-                    "description": given.description or None,
-                    "min_interval_s": _seconds(given.min_interval),
-                    "max_interval_s": _seconds(given.max_interval),
-                    "max_queue_length": given.max_queue_length,
-                    "num_retries": given.num_retries,
-                    "retry_delay_s": _seconds(given.retry_delay),
+                    "description": task_type.description or None,
+                    "min_interval_s": _seconds(task_type.min_interval),
+                    "max_interval_s": _seconds(task_type.max_interval),
+                    "max_queue_length": task_type.max_queue_length,
+                    "num_retries": task_type.num_retries,
+                    "retry_delay_s": _seconds(task_type.retry_delay),
                 },
             )
             with self.conn.transaction():
                 add_visit_type(self.conn, change)
-                db.declare_task_type(self.conn, name, given.model_dump(mode="json"))
+                db.declare_task_type(self.conn, name, task_type.model_dump(mode="json"))
         except (InvalidPayload, VisitTypeError) as exc:
             raise ListerInputError(f"task_type: {exc}") from None
 
+    @checked
     def create_tasks(self, tasks: list[Any], policy: str = "recurring") -> list[Task]:
         """Make each one-shot load task a visit request, each recurring lister
         task its lister's schedule (all or none); the tasks created."""
-        if not isinstance(tasks, list | tuple):
-            raise ListerInputError("tasks: expected a list of tasks")
         known = known_visit_types(self.conn)
         parsed = [parse(Task, task, f"tasks[{i}]") for i, task in enumerate(tasks)]
         plans = [
@@ -336,35 +345,31 @@ class TaskInterface(ListerInterface):
         fields = {"url": url, "visit_type": visit_type, "priority": priority}
         return _validated(RequestVisit, fields | {"extra_loader_arguments": kwargs}, field)
 
-    def get_tasks(self, task_ids: list[Any]) -> list[Task]:
+    @checked
+    def get_tasks(self, task_ids: TaskIds) -> list[Task]:
         """The tasks of these ids (unknown ones are left out)."""
-        ids = _ids(task_ids, "task_ids")
-        return [Task.model_validate(r) for r in db.task_rows(self.conn, ids=ids)] if ids else []
+        rows = db.task_rows(self.conn, ids=task_ids) if task_ids else []
+        return [Task.model_validate(r) for r in rows]
 
+    @checked
     def search_tasks(
         self,
-        task_id: Any = None,
-        task_type: Any = None,
-        status: Any = None,
-        priority: Any = None,
-        policy: str | None = None,
-        before: datetime | None = None,
-        after: datetime | None = None,
-        limit: int | None = None,
+        task_id: TaskIds | None = None,
+        task_type: Texts | None = None,
+        status: Texts | None = None,
+        priority: Texts | None = None,
+        policy: Literal["oneshot", "recurring"] | None = None,
+        before: Date | None = None,
+        after: Date | None = None,
+        limit: Limit | None = None,
     ) -> list[Task]:
         """Tasks matching every criterion given, in id order."""
-        if policy not in (None, "oneshot", "recurring"):
-            raise ListerInputError(f"policy: expected oneshot or recurring, got {policy!r}")
-        _check_limit(limit)
-        for name, value in (("before", before), ("after", after)):
-            if value is not None and not isinstance(value, datetime):
-                raise ListerInputError(f"{name}: expected a date")
         rows = db.task_rows(
             self.conn,
-            ids=_ids(task_id, "task_id") if task_id else None,
-            types=_texts(task_type, "task_type"),
-            statuses=_texts(status, "status"),
-            priorities=_texts(priority, "priority"),
+            ids=task_id or None,
+            types=task_type,
+            statuses=status,
+            priorities=priority,
             policy=policy,
             before=before,
             after=after,
@@ -372,20 +377,20 @@ class TaskInterface(ListerInterface):
         )
         return [Task.model_validate(r) for r in rows]
 
-    def get_task_runs(self, task_ids: list[Any], limit: int | None = None) -> list[TaskRun]:
+    @checked
+    def get_task_runs(self, task_ids: TaskIds, limit: Limit | None = None) -> list[TaskRun]:
         """The run of each of these tasks that has been sent to a worker."""
-        ids = _ids(task_ids, "task_ids")
-        _check_limit(limit)
-        if not ids:
+        if not task_ids:
             return []
-        rows = db.task_rows(self.conn, ids=ids)
+        rows = db.task_rows(self.conn, ids=task_ids)
         runs = [_run(r) for r in rows if r["run_status"] is not None]
         return runs[:limit] if limit else runs
 
-    def disable_tasks(self, task_ids: list[Any]) -> None:
+    @checked
+    def disable_tasks(self, task_ids: TaskIds) -> None:
         """Cancel the requests of these tasks (those already done stay as they
         are); pause the schedules of lister tasks (`revisit lister resume`)."""
-        rows = db.task_rows(self.conn, ids=_ids(task_ids, "task_ids"))
+        rows = db.task_rows(self.conn, ids=task_ids)
         namespace = self.ctx.settings.redis_namespace
         for row in rows:
             if row["lister_id"] is not None:
@@ -395,16 +400,17 @@ class TaskInterface(ListerInterface):
                     self.conn, self.ctx.redis, namespace, row["request_id"], self.clock()
                 )
 
+    @checked
     def grab_next_visits(
         self,
         visit_type: str,
-        count: int,
+        count: Annotated[int, Field(strict=True, ge=0, le=MAX_GRAB)],
         policy: str,
         enabled: bool = True,
-        lister_uuid: str | None = None,
+        lister_uuid: UUID | None = None,
         lister_name: str | None = None,
         lister_instance_name: str | None = None,
-        timestamp: datetime | None = None,
+        timestamp: Date | None = None,
         absolute_cooldown: timedelta | None = None,
         scheduled_cooldown: timedelta | None = None,
         failed_cooldown: timedelta | None = None,
@@ -424,11 +430,9 @@ class TaskInterface(ListerInterface):
             raise UnknownPolicy(f"policy: unknown policy {policy!r} (known: {known})")
         if visit_type not in known_visit_types(self.conn):
             raise ListerInputError(f"visit_type: unknown visit type {visit_type!r}")
-        if not isinstance(count, int) or not 0 <= count <= MAX_GRAB:
-            raise ListerInputError(f"count: expected an integer from 0 to {MAX_GRAB}")
         if enabled is not True:
             raise ListerInputError("enabled: revisit schedules enabled origins only")
-        now = timestamp if isinstance(timestamp, datetime) else self.clock()
+        now = timestamp or self.clock()
         if lister_uuid or lister_name or lister_instance_name or policy == FIRST_VISITS:
             lister = self._grab_lister(lister_uuid, lister_name, lister_instance_name)
             if lister is None:
@@ -448,11 +452,11 @@ class TaskInterface(ListerInterface):
         return [ListedOrigin.model_validate(listed[p]) for p in pairs if p in listed]
 
     def _grab_lister(
-        self, lister_uuid: Any, name: Any, instance_name: Any
+        self, lister_uuid: UUID | None, name: Any, instance_name: Any
     ) -> dict[str, Any] | None:
         """The lister whose first visits grab_next_visits takes (None: not registered)."""
         if lister_uuid:
-            found = sql.listers_by_id(self.conn, [uuid_of(lister_uuid, "lister_uuid")])
+            found = sql.listers_by_id(self.conn, [lister_uuid])
             return found[0] if found else None
         if not isinstance(name, str) or not name:
             raise ListerInputError(
@@ -460,12 +464,13 @@ class TaskInterface(ListerInterface):
             )
         return sql.lister_by_name(self.conn, name, instance_name or "")
 
-    def visit_scheduler_queue_position_set(self, visit_type: str, position: int) -> None:
+    @checked
+    def visit_scheduler_queue_position_set(
+        self, visit_type: str, position: Annotated[int, Field(strict=True, ge=0, lt=2**35)]
+    ) -> None:
         """Set the recurrent scheduler's queue position of ``visit_type`` (Unix
         seconds); a visit type revisit does not know is created paused."""
         name = _visit_type(visit_type, "visit_type")
-        if not isinstance(position, int) or not 0 <= position < 2**35:
-            raise ListerInputError("position: expected Unix seconds")
         with self.conn.transaction():
             add_listed_visit_types(self.conn, {name}, self.clock())
             db.set_queue_position(self.conn, name, position)
@@ -504,14 +509,12 @@ class TaskInterface(ListerInterface):
 
         place_rows(self.ctx, refusing_bad_values(write, "origin_visit_stats"), now)
 
+    @checked
     def get_metrics(
-        self, lister_id: Any = None, visit_type: str | None = None
+        self, lister_id: UUID | None = None, visit_type: str | None = None
     ) -> list[SchedulerMetrics]:
         """The coverage figures of ``scheduler_metrics`` (of one lister, one visit type)."""
-        wanted = uuid_of(lister_id, "lister_id") if lister_id is not None else None
-        if visit_type is not None and not isinstance(visit_type, str):
-            raise ListerInputError("visit_type: expected a string")
-        rows = db.scheduler_metrics(self.conn, wanted, visit_type)
+        rows = db.scheduler_metrics(self.conn, lister_id, visit_type)
         return [SchedulerMetrics.model_validate(r) for r in rows]
 
 
@@ -562,29 +565,8 @@ def _validated(model: type[Model], fields: dict[str, Any], field: str) -> Model:
         raise ListerInputError(f"{field}.arguments: {exc}") from None
 
 
-def _check_limit(limit: Any) -> None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise ListerInputError("limit: expected a non-negative integer")
-
-
 def _seconds(value: timedelta | None) -> float | None:
     return value.total_seconds() if value is not None else None
-
-
-def _ids(value: Any, field: str) -> list[int]:
-    values = value if isinstance(value, list | tuple) else [value]
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ListerInputError(f"{field}: expected task ids (integers)")
-    return [v for v in values if 0 < v < 2**63]
-
-
-def _texts(value: Any, field: str) -> list[str] | None:
-    if value is None:
-        return None
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
-        raise ListerInputError(f"{field}: expected a string or a list of strings")
-    return list(values)
 
 
 def _run(row: dict[str, Any]) -> TaskRun:

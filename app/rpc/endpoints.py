@@ -13,17 +13,14 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from uuid import UUID
 
 import psycopg
 
-from app.db.metrics import refresh_scheduler_metrics
-from app.listers.interface import uuid_of
-from app.listers.models import ListerInputError, StaleData
+from app.listers.models import Date, ListerInputError, StaleData, checked
 from app.listers.tasks import SchedulerMetrics, TaskInterface, UnknownPolicy
 from app.rpc.codec import UndecodableBody, decode, encode, encode_error
-from monitoring.coverage import ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S
+from monitoring.coverage import ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S, refresh_coverage
 
 log = logging.getLogger("revisit.rpc")
 
@@ -85,20 +82,15 @@ Response = tuple[int, bytes]
 class RpcInterface(TaskInterface):
     """TaskInterface and what needs the monitoring layer: ``update_metrics``."""
 
+    @checked
     def update_metrics(
-        self, lister_id: Any = None, timestamp: datetime | None = None
+        self, lister_id: UUID | None = None, timestamp: Date | None = None
     ) -> list[SchedulerMetrics]:
         """Refresh ``scheduler_metrics`` now (or at ``timestamp``) as the scheduler
         process does every minute; the figures (of one lister instance)."""
-        if timestamp is not None and not isinstance(timestamp, datetime):
-            raise ListerInputError("timestamp: expected a date")
-        wanted = uuid_of(lister_id, "lister_id") if lister_id is not None else None
         now = timestamp or self.clock()
-        active_since = now - timedelta(seconds=ACTIVE_WINDOW_S)
-        refresh_scheduler_metrics(
-            self.conn, now, active_since, now - timedelta(seconds=NEVER_VISITED_THRESHOLD_S)
-        )
-        return self.get_metrics(wanted)
+        refresh_coverage(self.conn, now, ACTIVE_WINDOW_S, NEVER_VISITED_THRESHOLD_S)
+        return self.get_metrics(lister_id)
 
 
 def unavailable(exc: psycopg.OperationalError) -> Response:
