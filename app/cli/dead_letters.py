@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail
+from app.cli.common import console, fail, refusing
 from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
@@ -138,7 +139,7 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.kafka.client import read_dead_letters, replay
+    from app.kafka.client import PublishError, read_dead_letters, replay
     from app.kafka.codec import decode
 
     settings = get_settings()
@@ -161,5 +162,12 @@ def dead_letters_journal(
     console.print(table)
     console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
     if replay_them and letters:
-        replay(settings, letters)
+        # One line says why a replay failed, not a warning per replaced producer.
+        logging.getLogger("revisit.kafka").setLevel(logging.ERROR)
+        refused = (
+            f"--replay: {settings.journal_topic} did not take them all (fix REVISIT_JOURNAL_TOPIC "
+            f"or REVISIT_KAFKA_BROKERS and run again; they stay in {settings.dead_letter_topic}): "
+        )
+        with refusing(PublishError, prefix=refused, code=3):
+            replay(settings, letters)
         console.print(f"replayed {len(letters)} to {settings.journal_topic}")
