@@ -1,6 +1,6 @@
 """What the worker processes share in Redis beside Dramatiq's queues: who serves
-each queue, how long and how their visits ended, which requests were aborted,
-each hoster's concurrent-visit slots.
+each queue, how long its visits took and how they ended, which requests were
+aborted, each hoster's concurrent-visit slots.
 
 Each worker process registers its thread count for the queues it consumes
 (``actors.registry.WorkerRegistry``) and the visit actor records each visit's
