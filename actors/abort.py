@@ -21,7 +21,7 @@ from types import TracebackType
 from dramatiq.middleware import Interrupt, raise_thread_exception
 
 from queues.errors import Redis, RedisError
-from queues.keys import aborted_requests
+from queues.workers import take_abort
 
 #: How often a running request's visit looks for its abort.
 POLL_S = 0.5
@@ -37,7 +37,7 @@ class AbortWatch:
 
     def __init__(self, client: Redis, namespace: str, request_id: int) -> None:
         self._client = client
-        self._key = aborted_requests(namespace)
+        self._namespace = namespace
         self._request_id = request_id
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -68,7 +68,7 @@ class AbortWatch:
     def _watch(self) -> None:
         while not self._stop.wait(POLL_S):
             try:
-                hit = self._client.srem(self._key, self._request_id)
+                hit = take_abort(self._client, self._namespace, self._request_id)
             except RedisError:
                 continue  # Redis away: the visit goes on, the next poll retries
             if hit:

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from dramatiq import Middleware
-from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL
 
 from app.inputs.api import InvalidPayload
 from app.inputs.rules import without_userinfo
+from queues.dramatiq_queues import record_reason, rewrite_message
 from queues.errors import Redis
-from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys, dead_letter_reason
 
 #: Longest reason kept (the exception's text, not its traceback).
 MAX_REASON_CHARS = 1000
@@ -46,12 +45,6 @@ class DeadLetterReasons(Middleware):
         if exception is None or not message.failed or redis_id is None:
             return
         reason = without_userinfo(f"{type(exception).__name__}: {exception}")[:MAX_REASON_CHARS]
-        self.client.set(
-            dead_letter_reason(self.namespace, redis_id), reason, px=DEFAULT_DEAD_MESSAGE_TTL
-        )
+        record_reason(self.client, self.namespace, redis_id, reason)
         if isinstance(exception, InvalidPayload):
-            key = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, message.queue_name).messages
-            stored = self.client.hget(key, redis_id)
-            if isinstance(stored, bytes):
-                text = without_userinfo(stored.decode("utf-8", "surrogateescape"))
-                self.client.hset(key, redis_id, text.encode("utf-8", "surrogateescape"))
+            rewrite_message(self.client, message.queue_name, redis_id, without_userinfo)

@@ -20,13 +20,12 @@ import dramatiq
 from dramatiq import Middleware
 from dramatiq.middleware import MiddlewareError
 from dramatiq.rate_limits import ConcurrentRateLimiter
-from dramatiq.rate_limits.backends import RedisBackend
 
 from app.domain.hosts import hoster_limit, hoster_of
 from app.domain.lanes import MAX_TIME_LIMIT_S
 from monitoring.metrics import HOSTER_BUSY
 from queues.errors import Redis
-from queues.keys import hoster_slots
+from queues.workers import hoster_limiter
 
 log = logging.getLogger("revisit.worker")
 #: A slot outlives its visit's time limit by this (ms), so that a crashed
@@ -54,9 +53,7 @@ class HosterLimits(Middleware):
 
     @cache  # noqa: B019 - one limiter per hoster and TTL for the worker process's life
     def _limiter(self, host: str, limit: int, ttl_ms: int) -> ConcurrentRateLimiter:
-        backend = RedisBackend(client=self.client)
-        key = hoster_slots(self.namespace, host)
-        return ConcurrentRateLimiter(backend, key, limit=limit, ttl=ttl_ms)  # type: ignore[no-untyped-call]
+        return hoster_limiter(self.client, self.namespace, host, limit, ttl_ms)
 
     def before_process_message(self, broker: Any, message: Any) -> None:
         """Take a slot of the visit's hoster, or raise HosterBusy."""

@@ -19,8 +19,7 @@ from dramatiq import Middleware
 from actors.loop import run_every
 from queues.dramatiq_broker import served_queues, worker_threads
 from queues.errors import Redis
-from queues.keys import queue_workers
-from queues.workers import REFRESH_S
+from queues.workers import REFRESH_S, register, unregister
 
 log = logging.getLogger("revisit.workers")
 
@@ -37,19 +36,12 @@ class WorkerRegistry(Middleware):
         """Register now and every ``REFRESH_S`` until shutdown (through Redis outages)."""
         queues, threads = served_queues(broker, worker), worker_threads(worker)
 
-        def register(now: datetime) -> None:
-            pipe = self.client.pipeline(transaction=False)
-            for queue in queues:
-                key = queue_workers(self.namespace, queue)
-                pipe.hset(key, str(os.getpid()), f"{threads}|{now.timestamp():.0f}")
-            pipe.execute()
+        def refresh(now: datetime) -> None:
+            register(self.client, self.namespace, queues, os.getpid(), threads, now.timestamp())
 
-        refresh = functools.partial(run_every, register, REFRESH_S, self._stop, log, "registering")
-        threading.Thread(target=refresh, daemon=True, name="revisit-registry").start()
+        run = functools.partial(run_every, refresh, REFRESH_S, self._stop, log, "registering")
+        threading.Thread(target=run, daemon=True, name="revisit-registry").start()
 
     def before_worker_shutdown(self, broker: Any, worker: Any) -> None:
         self._stop.set()
-        pipe = self.client.pipeline(transaction=False)
-        for queue in broker.get_declared_queues():
-            pipe.hdel(queue_workers(self.namespace, queue), str(os.getpid()))
-        pipe.execute()
+        unregister(self.client, self.namespace, broker.get_declared_queues(), os.getpid())

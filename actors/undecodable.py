@@ -16,13 +16,11 @@ import time
 from typing import Any
 
 from dramatiq import Middleware
-from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL
 
 from actors.loop import run_every
 from queues.dramatiq_broker import served_queues
-from queues.dramatiq_queues import dead_letter_undecodable
+from queues.dramatiq_queues import dead_letter_undecodable, record_reason
 from queues.errors import Redis
-from queues.keys import DRAMATIQ_NAMESPACE, dead_letter_reason
 
 #: How often each worker process dead-letters the messages of its queues that
 #: Dramatiq cannot decode.
@@ -45,11 +43,8 @@ class SweepUndecodable(Middleware):
         moved = 0
         for queue in queues:
             now_ms = int(time.time() * 1000)
-            for message_id in dead_letter_undecodable(
-                self.client, DRAMATIQ_NAMESPACE, queue, now_ms
-            ):
-                key = dead_letter_reason(self.namespace, message_id)
-                self.client.set(key, REASON, px=DEFAULT_DEAD_MESSAGE_TTL)
+            for message_id in dead_letter_undecodable(self.client, queue, now_ms):
+                record_reason(self.client, self.namespace, message_id, REASON)
                 log.warning("dead-lettered undecodable message %s of %s", message_id, queue)
                 moved += 1
         return moved

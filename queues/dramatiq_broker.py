@@ -93,7 +93,7 @@ TUNING_OPTIONS = ("visit_time_limit", "max_retries", "min_backoff", "max_backoff
 def queue_depth(broker: RedisBroker, queue_name: str) -> int:
     """Visits a queue holds against its max length: waiting, running and delayed,
     less the other messages ``LeaveOutOfDepth`` saw sent to it."""
-    return depths(broker.client, broker.namespace, [queue_name])[queue_name].visits
+    return depths(broker.client, [queue_name])[queue_name].visits
 
 
 class LeaveOutOfDepth(dramatiq.Middleware):

@@ -1,21 +1,32 @@
-"""Dramatiq's queues in Redis, read and repaired: their depth and dead letters.
+"""Dramatiq's queues in Redis, read and repaired: their depth, their dead
+letters and why each died.
 
-The key names are ``queues.keys.DramatiqQueueKeys`` (Dramatiq's layout, the one
-place revisit spells it); ``tests/integration/test_broker.py`` and
-``test_dead_letters.py`` check it against a real Dramatiq broker and worker.
+The key names are ``queues.keys.DramatiqQueueKeys`` in Dramatiq's namespace
+(Dramatiq's layout, the one place revisit spells it);
+``tests/integration/test_broker.py`` and ``test_dead_letters.py`` check it
+against a real Dramatiq broker and worker. The reasons are revisit's keys, in
+its namespace (``REVISIT_REDIS_NAMESPACE``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 from dramatiq import Message
+from dramatiq.brokers.redis import DEFAULT_DEAD_MESSAGE_TTL
 from dramatiq.errors import DecodeError
 
 from queues import lua
-from queues.keys import DRAMATIQ_DEAD_SUFFIX, DramatiqQueueKeys, uncounted_messages
+from queues.keys import (
+    DRAMATIQ_DEAD_SUFFIX,
+    DRAMATIQ_NAMESPACE,
+    DramatiqQueueKeys,
+    dead_letter_reason,
+    uncounted_messages,
+)
 
 
 @dataclass(frozen=True)
@@ -48,16 +59,16 @@ class DeadLetter:
     raw: bytes
 
 
-def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, QueueDepth]:
+def depths(client: redis.Redis, queues: list[str]) -> dict[str, QueueDepth]:
     """Depth of each queue, in one round trip."""
     pipe = client.pipeline(transaction=False)
     for q in queues:
-        keys = DramatiqQueueKeys(namespace, q)
+        keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, q)
         pipe.llen(keys.waiting)
         pipe.hlen(keys.messages)
         pipe.hlen(keys.delayed_messages)
         pipe.zcard(keys.dead)
-        uncounted = uncounted_messages(namespace, q)
+        uncounted = uncounted_messages(DRAMATIQ_NAMESPACE, q)
         pipe.eval(lua("uncounted"), 3, uncounted, keys.messages, keys.delayed_messages)
     values = [int(v) for v in pipe.execute()]
     found = {}
@@ -67,20 +78,20 @@ def depths(client: redis.Redis, namespace: str, queues: list[str]) -> dict[str, 
     return found
 
 
-def dead_letter_queues(client: redis.Redis, namespace: str) -> list[str]:
+def dead_letter_queues(client: redis.Redis) -> list[str]:
     """Every queue holding dead letters."""
     suffix = DRAMATIQ_DEAD_SUFFIX
-    pattern = DramatiqQueueKeys(namespace, "*").dead
+    pattern = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, "*").dead
     names = {
-        key.decode()[len(namespace) + 1 : -len(suffix)]
+        key.decode()[len(DRAMATIQ_NAMESPACE) + 1 : -len(suffix)]
         for key in client.scan_iter(match=pattern, count=1000)
     }
     return sorted(names)
 
 
-def dead_letters(client: redis.Redis, namespace: str, queue: str, limit: int) -> list[DeadLetter]:
+def dead_letters(client: redis.Redis, queue: str, limit: int) -> list[DeadLetter]:
     """The oldest ``limit`` dead letters of a queue."""
-    keys = DramatiqQueueKeys(namespace, queue)
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue)
     entries: list[tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
         keys.dead, 0, limit - 1, withscores=True
     )
@@ -111,20 +122,18 @@ def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
     return client.register_script(lua(name))
 
 
-def requeue(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
+def requeue(client: redis.Redis, queue: str, message_id: str) -> bool:
     """Put a dead letter back at the end of its queue; False if it is not there."""
-    return _dead_letter(client, namespace, queue, "requeue", message_id)
+    return _dead_letter(client, queue, "requeue", message_id)
 
 
-def drop(client: redis.Redis, namespace: str, queue: str, message_id: str) -> bool:
+def drop(client: redis.Redis, queue: str, message_id: str) -> bool:
     """Delete a dead letter for good; False if it is not there."""
-    return _dead_letter(client, namespace, queue, "drop", message_id)
+    return _dead_letter(client, queue, "drop", message_id)
 
 
-def _dead_letter(
-    client: redis.Redis, namespace: str, queue: str, action: str, message_id: str
-) -> bool:
-    keys = DramatiqQueueKeys(namespace, queue)
+def _dead_letter(client: redis.Redis, queue: str, action: str, message_id: str) -> bool:
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue)
     script_keys = [keys.dead, keys.dead_messages, keys.waiting, keys.messages]
     return bool(_script(client)(keys=script_keys, args=[action, message_id]))
 
@@ -133,15 +142,13 @@ def _dead_letter(
 NO_BODY = b"(no message body)"
 
 
-def dead_letter_undecodable(
-    client: redis.Redis, namespace: str, queue: str, now_ms: int
-) -> list[str]:
+def dead_letter_undecodable(client: redis.Redis, queue: str, now_ms: int) -> list[str]:
     """Move what Dramatiq's consumer cannot run (a body that is not a Dramatiq
     message, an id without a body) to the queue's dead letters; return their ids.
 
     Dramatiq fails on them and leaves them unacknowledged for ever.
     """
-    keys = DramatiqQueueKeys(namespace, queue)
+    keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue)
     msgs = keys.messages
     acks = [k.decode() for k in client.scan_iter(match=keys.acks("*"))]
     held: set[bytes] = set(client.lrange(keys.waiting, 0, -1))  # type: ignore[arg-type]
@@ -159,3 +166,30 @@ def dead_letter_undecodable(
         for mode, message_id in candidates
         if script(keys=script_keys, args=[mode, message_id, now_ms, NO_BODY])
     ]
+
+
+def record_reason(client: redis.Redis, namespace: str, message_id: str, reason: str) -> None:
+    """Keep why a message was dead-lettered as long as Dramatiq keeps the dead letter
+    (``namespace``: revisit's)."""
+    client.set(dead_letter_reason(namespace, message_id), reason, px=DEFAULT_DEAD_MESSAGE_TTL)
+
+
+def reasons(client: redis.Redis, namespace: str, message_ids: list[str]) -> list[str | None]:
+    """Why each of ``message_ids`` was dead-lettered (None: not recorded), in one round trip."""
+    if not message_ids:
+        return []
+    keys = [dead_letter_reason(namespace, message_id) for message_id in message_ids]
+    values: list[bytes | None] = client.mget(keys)  # type: ignore[assignment]
+    return [v.decode() if v else None for v in values]
+
+
+def rewrite_message(
+    client: redis.Redis, queue: str, message_id: str, change: Callable[[str], str]
+) -> None:
+    """Replace the stored body of a waiting or running message of ``queue`` by
+    ``change`` of its text (bytes that are not UTF-8 kept as they are)."""
+    key = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue).messages
+    stored = client.hget(key, message_id)
+    if isinstance(stored, bytes):
+        text = change(stored.decode("utf-8", "surrogateescape"))
+        client.hset(key, message_id, text.encode("utf-8", "surrogateescape"))

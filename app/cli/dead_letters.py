@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail
+from app.cli.common import console, fail, refusing
 from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
-from queues.keys import DRAMATIQ_NAMESPACE, dead_letter_reason
 
 dead_letters_app = typer.Typer(
     rich_markup_mode=None,
@@ -23,16 +23,12 @@ dead_letters_app = typer.Typer(
 
 def _reasons(ids: list[str]) -> list[str]:
     settings = get_settings()
-    if not ids:
-        return []
-    keys = [dead_letter_reason(settings.redis_namespace, i) for i in ids]
-    values: list[bytes | None] = redis_client(settings).mget(keys)  # type: ignore[assignment]
-    return [v.decode() if v else "(not recorded)" for v in values]
+    found = dq.reasons(redis_client(settings), settings.redis_namespace, ids)
+    return [reason or "(not recorded)" for reason in found]
 
 
 def _queues(queue: str | None) -> list[str]:
-    settings = get_settings()
-    found = dq.dead_letter_queues(redis_client(settings), DRAMATIQ_NAMESPACE)
+    found = dq.dead_letter_queues(redis_client(get_settings()))
     if queue is None:
         return found
     if queue not in found:
@@ -51,7 +47,7 @@ def dead_letters_list(
     table = Table("queue", "message id", "died", "actor", "what", "reason")
     total = 0
     for name in _queues(queue):
-        letters = dq.dead_letters(client, DRAMATIQ_NAMESPACE, name, limit)
+        letters = dq.dead_letters(client, name, limit)
         total += len(letters)
         for letter, reason in zip(letters, _reasons([x.message_id for x in letters]), strict=True):
             what = letter.kwargs.get("url") or str(letter.kwargs.get("payload", ""))[:60]
@@ -71,8 +67,7 @@ def dead_letters_list(
 @dead_letters_app.command("show")
 def dead_letters_show(queue: str, message_id: str) -> None:
     """One dead letter: the message as sent, and why it died."""
-    settings = get_settings()
-    letters = dq.dead_letters(redis_client(settings), DRAMATIQ_NAMESPACE, queue, 10_000)
+    letters = dq.dead_letters(redis_client(get_settings()), queue, 10_000)
     letter = next((x for x in letters if x.message_id == message_id), None)
     if letter is None:
         raise fail(f"MESSAGE_ID: no dead letter {message_id!r} in {queue!r}", code=1)
@@ -83,18 +78,16 @@ def dead_letters_show(queue: str, message_id: str) -> None:
 def _act(
     queue: str, message_ids: list[str], everything: bool, *, requeue: bool, ask: bool = False
 ) -> None:
-    settings = get_settings()
-    client = redis_client(settings)
-    ns = DRAMATIQ_NAMESPACE
+    client = redis_client(get_settings())
     if everything:
-        message_ids = [x.message_id for x in dq.dead_letters(client, ns, queue, 1_000_000)]
+        message_ids = [x.message_id for x in dq.dead_letters(client, queue, 1_000_000)]
         question = f"drop the {len(message_ids)} dead letter(s) of {queue} for good?"
         if ask and message_ids and not typer.confirm(question, err=True):
             raise fail("nothing dropped (--yes: do not ask)", code=1)
     elif not message_ids:
         raise fail("MESSAGE_IDS: give message ids, or --all")
     action = dq.requeue if requeue else dq.drop
-    done = sum(action(client, ns, queue, message_id) for message_id in message_ids)
+    done = sum(action(client, queue, message_id) for message_id in message_ids)
     missing = len(message_ids) - done
     console.print(f"{'requeued' if requeue else 'dropped'} {done} message(s) of {queue}")
     if missing:
@@ -138,7 +131,7 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.kafka.client import read_dead_letters, replay
+    from app.kafka.client import PublishError, read_dead_letters, replay
     from app.kafka.codec import decode
 
     settings = get_settings()
@@ -161,5 +154,12 @@ def dead_letters_journal(
     console.print(table)
     console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
     if replay_them and letters:
-        replay(settings, letters)
+        # One line says why a replay failed, not a warning per replaced producer.
+        logging.getLogger("revisit.kafka").setLevel(logging.ERROR)
+        refused = (
+            f"--replay: {settings.journal_topic} did not take them all (fix REVISIT_JOURNAL_TOPIC "
+            f"or REVISIT_KAFKA_BROKERS and run again; they stay in {settings.dead_letter_topic}): "
+        )
+        with refusing(PublishError, prefix=refused, code=3):
+            replay(settings, letters)
         console.print(f"replayed {len(letters)} to {settings.journal_topic}")

@@ -19,8 +19,7 @@ from app.domain.queue_names import lane_queue
 from app.services.context import Context
 from app.services.status import LaneStatus, Snapshot, VisitTypeStatus, pool_total, rates
 from queues import dramatiq_queues as dq
-from queues.keys import DRAMATIQ_NAMESPACE, visit_outcomes
-from queues.workers import capacities
+from queues.workers import capacities, outcomes
 
 #: The request statuses the live view counts, in its column's order.
 REQUEST_COLUMNS = ("blocked", "pending", "scheduled", "running")
@@ -30,7 +29,7 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
     """Read the state of ``visit_types`` now (``at`` stamps it)."""
     settings = ctx.settings
     queues = [lane_queue(vt, lane) for vt in visit_types for lane in LANES]
-    depths = dq.depths(ctx.redis, DRAMATIQ_NAMESPACE, queues)
+    depths = dq.depths(ctx.redis, queues)
     capacity = capacities(ctx.redis, settings.redis_namespace, queues)
     requests = open_requests(conn)
     drift = schedule_drift(conn, at)
@@ -41,14 +40,11 @@ def snapshot(conn: DictConnection, ctx: Context, visit_types: list[str], at: dat
         for lane in LANES:
             queue = lane_queue(vt, lane)
             lanes[lane] = LaneStatus(depths[queue], capacity[queue].threads)
-        raw: dict[bytes, bytes] = ctx.redis.hgetall(visit_outcomes(settings.redis_namespace, vt))  # type: ignore[assignment]
-        outcomes = {k.decode(): int(v) for k, v in raw.items()}
+        ended = outcomes(ctx.redis, settings.redis_namespace, vt)
         corrupt = ctx.mirror.corruptions(vt, members=False)
         warnings += [f"{vt}: the mirror holds {c}" for c in corrupt]
         places = {} if corrupt else ctx.mirror.sizes(vt)
-        found.append(
-            VisitTypeStatus(vt, places, lanes, outcomes, requests.get(vt, {}), drift.get(vt))
-        )
+        found.append(VisitTypeStatus(vt, places, lanes, ended, requests.get(vt, {}), drift.get(vt)))
     return Snapshot(at, found, warnings)
 
 

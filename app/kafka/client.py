@@ -40,6 +40,8 @@ STOP_CHECK_S = 0.25
 FIRST_FETCH_S = 5.0
 #: How long a repeated librdkafka message (same facility) stays silent.
 KAFKA_LOG_REPEAT_S = 60.0
+#: How long ``revisit dead-letters journal --replay`` waits for the journal topic.
+REPLAY_TIMEOUT_S = 30.0
 
 
 class OncePer(logging.Filter):
@@ -398,6 +400,7 @@ def _headers(raw: Any) -> dict[str, str]:
 
 def replay(settings: Settings, letters: list[JournalDeadLetter]) -> None:
     """Publish dead letters to the journal topic again (the journal's processing
-    is idempotent, so a message replayed twice counts once)."""
+    is idempotent, so a message replayed twice counts once); PublishError if the
+    broker does not take them all within ``REPLAY_TIMEOUT_S``."""
     records = [Record(settings.journal_topic, letter.value, letter.key) for letter in letters]
-    ResilientProducer(settings).send(records, timeout_s=30.0)
+    ResilientProducer(settings).send(records, timeout_s=REPLAY_TIMEOUT_S)

@@ -33,7 +33,7 @@ from app.inputs.rules import without_userinfo
 from app.services.context import Context
 from app.services.mirror_sync import place_rows
 from queues.errors import Redis
-from queues.keys import aborted_requests
+from queues.workers import abort
 
 log = logging.getLogger("revisit.requests")
 
@@ -227,7 +227,7 @@ def cancel_request(
     # Only a scheduled or running request can be at a worker (blocked ones were never sent).
     sent = [i for i, s in {request_id: was, **children}.items() if s in ("scheduled", "running")]
     if sent:
-        client.sadd(aborted_requests(namespace), *sent)
+        abort(client, namespace, sent)
     return aborted
 
 

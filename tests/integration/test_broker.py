@@ -122,7 +122,7 @@ def test_a_queues_depth_counts_its_visits_and_not_the_late_statuses_sent_to_it(
     broker.enqueue(late)
     broker.enqueue(late, delay=60_000)  # a retry waiting out its backoff
     assert queue_depth(broker, queue) == 3
-    assert depths(broker.client, broker.namespace, [queue])[queue].others == 2
+    assert depths(broker.client, [queue])[queue].others == 2
 
 
 def test_a_late_status_that_left_its_queue_is_no_longer_left_out_of_its_depth(

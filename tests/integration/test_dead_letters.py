@@ -48,12 +48,11 @@ def test_a_failed_message_is_listed_with_its_reason_then_requeued_and_done(
     settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
 ) -> None:
     broker, seen = worker
-    ns = DRAMATIQ_NAMESPACE
     broker.get_actor("flaky").send("apple")
     client = broker.client  # type: ignore[attr-defined]
-    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 1, 20, "a dead letter")
-    assert dq.dead_letter_queues(client, ns) == [QUEUE]
-    [letter] = dq.dead_letters(client, ns, QUEUE, 10)
+    wait_for(lambda: dq.depths(client, [QUEUE])[QUEUE].dead == 1, 20, "a dead letter")
+    assert dq.dead_letter_queues(client) == [QUEUE]
+    [letter] = dq.dead_letters(client, QUEUE, 10)
     assert (letter.actor, letter.queue) == ("flaky", QUEUE)
     listed = cli("dead-letters", "list")
     assert listed.returncode == 0, listed.stderr
@@ -66,7 +65,7 @@ def test_a_failed_message_is_listed_with_its_reason_then_requeued_and_done(
     assert requeued.returncode == 0, requeued.stderr
     wait_for(lambda: seen.count("apple") == 2, 20, "the requeued message to run")
     time.sleep(0.5)  # let the worker ack it
-    depth = dq.depths(client, ns, [QUEUE])[QUEUE]
+    depth = dq.depths(client, [QUEUE])[QUEUE]
     assert (depth.waiting, depth.running, depth.dead) == (0, 0, 0)
 
 
@@ -74,11 +73,10 @@ def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
     settings: Settings, worker: tuple[dramatiq.Broker, list[str]]
 ) -> None:
     broker, _ = worker
-    ns = DRAMATIQ_NAMESPACE
     for word in ("a", "b"):
         broker.get_actor("flaky").send(word)
     client = broker.client  # type: ignore[attr-defined]
-    wait_for(lambda: dq.depths(client, ns, [QUEUE])[QUEUE].dead == 2, 20, "two dead letters")
+    wait_for(lambda: dq.depths(client, [QUEUE])[QUEUE].dead == 2, 20, "two dead letters")
     unknown = cli("dead-letters", "drop", QUEUE, "no-such-id")
     assert unknown.returncode == 1 and "were not dead letters" in unknown.stderr
     assert cli("dead-letters", "drop", QUEUE).returncode == 2
@@ -86,11 +84,11 @@ def test_dropping_dead_letters_removes_them_and_unknown_ids_are_refused(
     assert kept.returncode == 1
     assert f"drop the 2 dead letter(s) of {QUEUE} for good?" in kept.stderr
     assert "error: nothing dropped" in kept.stderr
-    assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 2
+    assert dq.depths(client, [QUEUE])[QUEUE].dead == 2
     dropped = cli("dead-letters", "drop", QUEUE, "--all", "--yes")
     assert dropped.returncode == 0 and "dropped 2 message(s)" in dropped.stdout
-    assert dq.depths(client, ns, [QUEUE])[QUEUE].dead == 0
-    assert client.hlen(DramatiqQueueKeys(ns, QUEUE).dead_messages) == 0
+    assert dq.depths(client, [QUEUE])[QUEUE].dead == 0
+    assert client.hlen(DramatiqQueueKeys(DRAMATIQ_NAMESPACE, QUEUE).dead_messages) == 0
 
 
 def test_messages_dramatiq_cannot_decode_are_dead_lettered_by_the_api_process(
@@ -153,6 +151,25 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     apply_until(lambda: conn.execute(stats, (url,)).fetchone() == {"s": "full"})
     paused = conn.execute("select enabled from visit_types where name = 'zzz'").fetchone()
     assert paused == {"enabled": False}
+
+
+def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
+    settings: Settings,
+) -> None:
+    from app.kafka.client import Record, ResilientProducer
+
+    letter = Record(settings.dead_letter_topic, b"{}", b"k", [("reason", "refused")])
+    ResilientProducer(settings).send([letter])
+    wait_for(lambda: len(read_dead_letters(settings, 10, 0.5)) == 1, 30, "the dead letter")
+    # A topic name the broker refuses ("Broker: Invalid topic").
+    env = with_constants({"app.kafka.client.REPLAY_TIMEOUT_S": 2}, {"REVISIT_JOURNAL_TOPIC": "a b"})
+    refused = cli("dead-letters", "journal", "--replay", env=env)
+    assert refused.returncode == 3
+    assert "1 dead letter(s)" in refused.stdout and "replayed" not in refused.stdout
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("error: --replay: a b did not take them all (fix REVISIT_JOURNAL_TOPIC")
+    assert line.endswith("Broker: Invalid topic"), line
+    assert len(read_dead_letters(settings, 10, 0.5)) == 1
 
 
 def test_a_journal_status_refused_for_its_credentials_is_dead_lettered_without_them(
