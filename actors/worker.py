@@ -218,15 +218,27 @@ def _retry_transient(retries: int, exception: BaseException) -> bool:
     return isinstance(exception, TransientVisitError | HosterBusy | OriginBusy)
 
 
+#: After the mirror's Redis failed to answer, visits are not checked against it
+#: for this long (s): a worker host may not reach it, and each visit would wait.
+MIRROR_RETRY_S = 60.0
+_mirror_away_until = 0.0
+
+
 def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
     """Whether the mirror has the origin of a recurrent visit sent at ``scheduled_at``
     in flight from a later send (unknown, so False, without the mirror)."""
-    if origin_id <= 0:  # a request's visit: its origin may have no stats row
-        return False
+    global _mirror_away_until
+    if origin_id <= 0 or time.monotonic() < _mirror_away_until:
+        return False  # a request's visit (its origin may have no stats row), or no mirror
     try:
         sent_at = context().mirror.sent_at(visit_type, origin_id)
     except RedisError as exc:
-        log.info("origin %d: mirror unreadable, not checked for a later send (%s)", origin_id, exc)
+        _mirror_away_until = time.monotonic() + MIRROR_RETRY_S
+        log.warning(
+            "mirror unreadable: visits not checked for a later send for %gs (%s)",
+            MIRROR_RETRY_S,
+            exc,
+        )
         return False
     return superseded(sent_at, scheduled_at)
 
