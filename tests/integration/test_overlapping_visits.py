@@ -224,3 +224,37 @@ def test_the_claim_of_a_killed_workers_visit_expires_and_the_visit_runs_again(
         with running({"worker_again": WORKER}, FAST, logs):
             wait_for(lambda: origin.stats()["last_visit_status"] == "full", 60, "the visit", logs)
     assert [(v, s) for v, s, _ in published(settings)][-1] == (40, "full")
+
+
+def test_a_visit_paused_past_its_claim_that_another_visit_took_stops_and_publishes_no_end(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+) -> None:
+    origin = Origin(settings, conn, ctx)
+    origin.send(50, 30.0, time.time())
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    one_thread = ["--processes", "1", "--threads", "1"]
+    procs = {
+        "express": ["revisit", "worker", "--lane", "express", *one_thread],
+        "priority": ["revisit", "worker", "--lane", "priority", *one_thread],
+        "journal": ["revisit", "journal"],
+    }
+    with running(procs, ENV, logs) as started:
+        wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the first visit", logs)
+        paused = origin.redis.get(origin.claim)
+        os.killpg(started["express"].pid, signal.SIGSTOP)
+        try:
+            origin.send(51, 4.0, time.time(), request_id=41)
+            wait_for(
+                lambda: origin.redis.get(origin.claim) not in (None, paused),
+                30,
+                "the request's visit to claim the origin",
+                logs,
+            )
+        finally:
+            os.killpg(started["express"].pid, signal.SIGCONT)
+        wait_for(lambda: origin.stats()["last_visit_number"] == 51, 60, "the request's visit", logs)
+        dropped = "visit 50 of sim://overlap: another visit of it runs since; dropped"
+        wait_for(lambda: dropped in (logs / "express.log").read_text(), 30, "the drop", logs)
+    statuses = [(visit, status) for visit, status, _ in published(settings)]
+    assert statuses == [(50, "created"), (51, "created"), (51, "full")]
