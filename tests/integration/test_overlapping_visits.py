@@ -60,7 +60,9 @@ class QuickRetries:
 class Origin:
     """The test's origin of the 'simulated' visit type, and how to send its visits."""
 
-    def __init__(self, settings: Settings, conn: DictConnection, ctx: Context) -> None:
+    def __init__(
+        self, settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+    ) -> None:
         conn.execute(
             "insert into visit_types (name, max_queue_length) values (%s, 5)", (VISIT_TYPE,)
         )
@@ -70,6 +72,9 @@ class Origin:
         self.broker = make_broker(settings)
         self.claim = visiting(settings.redis_namespace, VISIT_TYPE, URL)
         self.redis = redis.Redis.from_url(settings.broker_redis_dsn())
+        #: The folder of the logs of the processes the test starts.
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir()
 
     def send(
         self,
@@ -135,7 +140,8 @@ def test_a_claim_is_held_by_one_run_at_a_time_and_released_by_its_holder_only(
 def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_not_run(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    origin = Origin(settings, conn, ctx)
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
     now = datetime.now(tz=UTC)
     request_id = create_request(conn, RequestVisit(url=URL, visit_type=VISIT_TYPE), now=now)
     # The scheduler took the recurrent visit sent an hour ago for lost (the
@@ -143,8 +149,6 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
     [taken] = take_pending(conn, ctx, VISIT_TYPE, 1, now, visit=11, time_limit_s=60.0)
     assert taken.id == request_id
     origin.send(11, 6.0, epoch_s(now), request_id)
-    logs = tmp_path / "logs"
-    logs.mkdir()
     with running({"worker": WORKER, "journal": ["revisit", "journal"]}, ENV, logs):
         wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the request's visit", logs)
         origin.send(10, 0.5, epoch_s(now) - 3600)  # its workers were down
@@ -166,11 +170,10 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
 def test_a_recurrent_visit_arriving_while_another_visit_of_its_origin_runs_is_dropped(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    origin = Origin(settings, conn, ctx)
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
     now = time.time()
     origin.send(20, 6.0, now - 60)
-    logs = tmp_path / "logs"
-    logs.mkdir()
     with running({"worker": WORKER, "journal": ["revisit", "journal"]}, ENV, logs):
         wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the first visit", logs)
         # Sent later (after a partial status ended the first one's flight, say):
@@ -190,11 +193,10 @@ def test_a_recurrent_visit_arriving_while_another_visit_of_its_origin_runs_is_dr
 def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_for_its_end(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    origin = Origin(settings, conn, ctx)
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
     now = time.time()
     origin.send(30, 5.0, now)
-    logs = tmp_path / "logs"
-    logs.mkdir()
     with running({"worker": WORKER, "journal": ["revisit", "journal"]}, ENV, logs):
         wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the recurrent visit", logs)
         origin.send(31, 0.5, time.time(), request_id=41)
@@ -209,10 +211,9 @@ def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_
 def test_the_claim_of_a_killed_workers_visit_expires_and_the_visit_runs_again(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    origin = Origin(settings, conn, ctx)
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
     origin.send(40, 8.0, time.time())
-    logs = tmp_path / "logs"
-    logs.mkdir()
     with running({"journal": ["revisit", "journal"]}, FAST, logs):
         with running({"worker": WORKER}, FAST, logs) as first:
             wait_for(lambda: origin.redis.exists(origin.claim), 60, "the visit's claim", logs)
@@ -229,10 +230,9 @@ def test_the_claim_of_a_killed_workers_visit_expires_and_the_visit_runs_again(
 def test_a_visit_paused_past_its_claim_that_another_visit_took_stops_and_publishes_no_end(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
 ) -> None:
-    origin = Origin(settings, conn, ctx)
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
     origin.send(50, 30.0, time.time())
-    logs = tmp_path / "logs"
-    logs.mkdir()
     one_thread = ["--processes", "1", "--threads", "1"]
     procs = {
         "express": ["revisit", "worker", "--lane", "express", *one_thread],
