@@ -136,6 +136,23 @@ def test_a_claim_is_held_by_one_run_at_a_time_and_released_by_its_holder_only(
     assert hold(*where, "m1 run-a", 10_000) is None
 
 
+@pytest.mark.every_mirror(sharded=True)
+def test_the_mirror_tells_when_an_origin_in_flight_was_sent_in_whichever_shard(
+    conn: DictConnection, ctx: Context
+) -> None:
+    urls = [f"https://sent.example/{i}" for i in range(6)]
+    list_origins(conn, ctx, urls)
+    ids = {url: int(str(row["id"])) for url, row in stats_by_url(conn).items()}
+    now = datetime.now(tz=UTC)
+    for url in urls[:3]:
+        create_request(conn, RequestVisit(url=url, visit_type="git"), now=now)
+    assert len(take_pending(conn, ctx, "git", 3, now, visit=1)) == 3
+
+    sent = {url: ctx.mirror.sent_at("git", ids[url]) for url in urls}
+
+    assert sent == {url: epoch_s(now) if url in urls[:3] else None for url in urls}
+
+
 @pytest.mark.every_mirror
 def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_not_run(
     settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
