@@ -25,18 +25,20 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from typing import Any
+from uuid import uuid4
 
 import dramatiq
 import psycopg
 from dramatiq.middleware import CurrentMessage, TimeLimitExceeded
 
-from actors.abort import AbortWatch, VisitAborted
+from actors.abort import VisitAborted, abort_watch
 from actors.broker import context, make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
+from actors.visiting import ClaimLost, OriginBusy, OriginClaim
 from app.db.connection import connect
-from app.domain.cooldown import finish_by_s, request_window_s, start_within_s
+from app.domain.cooldown import finish_by_s, request_window_s, start_within_s, superseded
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
 from app.domain.queue_names import lane_queue
 from app.kafka.client import PUBLISH_TIMEOUT_S, PublishError, StatusPublisher
@@ -45,10 +47,9 @@ from app.loaders.base import Loader, UnknownLoader, VisitResult, checked_result,
 from app.services.context import redis_client
 from app.services.requests import end_unvisited_request, release_request_origin
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
-from monitoring.metrics import VISIT_SECONDS, VISITS
+from monitoring.metrics import ORIGIN_BUSY, VISIT_SECONDS, VISITS, VISITS_DROPPED
 from queues.errors import RedisError
-from queues.keys import aborted_requests, visit_outcomes
-from queues.workers import record_duration
+from queues.workers import count_outcome, record_duration, take_abort
 
 #: Retries and first retry delay of a message sent without its visit type's.
 DEFAULT_RETRIES = 3
@@ -109,7 +110,7 @@ def loader_for(visit_type: str) -> Loader:
 
 
 def _aborted(request_id: int) -> bool:
-    return bool(context().redis.srem(aborted_requests(get_settings().redis_namespace), request_id))
+    return take_abort(context().redis, get_settings().redis_namespace, request_id)
 
 
 def _end_unvisited(request_id: int, reason: str | None) -> None:
@@ -202,7 +203,7 @@ def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
     try:
         redis, namespace = context().redis, settings.redis_namespace
         record_duration(redis, namespace, queue, result.duration_s)
-        redis.hincrby(visit_outcomes(namespace, visit_type), result.status, 1)
+        count_outcome(redis, namespace, visit_type, result.status)
         VISITS.labels(visit_type, result.status).inc()
         VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     except Exception as exc:  # nothing after the publish may retry the visit
@@ -211,8 +212,59 @@ def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
     # Transient failures are bounded by the actor itself (its visit type's num_retries); a
-    # busy hoster is waited for with the same backoff, as long as it takes.
-    return isinstance(exception, TransientVisitError | HosterBusy)
+    # busy hoster, or origin, is waited for with the same backoff, as long as it takes
+    # (a visit waits no longer than its window: past it, it is dropped).
+    return isinstance(exception, TransientVisitError | HosterBusy | OriginBusy)
+
+
+#: After the mirror's Redis failed to answer, visits are not checked against it
+#: for this long (s): a worker host may not reach it, and each visit would wait.
+MIRROR_RETRY_S = 60.0
+_mirror_away_until = 0.0
+
+
+def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
+    """Whether the mirror has the origin of a recurrent visit sent at ``scheduled_at``
+    in flight from a later send (unknown, so False, without the mirror)."""
+    global _mirror_away_until
+    if origin_id <= 0 or time.monotonic() < _mirror_away_until:
+        return False  # a request's visit (its origin may have no stats row), or no mirror
+    try:
+        sent_at = context().mirror.sent_at(visit_type, origin_id)
+    except RedisError as exc:
+        _mirror_away_until = time.monotonic() + MIRROR_RETRY_S
+        log.warning(
+            "mirror unreadable: visits not checked for a later send for %gs (%s)",
+            MIRROR_RETRY_S,
+            exc,
+        )
+        return False
+    return superseded(sent_at, scheduled_at)
+
+
+def _claim(
+    visit_type: str, url: str, visit: int, request_id: int | None, message: Any
+) -> OriginClaim | None:
+    """The claim of the visit's origin, taken (untaken without Redis: the visit runs
+    unclaimed); None when the visit is dropped, another visit of its origin
+    running. A request's visit, or one whose message an earlier delivery still
+    holds the claim for, raises OriginBusy instead: Dramatiq retries it."""
+    message_id = message.message_id if message is not None else str(uuid4())
+    claim = OriginClaim(context().redis, settings.redis_namespace, visit_type, url, message_id)
+    try:
+        other = claim.take()
+    except RedisError as exc:
+        log.warning("visit %d of %s: origin not claimed, Redis away (%s)", visit, url, exc)
+        return claim
+    if other is None:
+        return claim
+    if request_id is not None or claim.held_by_earlier_run(other):
+        ORIGIN_BUSY.labels(visit_type).inc()
+        log.info("visit %d of %s: another visit of it runs (%s); waiting", visit, url, other)
+        raise OriginBusy(f"another visit of {url} runs")
+    VISITS_DROPPED.labels(visit_type, "origin_busy").inc()
+    log.info("visit %d of %s: another visit of it runs (%s); dropped", visit, url, other)
+    return None
 
 
 @dramatiq.actor(
@@ -253,96 +305,119 @@ def visit(
         window_s, window = request_window_s(limit_s), f"the deadline of request {request_id}"
     start_within = start_within_s(scheduled_at, time.time(), window_s)
     if start_within <= 0:
+        VISITS_DROPPED.labels(visit_type, "late").inc()
         log.info("visit %d of %s waited past %s; not visiting", visit, url, window)
         return
-    # The loader stops at finish_by too: its timeout runs on the monotonic
-    # clock, which counts the time the worker was paused (SIGSTOP).
-    finish_by = finish_by_s(scheduled_at, window_s)
-    load_s = min(limit_s, finish_by - time.time())
-    try:
-        loader: Loader | None = loader_for(visit_type)
-        problem = None
-    except UnknownLoader as exc:
-        # Recorded as a failed visit: the origin then cools down and its
-        # request ends, instead of a dead letter no one reads.
-        loader, problem = None, str(exc)
-    # The archive's loaders: its storage's journal writer publishes the visit's
-    # statuses, numbered by the archive; publishing them too would count it twice.
-    publishes = loader is None or getattr(loader, "publishes_statuses", True)
-    if publishes:
+    if request_id is None and _superseded(origin_id, visit_type, scheduled_at):
+        # The visit sent since places the origin back; this one would overlap it.
+        VISITS_DROPPED.labels(visit_type, "superseded").inc()
+        log.info("visit %d of %s: its origin was sent again since; dropped", visit, url)
+        return
+    claim = _claim(visit_type, url, visit, request_id, message)
+    if claim is None:
+        return
+    with claim:
+        # The loader stops at finish_by too: its timeout runs on the monotonic
+        # clock, which counts the time the worker was paused (SIGSTOP).
+        finish_by = finish_by_s(scheduled_at, window_s)
+        load_s = min(limit_s, finish_by - time.time())
         try:
-            publisher().publish(
-                url,
-                visit_type,
-                visit,
-                "created",
-                None,
-                {"lane": lane},
-                None,
-                min(start_within, PUBLISH_TIMEOUT_S),
+            loader: Loader | None = loader_for(visit_type)
+            problem = None
+        except UnknownLoader as exc:
+            # Recorded as a failed visit: the origin then cools down and its
+            # request ends, instead of a dead letter no one reads.
+            loader, problem = None, str(exc)
+        # The archive's loaders: its storage's journal writer publishes the visit's
+        # statuses, numbered by the archive; publishing them too would count it twice.
+        publishes = loader is None or getattr(loader, "publishes_statuses", True)
+        if publishes:
+            try:
+                publisher().publish(
+                    url,
+                    visit_type,
+                    visit,
+                    "created",
+                    None,
+                    {"lane": lane},
+                    None,
+                    min(start_within, PUBLISH_TIMEOUT_S),
+                )
+            except PublishError as exc:
+                if start_within > PUBLISH_TIMEOUT_S:
+                    raise  # Dramatiq retries the visit
+                # The broker away until the cooldown's end: the scheduler sends the
+                # origin again once it takes it back; visiting now would overlap that.
+                log.warning(
+                    "visit %d of %s: created not published (%s); not visiting", visit, url, exc
+                )
+                return
+        started = time.monotonic()
+        watch: AbstractContextManager[object] = nullcontext()
+        if request_id is not None:  # an aborted request's visit stops
+            watch = abort_watch(context().redis, settings.redis_namespace, request_id)
+        try:
+            # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
+            # interrupt a blocking call, so the loader must stop by itself.
+            if loader is None:
+                result = VisitResult("failed", None, 0.0, problem)
+            else:
+                with watch, claim.watch.interrupting():
+                    loaded = loader.load(url, arguments, load_s)
+                result = checked_result(loaded, time.monotonic() - started)
+        except TimeLimitExceeded:
+            result = VisitResult(
+                "failed", None, time.monotonic() - started, "timeout", timed_out=True
             )
-        except PublishError as exc:
-            if start_within > PUBLISH_TIMEOUT_S:
-                raise  # Dramatiq retries the visit
-            # The broker away until the cooldown's end: the scheduler sends the
-            # origin again once it takes it back; visiting now would overlap that.
-            log.warning("visit %d of %s: created not published (%s); not visiting", visit, url, exc)
+        except VisitAborted:
+            # No final status: the visit neither fails the origin nor counts as an outcome.
+            log.info("request %s was aborted; stopped visiting %s", request_id, url)
+            if request_id is not None:  # stopped: nothing overlaps what is sent next
+                _end_unvisited(request_id, None)
             return
-    started = time.monotonic()
-    watch: AbstractContextManager[object] = nullcontext()
-    if request_id is not None:  # an aborted request's visit stops
-        watch = AbortWatch(context().redis, settings.redis_namespace, request_id)
-    try:
-        # The loader's own I/O timeout is the lane's limit: Dramatiq cannot
-        # interrupt a blocking call, so the loader must stop by itself.
-        if loader is None:
-            result = VisitResult("failed", None, 0.0, problem)
-        else:
-            with watch:
-                loaded = loader.load(url, arguments, load_s)
-            result = checked_result(loaded, time.monotonic() - started)
-    except TimeLimitExceeded:
-        result = VisitResult("failed", None, time.monotonic() - started, "timeout", timed_out=True)
-    except VisitAborted:
-        # No final status: the visit neither fails the origin nor counts as an outcome.
-        log.info("request %s was aborted; stopped visiting %s", request_id, url)
-        if request_id is not None:  # stopped: nothing overlaps what is sent next
-            _end_unvisited(request_id, None)
-        return
-    if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
-        # Paused or slowed past it: the scheduler sends the origin again; a final
-        # status (or an escalation, a retry) now would overlap that visit.
-        log.warning("visit %d of %s outlasted %s; dropped", visit, url, window)
-        return
-    if result.timed_out:
-        if lane == "express" and message is not None:
-            mark_outlasted_express(message, result.duration_s)  # ExpressEscalation re-sends it
+        except ClaimLost:
+            result = VisitResult("failed", None, time.monotonic() - started, "claim lost")
+        if time.time() >= finish_by or (result.timed_out and load_s < limit_s):
+            # Paused or slowed past it: the scheduler sends the origin again; a final
+            # status (or an escalation, a retry) now would overlap that visit.
+            VISITS_DROPPED.labels(visit_type, "outlasted").inc()
+            log.warning("visit %d of %s outlasted %s; dropped", visit, url, window)
             return
-        result = VisitResult(
-            "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
+        if not claim.kept():
+            # Paused past its claim, which another visit of the origin took: that
+            # visit's statuses place the origin; this one's would overlap them.
+            VISITS_DROPPED.labels(visit_type, "claim_lost").inc()
+            log.warning("visit %d of %s: another visit of it runs since; dropped", visit, url)
+            return
+        if result.timed_out:
+            if lane == "express" and message is not None:
+                mark_outlasted_express(message, result.duration_s)  # ExpressEscalation re-sends it
+                return
+            result = VisitResult(
+                "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
+            )
+        max_retries = options.get("max_retries", DEFAULT_RETRIES)
+        if result.transient and options.get("retries", 0) < max_retries:
+            log.info("%s: transient failure (%s), retrying", url, result.error)
+            raise TransientVisitError(result.error or "transient failure")
+        metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}
+        if result.error:
+            metadata["error"] = result.error
+        if options.get("timed_out_express"):
+            metadata["timed_out_express"] = True
+        queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
+        if publishes:
+            left_s = limit_s - (time.monotonic() - began) - PUBLISH_MARGIN_S
+            final = (url, visit_type, visit, result.status, result.snapshot, metadata)
+            _publish_final(queue, *final, timeout_s=left_s)
+        elif request_id is not None and not result.archived:
+            _end_unvisited(request_id, result.error or f"visit ended {result.status}")
+        _record_outcome(queue, visit_type, result)
+        log.info(
+            "visited %s in the %s lane: %s in %.2fs%s",
+            url,
+            lane,
+            result.status,
+            result.duration_s,
+            f" ({result.error})" if result.error else "",
         )
-    max_retries = options.get("max_retries", DEFAULT_RETRIES)
-    if result.transient and options.get("retries", 0) < max_retries:
-        log.info("%s: transient failure (%s), retrying", url, result.error)
-        raise TransientVisitError(result.error or "transient failure")
-    metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}
-    if result.error:
-        metadata["error"] = result.error
-    if options.get("timed_out_express"):
-        metadata["timed_out_express"] = True
-    queue = message.queue_name if message is not None else lane_queue(visit_type, lane)
-    if publishes:
-        left_s = limit_s - (time.monotonic() - began) - PUBLISH_MARGIN_S
-        final = (url, visit_type, visit, result.status, result.snapshot, metadata)
-        _publish_final(queue, *final, timeout_s=left_s)
-    elif request_id is not None and not result.archived:
-        _end_unvisited(request_id, result.error or f"visit ended {result.status}")
-    _record_outcome(queue, visit_type, result)
-    log.info(
-        "visited %s in the %s lane: %s in %.2fs%s",
-        url,
-        lane,
-        result.status,
-        result.duration_s,
-        f" ({result.error})" if result.error else "",
-    )

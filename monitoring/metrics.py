@@ -283,6 +283,21 @@ WORKER_OWNED: tuple[Collector, ...] = (
         "Visits put back because their hoster had as many visits running as it may",
         ["visit_type"],
     ),
+    VISITS_DROPPED := Counter(
+        "revisit_worker_visits_dropped_total",
+        "Visits a worker dropped, publishing nothing, lest two visits of an origin overlap: "
+        "'late' it waited past its window (the origin is or will be sent again), 'superseded' "
+        "its origin was sent again since, 'origin_busy' another visit of the origin was "
+        "running, 'claim_lost' another visit took the origin while its worker was paused, "
+        "'outlasted' it ended past its window",
+        ["visit_type", "reason"],
+    ),
+    ORIGIN_BUSY := Counter(
+        "revisit_worker_origin_busy_total",
+        "Visits put back because another visit of their origin was running (a request's "
+        "visit waits for it)",
+        ["visit_type"],
+    ),
     LISTER_RUNS := Counter(
         "revisit_lister_runs_total",
         "Lister runs finished, by lister and outcome",

@@ -159,6 +159,13 @@ def aborted_requests(namespace: str) -> str:
     return f"{namespace}:requests:aborted"
 
 
+def visiting(namespace: str, visit_type: str, url: str) -> str:
+    """String ``<message id> <host>:<pid>:<run>``: the visit of an origin running now
+    (actors.visiting), so that no other visit of it starts beside it; kept alive
+    by its holder, it expires soon after the holder stops (killed, paused)."""
+    return f"{namespace}:{hash_tag(visit_type)}:visiting:{url}"
+
+
 def queue_workers(namespace: str, queue: str) -> str:
     """Hash of the worker processes serving a Dramatiq queue: process id -> 'threads|unix time'."""
     return f"{namespace}:workers:{queue}"

@@ -151,6 +151,13 @@ class MirrorReads:
                 return Location(where, pool, float(score), rank)
         return Location("absent", None, None, None)
 
+    def sent_at(self, visit_type: str, origin_id: int) -> float | None:
+        """When the origin was last sent to a worker (unix s), while it is in
+        flight; None when it is not (or the mirror does not have it)."""
+        keys = self.keys(visit_type, shard_of(origin_id, self.shards(visit_type)))
+        score = self.client.zscore(keys.inflight, origin_id)
+        return None if score is None else float(score)
+
     def sizes(self, visit_type: str) -> dict[str, int]:
         """How many origins each place holds (pools by name, inflight, cooling)."""
         pipe = self.client.pipeline(transaction=False)

@@ -134,3 +134,18 @@ def finish_by_s(scheduled_at_s: float, window_s: float) -> float:
     visit that reaches it (its worker paused by SIGSTOP, say) must do no more
     work and publish nothing: the origin is, or will be, sent again."""
     return scheduled_at_s + window_s * (1 - LOST_MARGIN_FRACTION / 2)
+
+
+#: A visit is superseded when its origin was sent again later than this after
+#: it (s): the mirror keeps a send time as a float, and no two sends of one
+#: origin come this close.
+SUPERSEDED_AFTER_S = 0.001
+
+
+def superseded(sent_at_s: float | None, scheduled_at_s: float) -> bool:
+    """Whether a visit sent at ``scheduled_at_s`` is older than the send of its
+    origin now in flight (``sent_at_s``; None: not in flight): the scheduler
+    took it for lost and sent the origin again (a request past its window), so
+    the visit sent since places the origin back, and this one, late, must not
+    run beside it."""
+    return sent_at_s is not None and sent_at_s > scheduled_at_s + SUPERSEDED_AFTER_S

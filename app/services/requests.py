@@ -420,9 +420,9 @@ def take_pending(
     not the scheduled cooldown: a recurrent visit that has not reported by then
     is taken for lost (its message gone), and the request is sent. A late final
     status of that visit cannot end the request, whose own visit alone does.
-    The worker gives a recurrent visit the scheduled cooldown to start, so one
-    whose message was only delayed (its workers down past the window) can still
-    run beside the request's visit.
+    A recurrent message that was only delayed (its workers down past the
+    window) is dropped by the worker that takes it (``actors.visiting``): the
+    origin was sent again since, so it never runs beside the request's visit.
     """
     if limit <= 0:
         return []

@@ -1,0 +1,44 @@
+"""The claim of the visit running an origin, in the broker's Redis (``visiting.lua``).
+
+A claim is one string per origin and visit type (``queues.keys.visiting``) that
+its holder renews while its visit runs and that expires ``ttl_ms`` after the
+last renewal: a worker killed or paused loses it without anyone's help.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from redis.commands.core import Script
+
+from queues import lua
+from queues.errors import Redis
+from queues.keys import visiting
+
+
+@cache
+def _script(client: Redis) -> Script:
+    return client.register_script(lua("visiting"))
+
+
+def hold(
+    client: Redis, namespace: str, visit_type: str, url: str, value: str, ttl_ms: int
+) -> str | None:
+    """Take or renew the claim of ``url`` as ``value`` for ``ttl_ms``: None when
+    the caller holds it now, else the value of the visit that holds it."""
+    return _call(client, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
+
+
+def release(client: Redis, namespace: str, visit_type: str, url: str, value: str) -> str | None:
+    """Release the claim of ``url`` if ``value`` holds it: None when it is free
+    of the caller now, else the value of the visit that holds it."""
+    return _call(client, visiting(namespace, visit_type, url), value, 0)
+
+
+def _call(client: Redis, key: str, value: str, ttl_ms: int) -> str | None:
+    held = _script(client)(keys=[key], args=[value, ttl_ms])
+    return None if not held else _text(held)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
