@@ -50,12 +50,13 @@ under its margin (``max_interval`` less the floor) and beyond it stretches
 to floor + backlog: obligations are served in the order they fell due, but
 two give way. Past the cap on μ (above), an origin whose forge reports
 changes is due by its latest change alone: one that keeps changing has no
-floor. And on an overloaded visit type (``is_overloaded``: μ at its clamp,
-the capacity pays for no more than the floor), a floor visit of an origin
-whose forge reports no change since its last visit (the ``up_to_date``
-pool) counts as due now, after every visit already due: a visit the forge
-says would find nothing gives way to reported changes first. The rate
-guesses of origins without ``last_update`` keep their floor + backlog.
+floor. And past that same cap (``past_known_change_cap``), a floor visit of
+an origin whose forge reports no change since its last visit (the
+``up_to_date`` pool) counts as due now, after every visit already due: a
+visit the forge says would find nothing gives way to reported changes
+first, which would otherwise wait behind it now that they are due by their
+latest change. The rate guesses of origins without ``last_update`` keep
+their floor + backlog.
 """
 
 from __future__ import annotations
@@ -206,11 +207,20 @@ def known_change_delay_s(
     Past that cap the delay comes negated (at least a second): it counts from
     the latest reported change, quiet origins first (the module's docstring,
     ``counts_from_latest_change``)."""
-    capped = min(multiplier_s2, bound_s * bound_s / 2) if bound_s > 0 else multiplier_s2
-    delay = reported_change_delay_s(rate_per_s, capped, floor_s)
-    if capped < multiplier_s2:
-        return -max(delay, LATEST_CHANGE_MIN_DELAY_S)
-    return delay
+    if not past_known_change_cap(multiplier_s2, bound_s):
+        return reported_change_delay_s(rate_per_s, multiplier_s2, floor_s)
+    delay = reported_change_delay_s(rate_per_s, bound_s * bound_s / 2, floor_s)
+    return -max(delay, LATEST_CHANGE_MIN_DELAY_S)
+
+
+def past_known_change_cap(multiplier_s2: float | None, bound_s: float) -> bool:
+    """Whether μ is past the cap of known changes, ``bound_s²/2`` (infinite μ
+    included): the workers cannot visit even the fastest changers within
+    ``bound_s``, so they cannot follow every reported change (quiet origins
+    first, the module's docstring)."""
+    if multiplier_s2 is None or bound_s <= 0:
+        return False
+    return multiplier_s2 > bound_s * bound_s / 2
 
 
 #: The least delay counted from the latest reported change: a delay of 0 has no sign.
@@ -223,16 +233,3 @@ def counts_from_latest_change(delay_s: float) -> bool:
     workers could not follow every reported change when it was planned), or
     from the first missed one."""
     return delay_s < 0
-
-
-def is_overloaded(multiplier_s2: float | None, floor_s: float) -> bool:
-    """Whether μ sits at its clamp, ``floor_s²/2`` (``corrected_multiplier``), or
-    beyond (infinite: the capacity cannot even pay for the floor): every rate
-    guess is planned at the floor and the planned visits are still late, so
-    the capacity pays for no more than the floor. A transient backlog (a forge
-    outage) moves μ far less than that."""
-    if multiplier_s2 is None:
-        return False
-    return not math.isfinite(multiplier_s2) or multiplier_s2 >= floor_s * floor_s / 2 * (
-        1 - _TOLERANCE
-    )

@@ -29,10 +29,10 @@
 --         first) are taken before the merge, however much other work is due
 --         earlier; the fraction of a slot owed is carried to the next batch
 --         (meta credit:first) while first visits wait.
---         With 'due', ARGV[7] is the floor's margin (s) of an overloaded
---         visit type (its multiplier at the clamp: the capacity pays for no
---         more than the floor), 0 otherwise. On an overloaded visit type an
---         up_to_date origin counts as due now: a visit the forge says would
+--         With 'due', ARGV[7] is the floor's margin (s) of a visit type whose
+--         multiplier is past the cap of known changes (the workers cannot
+--         follow every reported change: quiet origins first), 0 otherwise.
+--         Non-zero, an up_to_date origin counts as due now: a visit the forge says would
 --         find nothing goes after every visit already due (reported changes,
 --         guesses, first visits), before only those not due yet. (The
 --         reported changes left behind then are due by their latest change,

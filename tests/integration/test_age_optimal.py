@@ -276,9 +276,16 @@ def test_under_overload_an_origin_that_stopped_changing_goes_before_one_that_kee
     step = schedule_step(conn, ctx, "git", 1, NOW + 30 * DAY, {"age_optimal": 1.0})
     # one visit brings the quiet one up to date; the busy one waits
     assert [order.url for order in step.orders] == [quiet]
+    # an operator sees the delay, and that it counts from the latest change
+    stored = stats_by_url(conn)[quiet]["reported_change_delay_s"]
+    assert isinstance(stored, float) and stored < 0
+    shown = re.search(
+        r"reported_change_delay_s\s+│ (\S+) \(quiet-first\)", cli("origin", "show", quiet).stdout
+    )
+    assert shown is not None and float(shown.group(1)) == pytest.approx(-stored, rel=1e-3)
 
 
-def test_overloaded_past_the_floors_margin_a_reported_change_goes_before_a_useless_floor_visit(
+def test_past_the_cap_on_mu_a_reported_change_goes_before_a_useless_floor_visit_due_earlier(
     conn: DictConnection, ctx: Context
 ) -> None:
     lister = _overloaded_forge(conn)
@@ -299,15 +306,21 @@ def test_overloaded_past_the_floors_margin_a_reported_change_goes_before_a_usele
     floor_due = stats_by_url(conn)[unchanged]["next_visit_queue_position"]
     assert isinstance(floor_due, datetime) and floor_due < NOW + 10 * DAY
     listing(NOW + 15 * DAY, NOW + 16 * DAY)  # the forge reports a change of the other
-    # the floor visit is 12 days overdue, past the margin (6.4): the forge says it
-    # would find nothing, so the reported change, due after it, goes first
+    # the floor visit is overdue, the reported change due after it; the forge
+    # says the floor visit would find nothing, so the reported change goes first
     at = NOW + 22 * DAY
+
+    def first_with(mu: float) -> list[str]:
+        conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (mu,))
+        step = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
+        return [order.url for order in step.orders]
+
     schedule_step(conn, ctx, "git", 0, at, {"age_optimal": 1.0})  # back from cooling
-    step = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
-    assert [order.url for order in step.orders] == [changed]
-    # not overloaded (μ under its clamp), the floor visit goes first
-    conn.execute(
-        "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 3,)
-    )
-    later = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
-    assert [order.url for order in later.orders] == [unchanged]
+    assert first_with(floor_s**2 / 2) == [changed]  # μ at its clamp
+    # μ under its clamp but past the cap of known changes (sqrt(2 μ) = 33 days,
+    # past the 6.4 of the bound): the workers still cannot follow every change
+    assert first_with(floor_s**2 / 3) == [changed]
+    # under the cap (the workers follow every reported change), the floor
+    # visit goes first, in the order the visits fell due
+    bound_s = 64 * 86400 - floor_s
+    assert first_with(bound_s**2 / 2 * 0.9) == [unchanged]
