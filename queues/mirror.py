@@ -185,8 +185,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Atomically move up to ``count`` origins, split across the pools by
         ``weights`` (one per pool in POOLS order, or 'auto', or 'due' with the
         ``first_visit_share`` of each batch kept for never visited origins, and
-        ``overload_margin_s`` past which up_to_date origins wait for the rest,
-        as pop.lua says), to in flight.
+        a non-zero ``overload_margin_s`` letting up_to_date origins wait for
+        the rest, as pop.lua says), to in flight.
         With ``peek``, only say which origins that would be; nothing moves.
         A sharded visit type is popped shard by shard (``queues.shards``)."""
         weight_args = (

@@ -28,20 +28,35 @@ guess can wait as long as the capacity asks, up to the floor; a reported
 change waits at most ``bound``, and a rare one hardly at all, however far
 the workers are behind and however high μ has gone.
 
+Quiet origins first: once μ passes that cap (the workers cannot visit even
+the fastest changers within ``bound``), the changes the forges report are
+more than the workers can fetch, and a visit costs worker time in proportion
+to the changes it fetches. The delay is then counted from the *latest*
+reported change instead of the first missed one (a negative delay says so,
+``counts_from_latest_change``; ``app.domain.placement`` reads it), and a
+reported change is due by that alone, not by the floor: an origin that
+stopped changing long ago goes first, where one visit, fetching little,
+brings it up to date for long; an origin that keeps changing, whose visits
+fetch the most and leave it stale again at once, waits until it has been
+quiet for the delay. Those busy origins are the reported changes left behind
+under overload, and their floor is what degrades: they go past
+``max_interval`` while they keep changing faster than the workers can follow.
+
 The floor under overload: the scheduler serves every pool by due time
 (``queues/lua/pop.lua``), so when the workers cannot make every visit due,
 floor visits and reported changes wait behind those due before them, by the
 same backlog (the schedule drift). The floor holds while that backlog is
 under its margin (``max_interval`` less the floor) and beyond it stretches
-to floor + backlog: obligations are served in the order they fell due and
-none is dropped, but one: once the backlog passes the margin on an
-overloaded visit type (``is_overloaded``: μ at its clamp, the capacity pays
-for no more than the floor), a floor visit of an origin whose forge reports
-no change since its last visit (the ``up_to_date`` pool) counts as due now,
-after every visit already due. The floor is lost for everyone by then; a
-visit the forge says would find nothing is the one that gives way, to
-reported changes first, and it comes back into the due order once the
-backlog is under the margin again.
+to floor + backlog: obligations are served in the order they fell due, but
+two give way. Past the cap on μ (above), an origin whose forge reports
+changes is due by its latest change alone: one that keeps changing has no
+floor. And past that same cap (``past_known_change_cap``), a floor visit of
+an origin whose forge reports no change since its last visit (the
+``up_to_date`` pool) counts as due now, after every visit already due: a
+visit the forge says would find nothing gives way to reported changes
+first, which would otherwise wait behind it now that they are due by their
+latest change. The rate guesses of origins without ``last_update`` keep
+their floor + backlog.
 """
 
 from __future__ import annotations
@@ -187,19 +202,34 @@ def known_change_delay_s(
     included: the capacity cannot even pay for the floor), so at most
     ``bound_s`` and, for a change rarer than that, about λ bound²/2: a
     reported change never waits behind the floor-level planning of an
-    overloaded visit type."""
-    capped = min(multiplier_s2, bound_s * bound_s / 2) if bound_s > 0 else multiplier_s2
-    return reported_change_delay_s(rate_per_s, capped, floor_s)
+    overloaded visit type.
+
+    Past that cap the delay comes negated (at least a second): it counts from
+    the latest reported change, quiet origins first (the module's docstring,
+    ``counts_from_latest_change``)."""
+    if not past_known_change_cap(multiplier_s2, bound_s):
+        return reported_change_delay_s(rate_per_s, multiplier_s2, floor_s)
+    delay = reported_change_delay_s(rate_per_s, bound_s * bound_s / 2, floor_s)
+    return -max(delay, LATEST_CHANGE_MIN_DELAY_S)
 
 
-def is_overloaded(multiplier_s2: float | None, floor_s: float) -> bool:
-    """Whether μ sits at its clamp, ``floor_s²/2`` (``corrected_multiplier``), or
-    beyond (infinite: the capacity cannot even pay for the floor): every rate
-    guess is planned at the floor and the planned visits are still late, so
-    the capacity pays for no more than the floor. A transient backlog (a forge
-    outage) moves μ far less than that."""
-    if multiplier_s2 is None:
+def past_known_change_cap(multiplier_s2: float | None, bound_s: float) -> bool:
+    """Whether μ is past the cap of known changes, ``bound_s²/2`` (infinite μ
+    included): the workers cannot visit even the fastest changers within
+    ``bound_s``, so they cannot follow every reported change (quiet origins
+    first, the module's docstring)."""
+    if multiplier_s2 is None or bound_s <= 0:
         return False
-    return not math.isfinite(multiplier_s2) or multiplier_s2 >= floor_s * floor_s / 2 * (
-        1 - _TOLERANCE
-    )
+    return multiplier_s2 > bound_s * bound_s / 2
+
+
+#: The least delay counted from the latest reported change: a delay of 0 has no sign.
+LATEST_CHANGE_MIN_DELAY_S = 1.0
+
+
+def counts_from_latest_change(delay_s: float) -> bool:
+    """Whether a stored delay after a reported change (``known_change_delay_s``)
+    counts from the latest reported change, quiet origins first (negative: the
+    workers could not follow every reported change when it was planned), or
+    from the first missed one."""
+    return delay_s < 0

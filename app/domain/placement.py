@@ -15,7 +15,10 @@ policies of seed 002 select from:
 | ``up_to_date``     | visited after the forge's last change      | next visit target         |
 
 (*) Under age_optimal a reported change is due a delay after the first change
-the archive misses (``change_due_s``): a date, where lag scores are <= 0.
+the archive misses (``change_due_s``): a date, where lag scores are <= 0. When
+the workers cannot follow every reported change, the delay counts from the
+latest reported change and the target does not bring it forward (quiet
+origins first, ``app.domain.allocation``).
 
 (**) A new origin's target is when it was listed (or the queue position, if
 earlier), which a listing does not move: a never visited origin whose forge
@@ -34,6 +37,7 @@ from typing import Literal
 
 import msgspec
 
+from app.domain.allocation import counts_from_latest_change
 from app.domain.cooldown import Cooldowns, eligible_at, in_flight_since
 
 Where = Literal["pool", "inflight", "cooling", "absent"]
@@ -106,7 +110,12 @@ def pool_of(row: MirrorRow) -> tuple[PoolName, float]:
             return "never_visited", epoch_s(row.last_update)
         return "never_visited", min(epoch_s(row.last_update), target)
     if row.last_update > row.last_successful:
-        if row.reported_change_delay_s is not None:
+        delay = row.reported_change_delay_s
+        if delay is not None and counts_from_latest_change(delay):
+            # Quiet origins first: an origin that keeps changing waits until it
+            # has been quiet for the delay, whatever its target (its floor).
+            return "lagging", epoch_s(row.last_update) - delay
+        if delay is not None:
             due = change_due_s(row, row.last_update, row.last_successful)
             # never later than the target: the floor, or a failed floor visit's retry
             return "lagging", due if row.next_visit_queue_position is None else min(due, target)

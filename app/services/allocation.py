@@ -29,8 +29,8 @@ from app.db.scheduling import (
 )
 from app.domain.allocation import (
     corrected_multiplier,
-    is_overloaded,
     multiplier_for_capacity,
+    past_known_change_cap,
 )
 from app.domain.placement import PoolName, epoch_s
 from app.domain.visit_stats import DAY_S, FLOOR_MARGIN, visit_cost_s
@@ -138,13 +138,17 @@ def schedule_drift_s(ctx: Context, visit_type: str, now_s: float) -> float | Non
 
 
 def overload_margin_s(config: VisitTypeConfig) -> float:
-    """The floor's margin (``max_interval`` less the floor) of an overloaded
-    visit type (``is_overloaded``), 0 otherwise: past that backlog the pop
-    lets up_to_date origins wait for every visit already due (pop.lua)."""
-    floor_s = config.max_interval_s * FLOOR_MARGIN
-    if not is_overloaded(config.age_multiplier_s2, floor_s):
+    """The floor's margin (``max_interval`` less the floor) of a visit type
+    whose μ is past the cap of known changes (``past_known_change_cap``: the
+    workers cannot follow every reported change), 0 otherwise: the pop then
+    lets up_to_date origins, whose visits the forge says would find nothing,
+    wait for every visit already due (pop.lua). It engages with quiet origins
+    first, so that no useless floor visit goes before the reported changes,
+    now due by their latest change, that it would leave behind."""
+    bound_s = config.max_interval_s - config.max_interval_s * FLOOR_MARGIN
+    if not past_known_change_cap(config.age_multiplier_s2, bound_s):
         return 0.0
-    return config.max_interval_s - floor_s
+    return bound_s
 
 
 def planned_lateness(popped: Iterable[Popped], now_s: float) -> list[float]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.db.connection import DictConnection
 from app.db.origins import describe
+from app.domain.allocation import counts_from_latest_change
 from app.domain.latency import wait_s
 from app.loaders.base import publishes_statuses
 from app.services.context import Context
@@ -26,6 +27,10 @@ def describe_origin(
             # loader's are a hash of the refs, no SWHID).
             report["last_snapshot_swhid"] = f"swh:1:snp:{snapshot}"
         location = ctx.mirror.locate(str(row["visit_type"]), int(row["id"]))
+        delay = report.get("reported_change_delay_s")
+        if isinstance(delay, float) and counts_from_latest_change(delay):
+            # stored negated: τ after the latest reported change, not the first missed one
+            report["reported_change_delay_s"] = f"{-delay} (quiet-first)"
         report["mirror_place"] = location.pool or location.where
         report["mirror_rank"] = location.rank
         report["mirror_score"] = location.score

@@ -103,6 +103,9 @@ class Truth:
     fetch_busy_s: float = 0.0
     """Worker seconds successful recurrent visits (first visits aside) spent
     fetching commits, beyond their fixed part."""
+    busy_by_kind_s: dict[str, float] = field(default_factory=dict)
+    """Worker seconds of the measured visits by what they were: ``first`` (no
+    success yet), else ``last_update`` or ``no_last_update`` (the origin's lister)."""
 
     def __post_init__(self) -> None:
         n = len(self.origins)
@@ -184,6 +187,9 @@ class Truth:
             self.busy_s += duration_s
             self.useless_busy_s += duration_s if useless else 0.0
             first_fetch = success and self.archived[index] == 0
+            reported = "last_update" if self.with_last_update[index] else "no_last_update"
+            kind = "first" if self.archived[index] == 0 else reported
+            self.busy_by_kind_s[kind] = self.busy_by_kind_s.get(kind, 0.0) + duration_s
             self.first_fetch_busy_s += duration_s if first_fetch else 0.0
             self.fetch_busy_s += fetch_s if success and not first_fetch else 0.0
         if success:
@@ -282,6 +288,9 @@ class Truth:
                 "worker_s_per_day": self.busy_s / days,
                 "first_fetch_worker_s_per_day": self.first_fetch_busy_s / days,
                 "fetch_worker_s_per_day": self.fetch_busy_s / days,
+                "worker_s_per_day_by_kind": {
+                    k: self.busy_by_kind_s[k] / days for k in sorted(self.busy_by_kind_s)
+                },
                 "by_status": {k: self.visits[k] for k in sorted(self.visits)},
                 "by_policy": {k: self.policies[k] for k in sorted(self.policies)},
             },

@@ -29,14 +29,14 @@
 --         first) are taken before the merge, however much other work is due
 --         earlier; the fraction of a slot owed is carried to the next batch
 --         (meta credit:first) while first visits wait.
---         With 'due', ARGV[7] is the floor's margin (s) of an overloaded
---         visit type (its multiplier at the clamp: the capacity pays for no
---         more than the floor), 0 otherwise. Once the backlog passes it (now
---         minus the earliest target waiting in no_last_update or up_to_date,
---         the schedule drift), the floor is not held anyway, and an up_to_date
---         origin counts as due now: a visit the forge says would find nothing
---         goes after every visit already due (reported changes, guesses,
---         first visits), before only those not due yet.
+--         With 'due', ARGV[7] is the floor's margin (s) of a visit type whose
+--         multiplier is past the cap of known changes (the workers cannot
+--         follow every reported change: quiet origins first), 0 otherwise.
+--         Non-zero, an up_to_date origin counts as due now: a visit the forge says would
+--         find nothing goes after every visit already due (reported changes,
+--         guesses, first visits), before only those not due yet. (The
+--         reported changes left behind then are due by their latest change,
+--         not by a target: no backlog of targets shows how far behind they are.)
 -- ARGV[9] 'peek' to only say what a pop would take (nothing moves, nothing
 --         returns from cooling), anything else to pop
 -- ARGV[10] optional, with 'due': 'rank' to take nothing and return
@@ -108,14 +108,8 @@ local function by_due(first)
   end
   take[1] = first
   pos[1] = 1 + 2 * first
-  -- Overloaded past the floor's margin: up_to_date origins wait for the rest.
-  local margin = tonumber(ARGV[7]) or 0
-  local drift_from = nil
-  for i = 3, 4 do
-    local head = tonumber(heads[i][2])
-    if head and (drift_from == nil or head < drift_from) then drift_from = head end
-  end
-  local defer = margin > 0 and drift_from ~= nil and now - drift_from > margin
+  -- Overloaded: up_to_date origins wait for the rest.
+  local defer = (tonumber(ARGV[7]) or 0) > 0
   for _ = first + 1, n do
     local best, best_due = nil, nil
     for i = 1, 4 do

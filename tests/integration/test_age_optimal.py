@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -191,8 +192,9 @@ def test_a_reported_change_waits_in_lagging_until_its_delay_which_the_sweep_repl
     assert isinstance(rate, float) and rate > 0
     first_missed = min((NOW + 3.5 * DAY).timestamp(), (NOW + 3 * DAY).timestamp() + 86400 / rate)
     assert score == pytest.approx(first_missed + delay)
-    # μ a thousand times larger: the sweep re-plans the delay, the mirror follows
-    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e12,))
+    # μ a hundred times larger (under the cap: sqrt(2 μ) is 5.2 days, under the
+    # 6.4 of the bound): the sweep re-plans the delay, the mirror follows
+    conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (1e11,))
     schedule_step(conn, ctx, "git", 0, NOW + 4 * DAY, {"age_optimal": 1.0})
     replanned = stats_by_url(conn)[url]["reported_change_delay_s"]
     assert isinstance(replanned, float) and replanned > 10 * delay
@@ -239,17 +241,56 @@ def test_under_overload_a_reported_change_goes_before_a_floor_visit_due_earlier(
     assert [order.url for order in step.orders] == [reported]
 
 
-def test_overloaded_past_the_floors_margin_a_reported_change_goes_before_a_useless_floor_visit(
-    conn: DictConnection, ctx: Context
-) -> None:
+def _overloaded_forge(conn: DictConnection) -> uuid.UUID:
+    """age_optimal on git with μ at its clamp (the capacity pays for no more than
+    the floor: the workers cannot follow every reported change), and a forge's
+    lister to list with."""
     set_policies(conn, "git", {"age_optimal": 1.0})
     floor_s = 0.9 * 64 * 86400
-    # the multiplier's clamp: the capacity pays for no more than the floor
     conn.execute(
         "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 2,)
     )
+    return register_lister(conn, "test", "forge", None)
+
+
+def test_under_overload_an_origin_that_stopped_changing_goes_before_one_that_keeps_changing(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = _overloaded_forge(conn)
+    busy, quiet = "https://q.example/busy", "https://q.example/quiet"
+
+    def listing(busy_at: datetime, quiet_at: datetime, at: datetime) -> None:
+        rows = [
+            (1, ListedOriginIn(url=busy, visit_type="git", last_update=busy_at)),
+            (2, ListedOriginIn(url=quiet, visit_type="git", last_update=quiet_at)),
+        ]
+        record_listed_origins(conn, ctx, lister, rows, at)
+
+    listing(NOW - 10 * DAY, NOW - 10 * DAY, NOW - DAY)
+    for k in range(6):  # the busy origin changed at every visit, the quiet one never
+        _visit(conn, ctx, busy, k + 1, NOW + k * DAY, bytes([k]) * 20)
+        _visit(conn, ctx, quiet, k + 1, NOW + k * DAY, b"q" * 20)
+    # the busy one went on changing (its first missed change about a day after
+    # its last visit); the quiet one changed once, ten days after its last visit
+    listing(NOW + 19.9 * DAY, NOW + 15 * DAY, NOW + 20 * DAY)
+    step = schedule_step(conn, ctx, "git", 1, NOW + 30 * DAY, {"age_optimal": 1.0})
+    # one visit brings the quiet one up to date; the busy one waits
+    assert [order.url for order in step.orders] == [quiet]
+    # an operator sees the delay, and that it counts from the latest change
+    stored = stats_by_url(conn)[quiet]["reported_change_delay_s"]
+    assert isinstance(stored, float) and stored < 0
+    shown = re.search(
+        r"reported_change_delay_s\s+│ (\S+) \(quiet-first\)", cli("origin", "show", quiet).stdout
+    )
+    assert shown is not None and float(shown.group(1)) == pytest.approx(-stored, rel=1e-3)
+
+
+def test_past_the_cap_on_mu_a_reported_change_goes_before_a_useless_floor_visit_due_earlier(
+    conn: DictConnection, ctx: Context
+) -> None:
+    lister = _overloaded_forge(conn)
+    floor_s = 0.9 * 64 * 86400
     unchanged, changed = "https://u.example/unchanged", "https://u.example/changed"
-    lister = register_lister(conn, "test", "forge", None)
 
     def listing(changed_at: datetime, at: datetime) -> None:
         rows = [
@@ -265,15 +306,21 @@ def test_overloaded_past_the_floors_margin_a_reported_change_goes_before_a_usele
     floor_due = stats_by_url(conn)[unchanged]["next_visit_queue_position"]
     assert isinstance(floor_due, datetime) and floor_due < NOW + 10 * DAY
     listing(NOW + 15 * DAY, NOW + 16 * DAY)  # the forge reports a change of the other
-    # the floor visit is 12 days overdue, past the margin (6.4): the forge says it
-    # would find nothing, so the reported change, due after it, goes first
+    # the floor visit is overdue, the reported change due after it; the forge
+    # says the floor visit would find nothing, so the reported change goes first
     at = NOW + 22 * DAY
+
+    def first_with(mu: float) -> list[str]:
+        conn.execute("update visit_types set age_multiplier_s2 = %s where name = 'git'", (mu,))
+        step = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
+        return [order.url for order in step.orders]
+
     schedule_step(conn, ctx, "git", 0, at, {"age_optimal": 1.0})  # back from cooling
-    step = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
-    assert [order.url for order in step.orders] == [changed]
-    # not overloaded (μ under its clamp), the floor visit goes first
-    conn.execute(
-        "update visit_types set age_multiplier_s2 = %s where name = 'git'", (floor_s**2 / 3,)
-    )
-    later = schedule_step(conn, ctx, "git", 1, at, {"age_optimal": 1.0}, dry_run=True)
-    assert [order.url for order in later.orders] == [unchanged]
+    assert first_with(floor_s**2 / 2) == [changed]  # μ at its clamp
+    # μ under its clamp but past the cap of known changes (sqrt(2 μ) = 33 days,
+    # past the 6.4 of the bound): the workers still cannot follow every change
+    assert first_with(floor_s**2 / 3) == [changed]
+    # under the cap (the workers follow every reported change), the floor
+    # visit goes first, in the order the visits fell due
+    bound_s = 64 * 86400 - floor_s
+    assert first_with(bound_s**2 / 2 * 0.9) == [unchanged]

@@ -209,9 +209,10 @@ def test_overloaded_age_optimal_pop_takes_floor_visits_the_forge_calls_useless_l
 
     # not overloaded: every pool by due time, the floor visits first
     assert taken(2, 0.0) == [1, 2]
-    # overloaded, a backlog (20 days) under a margin of 25: the floor holds
-    assert taken(2, 25 * day) == [1, 2]
-    # overloaded past the margin: every visit already due goes first
+    # overloaded: every visit already due goes first, whatever the backlog of
+    # targets (20 days, under a margin of 25 or past one of 6.4): reported
+    # changes due by the latest change show in no target
+    assert taken(3, 25 * day) == [3, 4, 5]
     assert taken(3, margin) == [3, 4, 5]
     # ranked as due now: after those, before a change not due yet
     ranked = mirror.due_order("git", 0, 6, NOW, day, peek=True, overload_margin_s=margin)

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from msgspec import structs
 
 from app.domain.allocation import (
+    LATEST_CHANGE_MIN_DELAY_S,
     corrected_multiplier,
+    counts_from_latest_change,
     known_change_delay_s,
     lateness_reference_s,
     reported_change_delay_s,
@@ -106,7 +108,8 @@ def test_replanning_gives_the_target_the_journal_would_plan_under_the_new_multip
     assert planned_before.next_visit_queue_position is not None
     assert target > planned_before.next_visit_queue_position  # a larger μ spaces visits more
     assert delay is not None and planned_before.reported_change_delay_s is not None
-    assert delay > planned_before.reported_change_delay_s  # and waits longer after a change
+    # and waits longer after a change (4 μ is past the cap: counted from the latest)
+    assert abs(delay) > planned_before.reported_change_delay_s
 
 
 def test_nothing_is_replanned_without_a_multiplier_or_after_a_failed_visit() -> None:
@@ -221,9 +224,12 @@ def test_a_known_change_waits_at_most_the_bound_and_never_longer_than_planned_by
     rate, bound = rate_per_day / DAY_S, bound_days * DAY_S
     known = known_change_delay_s(rate, multiplier_s2, FLOOR_S, bound)
     planned = reported_change_delay_s(rate, multiplier_s2, FLOOR_S)
-    assert 0 <= known <= min(bound, FLOOR_S, planned) * (1 + 1e-12)
     if multiplier_s2 <= bound * bound / 2:  # below the bound, the age-optimal delay
         assert known == planned
+    else:  # past it, from the latest reported change (negated), at least a second
+        assert counts_from_latest_change(known)
+        known = abs(known) if abs(known) > LATEST_CHANGE_MIN_DELAY_S else 0.0
+    assert 0 <= known <= min(bound, FLOOR_S, planned) * (1 + 1e-12)
 
 
 def test_under_overload_a_reported_change_is_due_within_days_not_at_the_floor() -> None:
@@ -235,12 +241,30 @@ def test_under_overload_a_reported_change_is_due_within_days_not_at_the_floor() 
         assert planned > 15 * DAY_S  # what the multiplier alone gives
         for mu in (FLOOR_S**2 / 2, math.inf):
             delay = change_delay_s(replace(overloaded, age_multiplier_s2=mu), per_day / DAY_S, mu)
-            assert delay is not None
-            assert delay <= within_days * DAY_S
+            assert delay is not None and counts_from_latest_change(delay)
+            assert -delay <= within_days * DAY_S
     # under normal load the multiplier decides, as before
     assert change_delay_s(policy(MU), 1 / DAY_S, MU) == reported_change_delay_s(
         1 / DAY_S, MU, FLOOR_S
     )
+
+
+def test_past_the_cap_on_mu_a_known_change_is_due_its_delay_after_the_latest_change() -> None:
+    bound = 6.4 * DAY_S
+    cap = bound * bound / 2
+    for per_day in (0.01, 1.0, 10.0):
+        rate = per_day / DAY_S
+        # under the cap (the fastest changers visited within the bound): as planned
+        below = known_change_delay_s(rate, cap / 2, FLOOR_S, bound)
+        assert below == reported_change_delay_s(rate, cap / 2, FLOOR_S)
+        assert not counts_from_latest_change(below)
+        # past it, at the cap's delay, counted from the latest reported change
+        for mu in (cap * 1.01, FLOOR_S**2 / 2, math.inf):
+            past = known_change_delay_s(rate, mu, FLOOR_S, bound)
+            assert counts_from_latest_change(past)
+            assert -past == max(1.0, reported_change_delay_s(rate, cap, FLOOR_S))
+    # an origin not known to change keeps the sign: a delay of a second
+    assert known_change_delay_s(0.0, math.inf, FLOOR_S, bound) == -LATEST_CHANGE_MIN_DELAY_S
 
 
 def test_a_failed_visit_near_the_floor_is_due_by_the_floor_counted_from_the_last_success() -> None:

@@ -10,9 +10,9 @@ import pytest
 from app.domain.allocation import (
     age_gain,
     corrected_multiplier,
-    is_overloaded,
     multiplier_for_capacity,
     optimal_interval_s,
+    past_known_change_cap,
     visits_per_s,
 )
 
@@ -73,10 +73,12 @@ def test_the_multiplier_spends_exactly_the_capacity_above_the_floor() -> None:
     assert visits_per_s(classes, mu, floor_s) == pytest.approx(capacity, rel=1e-6)
 
 
-def test_a_multiplier_at_its_clamp_or_infinite_says_the_visit_type_is_overloaded() -> None:
-    floor_s = 57.6 * DAY_S
+def test_mu_past_the_cap_of_known_changes_says_the_workers_cannot_follow_every_change() -> None:
+    floor_s, bound_s = 57.6 * DAY_S, 6.4 * DAY_S
+    cap = bound_s**2 / 2
     clamped = corrected_multiplier(floor_s**2 / 2.5, 30 * DAY_S, 1.0, floor_s, 3600.0)
-    assert is_overloaded(clamped, floor_s)
-    assert is_overloaded(math.inf, floor_s)
-    assert not is_overloaded(floor_s**2 / 2 * 0.99, floor_s)
-    assert not is_overloaded(None, floor_s)
+    for mu in (cap * 1.01, floor_s**2 / 3, clamped, math.inf):
+        assert past_known_change_cap(mu, bound_s)
+    for mu in (cap, cap * 0.99, None):
+        assert not past_known_change_cap(mu, bound_s)
+    assert not past_known_change_cap(math.inf, 0.0)  # no bound: no cap

@@ -1,5 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -232,6 +233,36 @@ def test_under_age_optimal_a_reported_change_is_due_by_the_target_at_the_latest(
         next_visit_queue_position=floor,
     )
     assert pool_of(r) == ("lagging", epoch_s(floor))
+
+
+def test_when_the_workers_cannot_follow_every_reported_change_quiet_origins_go_first() -> None:
+    delay = -3600.0  # negative: counted from the latest reported change
+    floor = NOW - timedelta(days=20)  # the floor, long past
+    quiet = row(
+        last_update=NOW - timedelta(days=30),
+        last_successful=NOW - timedelta(days=40),
+        never_succeeded=False,
+        last_visit_status="full",
+        change_rate_per_day=0.01,
+        reported_change_delay_s=delay,
+    )
+    busy = row(
+        last_update=NOW - timedelta(hours=2),  # changed again since the last listing
+        last_successful=NOW - timedelta(days=60),  # its first missed change, long ago
+        never_succeeded=False,
+        last_visit_status="full",
+        change_rate_per_day=10.0,
+        reported_change_delay_s=delay,
+        next_visit_queue_position=floor,
+    )
+    # the delay after the latest change, whatever the first missed one and the floor
+    assert pool_of(quiet) == ("lagging", epoch_s(NOW - timedelta(days=30)) + 3600.0)
+    assert pool_of(busy) == ("lagging", epoch_s(NOW - timedelta(hours=2)) + 3600.0)
+    assert pool_of(quiet)[1] < pool_of(busy)[1]
+    # under a load the workers follow: the delay after the first missed change
+    planned = msgspec.structs.replace(busy, reported_change_delay_s=3600.0)
+    first_missed = NOW - timedelta(days=60) + timedelta(days=1 / 10)
+    assert pool_of(planned) == ("lagging", epoch_s(first_missed) + 3600.0)
 
 
 MOMENTS = st.none() | st.integers(-400, 400).map(lambda d: NOW + timedelta(days=d))
