@@ -7,6 +7,7 @@ last renewal: a worker killed or paused loses it without anyone's help.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 from redis.commands.core import Script
@@ -27,6 +28,18 @@ def hold(
     """Take or renew the claim of ``url`` as ``value`` for ``ttl_ms``: None when
     the caller holds it now, else the value of the visit that holds it."""
     return _call(client, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
+
+
+def hold_each(
+    client: Redis, claims: Sequence[tuple[str, str, str, str]], ttl_ms: int
+) -> list[str | None]:
+    """Renew (or take) each claim ``(namespace, visit_type, url, value)`` for
+    ``ttl_ms``, in one round trip: for each, what ``hold`` tells."""
+    pipe = client.pipeline(transaction=False)
+    for namespace, visit_type, url, value in claims:
+        # EVAL, not a Script: a pipeline's Script first asks whether Redis has it.
+        pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
+    return [None if not held else _text(held) for held in pipe.execute()]
 
 
 def release(client: Redis, namespace: str, visit_type: str, url: str, value: str) -> str | None:
