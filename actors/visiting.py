@@ -46,9 +46,9 @@ from dramatiq.middleware import Interrupt
 
 from actors.watch import Tripwire
 from queues import dramatiq_broker
-from queues.errors import Redis, RedisError
+from queues.errors import Pipeline, Redis, RedisError
 from queues.lease import holder_name
-from queues.visiting import hold, hold_each, release
+from queues.visiting import hold, hold_each, release, release_on
 
 log = logging.getLogger("revisit.worker")
 
@@ -201,6 +201,14 @@ class OriginClaim:
         """Another visit (``other``) took the claim: interrupt this one."""
         log.warning("%s: another visit took its origin's claim (%s)", self.where[2], other)
         self.watch.trip()
+
+    def release_on(self, pipe: Pipeline) -> None:
+        """Release the claim with what else ``pipe`` sends (which the caller
+        executes); one that fails expires by itself."""
+        if self._held:
+            RENEWALS.remove(self)
+            release_on(pipe, *self.where)
+            self._held = False
 
     def _hold(self) -> str | None:
         return hold(self.client, *self.where, claim_ttl_ms())

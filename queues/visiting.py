@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
+from redis.client import Pipeline
 from redis.commands.core import Script
 
 from queues import lua
@@ -46,6 +47,12 @@ def release(client: Redis, namespace: str, visit_type: str, url: str, value: str
     """Release the claim of ``url`` if ``value`` holds it: None when it is free
     of the caller now, else the value of the visit that holds it."""
     return _call(client, visiting(namespace, visit_type, url), value, 0)
+
+
+def release_on(pipe: Pipeline, namespace: str, visit_type: str, url: str, value: str) -> None:
+    """Queue on ``pipe`` (the caller executes it) the release of the claim of
+    ``url`` if ``value`` holds it."""
+    pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, 0)
 
 
 def _call(client: Redis, key: str, value: str, ttl_ms: int) -> str | None:

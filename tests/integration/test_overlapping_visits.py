@@ -247,6 +247,8 @@ def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_
         wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the recurrent visit", logs)
         origin.send(31, 0.5, time.time(), request_id=41)
         wait_for(lambda: origin.stats()["last_visit_number"] == 31, 60, "the request's visit", logs)
+        # Released as it ended, long before it would expire.
+        wait_for(lambda: not origin.redis.exists(origin.claim), 3, "the claim's release", logs)
     statuses = [(visit, status) for visit, status, _ in published(settings)]
     assert statuses == [(30, "created"), (30, "full"), (31, "created"), (31, "full")]
     assert (
