@@ -80,25 +80,27 @@ class ClaimLost(Interrupt):
 
 class Renewals:
     """The claims one worker process holds, renewed together every renewal
-    period by one daemon thread (started with the first claim, and again in a
-    forked child), in one round trip per Redis client. A claim found taken by
+    period by one daemon thread (started with the first claim), in one round
+    trip per Redis client. A claim found taken by
     another visit trips its wire and is renewed no more."""
 
     def __init__(self) -> None:
+        self._forget()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        """Hold nothing: a forked child (a loader's) holds none of its parent's claims."""
         self._lock = threading.Lock()
         #: Held while a round trip renews claims: a claim leaves only after it.
         self._renewing = threading.Lock()
         self._held: set[OriginClaim] = set()
         self._thread: threading.Thread | None = None
-        self._pid = 0
 
     def add(self, claim: OriginClaim) -> None:
         """Renew ``claim`` from now on."""
         with self._lock:
             self._held.add(claim)
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._renewing = threading.Lock()  # a fork may have copied it held
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="claims", daemon=True)
                 self._thread.start()
 
@@ -120,7 +122,10 @@ class Renewals:
                 for claim in held:
                     by_client.setdefault(id(claim.client), []).append(claim)
                 for claims in by_client.values():
-                    self._renew(claims)
+                    try:
+                        self._renew(claims)
+                    except Exception:  # the thread renews every claim: it must not end
+                        log.exception("could not renew the claims of %d visits", len(claims))
 
     def _renew(self, claims: list[OriginClaim]) -> None:
         sent = time.monotonic()
