@@ -11,7 +11,8 @@ anything:
   it in flight from a later send: ``superseded``); the visit in flight places
   the origin back;
 - claims the origin (``queues.visiting``), one claim per visit type and URL,
-  renewed while the visit runs. A visit that finds another visit's claim is
+  renewed while the visit runs (one thread per worker process renews every
+  claim the process holds, in one round trip). A visit that finds another visit's claim is
   not run and publishes nothing: a recurrent one is dropped (the running
   visit's statuses place the origin back), a request's waits (Dramatiq
   retries it with backoff, within its deadline) so the request is not lost.
@@ -34,17 +35,20 @@ was away a moment. A claim that cannot be released expires by itself.
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 from types import TracebackType
 from uuid import uuid4
 
 import dramatiq
 from dramatiq.middleware import Interrupt
 
-from actors.watch import Watch
+from actors.watch import Tripwire
 from queues import dramatiq_broker
-from queues.errors import Redis, RedisError
+from queues.errors import Pipeline, Redis, RedisError
 from queues.lease import holder_name
-from queues.visiting import hold, release
+from queues.visiting import hold, hold_each, release, release_on
 
 log = logging.getLogger("revisit.worker")
 
@@ -59,6 +63,11 @@ def claim_ttl_ms() -> int:
     return max(1, dramatiq_broker.HEARTBEAT_TIMEOUT_MS // 2)
 
 
+def renewal_period_s() -> float:
+    """How often a held claim is renewed."""
+    return claim_ttl_ms() / 1000 / RENEWALS_PER_TTL
+
+
 class OriginBusy(dramatiq.Retry):
     """Another visit of the origin is running: this one (a request's, or a
     message given back after its worker died) waits, retried by Dramatiq."""
@@ -69,27 +78,102 @@ class ClaimLost(Interrupt):
     (this visit's worker was paused past it) and runs."""
 
 
+class Renewals:
+    """The claims one worker process holds, renewed together every renewal
+    period by one daemon thread (started with the first claim), in one round
+    trip per Redis client. A claim found taken by
+    another visit trips its wire and is renewed no more."""
+
+    def __init__(self) -> None:
+        self._forget()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        """Hold nothing: a forked child (a loader's) holds none of its parent's claims."""
+        self._lock = threading.Lock()
+        #: Held while a round trip renews claims: a claim leaves only after it.
+        self._renewing = threading.Lock()
+        self._held: set[OriginClaim] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, claim: OriginClaim) -> None:
+        """Renew ``claim`` from now on."""
+        with self._lock:
+            self._held.add(claim)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="claims", daemon=True)
+                self._thread.start()
+
+    def remove(self, claim: OriginClaim) -> None:
+        """Renew ``claim`` no more, once the renewal under way (it would take
+        the claim again after its release) has ended."""
+        with self._lock:
+            self._held.discard(claim)
+        with self._renewing:
+            pass
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(renewal_period_s())
+            with self._renewing:
+                with self._lock:
+                    held = list(self._held)
+                by_client: dict[int, list[OriginClaim]] = {}
+                for claim in held:
+                    by_client.setdefault(id(claim.client), []).append(claim)
+                for claims in by_client.values():
+                    try:
+                        self._renew(claims)
+                    except Exception:  # the thread renews every claim: it must not end
+                        log.exception("could not renew the claims of %d visits", len(claims))
+
+    def _renew(self, claims: list[OriginClaim]) -> None:
+        sent = time.monotonic()
+        try:
+            others = hold_each(claims[0].client, [c.where for c in claims], claim_ttl_ms())
+        except RedisError:
+            return  # Redis away: the next renewal retries
+        for claim, other in zip(claims, others, strict=True):
+            if other is None:
+                claim.confirmed_at = sent
+            else:
+                with self._lock:
+                    self._held.discard(claim)
+                claim.lose(other)
+
+
+#: The claims of this worker process.
+RENEWALS = Renewals()
+
+
 class OriginClaim:
     """The claim of one origin by one run of a visit message: ``take`` it, then
-    within the block it is renewed, and released at the end."""
+    within the block it is renewed (``RENEWALS``), and released at the end."""
 
     def __init__(
         self, client: Redis, namespace: str, visit_type: str, url: str, message_id: str
     ) -> None:
-        self._where = (client, namespace, visit_type, url)
+        self.client = client
         self.message_id = message_id
         #: What the claim holds: the message, and who runs it (one value per run).
         self.value = f"{message_id} {holder_name()}:{uuid4().hex[:8]}"
-        self.watch = Watch(
-            self._lost, claim_ttl_ms() / 1000 / RENEWALS_PER_TTL, ClaimLost, f"claim-{url}"
-        )
+        #: What ``queues.visiting`` takes to renew it: namespace, visit type, URL, value.
+        self.where = (namespace, visit_type, url, self.value)
+        #: Interrupts the visit once another visit took the claim.
+        self.watch = Tripwire(ClaimLost)
+        #: When (monotonic clock) Redis last confirmed this run holds the claim,
+        #: as the request that confirmed it left: it holds it ``claim_ttl_ms`` on.
+        self.confirmed_at = 0.0
         self._held = False
 
     def take(self) -> str | None:
         """Claim the origin: None once this run holds it, else the value of the
         visit holding it. Raises RedisError when Redis cannot be reached."""
-        other = hold(*self._where, self.value, claim_ttl_ms())
+        sent = time.monotonic()
+        other = self._hold()
         self._held = other is None
+        if self._held:
+            self.confirmed_at = sent
         return other
 
     def held_by_earlier_run(self, other: str) -> bool:
@@ -97,24 +181,46 @@ class OriginClaim:
         return other.split(" ", 1)[0] == self.message_id
 
     def kept(self) -> bool:
-        """Renew the claim now; False if another visit holds it (True without Redis:
-        the visit is not dropped for Redis being away; True when it runs unclaimed)."""
+        """Whether this run still holds the claim, renewed now unless Redis confirmed
+        it within a renewal period (so it holds it for two more); False if
+        another visit holds it (True without Redis: the visit is not dropped for
+        Redis being away; True when it runs unclaimed)."""
         if not self._held:
             return True
-        return not self.watch.tripped and not self._lost()
-
-    def _lost(self) -> bool:
+        if self.watch.tripped:
+            return False
+        sent = time.monotonic()
+        if sent - self.confirmed_at < renewal_period_s():
+            return True
         try:
-            other = hold(*self._where, self.value, claim_ttl_ms())
+            other = self._hold()
         except RedisError:
-            return False  # Redis away: the next renewal retries
+            return True  # Redis away: the visit is not dropped for it
         if other is not None:
-            log.warning("%s: another visit took its origin's claim (%s)", self._where[3], other)
-        return other is not None
+            self.lose(other)
+            return False
+        self.confirmed_at = sent
+        return True
+
+    def lose(self, other: str) -> None:
+        """Another visit (``other``) took the claim: interrupt this one."""
+        log.warning("%s: another visit took its origin's claim (%s)", self.where[2], other)
+        self.watch.trip()
+
+    def release_on(self, pipe: Pipeline) -> None:
+        """Release the claim with what else ``pipe`` sends (which the caller
+        executes); one that fails expires by itself."""
+        if self._held:
+            RENEWALS.remove(self)
+            release_on(pipe, *self.where)
+            self._held = False
+
+    def _hold(self) -> str | None:
+        return hold(self.client, *self.where, claim_ttl_ms())
 
     def __enter__(self) -> OriginClaim:
         if self._held:
-            self.watch.start()
+            RENEWALS.add(self)
         return self
 
     def __exit__(
@@ -125,9 +231,8 @@ class OriginClaim:
     ) -> None:
         if not self._held:
             return
-        # The renewal under way ends first: it would take the claim again.
-        self.watch.stop(wait=True)
+        RENEWALS.remove(self)
         try:
-            release(*self._where, self.value)
+            release(self.client, *self.where)
         except RedisError as error:
-            log.warning("%s: could not release its origin's claim (%s)", self._where[3], error)
+            log.warning("%s: could not release its origin's claim (%s)", self.where[2], error)

@@ -49,7 +49,7 @@ from app.services.requests import end_unvisited_request, release_request_origin
 from app.settings import WORKER_LOADERS_VARIABLE, WORKER_QUEUES_VARIABLE, get_settings
 from monitoring.metrics import ORIGIN_BUSY, VISIT_SECONDS, VISITS, VISITS_DROPPED
 from queues.errors import RedisError
-from queues.workers import count_outcome, record_duration, take_abort
+from queues.workers import record_visit, take_abort
 
 #: Retries and first retry delay of a message sent without its visit type's.
 DEFAULT_RETRIES = 3
@@ -196,14 +196,18 @@ def publish_status(
     log.info("visit %d of %s: status %s published late", visit, url, status)
 
 
-def _record_outcome(queue: str, visit_type: str, result: VisitResult) -> None:
-    """Count a finished visit (its duration, outcome and metrics). Its status is already
-    published: a failure here (Redis restarting) must not make Dramatiq run the visit
-    again, so it is logged in one line and the visit ends."""
+def _record_outcome(queue: str, visit_type: str, result: VisitResult, claim: OriginClaim) -> None:
+    """Count a finished visit (its duration, outcome and metrics) and release its
+    origin's claim, in one round trip. Its status is already published: a failure
+    here (Redis restarting) must not make Dramatiq run the visit again, so it is
+    logged in one line and the visit ends (the claim expires by itself)."""
     try:
-        redis, namespace = context().redis, settings.redis_namespace
-        record_duration(redis, namespace, queue, result.duration_s)
-        count_outcome(redis, namespace, visit_type, result.status)
+        pipe = context().redis.pipeline(transaction=False)
+        record_visit(
+            pipe, settings.redis_namespace, queue, visit_type, result.status, result.duration_s
+        )
+        claim.release_on(pipe)
+        pipe.execute()
         VISITS.labels(visit_type, result.status).inc()
         VISIT_SECONDS.labels(visit_type).observe(result.duration_s)
     except Exception as exc:  # nothing after the publish may retry the visit
@@ -412,7 +416,7 @@ def visit(
             _publish_final(queue, *final, timeout_s=left_s)
         elif request_id is not None and not result.archived:
             _end_unvisited(request_id, result.error or f"visit ended {result.status}")
-        _record_outcome(queue, visit_type, result)
+        _record_outcome(queue, visit_type, result, claim)
         log.info(
             "visited %s in the %s lane: %s in %.2fs%s",
             url,

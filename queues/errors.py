@@ -13,6 +13,8 @@ import redis
 
 #: A client of one Redis server (the broker's, or an unsharded mirror's).
 Redis: TypeAlias = redis.Redis
+#: Commands sent to one Redis server in one round trip.
+Pipeline: TypeAlias = redis.client.Pipeline
 #: Anything the Redis client raises.
 RedisError = redis.RedisError
 #: What Redis raises when it cannot be reached now but may be later.

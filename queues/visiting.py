@@ -7,8 +7,10 @@ last renewal: a worker killed or paused loses it without anyone's help.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
+from redis.client import Pipeline
 from redis.commands.core import Script
 
 from queues import lua
@@ -29,10 +31,28 @@ def hold(
     return _call(client, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
 
 
+def hold_each(
+    client: Redis, claims: Sequence[tuple[str, str, str, str]], ttl_ms: int
+) -> list[str | None]:
+    """Renew (or take) each claim ``(namespace, visit_type, url, value)`` for
+    ``ttl_ms``, in one round trip: for each, what ``hold`` tells."""
+    pipe = client.pipeline(transaction=False)
+    for namespace, visit_type, url, value in claims:
+        # EVAL, not a Script: a pipeline's Script first asks whether Redis has it.
+        pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
+    return [None if not held else _text(held) for held in pipe.execute()]
+
+
 def release(client: Redis, namespace: str, visit_type: str, url: str, value: str) -> str | None:
     """Release the claim of ``url`` if ``value`` holds it: None when it is free
     of the caller now, else the value of the visit that holds it."""
     return _call(client, visiting(namespace, visit_type, url), value, 0)
+
+
+def release_on(pipe: Pipeline, namespace: str, visit_type: str, url: str, value: str) -> None:
+    """Queue on ``pipe`` (the caller executes it) the release of the claim of
+    ``url`` if ``value`` holds it."""
+    pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, 0)
 
 
 def _call(client: Redis, key: str, value: str, ttl_ms: int) -> str | None:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import redis
 from dramatiq.rate_limits import ConcurrentRateLimiter
 from dramatiq.rate_limits.backends import RedisBackend
+from redis.client import Pipeline
 
 from queues.keys import (
     aborted_requests,
@@ -51,13 +52,16 @@ def unregister(client: redis.Redis, namespace: str, queues: Iterable[str], pid: 
     pipe.execute()
 
 
-def record_duration(client: redis.Redis, namespace: str, queue: str, duration_s: float) -> None:
-    """Remember one visit's duration for its queue (the latest KEPT_DURATIONS)."""
+def record_visit(
+    pipe: Pipeline, namespace: str, queue: str, visit_type: str, status: str, duration_s: float
+) -> None:
+    """Record one finished visit on ``pipe``, which the caller executes (with
+    what else it sends at the visit's end): its duration for its queue (the
+    latest KEPT_DURATIONS), and one more visit of ``visit_type`` ended in ``status``."""
     key = queue_durations(namespace, queue)
-    pipe = client.pipeline(transaction=False)
     pipe.lpush(key, f"{duration_s:.3f}")
     pipe.ltrim(key, 0, KEPT_DURATIONS - 1)
-    pipe.execute()
+    pipe.hincrby(visit_outcomes(namespace, visit_type), status, 1)
 
 
 class Capacity(NamedTuple):
@@ -87,11 +91,6 @@ def capacities(client: redis.Redis, namespace: str, queues: Iterable[str]) -> di
                 threads += int(count)
         found[queue] = Capacity(threads, [float(v) for v in durations])
     return found
-
-
-def count_outcome(client: redis.Redis, namespace: str, visit_type: str, status: str) -> None:
-    """Count one visit of ``visit_type`` that ended in ``status``."""
-    client.hincrby(visit_outcomes(namespace, visit_type), status, 1)
 
 
 def outcomes(client: redis.Redis, namespace: str, visit_type: str) -> dict[str, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from actors.broker import make_broker
+from actors.visiting import OriginClaim
 from app.db.connection import DictConnection
 from app.domain.lanes import Lane
 from app.domain.placement import epoch_s
@@ -136,6 +138,33 @@ def test_a_claim_is_held_by_one_run_at_a_time_and_released_by_its_holder_only(
     assert hold(*where, "m1 run-a", 10_000) is None
 
 
+def test_a_worker_process_keeps_the_claims_of_its_visits_from_one_thread_until_one_is_taken(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS", 600)  # claims of 300 ms
+    client = redis.Redis.from_url(settings.broker_redis_dsn())
+    urls = [f"sim://kept/{i}" for i in range(3)]
+    keys = [visiting(settings.redis_namespace, VISIT_TYPE, url) for url in urls]
+    claims = [
+        OriginClaim(client, settings.redis_namespace, VISIT_TYPE, url, f"m{i}")
+        for i, url in enumerate(urls)
+    ]
+    assert all(claim.take() is None for claim in claims)
+    threads = threading.active_count()
+    for claim in claims:
+        claim.__enter__()
+    assert threading.active_count() <= threads + 1  # one renewing thread at most
+    time.sleep(1.0)  # past three times the claims' lifetime
+    assert [client.get(key) for key in keys] == [claim.value.encode() for claim in claims]
+    client.set(keys[0], "m9 another-run")  # another visit took the first origin
+    wait_for(lambda: claims[0].watch.tripped, 5, "the claim's loss")
+    assert not claims[0].kept()
+    assert [claim.kept() for claim in claims[1:]] == [True, True]
+    for claim in claims:
+        claim.__exit__(None, None, None)
+    assert [client.get(key) for key in keys] == [b"m9 another-run", None, None]
+
+
 @pytest.mark.every_mirror(sharded=True)
 def test_the_mirror_tells_when_an_origin_in_flight_was_sent_in_whichever_shard(
     conn: DictConnection, ctx: Context
@@ -218,6 +247,8 @@ def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_
         wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the recurrent visit", logs)
         origin.send(31, 0.5, time.time(), request_id=41)
         wait_for(lambda: origin.stats()["last_visit_number"] == 31, 60, "the request's visit", logs)
+        # Released as it ended, long before it would expire.
+        wait_for(lambda: not origin.redis.exists(origin.claim), 3, "the claim's release", logs)
     statuses = [(visit, status) for visit, status, _ in published(settings)]
     assert statuses == [(30, "created"), (30, "full"), (31, "created"), (31, "full")]
     assert (
