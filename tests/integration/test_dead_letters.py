@@ -16,7 +16,7 @@ from dramatiq import Worker
 from actors.broker import make_broker
 from app.db.connection import DictConnection
 from app.domain.queue_names import API_QUEUE
-from app.kafka.client import read_dead_letters
+from app.kafka.client import JournalDeadLetter, PublishRefused, read_dead_letters, replay
 from app.settings import Settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
@@ -170,6 +170,17 @@ def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
     assert line.startswith("error: --replay: a b did not take them all (fix REVISIT_JOURNAL_TOPIC")
     assert line.endswith("Broker: Invalid topic"), line
     assert len(read_dead_letters(settings, 10, 0.5)) == 1
+
+
+def test_a_replay_to_a_topic_the_broker_refuses_fails_at_once_naming_the_refusal(
+    settings: Settings,
+) -> None:
+    letter = JournalDeadLetter(0, 0, "refused", "?", b"k", b"{}")
+    refused = settings.model_copy(update={"journal_topic": "a b"})
+    started = time.monotonic()
+    with pytest.raises(PublishRefused, match="Broker: Invalid topic"):
+        replay(refused, [letter])
+    assert time.monotonic() - started < 5
 
 
 def test_a_journal_status_refused_for_its_credentials_is_dead_lettered_without_them(
