@@ -211,6 +211,15 @@ def is_refusal(error: KafkaError) -> bool:
     return bool(error.code() in REFUSALS)
 
 
+def refusal_of(exc: BaseException) -> KafkaError | None:
+    """The broker's refusal ``exc`` reports (``is_refusal``), None if it reports
+    anything else (the broker away, a timeout)."""
+    if isinstance(exc, PublishRefused):
+        return exc.error
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) and is_refusal(error) else None
+
+
 #: What the Kafka client raises when the broker is away or refuses.
 ERRORS: tuple[type[Exception], ...] = (KafkaException, PublishError)
 

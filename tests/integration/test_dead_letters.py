@@ -153,7 +153,7 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     assert paused == {"enabled": False}
 
 
-def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
+def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_the_refusal_and_setting(
     settings: Settings,
 ) -> None:
     from app.kafka.client import Record, ResilientProducer
@@ -162,13 +162,14 @@ def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
     ResilientProducer(settings).send([letter])
     wait_for(lambda: len(read_dead_letters(settings, 10, 0.5)) == 1, 30, "the dead letter")
     # A topic name the broker refuses ("Broker: Invalid topic").
-    env = with_constants({"app.kafka.client.REPLAY_TIMEOUT_S": 2}, {"REVISIT_JOURNAL_TOPIC": "a b"})
-    refused = cli("dead-letters", "journal", "--replay", env=env)
+    refused = cli("dead-letters", "journal", "--replay", env={"REVISIT_JOURNAL_TOPIC": "a b"})
     assert refused.returncode == 3
     assert "1 dead letter(s)" in refused.stdout and "replayed" not in refused.stdout
     [line] = refused.stderr.splitlines()
-    assert line.startswith("error: --replay: a b did not take them all (fix REVISIT_JOURNAL_TOPIC")
-    assert line.endswith("Broker: Invalid topic"), line
+    assert line.startswith(f"error: --replay: Kafka at {settings.kafka_brokers} refused: "), line
+    assert "Broker: Invalid topic (check REVISIT_JOURNAL_TOPIC (a b):" in line, line
+    assert line.endswith(f"the dead letters stay in {settings.dead_letter_topic}"), line
+    assert "REVISIT_KAFKA_BROKERS" not in line, line
     assert len(read_dead_letters(settings, 10, 0.5)) == 1
 
 
