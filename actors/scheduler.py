@@ -243,7 +243,7 @@ class SchedulerLoop:
         with SCHEDULER_POP_SECONDS.labels(visit_type).time():
             plan = plan_step(conn, self.ctx, config, self._depth, now, policies, served)
         messages = [
-            visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in plan.sends
+            visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.limits) for s in plan.sends
         ]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
             enqueue_many(self.broker, messages)

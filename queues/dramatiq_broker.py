@@ -33,8 +33,8 @@ HEARTBEAT_TIMEOUT_MS = 15000
 MAINTENANCE_CHANCE = 50000
 
 
-class Tuning(Protocol):
-    """How a visit runs (``app.services.scheduler_step.Tuning``)."""
+class VisitLimits(Protocol):
+    """How long and how often a visit runs (``app.services.scheduler_step.VisitLimits``)."""
 
     @property
     def visit_time_limit_s(self) -> float: ...
@@ -66,17 +66,17 @@ def redis_broker(settings: Settings) -> RedisBroker:
 
 
 def visit_message(
-    queue: str, order: VisitOrder, lane: str, time_limit_s: float, tuning: Tuning | None = None
+    queue: str, order: VisitOrder, lane: str, time_limit_s: float, limits: VisitLimits | None = None
 ) -> dramatiq.Message[Any]:
     """The Dramatiq message of one visit (actor ``visit``) in a lane, with its time
-    limit and, when given, its visit type's tuning (else the worker's defaults)."""
+    limit and, when given, its visit type's limits (else the worker's defaults)."""
     options: dict[str, Any] = {"time_limit": int(time_limit_s * 1000)}
-    if tuning is not None:
-        delay_ms = int(tuning.retry_delay_s * 1000)
-        options["visit_time_limit"] = int(tuning.visit_time_limit_s * 1000)
-        options["max_retries"] = tuning.max_retries
+    if limits is not None:
+        delay_ms = int(limits.retry_delay_s * 1000)
+        options["visit_time_limit"] = int(limits.visit_time_limit_s * 1000)
+        options["max_retries"] = limits.max_retries
         options["min_backoff"] = delay_ms
-        options["max_backoff"] = delay_ms * 2**tuning.max_retries
+        options["max_backoff"] = delay_ms * 2**limits.max_retries
     kwargs = order.as_kwargs()
     kwargs["lane"] = lane
     return dramatiq.Message(

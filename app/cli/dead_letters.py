@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from app.cli.common import console, fail, refusing
+from app.cli.common import console, fail
 from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
@@ -131,7 +131,8 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.kafka.client import PublishError, read_dead_letters, replay
+    from app.cli.errors import kafka_refused
+    from app.kafka.client import PublishError, PublishRefused, read_dead_letters, replay
     from app.kafka.codec import decode
 
     settings = get_settings()
@@ -160,6 +161,12 @@ def dead_letters_journal(
             f"--replay: {settings.journal_topic} did not take them all (fix REVISIT_JOURNAL_TOPIC "
             f"or REVISIT_KAFKA_BROKERS and run again; they stay in {settings.dead_letter_topic}): "
         )
-        with refusing(PublishError, prefix=refused, code=3):
+        try:
             replay(settings, letters)
+        except PublishRefused as exc:
+            told = kafka_refused(exc.error, f"REVISIT_JOURNAL_TOPIC ({settings.journal_topic})")
+            stay = f"the dead letters stay in {settings.dead_letter_topic}"
+            raise fail(f"--replay: {told}; {stay}", 3) from exc
+        except PublishError as exc:
+            raise fail(f"{refused}{exc}", 3) from exc
         console.print(f"replayed {len(letters)} to {settings.journal_topic}")

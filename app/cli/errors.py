@@ -1,5 +1,5 @@
-"""One line, naming the setting to fix, when a service cannot be reached or a
-setting is wrong.
+"""One line, naming the setting to fix, when a service cannot be reached or
+refuses, or a setting is wrong.
 
 A command that cannot reach PostgreSQL, Redis or the broker says which and
 where (host and port only: a password in a URL is never echoed), instead of
@@ -15,7 +15,7 @@ import psycopg
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from app.kafka.client import is_kafka_error
+from app.kafka.client import KafkaError, is_kafka_error, refusal_of
 from app.settings import CONFIG_VARIABLE, ConfigFileError, get_settings
 from queues.errors import is_unavailable as redis_unavailable
 
@@ -54,6 +54,22 @@ def _cannot_reach(service: str, address: str, setting: str, exc: BaseException) 
     return f"cannot reach {service} at {address} (set {setting}): {_first_line(exc)}"
 
 
+#: Refusals about a topic: its name (a setting) or the rights on it.
+TOPIC_REFUSALS = frozenset({KafkaError.TOPIC_EXCEPTION, KafkaError.TOPIC_AUTHORIZATION_FAILED})
+
+
+def kafka_refused(error: KafkaError, topic_setting: str | None = None) -> str:
+    """What the brokers refused and what to check: the topic setting (``topic_setting``,
+    else both) for a refused topic, the brokers' limits or rights otherwise."""
+    if error.code() in TOPIC_REFUSALS:
+        check = topic_setting or "REVISIT_JOURNAL_TOPIC and REVISIT_DEAD_LETTER_TOPIC"
+        check = f"check {check}: the topic's name, and revisit's rights on it"
+    else:
+        check = "check the brokers' limits and revisit's rights on them"
+    brokers = get_settings().kafka_brokers
+    return f"Kafka at {brokers} refused: {error.str()} ({check})"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -84,6 +100,9 @@ def unreachable(exc: BaseException) -> str | None:
         if broker is not None and broker != mirror.partition("/")[0] and broker in str(exc):
             return broker_unreachable(exc)
         return _cannot_reach("Redis", mirror, "REVISIT_REDIS_URL", exc)
+    refusal = refusal_of(exc)
+    if refusal is not None:
+        return kafka_refused(refusal)
     if is_kafka_error(exc):
         brokers = get_settings().kafka_brokers
         return _cannot_reach("Kafka", brokers, "REVISIT_KAFKA_BROKERS", exc)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from app.cli.common import connected, console, fail, now, require_visit_type, visit_types_of
 from app.db.connection import connect
-from app.services.scheduler_step import Tuning, tuning_of
+from app.services.scheduler_step import VisitLimits, limits_of
 from app.services.scheduling import VisitOrder
 from app.settings import get_settings
 
@@ -56,7 +56,7 @@ def schedule(
         console.print(result.waiting_for_rebuild)
         return
     table = Table("#", "url", "policy", *(() if dry_run else ("lane",)))
-    lanes = {} if dry_run else _send(tuning_of(config), visit_type, result.orders)
+    lanes = {} if dry_run else _send(limits_of(config), visit_type, result.orders)
     for rank, order in enumerate(result.orders):
         table.add_row(str(rank), order.url, order.policy, *lanes.get(order.origin_id, ()))
     console.print(table)
@@ -79,9 +79,9 @@ def _check_broker(visit_type: str) -> None:
         raise fail(broker_unreachable(exc) + "; nothing was scheduled", code=3) from exc
 
 
-def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
+def _send(limits: VisitLimits, visit_type: str, orders: list[VisitOrder]) -> dict[int, tuple[str]]:
     """Send ``orders`` to the express and slow lanes as the scheduler does (the slow
-    lane only while a worker serves it), with the visit type's ``tuning``; the lane
+    lane only while a worker serves it), with the visit type's ``limits``; the lane
     of each origin."""
     from app.domain.queue_names import slow_queue
     from app.services.context import redis_client
@@ -92,8 +92,8 @@ def _send(tuning: Tuning, visit_type: str, orders: list[VisitOrder]) -> dict[int
     settings = get_settings()
     slow_q = slow_queue(visit_type)
     served = capacities(redis_client(settings), settings.redis_namespace, [slow_q])[slow_q].threads
-    sends = lane_sends(settings, visit_type, tuning, orders, len(orders), served > 0)
-    messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.tuning) for s in sends]
+    sends = lane_sends(settings, visit_type, limits, orders, len(orders), served > 0)
+    messages = [visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.limits) for s in sends]
     enqueue_many(redis_broker(settings), messages)
     return {s.order.origin_id: (s.lane,) for s in sends}
 

@@ -174,6 +174,52 @@ class PublishError(RuntimeError):
     """The broker did not acknowledge records within ``PUBLISH_TIMEOUT_S``."""
 
 
+class PublishRefused(PublishError):
+    """The broker answered and refused the records for a reason a retry meets again
+    (the topic's name or rights, a record's size): ``error`` names it."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(f"refused: {error.str()}")
+        self.error = error
+
+
+#: Refusals a fresh producer would meet again. librdkafka's own flags do not tell
+#: them: a delivery report's error is never marked retriable, and a fatal error is
+#: what a restarted broker gives an idempotent producer, which a replacement fixes.
+REFUSALS = frozenset(
+    {
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_REQUIRED_ACKS,
+        KafkaError.UNSUPPORTED_VERSION,
+        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        KafkaError._INVALID_ARG,
+        KafkaError._UNSUPPORTED_FEATURE,
+    }
+)
+
+
+def is_refusal(error: KafkaError) -> bool:
+    """True if ``error`` refuses records for good (retrying cannot help)."""
+    return bool(error.code() in REFUSALS)
+
+
+def refusal_of(exc: BaseException) -> KafkaError | None:
+    """The broker's refusal ``exc`` reports (``is_refusal``), None if it reports
+    anything else (the broker away, a timeout)."""
+    if isinstance(exc, PublishRefused):
+        return exc.error
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) and is_refusal(error) else None
+
+
 #: What the Kafka client raises when the broker is away or refuses.
 ERRORS: tuple[type[Exception], ...] = (KafkaException, PublishError)
 
@@ -247,7 +293,8 @@ class ResilientProducer:
         Raises PublishError after ``timeout_s`` (by default ``PUBLISH_TIMEOUT_S``)
         without success, or within about ``STOP_CHECK_S`` of ``stop`` being set
         (the records may then be lost: a caller that needs them retries after
-        its restart).
+        its restart). Raises PublishRefused at once when the broker refuses them
+        for good (``is_refusal``): waiting out the deadline would change nothing.
         """
         timeout_s = PUBLISH_TIMEOUT_S if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
@@ -255,14 +302,17 @@ class ResilientProducer:
             failure = self._attempt(records, deadline)
             if failure is None:
                 return
+            if isinstance(failure, KafkaError):
+                raise PublishRefused(failure)
             if self.stop.is_set():
                 raise PublishError(f"stopped before acknowledgement: {failure}")
             if time.monotonic() >= deadline:
                 raise PublishError(f"not acknowledged in {timeout_s:g}s: {failure}")
             self._replace(failure)
 
-    def _attempt(self, records: list[Record], deadline: float) -> str | None:
-        """Produce and flush once; the reason it failed, or None."""
+    def _attempt(self, records: list[Record], deadline: float) -> str | KafkaError | None:
+        """Produce and flush once; None if it succeeded, the refusal if the broker
+        refused for good, else why it failed."""
         errors: list[KafkaError] = []
 
         def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -276,9 +326,19 @@ class ResilientProducer:
                     r.topic, value=r.value, key=r.key, headers=r.headers, on_delivery=delivered
                 )
             remaining = self._flush(min(started + PUBLISH_ATTEMPT_S, deadline))
-        except (KafkaException, BufferError) as exc:
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and is_refusal(error):
+                return error
             failure: str | None = f"produce failed: {exc}"
+        except BufferError as exc:
+            failure = f"produce failed: {exc}"
         else:
+            refusal = next((e for e in errors if is_refusal(e)), None)
+            if refusal is None and self._fatal is not None and is_refusal(self._fatal):
+                refusal = self._fatal
+            if refusal is not None:
+                return refusal
             failure = None
             if self._fatal is not None:
                 failure = f"fatal: {self._fatal.str()}"
@@ -401,6 +461,7 @@ def _headers(raw: Any) -> dict[str, str]:
 def replay(settings: Settings, letters: list[JournalDeadLetter]) -> None:
     """Publish dead letters to the journal topic again (the journal's processing
     is idempotent, so a message replayed twice counts once); PublishError if the
-    broker does not take them all within ``REPLAY_TIMEOUT_S``."""
+    broker does not take them all within ``REPLAY_TIMEOUT_S``, PublishRefused at
+    once if it refuses them."""
     records = [Record(settings.journal_topic, letter.value, letter.key) for letter in letters]
     ResilientProducer(settings).send(records, timeout_s=REPLAY_TIMEOUT_S)

@@ -21,7 +21,7 @@ Given how deep each queue is, a step
 
 ``max_queue_length`` (visit_types) bounds every queue of a visit type: the
 messages it holds, queued or running. Its ``time_limit``, ``num_retries`` and
-``retry_delay`` travel with each message (``Tuning``). Nothing here talks to the broker: the
+``retry_delay`` travel with each message (``VisitLimits``). Nothing here talks to the broker: the
 caller reads the depths (``depth(queue)``), sends the returned ``Send`` list
 and exports what it likes.
 """
@@ -63,7 +63,7 @@ MIN_FREE_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
-class Tuning:
+class VisitLimits:
     """How the visits of one visit type run: its visit_types row."""
 
     visit_time_limit_s: float
@@ -73,9 +73,9 @@ class Tuning:
     retry_delay_s: float
 
 
-def tuning_of(config: VisitTypeConfig) -> Tuning:
-    """The tuning of ``config``'s visit type: its columns."""
-    return Tuning(config.time_limit_s, config.num_retries, config.retry_delay_s)
+def limits_of(config: VisitTypeConfig) -> VisitLimits:
+    """The limits of ``config``'s visit type: its columns."""
+    return VisitLimits(config.time_limit_s, config.num_retries, config.retry_delay_s)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Send:
     lane: str
     order: VisitOrder
     time_limit_s: float
-    tuning: Tuning
+    limits: VisitLimits
 
 
 @dataclass
@@ -122,9 +122,9 @@ def plan_step(
         depths[queue] = depth(queue)
         return depths[queue]
 
-    step = _Step(conn, ctx, config, read, now, tuning_of(config))
+    step = _Step(conn, ctx, config, read, now, limits_of(config))
     # Requests presumed lost are sent again first, counted with the lost visits.
-    lost = requests_past_deadline(conn, ctx, visit_type, step.tuning.visit_time_limit_s, now)
+    lost = requests_past_deadline(conn, ctx, visit_type, step.limits.visit_time_limit_s, now)
     sends = _requests(step) + _first_visits(step)
     lane_sends, result = _lanes(step, policies, served or (lambda queue: True))
     result.lost += len(lost)
@@ -140,7 +140,7 @@ class _Step:
     config: VisitTypeConfig
     depth: Callable[[str], int]
     now: datetime
-    tuning: Tuning
+    limits: VisitLimits
 
 
 def _requests(step: _Step) -> list[Send]:
@@ -148,7 +148,7 @@ def _requests(step: _Step) -> list[Send]:
     queue = priority_queue(config.name)
     slots = max(0, config.max_queue_length - depth(queue))
     now_s = epoch_s(now)
-    limit = step.tuning.visit_time_limit_s
+    limit = step.limits.visit_time_limit_s
     visit = visit_number_of(now_s, lane_offset=1)
     # The archive's loaders number their visits themselves: a request's visit is
     # then the first of its origin created after it was sent.
@@ -168,7 +168,7 @@ def _requests(step: _Step) -> list[Send]:
                 request_id=r.id,
             ),
             limit,
-            step.tuning,
+            step.limits,
         )
         for r in take_pending(conn, step.ctx, config.name, slots, now, own_visit, limit)
     ]
@@ -177,12 +177,12 @@ def _requests(step: _Step) -> list[Send]:
 def _first_visits(step: _Step) -> list[Send]:
     conn, ctx, config, depth, now = step.conn, step.ctx, step.config, step.depth, step.now
     sends: list[Send] = []
-    limit = step.tuning.visit_time_limit_s
+    limit = step.limits.visit_time_limit_s
     for lister in listers_with_first_visits_due(conn):
         queue = first_visits_queue(lister["first_visits_queue_prefix"], config.name)
         slots = max(0, config.max_queue_length - depth(queue))
         orders, done = first_visits_step(conn, ctx, config.name, lister, slots, now)
-        sends += [Send(queue, FIRST_VISITS, o, limit, step.tuning) for o in orders]
+        sends += [Send(queue, FIRST_VISITS, o, limit, step.limits) for o in orders]
         if done and all(
             not first_visit_candidates(conn, lister, vt, 1) for vt in known_visit_types(conn)
         ):
@@ -202,7 +202,7 @@ def _lanes(
     slots = free_slots(2 * bound, 2 * bound - express_free - slow_free, MIN_FREE_FRACTION)
     result = schedule_step(conn, ctx, config.name, slots, now, policies)
     lanes = lane_sends(
-        ctx.settings, config.name, step.tuning, result.orders, express_free, slow_served
+        ctx.settings, config.name, step.limits, result.orders, express_free, slow_served
     )
     return lanes, result
 
@@ -210,7 +210,7 @@ def _lanes(
 def lane_sends(
     settings: Settings,
     visit_type: str,
-    tuning: Tuning,
+    limits: VisitLimits,
     orders: list[VisitOrder],
     express_room: int,
     slow_served: bool,
@@ -222,9 +222,9 @@ def lane_sends(
         express, slow = assign_lanes(orders, _predicted, express_room, limit_s)
     else:
         express, slow = orders, []
-    sends = [Send(visit_queue(visit_type), "express", o, limit_s, tuning) for o in express]
+    sends = [Send(visit_queue(visit_type), "express", o, limit_s, limits) for o in express]
     slow_q = slow_queue(visit_type)
-    return sends + [Send(slow_q, "slow", o, tuning.visit_time_limit_s, tuning) for o in slow]
+    return sends + [Send(slow_q, "slow", o, limits.visit_time_limit_s, limits) for o in slow]
 
 
 def _predicted(order: VisitOrder) -> float | None:

@@ -16,7 +16,7 @@ from dramatiq import Worker
 from actors.broker import make_broker
 from app.db.connection import DictConnection
 from app.domain.queue_names import API_QUEUE
-from app.kafka.client import read_dead_letters
+from app.kafka.client import JournalDeadLetter, PublishRefused, read_dead_letters, replay
 from app.settings import Settings
 from queues import dramatiq_queues as dq
 from queues.keys import DRAMATIQ_NAMESPACE, DramatiqQueueKeys
@@ -153,7 +153,7 @@ def test_journal_dead_letters_are_listed_with_their_reason_and_replayed_once_fix
     assert paused == {"enabled": False}
 
 
-def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
+def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_the_refusal_and_setting(
     settings: Settings,
 ) -> None:
     from app.kafka.client import Record, ResilientProducer
@@ -162,14 +162,26 @@ def test_a_replay_the_journal_topic_refuses_ends_in_one_line_naming_what_to_fix(
     ResilientProducer(settings).send([letter])
     wait_for(lambda: len(read_dead_letters(settings, 10, 0.5)) == 1, 30, "the dead letter")
     # A topic name the broker refuses ("Broker: Invalid topic").
-    env = with_constants({"app.kafka.client.REPLAY_TIMEOUT_S": 2}, {"REVISIT_JOURNAL_TOPIC": "a b"})
-    refused = cli("dead-letters", "journal", "--replay", env=env)
+    refused = cli("dead-letters", "journal", "--replay", env={"REVISIT_JOURNAL_TOPIC": "a b"})
     assert refused.returncode == 3
     assert "1 dead letter(s)" in refused.stdout and "replayed" not in refused.stdout
     [line] = refused.stderr.splitlines()
-    assert line.startswith("error: --replay: a b did not take them all (fix REVISIT_JOURNAL_TOPIC")
-    assert line.endswith("Broker: Invalid topic"), line
+    assert line.startswith(f"error: --replay: Kafka at {settings.kafka_brokers} refused: "), line
+    assert "Broker: Invalid topic (check REVISIT_JOURNAL_TOPIC (a b):" in line, line
+    assert line.endswith(f"the dead letters stay in {settings.dead_letter_topic}"), line
+    assert "REVISIT_KAFKA_BROKERS" not in line, line
     assert len(read_dead_letters(settings, 10, 0.5)) == 1
+
+
+def test_a_replay_to_a_topic_the_broker_refuses_fails_at_once_naming_the_refusal(
+    settings: Settings,
+) -> None:
+    letter = JournalDeadLetter(0, 0, "refused", "?", b"k", b"{}")
+    refused = settings.model_copy(update={"journal_topic": "a b"})
+    started = time.monotonic()
+    with pytest.raises(PublishRefused, match="Broker: Invalid topic"):
+        replay(refused, [letter])
+    assert time.monotonic() - started < 5
 
 
 def test_a_journal_status_refused_for_its_credentials_is_dead_lettered_without_them(
