@@ -28,14 +28,7 @@ OUTCOMES = ("eventful", "uneventful", "failed")
 #: The fields a dead letter's reason names (app/kafka/codec.py), and
 #: "database" for a value PostgreSQL refused.
 DEAD_LETTER_REASONS = (
-    "value",
-    "origin",
-    "visit",
-    "date",
-    "status",
-    "snapshot",
-    "type",
-    "metadata",
+    *("value", "origin", "visit", "date", "status", "snapshot", "type", "metadata"),
     "database",
 )
 

@@ -1,4 +1,4 @@
-"""``revisit lister``, ``revisit origins`` and ``revisit origin``: listers and their origins."""
+"""``revisit origins`` and ``revisit origin``: listed origins."""
 
 from __future__ import annotations
 
@@ -27,28 +27,15 @@ from app.cli.common import (
     warn_unserved,
 )
 from app.db.connection import DictConnection, connect
-from app.db.listings import UnknownLister, find_lister, register_lister
+from app.db.listings import UnknownLister, find_lister
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
 from app.inputs.listing import ListingInputError
 from app.services.context import Context
 from app.services.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
 from app.settings import get_settings
 
-lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
 origins_app = typer.Typer(rich_markup_mode=None, help="Listed origins.", no_args_is_help=True)
 origin_app = typer.Typer(rich_markup_mode=None, help="One origin.", no_args_is_help=True)
-
-
-@lister_app.command("register")
-def lister_register(
-    name: str,
-    instance: str,
-    first_visits_queue_prefix: Annotated[str | None, typer.Option()] = None,
-) -> None:
-    """Register a lister instance (NAME INSTANCE); print its id."""
-    with connect(get_settings()) as conn:
-        lister_id = register_lister(conn, name, instance, first_visits_queue_prefix)
-    console.print(str(lister_id))
 
 
 @origins_app.command("import")

@@ -55,19 +55,14 @@ QueueLength = Annotated[
     int | None, typer.Option(help="messages each lane's queue may hold (1..1000000)")
 ]
 TimeLimit = Annotated[
-    str | None,
-    typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)"),
+    str | None, typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)")
 ]
 Retries = Annotated[
     int | None,
-    typer.Option(
-        "--retries",
-        help="retries after a transient failure, 0..20 (default 3)",
-    ),
+    typer.Option("--retries", help="retries after a transient failure, 0..20 (default 3)"),
 ]
 RetryDelay = Annotated[
-    str | None,
-    typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)"),
+    str | None, typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)")
 ]
 LoaderName = Annotated[
     str | None,
@@ -76,8 +71,6 @@ LoaderName = Annotated[
         "for the archive's swh-loader-git; default: the one named like the visit type)"
     ),
 ]
-
-
 Enabled = Annotated[
     bool | None,
     typer.Option(
