@@ -52,14 +52,8 @@ def dead_letters_list(
         for letter, reason in zip(letters, _reasons([x.message_id for x in letters]), strict=True):
             what = letter.kwargs.get("url") or str(letter.kwargs.get("payload", ""))[:60]
             died = datetime.fromtimestamp(letter.dead_at_ms / 1000, tz=UTC)
-            table.add_row(
-                name,
-                letter.message_id,
-                died.isoformat(timespec="seconds"),
-                letter.actor,
-                str(what),
-                reason,
-            )
+            when = died.isoformat(timespec="seconds")
+            table.add_row(name, letter.message_id, when, letter.actor, str(what), reason)
     console.print(table)
     console.print(f"{total} dead letter(s) shown")
 

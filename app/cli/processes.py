@@ -184,19 +184,9 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
     os.environ.update(worker_metrics_env(settings))
     # Dramatiq puts its --path (default: the working directory) first on the
     # import path: point it at where revisit's packages are installed instead.
-    installed = Path(__file__).resolve().parents[2]
-    become(
-        "dramatiq",
-        module,
-        "--path",
-        str(installed),
-        "--processes",
-        str(processes),
-        "--threads",
-        str(threads),
-        "--queues",
-        *queues,
-    )
+    installed = str(Path(__file__).resolve().parents[2])
+    pool = ["--processes", str(processes), "--threads", str(threads)]
+    become("dramatiq", module, "--path", installed, *pool, "--queues", *queues)
 
 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:

@@ -191,9 +191,8 @@ def postgres(workdir: Path) -> Iterator[str]:
 def server_settings(memory_bytes: int) -> dict[str, str]:
     """What the embedded PostgreSQL changes from initdb's defaults, sized like a
     production server on a machine of ``memory_bytes``: an eighth of the memory
-    for shared buffers (at most 4 GiB; the default 128 MB held a fifth of a 1M
-    origins archive, so every journal batch evicted pages), and checkpoints far
-    enough apart that a bulk import does not write each page several times."""
+    for shared buffers (at most 4 GiB), and checkpoints far enough apart that a
+    bulk import does not write each page several times."""
     buffers_mib = max(128, min(4096, memory_bytes // 8 // 2**20))
     return {"shared_buffers": f"{buffers_mib}MB", "max_wal_size": "4GB"}
 
@@ -346,12 +345,9 @@ class Restartable:
     started again at the same address, to inject its loss into running processes."""
 
     def __init__(
-        self,
-        factory: Callable[[Path, int], contextlib.AbstractContextManager[str]],
-        workdir: Path,
+        self, factory: Callable[[Path, int], contextlib.AbstractContextManager[str]], workdir: Path
     ) -> None:
-        self._factory = factory
-        self._workdir = workdir
+        self._factory, self._workdir = factory, workdir
         self.port = free_port()
         self._stack: contextlib.ExitStack | None = None
         self.address = ""
