@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from app.cli.common import console, fail
+from app.cli.errors import kafka_refused
+from app.kafka.client import PublishError, PublishRefused, read_dead_letters, replay
+from app.kafka.codec import decode
 from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
@@ -125,10 +128,6 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.cli.errors import kafka_refused
-    from app.kafka.client import PublishError, PublishRefused, read_dead_letters, replay
-    from app.kafka.codec import decode
-
     settings = get_settings()
     letters = read_dead_letters(settings, limit, idle)
     table = Table("partition", "offset", "source", "origin", "status", "reason")

@@ -13,7 +13,10 @@ from rich.table import Table
 from app.cli.common import console, fail, now, parse_duration, refusing
 from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
+from app.db.lister_runs import all_schedules, lister_overview, recent_runs
 from app.db.listings import register_lister
+from app.domain.lister_schedule import ScheduleError
+from app.domain.queue_names import LISTER_QUEUE
 from app.settings import get_settings
 
 lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
@@ -74,7 +77,6 @@ def lister_schedule(
 ) -> None:
     """Schedule lister NAME for INSTANCE, or change its schedule: what is not given
     keeps its value (a paused schedule stays paused)."""
-    from app.domain.lister_schedule import ScheduleError
     from app.listers.plugin import UnknownListerPlugin
     from app.listers.runs import schedule_lister
 
@@ -127,8 +129,6 @@ def _next_run(s: dict[str, Any]) -> datetime | None:
 @lister_app.command("list")
 def lister_list() -> None:
     """Lister instances: schedule, last run (outcome, origins listed), next run."""
-    from app.db.lister_runs import lister_overview
-
     with connect(get_settings()) as conn:
         rows = lister_overview(conn)
     columns = ("lister", "schedule", "last run", "outcome", "origins listed", "next run")
@@ -198,8 +198,6 @@ def lister_schedules(
 ) -> None:
     """Every lister schedule: intervals, arguments, paused or not, next due time,
     and its latest runs (status, started, ended, origins listed, error)."""
-    from app.db.lister_runs import all_schedules, recent_runs
-
     with connect(get_settings()) as conn:
         schedules = {s["lister_id"]: s for s in all_schedules(conn)}
         by_lister: dict[Any, list[dict[str, Any]]] = {}
@@ -219,8 +217,6 @@ def lister_runs(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="latest runs per instance")] = 20,
 ) -> None:
     """The latest runs of lister NAME (of its INSTANCE), newest first."""
-    from app.db.lister_runs import recent_runs
-
     with connect(get_settings()) as conn:
         rows = recent_runs(conn, name, instance, limit)
     if not rows:
@@ -269,6 +265,4 @@ def lister_scheduler() -> None:
 @lister_app.command("worker")
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run Dramatiq workers for the lister queue (revisit.listers)."""
-    from app.domain.queue_names import LISTER_QUEUE
-
     exec_dramatiq("actors.listers", 1, threads, [LISTER_QUEUE])

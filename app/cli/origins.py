@@ -29,9 +29,20 @@ from app.cli.common import (
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
-from app.inputs.listing import ListingInputError
+from app.inputs.listing import ListingInputError, batches
 from app.services.context import Context
-from app.services.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
+from app.services.introspection import describe_origin
+from app.services.listing import (
+    IMPORT_WRITERS,
+    MAX_DISABLE_SHARE,
+    ImportReport,
+    MassDisable,
+    finish_listing,
+    import_listing,
+    start_listing,
+)
+from app.services.origins import send_visits, set_disabled
+from app.services.requests import RequestError
 from app.settings import get_settings
 
 origins_app = typer.Typer(rich_markup_mode=None, help="Listed origins.", no_args_is_help=True)
@@ -65,8 +76,6 @@ def origins_import(
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.services.listing import MassDisable, finish_listing, start_listing
-
     name, instance = split_lister(lister)
     settings = get_settings()
     ctx = Context.from_settings(settings)
@@ -109,9 +118,6 @@ def _import(
     writers: int,
 ) -> ImportReport:
     """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
-    from app.inputs.listing import batches
-    from app.services.listing import import_listing
-
     with contextlib.ExitStack() as stack:
         extra = [stack.enter_context(connect(ctx.settings)) for _ in range(writers - 1)]
         parsed = batches(lines, batch_size, csv_format=csv_format)
@@ -151,8 +157,6 @@ def _report(exc: ListingInputError, file: str) -> None:
 @origin_app.command("show")
 def origin_show(url: str, visit_type: OnlyVisitType = None) -> None:
     """Where an origin stands: listing, visit stats, place and rank in the mirror."""
-    from app.services.introspection import describe_origin
-
     with connected() as (conn, ctx):
         require_visit_type(conn, visit_type, "--visit-type")
         reports = describe_origin(conn, ctx, url, visit_type)
@@ -166,8 +170,6 @@ def origin_show(url: str, visit_type: OnlyVisitType = None) -> None:
 
 
 def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
-    from app.services.origins import set_disabled
-
     with connected() as (conn, ctx):
         require_visit_type(conn, visit_type, "--visit-type")
         changed = set_disabled(conn, ctx, url, visit_type, now(), disabled=disabled)
@@ -198,9 +200,6 @@ def origins_send(
     priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
 ) -> None:
     """Visit these origins now: one-shot requests, served before recurrent visits."""
-    from app.services.origins import send_visits
-    from app.services.requests import RequestError
-
     with connect(get_settings()) as conn:
         require_visit_type(conn, visit_type, "--visit-type")
         with refusing(ValidationError, RequestError, whole="URL"):

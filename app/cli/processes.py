@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
+import psycopg
 import typer
 
 from app.cli.common import console, fail, refusing, say
@@ -25,7 +26,12 @@ from app.cli.procfile import (
     select,
 )
 from app.cli.procfile import systemd_units as _procfile_units
+from app.db.connection import connect
+from app.db.visit_types import visit_type_loaders
+from app.domain.backoff import Backoff
 from app.domain.lanes import LANES, Lane
+from app.domain.queue_names import API_QUEUE, first_visits_queue, lane_queue
+from app.loaders.base import installed_loaders
 from app.settings import (
     WORKER_LOADERS_VARIABLE,
     WORKER_QUEUES_VARIABLE,
@@ -37,12 +43,6 @@ from app.settings import (
 def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
     """The visit types of the table; with ``wait``, waiting for PostgreSQL while it
     cannot be reached (bounded backoff, one line each time), as the processes do."""
-    import psycopg
-
-    from app.db.connection import connect
-    from app.db.visit_types import visit_type_loaders
-    from app.domain.backoff import Backoff
-
     backoff = Backoff(1.0, 30.0)
     while True:
         try:
@@ -63,8 +63,6 @@ def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
 
 def _warn_missing_loaders(loaders: Mapping[str, str]) -> None:
     """Say at start which visit types have no loader: their visits fail."""
-    from app.loaders.base import installed_loaders
-
     missing = sorted(vt for vt, loader in loaders.items() if loader not in installed_loaders())
     if missing:
         say(
@@ -102,8 +100,6 @@ def port_free(port: int, address: str, setting: str, what: str = "serve metrics"
 
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
-    import psycopg
-
     settings = get_settings()
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
         _warn_missing_loaders(_visit_types(settings, wait=False))
@@ -156,8 +152,6 @@ def worker(
     """Run Dramatiq workers for the lanes of the visit types this pool serves: the
     visit_types table's, filtered by REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY, read
     at start (a visit type added later is served after a restart)."""
-    from app.domain.queue_names import first_visits_queue, lane_queue
-
     settings = get_settings()
     loaders = _visit_types(settings, wait=True)
     served = settings.served_visit_types(loaders)
@@ -192,8 +186,6 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, add_forge,
     record_listing)."""
-    from app.domain.queue_names import API_QUEUE
-
     exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
 
 
