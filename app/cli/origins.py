@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from app.cli.common import (
 from app.db.connection import DictConnection, connect
 from app.db.listings import UnknownLister, find_lister
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
-from app.inputs.listing import ListingInputError, batches
+from app.inputs.listing import batches
 from app.services.context import Context
 from app.services.introspection import describe_origin
 from app.services.listing import (
@@ -84,11 +85,13 @@ def origins_import(
         with refusing(UnknownLister, prefix="--lister: "):
             lister_id = find_lister(conn, name, instance)["id"]
         started = start_listing(conn, lister_id, now())
-        with progress(f"importing {file}", _size(file)) as advance:
+        size = None if file == "-" else os.fstat(handle.fileno()).st_size
+        with progress(f"importing {file}", size) as advance:
             lines = _counted(handle, advance)
             report = _import(conn, ctx, lister_id, lines, batch_size, csv_format, writers)
         for refused_batch in report.refused:
-            _report(refused_batch, file)
+            for error in refused_batch.errors:
+                say(f"{file}: {error}", stderr=True)
         recorded, refused = report.recorded, len(report.refused)
         console.print(f"imported {recorded} origins for {lister}")
         share = 1.0 if allow_mass_disable else MAX_DISABLE_SHARE
@@ -124,13 +127,6 @@ def _import(
         return import_listing(conn, ctx, lister_id, parsed, now, extra)
 
 
-def _size(file: str) -> float | None:
-    try:
-        return None if file == "-" else float(Path(file).stat().st_size)
-    except OSError:
-        return None
-
-
 def _counted(lines: Iterable[str], advance: Callable[[float], None]) -> Iterator[str]:
     """The lines, advancing the progress bar by their size (about their bytes)."""
     for line in lines:
@@ -147,11 +143,6 @@ def _open(file: str) -> TextIO:
         return Path(file).open(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
-
-
-def _report(exc: ListingInputError, file: str) -> None:
-    for error in exc.errors:
-        say(f"{file}: {error}", stderr=True)
 
 
 @origin_app.command("show")
