@@ -30,17 +30,13 @@ from monitoring.metrics import VISIT_LANE_SECONDS, WORKER_OWNED
 from monitoring.multiprocess import MULTIPROC_ENV, OwnedFiles, fresh_directory
 
 
-def multiproc_dir(settings: Settings) -> Path:
-    """The multiprocess directory of a Dramatiq process exporting on its port."""
-    return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.metrics_port}"
-
-
 def worker_metrics_env(settings: Settings) -> dict[str, str]:
     """The environment a Dramatiq process needs to export its metrics, its
     multiprocess directory emptied; nothing when ``metrics_port`` is 0."""
     if not settings.metrics_port:
         return {}
-    directory = fresh_directory(multiproc_dir(settings))
+    name = f"revisit-metrics-{settings.metrics_port}"  # a directory per port: per pool
+    directory = fresh_directory(Path(tempfile.gettempdir()) / name)
     return {
         MULTIPROC_ENV: str(directory),
         "dramatiq_prom_db": str(directory),

@@ -17,6 +17,7 @@ import psycopg
 import typer
 
 from app.cli.common import console, fail, refusing, say
+from app.cli.errors import first_line
 from app.cli.procfile import (
     PROCFILE,
     ProcessLine,
@@ -52,10 +53,9 @@ def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
             if not wait:
                 raise
             delay = backoff.next_delay_s()
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             say(
                 f"waiting for PostgreSQL (REVISIT_DATABASE_URL) to read the visit types: "
-                f"{reason}; retrying in {delay:.0f}s",
+                f"{first_line(exc)}; retrying in {delay:.0f}s",
                 stderr=True,
             )
             time.sleep(delay)
