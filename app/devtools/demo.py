@@ -262,11 +262,8 @@ def run_demo(
                 f"{repo_count} repositories to be listed by the gitdir lister, and one deleted "
                 f"project; processes log to {root / 'processes.log'}"
             )
-            developer = Developer(
-                [Path(u[len("file://") :]) for u in urls[: max(2, repo_count // 3)]],
-                3.0,
-                random.Random(1),
-            )
+            changing = [Path(u.removeprefix("file://")) for u in urls[: max(2, repo_count // 3)]]
+            developer = Developer(changing, 3.0, random.Random(1))
             procs = _start_processes(env, root)
             developer.start()
             started = time.monotonic()

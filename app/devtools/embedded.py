@@ -404,23 +404,14 @@ def redis_cluster(workdir: Path) -> Iterator[str]:
     if cli is None:
         raise ServiceError("a Redis Cluster needs 'redis-cli' (apt-get install redis-tools)")
     with contextlib.ExitStack() as stack:
+        flags = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
         urls = [
-            stack.enter_context(
-                redis_server(
-                    workdir / f"node{i}",
-                    _cluster_port(),
-                    extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
-                )
-            )
+            stack.enter_context(redis_server(workdir / f"node{i}", _cluster_port(), flags))
             for i in range(MASTERS)
         ]
         nodes = [url.removeprefix("redis://").removesuffix("/0") for url in urls]
-        created = subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        create = [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"]
+        created = subprocess.run(create, capture_output=True, text=True, timeout=60)
         if created.returncode != 0:
             raise ServiceError(f"redis-cli --cluster create: {created.stdout[-500:]}")
         _wait(lambda: all(_cluster_ok(url) for url in urls), "Redis Cluster", None, 30)
