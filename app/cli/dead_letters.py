@@ -137,14 +137,9 @@ def dead_letters_journal(
         except Exception:  # a dead letter is whatever could not be applied
             value = None
         fields = value if isinstance(value, dict) else {}
-        table.add_row(
-            str(letter.partition),
-            str(letter.offset),
-            letter.source,
-            str(fields.get("origin", "(undecodable)")),
-            str(fields.get("status", "")),
-            letter.reason,
-        )
+        origin, status = fields.get("origin", "(undecodable)"), fields.get("status", "")
+        cells = (letter.partition, letter.offset, letter.source, origin, status, letter.reason)
+        table.add_row(*map(str, cells))
     console.print(table)
     console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
     if replay_them and letters:
