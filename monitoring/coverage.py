@@ -13,8 +13,6 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from prometheus_client import Gauge
-
 from app.db.connection import Connections, DictConnection
 from app.db.metrics import (
     first_visits_since,
@@ -29,15 +27,10 @@ from app.domain.policies import policy_of_pool, spacing_of
 from app.services.context import Tuning
 from app.settings import Settings
 from monitoring.metrics import (
+    COVERAGE_GAUGES,
     COVERAGE_REFRESH_SECONDS,
     FIRST_VISIT_WAIT,
-    ORIGINS_ACTIVE,
     ORIGINS_BY_POOL,
-    ORIGINS_ENABLED,
-    ORIGINS_KNOWN,
-    ORIGINS_NEVER_VISITED,
-    ORIGINS_NEVER_VISITED_OVERDUE,
-    ORIGINS_PENDING_CHANGES,
     SCHEDULE_DRIFT,
 )
 
@@ -52,16 +45,6 @@ NEVER_VISITED_THRESHOLD_S = 86400.0
 ACTIVE_WINDOW_S = 86400.0
 #: How late a first visit may reach PostgreSQL after its date and still be observed.
 FIRST_VISIT_LOOKBACK_S = 3600.0
-
-#: Each gauge and the scheduler_metrics column it exports.
-COVERAGE_GAUGES: dict[str, Gauge] = {
-    "origins_known": ORIGINS_KNOWN,
-    "origins_enabled": ORIGINS_ENABLED,
-    "origins_never_visited": ORIGINS_NEVER_VISITED,
-    "origins_with_pending_changes": ORIGINS_PENDING_CHANGES,
-    "origins_active": ORIGINS_ACTIVE,
-    "origins_never_visited_overdue": ORIGINS_NEVER_VISITED_OVERDUE,
-}
 
 
 def refresh_coverage(

@@ -1,18 +1,12 @@
 """Metrics of the Dramatiq processes (worker, api): Dramatiq's Prometheus
-middleware, set up so that it works with several worker processes and pools.
+middleware, working with several worker processes and pools.
 
-Dramatiq's worker forks processes, so prometheus_client must run in
-multiprocess mode, and it chooses that mode when it is first imported: the
-``revisit worker`` and ``revisit api`` commands therefore put
-``PROMETHEUS_MULTIPROC_DIR`` (and Dramatiq's exporter settings) in the
-environment before Dramatiq starts, after emptying that directory of a
-previous run's files (``worker_metrics_env``). Each pool needs its own port
-and directory; the directory defaults to one named after the port.
-
-A multiprocess directory holds a file for every unlabelled metric any module
-defines, which Dramatiq's own exporter would serve at zero (the scheduler's and
-the journal's histograms); ``serve_worker_metrics`` serves only the families a
-Dramatiq process owns (``WORKER_OWNED`` and Dramatiq's ``dramatiq_*``).
+Dramatiq forks processes, so prometheus_client must run in multiprocess mode,
+which it chooses when first imported: ``revisit worker`` and ``revisit api``
+put ``PROMETHEUS_MULTIPROC_DIR`` (one per port) and Dramatiq's exporter
+settings in the environment before Dramatiq starts (``worker_metrics_env``),
+and the exporter serves only the families a Dramatiq process owns
+(``worker_registry``).
 """
 
 from __future__ import annotations
@@ -36,17 +30,13 @@ from monitoring.metrics import VISIT_LANE_SECONDS, WORKER_OWNED
 from monitoring.multiprocess import MULTIPROC_ENV, OwnedFiles, fresh_directory
 
 
-def multiproc_dir(settings: Settings) -> Path:
-    """The multiprocess directory of a Dramatiq process exporting on its port."""
-    return Path(tempfile.gettempdir()) / f"revisit-metrics-{settings.metrics_port}"
-
-
 def worker_metrics_env(settings: Settings) -> dict[str, str]:
     """The environment a Dramatiq process needs to export its metrics, its
     multiprocess directory emptied; nothing when ``metrics_port`` is 0."""
     if not settings.metrics_port:
         return {}
-    directory = fresh_directory(multiproc_dir(settings))
+    name = f"revisit-metrics-{settings.metrics_port}"  # a directory per port: per pool
+    directory = fresh_directory(Path(tempfile.gettempdir()) / name)
     return {
         MULTIPROC_ENV: str(directory),
         "dramatiq_prom_db": str(directory),

@@ -20,9 +20,6 @@ from prometheus_client.registry import Collector
 
 log = logging.getLogger("revisit.metrics")
 
-#: The labels of the coverage gauges (seed 002), per lister and visit type.
-_COVERAGE = ["lister", "visit_type"]
-
 #: The journal client's (and the supervisor's of ``revisit journal --processes N``).
 JOURNAL_OWNED: tuple[Collector, ...] = (
     JOURNAL_MESSAGES := Counter(
@@ -100,6 +97,23 @@ JOURNAL_OWNED: tuple[Collector, ...] = (
         buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600),
     ),
 )
+
+#: Seed 002's coverage per lister and visit type, by the scheduler_metrics column
+#: each exports (``revisit_<column>``, refreshed by monitoring.coverage).
+COVERAGE_GAUGES = {
+    column: Gauge(f"revisit_{column}", text, ["lister", "visit_type"])
+    for column, text in {
+        "origins_known": "Origins a lister ever reported",
+        "origins_enabled": "Origins enabled by a lister (seen in its latest listing)",
+        "origins_never_visited": "Enabled origins never successfully visited",
+        "origins_with_pending_changes": "Enabled origins the lister reports a change of after "
+        "our last successful visit",
+        "origins_active": "Enabled origins whose reported last update falls within the active "
+        "window (monitoring.coverage.ACTIVE_WINDOW_S)",
+        "origins_never_visited_overdue": "Enabled origins never successfully visited although "
+        "first listed longer ago than monitoring.coverage.NEVER_VISITED_THRESHOLD_S",
+    }.items()
+}
 
 #: The scheduler's, the periodic coverage figures included (monitoring.coverage).
 SCHEDULER_OWNED: tuple[Collector, ...] = (
@@ -202,51 +216,12 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
         "from that pool, by lister and visit type (refreshed with the coverage)",
         ["lister", "visit_type", "place", "policy"],
     ),
-    ORIGINS_KNOWN := Gauge("revisit_origins_known", "Origins a lister ever reported", _COVERAGE),
-    ORIGINS_ENABLED := Gauge(
-        "revisit_origins_enabled",
-        "Origins enabled by a lister (seen in its latest listing)",
-        _COVERAGE,
-    ),
-    ORIGINS_NEVER_VISITED := Gauge(
-        "revisit_origins_never_visited", "Enabled origins never successfully visited", _COVERAGE
-    ),
-    ORIGINS_PENDING_CHANGES := Gauge(
-        "revisit_origins_with_pending_changes",
-        "Enabled origins the lister reports a change of after our last successful visit",
-        _COVERAGE,
-    ),
-    ORIGINS_ACTIVE := Gauge(
-        "revisit_origins_active",
-        "Enabled origins whose reported last update falls within the active window "
-        "(monitoring.coverage.ACTIVE_WINDOW_S)",
-        _COVERAGE,
-    ),
-    ORIGINS_NEVER_VISITED_OVERDUE := Gauge(
-        "revisit_origins_never_visited_overdue",
-        "Enabled origins never successfully visited although first listed longer ago than "
-        "monitoring.coverage.NEVER_VISITED_THRESHOLD_S",
-        _COVERAGE,
-    ),
+    *COVERAGE_GAUGES.values(),
     FIRST_VISIT_WAIT := Histogram(
         "revisit_first_visit_wait_seconds",
         "Time from an origin's first listing to its first reported visit",
         ["visit_type"],
-        buckets=(
-            1,
-            5,
-            15,
-            30,
-            60,
-            300,
-            900,
-            3600,
-            4 * 3600,
-            86400,
-            3 * 86400,
-            7 * 86400,
-            30 * 86400,
-        ),
+        buckets=(1, 5, 15, 30, 60, 300, 900, 3600, 4 * 3600, *(d * 86400 for d in (1, 3, 7, 30))),
     ),
     COVERAGE_REFRESH_SECONDS := Histogram(
         "revisit_coverage_refresh_seconds",

@@ -3,18 +3,14 @@ mode, shared by the Dramatiq pools (``monitoring.dramatiq_metrics``) and the
 journal's client processes (``revisit journal --processes N``).
 
 Each process writes its values into files of one directory
-(``PROMETHEUS_MULTIPROC_DIR``, read by prometheus_client when first imported)
-and one exporter sums them: counters and histograms add up over the
-processes, live or dead; a gauge is combined as its ``multiprocess_mode``
-says (``livesum``: over the live processes; ``livemostrecent``: the value set
-last by any live process).
+(``PROMETHEUS_MULTIPROC_DIR``) and one exporter sums them: counters and
+histograms over the processes, live or dead; a gauge as its
+``multiprocess_mode`` says (``livesum``: over the live processes;
+``livemostrecent``: the value set last by any live process).
 
-A labelled series cannot be removed in this mode: ``Gauge.remove`` only
-forgets it in the process, and the value stays in the process's file, so
-another process's exporter would serve it for ever. ``forget`` writes a NaN
-in its place instead (a tombstone), later than the value it hides, and
-``OwnedFiles`` drops the NaN samples: under ``livemostrecent`` the series is
-gone until some process sets it again.
+A labelled series cannot be removed in this mode (its value stays in the
+process's file), so ``forget`` hides it with a later NaN, a tombstone that
+``OwnedFiles`` drops.
 """
 
 from __future__ import annotations

@@ -28,14 +28,7 @@ OUTCOMES = ("eventful", "uneventful", "failed")
 #: The fields a dead letter's reason names (app/kafka/codec.py), and
 #: "database" for a value PostgreSQL refused.
 DEAD_LETTER_REASONS = (
-    "value",
-    "origin",
-    "visit",
-    "date",
-    "status",
-    "snapshot",
-    "type",
-    "metadata",
+    *("value", "origin", "visit", "date", "status", "snapshot", "type", "metadata"),
     "database",
 )
 
@@ -65,24 +58,15 @@ def journal_group_dir(settings: Settings) -> Path:
 def serve_journal_group(settings: Settings, directory: Path) -> None:
     """Serve on the journal's port, for the supervisor of ``revisit journal
     --processes N``, what its client processes write into ``directory``
-    (prometheus_client's multiprocess mode, as the Dramatiq pools use it):
-    counters and histograms summed over the clients, the partitions assigned
-    summed over the live ones, each partition's lag from its owner. The
-    clients' process_* and GC figures are not exported: the mode has none.
-    """
+    (``monitoring.multiprocess``; no process_* or GC figures: the mode has none)."""
     registry = CollectorRegistry()
     registry.register(OwnedFiles(directory, JOURNAL_OWNED))
     serve_registry(settings.metrics_port, settings.metrics_address, registry)
 
 
 def start_journal_series(visit_types: Iterable[str]) -> None:
-    """Create the journal's known series at zero, in a client process.
-
-    A labelled series is born at its first change, and a rate cannot see the
-    jump from nothing to that first value: a save code now request served
-    right after start would never show in a latency quantile. ``visit_types``:
-    the table's, as the process found it at start.
-    """
+    """Create the journal's known series (of the table's ``visit_types``) at zero:
+    a rate cannot see a series' jump from nothing to its first value."""
     for reason in DEAD_LETTER_REASONS:
         JOURNAL_DEAD_LETTERS.labels(reason)
     for visit_type in visit_types:

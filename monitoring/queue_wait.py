@@ -43,16 +43,10 @@ class QueueWatch:
         elif now_s > state.at_s:
             drained = max(0, state.depth_after_send - depth)
             rate = drained / (now_s - state.at_s)
-            previous = state.drain_rate
-            state.drain_rate = (
-                rate
-                if previous is None
-                else DRAIN_SMOOTHING * rate + (1 - DRAIN_SMOOTHING) * previous
-            )
+            if state.drain_rate is not None:
+                rate = DRAIN_SMOOTHING * rate + (1 - DRAIN_SMOOTHING) * state.drain_rate
+            state.drain_rate = rate
             state.at_s, state.depth_after_send = now_s, depth + sent
-        # The scheduler exports the estimated wait: from the workers' registered
-        # threads and recent durations (seed 004), this drain-rate estimate only
-        # while those are unknown.
         # A drain of 0 over one window says nothing yet (workers may be busy
         # with long visits): unknown rather than forever.
         return wait_s(depth + sent, state.drain_rate or None)

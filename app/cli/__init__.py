@@ -9,14 +9,15 @@ from typing import Annotated
 
 import typer
 
-from app.cli import listers, processes
+from app.cli import processes
 from app.cli.common import console, say
 from app.cli.db import db_app
 from app.cli.dead_letters import dead_letters_app
 from app.cli.errors import unreachable
 from app.cli.forges import forge_app
+from app.cli.listers import lister_app, rpc
 from app.cli.mirror import mirror_app
-from app.cli.origins import lister_app, origin_app, origins_app
+from app.cli.origins import origin_app, origins_app
 from app.cli.policies import policy_app, schedule
 from app.cli.requests import request_app
 from app.cli.status import status
@@ -75,7 +76,7 @@ app.add_typer(dead_letters_app, name="dead-letters")
 app.command("schedule")(schedule)
 app.command("status")(status)
 processes.register(app)
-listers.register(app, lister_app)
+app.command("rpc")(rpc)
 
 
 def main() -> None:

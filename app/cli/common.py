@@ -25,9 +25,12 @@ from rich.table import Table
 
 from app.db.connection import DictConnection, connect
 from app.db.listings import known_visit_types
+from app.domain.queue_names import priority_queue
 from app.inputs.api import first_error
-from app.services.context import Context
+from app.services.context import Context, redis_client
 from app.settings import get_settings
+from queues.errors import UNAVAILABLE
+from queues.workers import capacities
 
 # Piped output (scripts, tests) gets wide tables rather than truncated cells.
 console = Console() if sys.stdout.isatty() else Console(width=240)
@@ -154,11 +157,6 @@ def progress(description: str, total: float | None) -> Iterator[Callable[[float]
 def warn_unserved(visit_types: Iterable[str]) -> None:
     """Warn on stderr when no worker serves the priority lane of a visit type a
     request was just made for: it would wait, without a word, until one starts."""
-    from app.domain.queue_names import priority_queue
-    from app.services.context import redis_client
-    from queues.errors import UNAVAILABLE
-    from queues.workers import capacities
-
     settings = get_settings()
     queues = sorted({priority_queue(vt) for vt in visit_types})
     try:

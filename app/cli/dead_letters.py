@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from app.cli.common import console, fail
+from app.cli.errors import kafka_refused
+from app.kafka.client import PublishError, PublishRefused, read_dead_letters, replay
+from app.kafka.codec import decode
 from app.services.context import redis_client
 from app.settings import get_settings
 from queues import dramatiq_queues as dq
@@ -52,14 +55,8 @@ def dead_letters_list(
         for letter, reason in zip(letters, _reasons([x.message_id for x in letters]), strict=True):
             what = letter.kwargs.get("url") or str(letter.kwargs.get("payload", ""))[:60]
             died = datetime.fromtimestamp(letter.dead_at_ms / 1000, tz=UTC)
-            table.add_row(
-                name,
-                letter.message_id,
-                died.isoformat(timespec="seconds"),
-                letter.actor,
-                str(what),
-                reason,
-            )
+            when = died.isoformat(timespec="seconds")
+            table.add_row(name, letter.message_id, when, letter.actor, str(what), reason)
     console.print(table)
     console.print(f"{total} dead letter(s) shown")
 
@@ -131,10 +128,6 @@ def dead_letters_journal(
     ] = False,
 ) -> None:
     """Messages of the journal's dead-letter topic, with why each was refused."""
-    from app.cli.errors import kafka_refused
-    from app.kafka.client import PublishError, PublishRefused, read_dead_letters, replay
-    from app.kafka.codec import decode
-
     settings = get_settings()
     letters = read_dead_letters(settings, limit, idle)
     table = Table("partition", "offset", "source", "origin", "status", "reason")
@@ -144,14 +137,9 @@ def dead_letters_journal(
         except Exception:  # a dead letter is whatever could not be applied
             value = None
         fields = value if isinstance(value, dict) else {}
-        table.add_row(
-            str(letter.partition),
-            str(letter.offset),
-            letter.source,
-            str(fields.get("origin", "(undecodable)")),
-            str(fields.get("status", "")),
-            letter.reason,
-        )
+        origin, status = fields.get("origin", "(undecodable)"), fields.get("status", "")
+        cells = (letter.partition, letter.offset, letter.source, origin, status, letter.reason)
+        table.add_row(*map(str, cells))
     console.print(table)
     console.print(f"{len(letters)} dead letter(s) in {settings.dead_letter_topic}")
     if replay_them and letters:

@@ -46,12 +46,12 @@ def broker_unreachable(exc: BaseException) -> str:
     """The one-line message for the broker Redis being unreachable."""
     address = _broker_address()
     if address is None:
-        return unreachable(exc) or _first_line(exc)
+        return unreachable(exc) or first_line(exc)
     return _cannot_reach("the broker Redis", address, "REVISIT_BROKER_REDIS_URL", exc)
 
 
 def _cannot_reach(service: str, address: str, setting: str, exc: BaseException) -> str:
-    return f"cannot reach {service} at {address} (set {setting}): {_first_line(exc)}"
+    return f"cannot reach {service} at {address} (set {setting}): {first_line(exc)}"
 
 
 #: Refusals about a topic: its name (a setting) or the rights on it.
@@ -70,7 +70,8 @@ def kafka_refused(error: KafkaError, topic_setting: str | None = None) -> str:
     return f"Kafka at {brokers} refused: {error.str()} ({check})"
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of what ``exc`` says (its type's name if nothing)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -83,7 +84,7 @@ def unreachable(exc: BaseException) -> str | None:
     if isinstance(exc, SettingsError):
         match = re.search(r'field "([a-z_]+)"', str(exc))
         name = match[1] if match else "?"
-        cause = f": {_first_line(exc.__cause__)}" if exc.__cause__ else ""
+        cause = f": {first_line(exc.__cause__)}" if exc.__cause__ else ""
         return f"settings: {name}: cannot parse REVISIT_{name.upper()}{cause}"
     if isinstance(exc, ValidationError) and exc.title == "Settings":
         first = exc.errors()[0]
@@ -107,5 +108,5 @@ def unreachable(exc: BaseException) -> str | None:
         brokers = get_settings().kafka_brokers
         return _cannot_reach("Kafka", brokers, "REVISIT_KAFKA_BROKERS", exc)
     if isinstance(exc, psycopg.errors.UndefinedTable):
-        return f"the database has no revisit schema: run `revisit db migrate` ({_first_line(exc)})"
+        return f"the database has no revisit schema: run `revisit db migrate` ({first_line(exc)})"
     return None

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from app.cli.common import console, now, refusing
+from app.cli.listers import parse_arguments
 from app.db.connection import connect
-from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, AddForge
+from app.services.requests import RequestError
 from app.settings import get_settings
 
 forge_app = typer.Typer(
@@ -35,12 +38,7 @@ def forge_add(
     """Schedule LISTER for INSTANCE (its full listing now, then as scheduled), and
     visit every origin that listing reports before the recurrent backlog: print
     the workflow's request id (``revisit request show ID`` shows its progress)."""
-    from pydantic import ValidationError
-
-    from app.cli.listers import parse_arguments
-    from app.inputs.api import AddForge
     from app.listers.forges import add_forge
-    from app.services.requests import RequestError
 
     with refusing(ValidationError, whole="forge"):
         forge = AddForge.model_validate(

@@ -1,5 +1,5 @@
-"""``revisit`` commands of the lister processes: the RPC server, lister schedules,
-runs and their worker. Registered on the main app by ``app.cli``."""
+"""``revisit lister`` and ``revisit rpc``: lister instances, their schedules, runs,
+scheduler and worker, and the RPC server of the reference lister interface."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from rich.table import Table
 from app.cli.common import console, fail, now, parse_duration, refusing
 from app.cli.processes import become, exec_dramatiq, port_free
 from app.db.connection import connect
+from app.db.lister_runs import all_schedules, lister_overview, recent_runs
+from app.db.listings import register_lister
+from app.domain.lister_schedule import ScheduleError
+from app.domain.queue_names import LISTER_QUEUE
 from app.settings import get_settings
+
+lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
 
 
 def rpc() -> None:
@@ -23,6 +29,18 @@ def rpc() -> None:
     port_free(settings.rpc_port, settings.rpc_host, "REVISIT_RPC_PORT", "serve the RPC")
     port_free(settings.metrics_port, settings.metrics_address, "REVISIT_METRICS_PORT")
     become("actors", "rpc")
+
+
+@lister_app.command("register")
+def lister_register(
+    name: str,
+    instance: str,
+    first_visits_queue_prefix: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Register a lister instance (NAME INSTANCE); print its id."""
+    with connect(get_settings()) as conn:
+        lister_id = register_lister(conn, name, instance, first_visits_queue_prefix)
+    console.print(str(lister_id))
 
 
 def parse_arguments(pairs: list[str]) -> dict[str, Any]:
@@ -39,6 +57,7 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
     return arguments
 
 
+@lister_app.command("schedule")
 def lister_schedule(
     name: Annotated[str, typer.Argument(help="installed lister (entry point revisit.listers)")],
     instance: str,
@@ -58,7 +77,6 @@ def lister_schedule(
 ) -> None:
     """Schedule lister NAME for INSTANCE, or change its schedule: what is not given
     keeps its value (a paused schedule stays paused)."""
-    from app.domain.lister_schedule import ScheduleError
     from app.listers.plugin import UnknownListerPlugin
     from app.listers.runs import schedule_lister
 
@@ -108,10 +126,9 @@ def _next_run(s: dict[str, Any]) -> datetime | None:
     return min((t for t in (s["next_full_run"], s["next_incremental_run"]) if t), default=None)
 
 
+@lister_app.command("list")
 def lister_list() -> None:
     """Lister instances: schedule, last run (outcome, origins listed), next run."""
-    from app.db.lister_runs import lister_overview
-
     with connect(get_settings()) as conn:
         rows = lister_overview(conn)
     columns = ("lister", "schedule", "last run", "outcome", "origins listed", "next run")
@@ -175,13 +192,12 @@ def _schedule_cells(s: dict[str, Any]) -> list[str]:
     return [f"{schedule}\n{arguments}" if arguments else schedule, state, due]
 
 
+@lister_app.command("schedules")
 def lister_schedules(
     runs: Annotated[int, typer.Option(min=1, max=100, help="latest runs shown per schedule")] = 3,
 ) -> None:
     """Every lister schedule: intervals, arguments, paused or not, next due time,
     and its latest runs (status, started, ended, origins listed, error)."""
-    from app.db.lister_runs import all_schedules, recent_runs
-
     with connect(get_settings()) as conn:
         schedules = {s["lister_id"]: s for s in all_schedules(conn)}
         by_lister: dict[Any, list[dict[str, Any]]] = {}
@@ -194,14 +210,13 @@ def lister_schedules(
     console.print(_runs_table(rows, schedules))
 
 
+@lister_app.command("runs")
 def lister_runs(
     name: str,
     instance: Annotated[str | None, typer.Argument(help="(default: every instance)")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="latest runs per instance")] = 20,
 ) -> None:
     """The latest runs of lister NAME (of its INSTANCE), newest first."""
-    from app.db.lister_runs import recent_runs
-
     with connect(get_settings()) as conn:
         rows = recent_runs(conn, name, instance, limit)
     if not rows:
@@ -221,44 +236,33 @@ def _change(name: str, instance: str, action: str) -> None:
     console.print(f"{name}/{instance}: {action}", highlight=False)
 
 
+@lister_app.command("pause")
 def lister_pause(name: str, instance: str) -> None:
     """Send no run of this schedule until resumed (the lister scheduler's next
     step on); a run already out ends as usual."""
     _change(name, instance, "paused")
 
 
+@lister_app.command("resume")
 def lister_resume(name: str, instance: str) -> None:
     """Send this schedule's runs again; a run that fell due while paused is sent at once."""
     _change(name, instance, "resumed")
 
 
+@lister_app.command("unschedule")
 def lister_unschedule(name: str, instance: str) -> None:
     """Remove this schedule; its runs' history and the lister's origins stay
     (a run still out is marked lost)."""
     _change(name, instance, "unscheduled")
 
 
+@lister_app.command("scheduler")
 def lister_scheduler() -> None:
     """Run the lister scheduler: send each scheduled lister's due runs to the lister queue."""
     become("actors", "lister-scheduler")
 
 
+@lister_app.command("worker")
 def lister_worker(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run Dramatiq workers for the lister queue (revisit.listers)."""
-    from app.domain.queue_names import LISTER_QUEUE
-
     exec_dramatiq("actors.listers", 1, threads, [LISTER_QUEUE])
-
-
-def register(app: typer.Typer, lister_app: typer.Typer) -> None:
-    """Add these commands to the ``revisit`` app and its ``lister`` group."""
-    app.command("rpc")(rpc)
-    lister_app.command("schedule")(lister_schedule)
-    lister_app.command("list")(lister_list)
-    lister_app.command("schedules")(lister_schedules)
-    lister_app.command("runs")(lister_runs)
-    lister_app.command("pause")(lister_pause)
-    lister_app.command("resume")(lister_resume)
-    lister_app.command("unschedule")(lister_unschedule)
-    lister_app.command("scheduler")(lister_scheduler)
-    lister_app.command("worker")(lister_worker)

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli.common import connected, console, err, now, say, visit_types_of
+from app.cli.common import connected, console, err, now, refusing, say, visit_types_of
 from app.services.context import Context
+from app.services.mirror_sync import check_settled, rebuild, repair
+from queues.mirror import RebuildInProgress, RebuildLost
 
 mirror_app = typer.Typer(
     rich_markup_mode=None, help="The Redis mirror of the scheduling pools.", no_args_is_help=True
@@ -16,21 +18,15 @@ mirror_app = typer.Typer(
 
 
 @mirror_app.command("rebuild")
-def mirror_rebuild(
-    visit_type: Annotated[str | None, typer.Argument()] = None,
-) -> None:
+def mirror_rebuild(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
     """Rebuild the Redis mirror from PostgreSQL."""
-    from app.services.mirror_sync import rebuild
-    from queues.mirror import RebuildInProgress, RebuildLost
-
     with connected() as (conn, ctx):
         for vt in visit_types_of(conn, visit_type):
-            with err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."):
-                try:
-                    mirrored = rebuild(conn, ctx, vt, now())
-                except (RebuildInProgress, RebuildLost) as exc:
-                    err.print(f"{vt}: {exc}")
-                    raise typer.Exit(1) from None
+            with (
+                err.status(f"rebuilding the mirror of {vt} from PostgreSQL..."),
+                refusing(RebuildInProgress, RebuildLost, prefix=f"{vt}: ", code=1),
+            ):
+                mirrored = rebuild(conn, ctx, vt, now())
             console.print(f"{vt}: {mirrored} origins mirrored")
 
 
@@ -41,15 +37,12 @@ def mirror_check(visit_type: Annotated[str | None, typer.Argument()] = None) -> 
     Differences are confirmed by a second look a second later, so origins that
     a running system was moving during the first are not reported.
     """
-    from app.services.mirror_sync import check_settled
-
     _mirror_command(check_settled, visit_type, "difference(s)", repairing=False)
 
 
 @mirror_app.command("repair")
 def mirror_repair(visit_type: Annotated[str | None, typer.Argument()] = None) -> None:
     """Move every origin that persistently differs to where PostgreSQL says (exit 0)."""
-    from app.services.mirror_sync import check_settled, repair
 
     def check_and_repair(conn: Any, ctx: Context, vt: str, clock: Any) -> list[Any]:
         differences = check_settled(conn, ctx, vt, clock)

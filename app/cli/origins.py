@@ -1,8 +1,9 @@
-"""``revisit lister``, ``revisit origins`` and ``revisit origin``: listers and their origins."""
+"""``revisit origins`` and ``revisit origin``: listed origins."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -27,28 +28,26 @@ from app.cli.common import (
     warn_unserved,
 )
 from app.db.connection import DictConnection, connect
-from app.db.listings import UnknownLister, find_lister, register_lister
+from app.db.listings import UnknownLister, find_lister
 from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY
-from app.inputs.listing import ListingInputError
+from app.inputs.listing import batches
 from app.services.context import Context
-from app.services.listing import IMPORT_WRITERS, MAX_DISABLE_SHARE, ImportReport
+from app.services.introspection import describe_origin
+from app.services.listing import (
+    IMPORT_WRITERS,
+    MAX_DISABLE_SHARE,
+    ImportReport,
+    MassDisable,
+    finish_listing,
+    import_listing,
+    start_listing,
+)
+from app.services.origins import send_visits, set_disabled
+from app.services.requests import RequestError
 from app.settings import get_settings
 
-lister_app = typer.Typer(rich_markup_mode=None, help="Lister instances.", no_args_is_help=True)
 origins_app = typer.Typer(rich_markup_mode=None, help="Listed origins.", no_args_is_help=True)
 origin_app = typer.Typer(rich_markup_mode=None, help="One origin.", no_args_is_help=True)
-
-
-@lister_app.command("register")
-def lister_register(
-    name: str,
-    instance: str,
-    first_visits_queue_prefix: Annotated[str | None, typer.Option()] = None,
-) -> None:
-    """Register a lister instance (NAME INSTANCE); print its id."""
-    with connect(get_settings()) as conn:
-        lister_id = register_lister(conn, name, instance, first_visits_queue_prefix)
-    console.print(str(lister_id))
 
 
 @origins_app.command("import")
@@ -78,8 +77,6 @@ def origins_import(
     With --full, the lister's origins missing from the file are disabled,
     unless some batch was refused (the listing is then incomplete).
     """
-    from app.services.listing import MassDisable, finish_listing, start_listing
-
     name, instance = split_lister(lister)
     settings = get_settings()
     ctx = Context.from_settings(settings)
@@ -88,11 +85,13 @@ def origins_import(
         with refusing(UnknownLister, prefix="--lister: "):
             lister_id = find_lister(conn, name, instance)["id"]
         started = start_listing(conn, lister_id, now())
-        with progress(f"importing {file}", _size(file)) as advance:
+        size = None if file == "-" else os.fstat(handle.fileno()).st_size
+        with progress(f"importing {file}", size) as advance:
             lines = _counted(handle, advance)
             report = _import(conn, ctx, lister_id, lines, batch_size, csv_format, writers)
         for refused_batch in report.refused:
-            _report(refused_batch, file)
+            for error in refused_batch.errors:
+                say(f"{file}: {error}", stderr=True)
         recorded, refused = report.recorded, len(report.refused)
         console.print(f"imported {recorded} origins for {lister}")
         share = 1.0 if allow_mass_disable else MAX_DISABLE_SHARE
@@ -122,20 +121,10 @@ def _import(
     writers: int,
 ) -> ImportReport:
     """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
-    from app.inputs.listing import batches
-    from app.services.listing import import_listing
-
     with contextlib.ExitStack() as stack:
         extra = [stack.enter_context(connect(ctx.settings)) for _ in range(writers - 1)]
         parsed = batches(lines, batch_size, csv_format=csv_format)
         return import_listing(conn, ctx, lister_id, parsed, now, extra)
-
-
-def _size(file: str) -> float | None:
-    try:
-        return None if file == "-" else float(Path(file).stat().st_size)
-    except OSError:
-        return None
 
 
 def _counted(lines: Iterable[str], advance: Callable[[float], None]) -> Iterator[str]:
@@ -156,16 +145,9 @@ def _open(file: str) -> TextIO:
         raise fail(f"FILE: cannot read {file}: {exc.strerror}") from exc
 
 
-def _report(exc: ListingInputError, file: str) -> None:
-    for error in exc.errors:
-        say(f"{file}: {error}", stderr=True)
-
-
 @origin_app.command("show")
 def origin_show(url: str, visit_type: OnlyVisitType = None) -> None:
     """Where an origin stands: listing, visit stats, place and rank in the mirror."""
-    from app.services.introspection import describe_origin
-
     with connected() as (conn, ctx):
         require_visit_type(conn, visit_type, "--visit-type")
         reports = describe_origin(conn, ctx, url, visit_type)
@@ -179,8 +161,6 @@ def origin_show(url: str, visit_type: OnlyVisitType = None) -> None:
 
 
 def _set_disabled(url: str, visit_type: str | None, *, disabled: bool) -> None:
-    from app.services.origins import set_disabled
-
     with connected() as (conn, ctx):
         require_visit_type(conn, visit_type, "--visit-type")
         changed = set_disabled(conn, ctx, url, visit_type, now(), disabled=disabled)
@@ -211,9 +191,6 @@ def origins_send(
     priority: Annotated[int, typer.Option(min=MIN_PRIORITY, max=MAX_PRIORITY)] = 0,
 ) -> None:
     """Visit these origins now: one-shot requests, served before recurrent visits."""
-    from app.services.origins import send_visits
-    from app.services.requests import RequestError
-
     with connect(get_settings()) as conn:
         require_visit_type(conn, visit_type, "--visit-type")
         with refusing(ValidationError, RequestError, whole="URL"):

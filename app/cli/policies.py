@@ -8,10 +8,25 @@ import typer
 from rich.table import Table
 
 from app.cli.common import connected, console, fail, now, require_visit_type, visit_types_of
+from app.cli.errors import broker_unreachable
 from app.db.connection import connect
-from app.services.scheduler_step import VisitLimits, limits_of
-from app.services.scheduling import VisitOrder
+from app.db.policies import (
+    OLDEST_SCHEDULED,
+    oldest_scheduled_index_ready,
+    oldest_scheduled_index_wanted,
+    policies_of,
+    set_policies,
+)
+from app.db.scheduling import visit_type_configs
+from app.domain.policies import UnknownPolicy, check_policies
+from app.domain.queue_names import slow_queue, visit_queue
+from app.services.context import redis_client
+from app.services.scheduler_step import VisitLimits, lane_sends, limits_of
+from app.services.scheduling import VisitOrder, schedule_step
 from app.settings import get_settings
+from queues.dramatiq_broker import enqueue_many, queue_depth, redis_broker, visit_message
+from queues.errors import UNAVAILABLE
+from queues.workers import capacities
 
 policy_app = typer.Typer(
     rich_markup_mode=None, help="Scheduling policies per visit type.", no_args_is_help=True
@@ -34,10 +49,6 @@ def schedule(
     at once). A dry run writes nothing: on a
     missing mirror it says so instead of rebuilding it.
     """
-    from app.db.policies import policies_of
-    from app.db.scheduling import visit_type_configs
-    from app.services.scheduling import schedule_step
-
     with connected() as (conn, ctx):
         visit_types_of(conn, visit_type)
         config = visit_type_configs(conn)[visit_type]
@@ -68,11 +79,6 @@ def _check_broker(visit_type: str) -> None:
     """Refuse, naming the broker's setting, when its Redis cannot be reached:
     visits picked then would be stamped scheduled and held in flight with no
     message sent (the scheduled cooldown, a week)."""
-    from app.cli.errors import broker_unreachable
-    from app.domain.queue_names import visit_queue
-    from queues.dramatiq_broker import queue_depth, redis_broker
-    from queues.errors import UNAVAILABLE
-
     try:
         queue_depth(redis_broker(get_settings()), visit_queue(visit_type))
     except UNAVAILABLE as exc:
@@ -83,12 +89,6 @@ def _send(limits: VisitLimits, visit_type: str, orders: list[VisitOrder]) -> dic
     """Send ``orders`` to the express and slow lanes as the scheduler does (the slow
     lane only while a worker serves it), with the visit type's ``limits``; the lane
     of each origin."""
-    from app.domain.queue_names import slow_queue
-    from app.services.context import redis_client
-    from app.services.scheduler_step import lane_sends
-    from queues.dramatiq_broker import enqueue_many, redis_broker, visit_message
-    from queues.workers import capacities
-
     settings = get_settings()
     slow_q = slow_queue(visit_type)
     served = capacities(redis_client(settings), settings.redis_namespace, [slow_q])[slow_q].threads
@@ -101,14 +101,6 @@ def _send(limits: VisitLimits, visit_type: str, orders: list[VisitOrder]) -> dic
 @policy_app.command("show")
 def policy_show() -> None:
     """The policies and weights of every visit type."""
-    from app.db.policies import (
-        OLDEST_SCHEDULED,
-        oldest_scheduled_index_ready,
-        oldest_scheduled_index_wanted,
-        policies_of,
-    )
-    from app.db.scheduling import visit_type_configs
-
     table = Table("visit type", "policy", "weight")
     with connect(get_settings()) as conn:
         for vt in visit_type_configs(conn):
@@ -129,13 +121,6 @@ def policy_set(
     weights: Annotated[list[str], typer.Argument(help="POLICY=WEIGHT ...")],
 ) -> None:
     """Replace the policies of VISIT_TYPE, e.g. never_visited_oldest_update_first=60."""
-    from app.db.policies import (
-        OLDEST_SCHEDULED,
-        oldest_scheduled_index_ready,
-        set_policies,
-    )
-    from app.domain.policies import UnknownPolicy, check_policies
-
     parsed: dict[str, float] = {}
     for item in weights:
         name, sep, value = item.partition("=")

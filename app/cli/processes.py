@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
+import psycopg
 import typer
 
 from app.cli.common import console, fail, refusing, say
+from app.cli.errors import first_line
 from app.cli.procfile import (
     PROCFILE,
     ProcessLine,
@@ -25,7 +27,12 @@ from app.cli.procfile import (
     select,
 )
 from app.cli.procfile import systemd_units as _procfile_units
+from app.db.connection import connect
+from app.db.visit_types import visit_type_loaders
+from app.domain.backoff import Backoff
 from app.domain.lanes import LANES, Lane
+from app.domain.queue_names import API_QUEUE, first_visits_queue, lane_queue
+from app.loaders.base import installed_loaders
 from app.settings import (
     WORKER_LOADERS_VARIABLE,
     WORKER_QUEUES_VARIABLE,
@@ -37,12 +44,6 @@ from app.settings import (
 def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
     """The visit types of the table; with ``wait``, waiting for PostgreSQL while it
     cannot be reached (bounded backoff, one line each time), as the processes do."""
-    import psycopg
-
-    from app.db.connection import connect
-    from app.db.visit_types import visit_type_loaders
-    from app.domain.backoff import Backoff
-
     backoff = Backoff(1.0, 30.0)
     while True:
         try:
@@ -52,10 +53,9 @@ def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
             if not wait:
                 raise
             delay = backoff.next_delay_s()
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             say(
                 f"waiting for PostgreSQL (REVISIT_DATABASE_URL) to read the visit types: "
-                f"{reason}; retrying in {delay:.0f}s",
+                f"{first_line(exc)}; retrying in {delay:.0f}s",
                 stderr=True,
             )
             time.sleep(delay)
@@ -63,8 +63,6 @@ def _visit_types(settings: Settings, *, wait: bool) -> dict[str, str]:
 
 def _warn_missing_loaders(loaders: Mapping[str, str]) -> None:
     """Say at start which visit types have no loader: their visits fail."""
-    from app.loaders.base import installed_loaders
-
     missing = sorted(vt for vt, loader in loaders.items() if loader not in installed_loaders())
     if missing:
         say(
@@ -102,8 +100,6 @@ def port_free(port: int, address: str, setting: str, what: str = "serve metrics"
 
 def scheduler() -> None:
     """Run the scheduler: keep every visit queue fed from the Redis pools."""
-    import psycopg
-
     settings = get_settings()
     with contextlib.suppress(psycopg.OperationalError):  # the scheduler waits for it
         _warn_missing_loaders(_visit_types(settings, wait=False))
@@ -156,8 +152,6 @@ def worker(
     """Run Dramatiq workers for the lanes of the visit types this pool serves: the
     visit_types table's, filtered by REVISIT_WORKER_VISIT_TYPES_ALLOW / _DENY, read
     at start (a visit type added later is served after a restart)."""
-    from app.domain.queue_names import first_visits_queue, lane_queue
-
     settings = get_settings()
     loaders = _visit_types(settings, wait=True)
     served = settings.served_visit_types(loaders)
@@ -184,26 +178,14 @@ def exec_dramatiq(module: str, processes: int, threads: int, queues: list[str]) 
     os.environ.update(worker_metrics_env(settings))
     # Dramatiq puts its --path (default: the working directory) first on the
     # import path: point it at where revisit's packages are installed instead.
-    installed = Path(__file__).resolve().parents[2]
-    become(
-        "dramatiq",
-        module,
-        "--path",
-        str(installed),
-        "--processes",
-        str(processes),
-        "--threads",
-        str(threads),
-        "--queues",
-        *queues,
-    )
+    installed = str(Path(__file__).resolve().parents[2])
+    pool = ["--processes", str(processes), "--threads", str(threads)]
+    become("dramatiq", module, "--path", installed, *pool, "--queues", *queues)
 
 
 def api(threads: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Run the actor API (request_visit, adjust_priority, cancel_request, add_forge,
     record_listing)."""
-    from app.domain.queue_names import API_QUEUE
-
     exec_dramatiq("actors.api", 1, threads, [API_QUEUE])
 
 

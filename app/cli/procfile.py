@@ -1,15 +1,6 @@
-"""The Procfile as what runs in production: systemd units made from it, and
-``revisit up``, a runner that restarts a crashed process instead of stopping
-the others.
-
-The Procfile is the one list of long-running processes. ``revisit
-systemd-units`` writes one unit per line (``Restart=always``, the whole
-control group stopped with the unit, the line's environment) and a
-``revisit.target`` that starts them all. ``revisit up`` runs the lines itself:
-each in its own process group, which dies with the runner (``PR_SET_PDEATHSIG``);
-a process that exits unbidden has what is left of its group killed (its
-children, and with them the ports they hold) and is started again after a
-backoff; SIGTERM or SIGINT stops them all.
+"""The Procfile, the one list of long-running processes, as what runs in
+production: a systemd unit per line (``revisit systemd-units``), or ``revisit
+up``, a runner that restarts a crashed process instead of stopping the others.
 """
 
 from __future__ import annotations
@@ -18,6 +9,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,18 +54,13 @@ class ProcessLine:
     """One Procfile line: ``name: [VAR=value ...] program args``."""
 
     name: str
-    command: str
-    environment: dict[str, str] = field(default_factory=dict)
-    argv: tuple[str, ...] = ()
-
-
-def expand(text: str, environ: Mapping[str, str]) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` replaced as the shell does."""
-    return _REFERENCE.sub(lambda m: environ.get(m[1]) or (m[2] or ""), text)
+    environment: dict[str, str]
+    argv: tuple[str, ...]
 
 
 def read_procfile(path: Path, environ: Mapping[str, str]) -> list[ProcessLine]:
-    """The processes of the Procfile at ``path``, their variables expanded from ``environ``."""
+    """The processes of the Procfile at ``path``, their ``${VAR}`` and ``${VAR:-default}``
+    expanded from ``environ`` as the shell does."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -85,14 +72,15 @@ def read_procfile(path: Path, environ: Mapping[str, str]) -> list[ProcessLine]:
         match = _LINE.match(raw.strip())
         if match is None:
             raise ProcfileError(f"{path}:{number}: not 'name: command'")
-        words = [expand(w, environ) for w in shlex.split(match[2])]
+        words = shlex.split(match[2])
+        words = [_REFERENCE.sub(lambda m: environ.get(m[1]) or m[2] or "", w) for w in words]
         environment = {}
         while words and (assignment := _ASSIGNMENT.match(words[0])):
             environment[assignment[1]] = assignment[2]
             words.pop(0)
         if not words:
             raise ProcfileError(f"{path}:{number}: no command")
-        lines.append(ProcessLine(match[1], match[2], environment, tuple(words)))
+        lines.append(ProcessLine(match[1], environment, tuple(words)))
     names = [p.name for p in lines]
     if duplicated := sorted({n for n in names if names.count(n) > 1}):
         raise ProcfileError(f"{path}: process named twice: {', '.join(duplicated)}")
@@ -112,14 +100,10 @@ def select(lines: list[ProcessLine], names: list[str]) -> list[ProcessLine]:
 
 def _program(name: str) -> str:
     """The absolute path of a program: this installation's console scripts first."""
-    installed = Path(sys.executable).parent / name
     if "/" in name:
         return name
-    if installed.exists():
-        return str(installed)
-    import shutil
-
-    return shutil.which(name) or name
+    installed = Path(sys.executable).parent / name
+    return str(installed) if installed.exists() else shutil.which(name) or name
 
 
 def _unit_word(word: str) -> str:
@@ -187,12 +171,7 @@ class _Running:
 class ProcfileRunner:
     """Runs Procfile processes, restarting each that exits until told to stop."""
 
-    def __init__(
-        self,
-        lines: list[ProcessLine],
-        environ: Mapping[str, str],
-        out: IO[str],
-    ) -> None:
+    def __init__(self, lines: list[ProcessLine], environ: Mapping[str, str], out: IO[str]) -> None:
         self.processes = [_Running(line) for line in lines]
         self.environ, self.out = dict(environ), out
         self.width = max(len(line.name) for line in lines)
@@ -267,10 +246,7 @@ class ProcfileRunner:
             running.backoff.reset()
         delay = running.backoff.next_delay_s()
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"code {code}"
-        self.say(
-            running.line.name,
-            f"exited ({how}) after {ran:.0f}s: restarting in {delay:.0f}s",
-        )
+        self.say(running.line.name, f"exited ({how}) after {ran:.0f}s: restarting in {delay:.0f}s")
         running.proc, running.restart_at = None, now + delay
 
     def _stop_all(self) -> int:

@@ -5,11 +5,21 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import typer
+from pydantic import ValidationError
 
 from app.cli.common import console, fail, new_table, now, refusing, say, warn_unserved
 from app.db.connection import connect
-from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS
+from app.db.requests import children, dependencies, list_requests
+from app.inputs.api import MAX_PRIORITY, MIN_PRIORITY, REQUEST_KINDS, RequestVisit
 from app.services.context import redis_client
+from app.services.requests import (
+    RequestError,
+    adjust_priority,
+    cancel_request,
+    create_request,
+    get_request,
+    retry_request,
+)
 from app.settings import get_settings
 
 #: Children of a request shown per status by ``request show``.
@@ -43,11 +53,6 @@ def request_add(
     parent: Annotated[int | None, typer.Option(min=1, help="the request this one is for")] = None,
 ) -> None:
     """Ask for a one-shot visit of URL; print the request id."""
-    from pydantic import ValidationError
-
-    from app.inputs.api import RequestVisit
-    from app.services.requests import RequestError, create_request
-
     with refusing(ValidationError, whole="request"):
         request = RequestVisit.model_validate(
             {
@@ -82,8 +87,6 @@ def request_list(
     limit: Annotated[int, typer.Option(min=1)] = 50,
 ) -> None:
     """List requests, pending ones first in the order they will be served."""
-    from app.db.requests import list_requests
-
     with connect(get_settings()) as conn:
         rows = list_requests(conn, status, limit)
     table = new_table(
@@ -112,9 +115,6 @@ def request_show(
 ) -> None:
     """Every field of a request, its prerequisites, its dependents, and the
     requests made for it (a workflow's) with its progress."""
-    from app.db.requests import children, dependencies
-    from app.services.requests import RequestError, get_request
-
     with connect(get_settings()) as conn:
         with refusing(RequestError):
             row = get_request(conn, request_id)
@@ -158,8 +158,6 @@ def request_adjust(
     ],
 ) -> None:
     """Add DELTA to a blocked or pending request's priority adjustment."""
-    from app.services.requests import RequestError, adjust_priority
-
     with connect(get_settings()) as conn, refusing(RequestError):
         priority = adjust_priority(conn, request_id, delta)
     console.print(f"request {request_id}: priority {priority}")
@@ -173,8 +171,6 @@ def request_abort(
     """Abort a blocked, pending, scheduled or running request (its running visit
     is stopped, its origin stays in its pool), the open requests made for it
     (--parent, a workflow's), and the dependents not allowed to fail without them."""
-    from app.services.requests import RequestError, cancel_request
-
     settings = get_settings()
     with connect(settings) as conn, refusing(RequestError):
         redis = redis_client(settings)
@@ -189,7 +185,5 @@ request_app.command("cancel", hidden=True)(request_abort)
 @request_app.command("retry")
 def request_retry(request_id: RequestId) -> None:
     """Retry a failed request: a new request supersedes it (the old one is kept)."""
-    from app.services.requests import RequestError, retry_request
-
     with connect(get_settings()) as conn, refusing(RequestError):
         console.print(f"request {request_id}: retried as {retry_request(conn, request_id)}")

@@ -32,16 +32,10 @@ def _apply(
 ) -> None:
     """Validate a command's arguments (its name and options; an option not given
     is None) as a VisitTypeChange, then ``write`` it."""
-    options = {key: value for key, value in arguments.items() if key != "name"}
-    durations = {"min_interval", "max_interval", "time_limit", "retry_delay"}
-    fields: dict[str, Any] = {
-        (f"{key}_s" if key in durations else key): (
-            parse_duration(value, "--" + key.replace("_", "-"))
-            if key in durations and value is not None
-            else value
-        )
-        for key, value in options.items()
-    }
+    fields = {key: value for key, value in arguments.items() if key != "name"}
+    for key in ("min_interval", "max_interval", "time_limit", "retry_delay"):
+        text, option = fields.pop(key), "--" + key.replace("_", "-")
+        fields[f"{key}_s"] = None if text is None else parse_duration(text, option)
     with refusing(ValidationError, whole="visit type"):
         change = VisitTypeChange(name=arguments["name"], **fields)
     with connect(get_settings()) as conn, refusing(VisitTypeError):
@@ -55,19 +49,14 @@ QueueLength = Annotated[
     int | None, typer.Option(help="messages each lane's queue may hold (1..1000000)")
 ]
 TimeLimit = Annotated[
-    str | None,
-    typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)"),
+    str | None, typer.Option(help=f"longest a visit may run, {DURATION_HELP} (default 4h)")
 ]
 Retries = Annotated[
     int | None,
-    typer.Option(
-        "--retries",
-        help="retries after a transient failure, 0..20 (default 3)",
-    ),
+    typer.Option("--retries", help="retries after a transient failure, 0..20 (default 3)"),
 ]
 RetryDelay = Annotated[
-    str | None,
-    typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)"),
+    str | None, typer.Option(help=f"first retry's delay, doubling, {DURATION_HELP} (default 30s)")
 ]
 LoaderName = Annotated[
     str | None,
@@ -76,8 +65,6 @@ LoaderName = Annotated[
         "for the archive's swh-loader-git; default: the one named like the visit type)"
     ),
 ]
-
-
 Enabled = Annotated[
     bool | None,
     typer.Option(

@@ -65,17 +65,9 @@ DEMO_INCREMENTAL_S = 4
 
 def git(repo: Path, *args: str) -> str:
     """Run git in ``repo`` with a fixed identity; return its output."""
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "demo",
-        "GIT_AUTHOR_EMAIL": "demo@example.org",
-        "GIT_COMMITTER_NAME": "demo",
-        "GIT_COMMITTER_EMAIL": "demo@example.org",
-    }
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
-    )
-    return proc.stdout
+    identity = ["-c", "user.name=demo", "-c", "user.email=demo@example.org"]
+    argv = ["git", "-C", str(repo), *identity, *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
 
 def make_repo(path: Path) -> str:
@@ -206,15 +198,6 @@ def _start_processes(env: dict[str, str], root: Path) -> subprocess.Popen[bytes]
     )
 
 
-def _with_archive(stack: contextlib.ExitStack, root: Path, brokers: str) -> Path:
-    """Start the archive's storage, point the journal client at its journal and the
-    workers at its loaders' configuration; return that configuration."""
-    config = stack.enter_context(embedded.archive_storage(root, brokers, ARCHIVE_PREFIX))
-    os.environ["REVISIT_JOURNAL_TOPIC"] = f"{ARCHIVE_PREFIX}.origin_visit_status"
-    os.environ["SWH_CONFIG_FILENAME"] = str(config)
-    return config
-
-
 def archive_holdings(config: Path, urls: list[str]) -> list[str]:
     """What the archive holds of each origin: its last visit that ended (one may
     still run), its status, snapshot and branches."""
@@ -256,7 +239,13 @@ def run_demo(
             os.environ.update({**DEMO_ENV, **service_env, **_metrics_ports(os.environ)})
             if archive:
                 console.print("starting the archive's storage (memory, journal to Kafka)...")
-                config = _with_archive(stack, root, service_env["REVISIT_KAFKA_BROKERS"])
+                brokers = service_env["REVISIT_KAFKA_BROKERS"]
+                config = stack.enter_context(
+                    embedded.archive_storage(root, brokers, ARCHIVE_PREFIX)
+                )
+                # The journal client follows the archive's journal; its loaders store there.
+                os.environ["REVISIT_JOURNAL_TOPIC"] = f"{ARCHIVE_PREFIX}.origin_visit_status"
+                os.environ["SWH_CONFIG_FILENAME"] = str(config)
             # The RPC server must bind: a port taken by another demo would stop it.
             os.environ.setdefault("REVISIT_RPC_PORT", str(embedded.free_port()))
             env = dict(os.environ)
@@ -273,11 +262,8 @@ def run_demo(
                 f"{repo_count} repositories to be listed by the gitdir lister, and one deleted "
                 f"project; processes log to {root / 'processes.log'}"
             )
-            developer = Developer(
-                [Path(u[len("file://") :]) for u in urls[: max(2, repo_count // 3)]],
-                3.0,
-                random.Random(1),
-            )
+            changing = [Path(u.removeprefix("file://")) for u in urls[: max(2, repo_count // 3)]]
+            developer = Developer(changing, 3.0, random.Random(1))
             procs = _start_processes(env, root)
             developer.start()
             started = time.monotonic()

@@ -191,9 +191,8 @@ def postgres(workdir: Path) -> Iterator[str]:
 def server_settings(memory_bytes: int) -> dict[str, str]:
     """What the embedded PostgreSQL changes from initdb's defaults, sized like a
     production server on a machine of ``memory_bytes``: an eighth of the memory
-    for shared buffers (at most 4 GiB; the default 128 MB held a fifth of a 1M
-    origins archive, so every journal batch evicted pages), and checkpoints far
-    enough apart that a bulk import does not write each page several times."""
+    for shared buffers (at most 4 GiB), and checkpoints far enough apart that a
+    bulk import does not write each page several times."""
     buffers_mib = max(128, min(4096, memory_bytes // 8 // 2**20))
     return {"shared_buffers": f"{buffers_mib}MB", "max_wal_size": "4GB"}
 
@@ -346,12 +345,9 @@ class Restartable:
     started again at the same address, to inject its loss into running processes."""
 
     def __init__(
-        self,
-        factory: Callable[[Path, int], contextlib.AbstractContextManager[str]],
-        workdir: Path,
+        self, factory: Callable[[Path, int], contextlib.AbstractContextManager[str]], workdir: Path
     ) -> None:
-        self._factory = factory
-        self._workdir = workdir
+        self._factory, self._workdir = factory, workdir
         self.port = free_port()
         self._stack: contextlib.ExitStack | None = None
         self.address = ""
@@ -408,23 +404,14 @@ def redis_cluster(workdir: Path) -> Iterator[str]:
     if cli is None:
         raise ServiceError("a Redis Cluster needs 'redis-cli' (apt-get install redis-tools)")
     with contextlib.ExitStack() as stack:
+        flags = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]
         urls = [
-            stack.enter_context(
-                redis_server(
-                    workdir / f"node{i}",
-                    _cluster_port(),
-                    extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
-                )
-            )
+            stack.enter_context(redis_server(workdir / f"node{i}", _cluster_port(), flags))
             for i in range(MASTERS)
         ]
         nodes = [url.removeprefix("redis://").removesuffix("/0") for url in urls]
-        created = subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        create = [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"]
+        created = subprocess.run(create, capture_output=True, text=True, timeout=60)
         if created.returncode != 0:
             raise ServiceError(f"redis-cli --cluster create: {created.stdout[-500:]}")
         _wait(lambda: all(_cluster_ok(url) for url in urls), "Redis Cluster", None, 30)

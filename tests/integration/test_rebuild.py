@@ -152,7 +152,7 @@ def test_the_rebuild_command_says_a_rebuild_is_in_progress(
     result = cli("mirror", "rebuild", "git")
 
     assert result.returncode == 1
-    assert "git: a rebuild of the git mirror is in progress" in result.stderr
+    assert "error: git: a rebuild of the git mirror is in progress" in result.stderr
 
 
 def test_a_failed_rebuild_releases_its_marker_so_the_next_one_need_not_wait(
