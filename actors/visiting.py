@@ -18,7 +18,8 @@ anything:
   retries it with backoff, within its deadline) so the request is not lost.
   A visit that finds an earlier delivery of its own message holding the
   claim (its worker killed, the message given back by Dramatiq) waits for it
-  too.
+  too. A wait is counted apart (``count_wait``): it does not use up the
+  retries of the visit's transient failures.
 
 The claim expires ``claim_ttl_ms`` after its last renewal, under Dramatiq's
 heartbeat timeout: a killed worker's claim is gone before Dramatiq gives its
@@ -39,6 +40,7 @@ import os
 import threading
 import time
 from types import TracebackType
+from typing import Any
 from uuid import uuid4
 
 import dramatiq
@@ -71,6 +73,24 @@ def renewal_period_s() -> float:
 class OriginBusy(dramatiq.Retry):
     """Another visit of the origin is running: this one (a request's, or a
     message given back after its worker died) waits, retried by Dramatiq."""
+
+
+#: The message option that counts a visit's waits for its busy origin or hoster.
+WAITS_OPTION = "waits"
+
+
+def count_wait(message: Any) -> None:
+    """Count one more wait of a visit's ``message`` (None: sent directly, no
+    message) for its busy origin or hoster: Dramatiq counts it among its
+    retries, which are meant to bound its transient failures."""
+    if message is not None:
+        message.options[WAITS_OPTION] = message.options.get(WAITS_OPTION, 0) + 1
+
+
+def failures_retried(options: dict[str, Any]) -> int:
+    """How many times a visit's message (its ``options``) was retried after a
+    transient failure: its retries less its waits."""
+    return int(options.get("retries", 0)) - int(options.get(WAITS_OPTION, 0))
 
 
 class ClaimLost(Interrupt):

@@ -36,7 +36,7 @@ from actors.broker import context, make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from actors.visiting import ClaimLost, OriginBusy, OriginClaim
+from actors.visiting import ClaimLost, OriginBusy, OriginClaim, count_wait, failures_retried
 from app.db.connection import connect
 from app.domain.cooldown import finish_by_s, request_window_s, start_within_s, superseded
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
@@ -215,9 +215,10 @@ def _record_outcome(queue: str, visit_type: str, result: VisitResult, claim: Ori
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
-    # Transient failures are bounded by the actor itself (its visit type's num_retries); a
-    # busy hoster, or origin, is waited for with the same backoff, as long as it takes
-    # (a visit waits no longer than its window: past it, it is dropped).
+    # Transient failures are bounded by the actor itself (its visit type's num_retries,
+    # waits left out: ``failures_retried``); a busy hoster, or origin, is waited for with
+    # the same backoff, as long as it takes (a visit waits no longer than its window:
+    # past it, it is dropped).
     return isinstance(exception, TransientVisitError | HosterBusy | OriginBusy)
 
 
@@ -263,6 +264,7 @@ def _claim(
     if other is None:
         return claim
     if request_id is not None or claim.held_by_earlier_run(other):
+        count_wait(message)
         ORIGIN_BUSY.labels(visit_type).inc()
         log.info("visit %d of %s: another visit of it runs (%s); waiting", visit, url, other)
         raise OriginBusy(f"another visit of {url} runs")
@@ -401,7 +403,7 @@ def visit(
                 "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
             )
         max_retries = options.get("max_retries", DEFAULT_RETRIES)
-        if result.transient and options.get("retries", 0) < max_retries:
+        if result.transient and failures_retried(options) < max_retries:
             log.info("%s: transient failure (%s), retrying", url, result.error)
             raise TransientVisitError(result.error or "transient failure")
         metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}

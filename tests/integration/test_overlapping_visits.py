@@ -32,6 +32,7 @@ from app.settings import Settings
 from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.keys import visiting
 from queues.visiting import hold, release
+from queues.workers import hoster_limiter
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
@@ -84,12 +85,14 @@ class Origin:
         duration_s: float,
         sent_at: float,
         request_id: int | None = None,
+        transient_failures: int = 0,
     ) -> None:
         """Send visit number ``visit`` of the origin, as sent at ``sent_at``: a
-        request's (to the priority lane) or a recurrent one (express)."""
+        request's (to the priority lane) or a recurrent one (express), whose
+        first ``transient_failures`` attempts fail transiently."""
         lane: Lane = "express" if request_id is None else "priority"
         origin_id = 0 if request_id is not None else self.id
-        args = {"duration_s": duration_s}
+        args = {"duration_s": duration_s, "transient_failures": transient_failures}
         order = VisitOrder(origin_id, URL, VISIT_TYPE, args, visit, sent_at, request_id=request_id)
         queue = lane_queue(VISIT_TYPE, lane)
         self.broker.declare_queue(queue)
@@ -257,6 +260,42 @@ def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_
     assert (
         "visit 31 of sim://overlap: another visit of it runs" in (logs / "worker.log").read_text()
     )
+
+
+@pytest.mark.parametrize("busy", ["origin", "hoster"])
+def test_a_requests_visit_that_waited_for_its_busy_origin_or_hoster_still_retries_a_failure(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path, busy: str
+) -> None:
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
+    env = {**ENV, "REVISIT_HOSTER_LIMITS": '{"overlap": 1}'}
+    if busy == "origin":  # another visit of the origin runs
+        hold(origin.redis, settings.redis_namespace, VISIT_TYPE, URL, "m9 other-run", 60_000)
+        waiting = "visit 31 of sim://overlap: another visit of it runs"
+    else:  # another visit of the hoster runs
+        limiter = hoster_limiter(origin.redis, settings.redis_namespace, "overlap", 1, 60_000)
+        slot = limiter.acquire()
+        slot.__enter__()
+        waiting = "sim://overlap: overlap has 1 visits running"
+    # one more wait than its retries (1)
+    origin.send(31, 0.0, time.time(), request_id=41, transient_failures=1)
+    with running({"worker": WORKER}, env, logs):
+        wait_for(
+            lambda: (logs / "worker.log").read_text().count(waiting) >= 3, 60, "its waits", logs
+        )
+        if busy == "origin":
+            release(origin.redis, settings.redis_namespace, VISIT_TYPE, URL, "m9 other-run")
+        else:
+            slot.__exit__(None, None, None)
+        wait_for(
+            lambda: any(s != "created" for _, s, _ in published(settings)), 60, "its end", logs
+        )
+    # retried after its transient failure, as if it had never waited
+    assert [(visit, status) for visit, status, _ in published(settings)] == [
+        (31, "created"),
+        (31, "created"),
+        (31, "full"),
+    ]
 
 
 def test_the_claim_of_a_killed_workers_visit_expires_and_the_visit_runs_again(
