@@ -17,7 +17,8 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from actors.broker import make_broker
-from actors.visiting import OriginClaim, Renewals
+from actors.visiting import OriginClaim
+from actors.watch import Watcher
 from app.db.connection import DictConnection
 from app.domain.lanes import Lane
 from app.domain.placement import epoch_s
@@ -145,9 +146,10 @@ def test_a_worker_process_keeps_the_claims_of_its_visits_from_one_thread_until_o
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS", 600)  # claims of 300 ms
-    # A renewal thread an earlier test started sleeps the default period: this
-    # process's claims are renewed by a thread of their own, at the short one.
-    monkeypatch.setattr("actors.visiting.RENEWALS", Renewals())
+    # A watching thread an earlier test started sleeps the default period: this
+    # process's claims are renewed by a thread of their own, at a short one.
+    monkeypatch.setattr("actors.watch.WATCHER", Watcher())
+    monkeypatch.setattr("actors.watch.POLL_S", 0.05)
     client = redis.Redis.from_url(settings.broker_redis_dsn())
     urls = [f"sim://kept/{i}" for i in range(3)]
     keys = [visiting(settings.redis_namespace, VISIT_TYPE, url) for url in urls]
