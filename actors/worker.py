@@ -230,12 +230,14 @@ _mirror_away_until = 0.0
 
 def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
     """Whether the mirror has the origin of a recurrent visit sent at ``scheduled_at``
-    in flight from a later send (unknown, so False, without the mirror)."""
+    in flight from a later send, or cooling down (a visit of it sent since has
+    ended: this one would be wasted, and break the cooldown); unknown, so False,
+    without the mirror."""
     global _mirror_away_until
     if origin_id <= 0 or time.monotonic() < _mirror_away_until:
         return False  # a request's visit (its origin may have no stats row), or no mirror
     try:
-        sent_at = context().mirror.sent_at(visit_type, origin_id)
+        flight = context().mirror.flight(visit_type, origin_id)
     except RedisError as exc:
         _mirror_away_until = time.monotonic() + MIRROR_RETRY_S
         log.warning(
@@ -244,7 +246,7 @@ def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
             exc,
         )
         return False
-    return superseded(sent_at, scheduled_at)
+    return flight.cooling or superseded(flight.sent_at, scheduled_at)
 
 
 def _claim(

@@ -185,14 +185,15 @@ def test_the_mirror_tells_when_an_origin_in_flight_was_sent_in_whichever_shard(
         create_request(conn, RequestVisit(url=url, visit_type="git"), now=now)
     assert len(take_pending(conn, ctx, "git", 3, now, visit=1)) == 3
 
-    sent = {url: ctx.mirror.sent_at("git", ids[url]) for url in urls}
+    sent = {url: ctx.mirror.flight("git", ids[url]).sent_at for url in urls}
 
     assert sent == {url: epoch_s(now) if url in urls[:3] else None for url in urls}
 
 
 @pytest.mark.every_mirror
-def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_not_run(
-    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+@pytest.mark.parametrize("ended", [False, True], ids=["running", "ended"])
+def test_a_delayed_recurrent_visit_arriving_while_or_after_the_requests_visit_runs_does_not_run(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path, ended: bool
 ) -> None:
     origin = Origin(settings, conn, ctx, tmp_path)
     logs = origin.logs
@@ -202,9 +203,20 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
     # request's window passed) and sent the request: the origin is in flight.
     [taken] = take_pending(conn, ctx, VISIT_TYPE, 1, now, visit=11, time_limit_s=60.0)
     assert taken.id == request_id
-    origin.send(11, 6.0, epoch_s(now), request_id)
+    origin.send(11, 0.5 if ended else 6.0, epoch_s(now), request_id)
+    dropped = "visit 10 of sim://overlap: its origin was sent again since; dropped"
     with running({"worker": WORKER, "journal": ["revisit", "journal"]}, ENV, logs):
-        wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the request's visit", logs)
+        if ended:  # the mirror has the origin cooling down: the late visit would break that
+            wait_for(
+                lambda: ctx.mirror.locate(VISIT_TYPE, origin.id).where == "cooling",
+                60,
+                "the request's visit to end",
+                logs,
+            )
+        else:  # the mirror has the origin in flight from the request's send
+            wait_for(
+                lambda: origin.stats()["last_visit"] is not None, 60, "the request's visit", logs
+            )
         origin.send(10, 0.5, epoch_s(now) - 3600)  # its workers were down
         wait_for(
             lambda: get_request(conn, request_id)["status"] == "succeeded",
@@ -212,13 +224,21 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
             "the request's visit to end",
             logs,
         )
+        wait_for(
+            lambda: (
+                dropped in (logs / "worker.log").read_text()
+                or any(visit == 10 for visit, _, _ in published(settings))
+            ),
+            60,
+            "the late visit",
+            logs,
+        )
         time.sleep(1.0)  # what the late visit would publish
     assert [(visit, status) for visit, status, _ in published(settings)] == [
         (11, "created"),
         (11, "full"),
     ]
-    log = (logs / "worker.log").read_text()
-    assert "visit 10 of sim://overlap: its origin was sent again since; dropped" in log
+    assert dropped in (logs / "worker.log").read_text()
 
 
 def test_a_recurrent_visit_arriving_while_another_visit_of_its_origin_runs_is_dropped(
