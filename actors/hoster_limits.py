@@ -4,8 +4,8 @@ A visit holds one of its hoster's slots (``REVISIT_HOSTER_LIMITS``, its ``"*"`` 
 for any other hoster; none: unlimited) from before its actor runs
 until after it ends, across every worker process (a Redis-backed concurrent
 rate limiter). A visit whose hoster is full is not run: it raises
-``HosterBusy``, which the ``visit`` actor retries with backoff, uncounted
-among its transient failures (DESIGN invariant 6).
+``HosterBusy``, which the ``visit`` actor retries with backoff, a wait
+not counted among its transient failures' retries (DESIGN invariant 6).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dramatiq import Middleware
 from dramatiq.middleware import MiddlewareError
 from dramatiq.rate_limits import ConcurrentRateLimiter
 
+from actors.visiting import count_wait
 from app.domain.hosts import hoster_limit, hoster_of
 from app.domain.lanes import MAX_TIME_LIMIT_S
 from monitoring.metrics import HOSTER_BUSY
@@ -71,6 +72,7 @@ class HosterLimits(Middleware):
         limiter = self._limiter(host, limit, ttl_ms)
         if not held.enter_context(limiter.acquire(raise_on_failure=False)):
             held.close()
+            count_wait(message)
             HOSTER_BUSY.labels(str(message.kwargs["visit_type"])).inc()
             log.info("%s: %s has %d visits running, retrying later", url, host, limit)
             raise HosterBusy(f"{host} has {limit} visits running")

@@ -18,7 +18,8 @@ anything:
   retries it with backoff, within its deadline) so the request is not lost.
   A visit that finds an earlier delivery of its own message holding the
   claim (its worker killed, the message given back by Dramatiq) waits for it
-  too.
+  too. A wait is counted apart (``count_wait``): it does not use up the
+  retries of the visit's transient failures.
 
 The claim expires ``claim_ttl_ms`` after its last renewal, under Dramatiq's
 heartbeat timeout: a killed worker's claim is gone before Dramatiq gives its
@@ -35,20 +36,19 @@ was away a moment. A claim that cannot be released expires by itself.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
 from types import TracebackType
+from typing import Any
 from uuid import uuid4
 
 import dramatiq
 from dramatiq.middleware import Interrupt
 
-from actors.watch import Tripwire
+from actors import watch
 from queues import dramatiq_broker
 from queues.errors import Pipeline, Redis, RedisError
 from queues.lease import holder_name
-from queues.visiting import hold, hold_each, release, release_on
+from queues.visiting import hold, hold_on, holder, release, release_on
 
 log = logging.getLogger("revisit.worker")
 
@@ -73,82 +73,32 @@ class OriginBusy(dramatiq.Retry):
     message given back after its worker died) waits, retried by Dramatiq."""
 
 
+#: The message option that counts a visit's waits for its busy origin or hoster.
+WAITS_OPTION = "waits"
+
+
+def count_wait(message: Any) -> None:
+    """Count one more wait of a visit's ``message`` (None: sent directly, no
+    message) for its busy origin or hoster: Dramatiq counts it among its
+    retries, which are meant to bound its transient failures."""
+    if message is not None:
+        message.options[WAITS_OPTION] = message.options.get(WAITS_OPTION, 0) + 1
+
+
+def failures_retried(options: dict[str, Any]) -> int:
+    """How many times a visit's message (its ``options``) was retried after a
+    transient failure: its retries less its waits."""
+    return int(options.get("retries", 0)) - int(options.get(WAITS_OPTION, 0))
+
+
 class ClaimLost(Interrupt):
     """Raised in a visit's thread: another visit of its origin took the claim
     (this visit's worker was paused past it) and runs."""
 
 
-class Renewals:
-    """The claims one worker process holds, renewed together every renewal
-    period by one daemon thread (started with the first claim), in one round
-    trip per Redis client. A claim found taken by
-    another visit trips its wire and is renewed no more."""
-
-    def __init__(self) -> None:
-        self._forget()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        """Hold nothing: a forked child (a loader's) holds none of its parent's claims."""
-        self._lock = threading.Lock()
-        #: Held while a round trip renews claims: a claim leaves only after it.
-        self._renewing = threading.Lock()
-        self._held: set[OriginClaim] = set()
-        self._thread: threading.Thread | None = None
-
-    def add(self, claim: OriginClaim) -> None:
-        """Renew ``claim`` from now on."""
-        with self._lock:
-            self._held.add(claim)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="claims", daemon=True)
-                self._thread.start()
-
-    def remove(self, claim: OriginClaim) -> None:
-        """Renew ``claim`` no more, once the renewal under way (it would take
-        the claim again after its release) has ended."""
-        with self._lock:
-            self._held.discard(claim)
-        with self._renewing:
-            pass
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(renewal_period_s())
-            with self._renewing:
-                with self._lock:
-                    held = list(self._held)
-                by_client: dict[int, list[OriginClaim]] = {}
-                for claim in held:
-                    by_client.setdefault(id(claim.client), []).append(claim)
-                for claims in by_client.values():
-                    try:
-                        self._renew(claims)
-                    except Exception:  # the thread renews every claim: it must not end
-                        log.exception("could not renew the claims of %d visits", len(claims))
-
-    def _renew(self, claims: list[OriginClaim]) -> None:
-        sent = time.monotonic()
-        try:
-            others = hold_each(claims[0].client, [c.where for c in claims], claim_ttl_ms())
-        except RedisError:
-            return  # Redis away: the next renewal retries
-        for claim, other in zip(claims, others, strict=True):
-            if other is None:
-                claim.confirmed_at = sent
-            else:
-                with self._lock:
-                    self._held.discard(claim)
-                claim.lose(other)
-
-
-#: The claims of this worker process.
-RENEWALS = Renewals()
-
-
 class OriginClaim:
     """The claim of one origin by one run of a visit message: ``take`` it, then
-    within the block it is renewed (``RENEWALS``), and released at the end."""
+    within the block it is renewed (``watch.WATCHER``), and released at the end."""
 
     def __init__(
         self, client: Redis, namespace: str, visit_type: str, url: str, message_id: str
@@ -160,7 +110,7 @@ class OriginClaim:
         #: What ``queues.visiting`` takes to renew it: namespace, visit type, URL, value.
         self.where = (namespace, visit_type, url, self.value)
         #: Interrupts the visit once another visit took the claim.
-        self.watch = Tripwire(ClaimLost)
+        self.watch = watch.Tripwire(ClaimLost)
         #: When (monotonic clock) Redis last confirmed this run holds the claim,
         #: as the request that confirmed it left: it holds it ``claim_ttl_ms`` on.
         self.confirmed_at = 0.0
@@ -202,6 +152,24 @@ class OriginClaim:
         self.confirmed_at = sent
         return True
 
+    def ask(self, pipe: Pipeline) -> int:
+        """Renew the claim unless Redis confirmed it lately, so that it is
+        renewed every renewal period (``watch.Watched``)."""
+        if time.monotonic() - self.confirmed_at < renewal_period_s() - watch.POLL_S:
+            return 0
+        hold_on(pipe, *self.where, claim_ttl_ms())
+        return 1
+
+    def hear(self, replies: list[Any], sent: float) -> bool:
+        """Take the renewal's reply: the claim is renewed no more once another
+        visit holds it (``watch.Watched``)."""
+        other = holder(replies[0])
+        if other is None:
+            self.confirmed_at = sent
+            return True
+        self.lose(other)
+        return False
+
     def lose(self, other: str) -> None:
         """Another visit (``other``) took the claim: interrupt this one."""
         log.warning("%s: another visit took its origin's claim (%s)", self.where[2], other)
@@ -211,7 +179,7 @@ class OriginClaim:
         """Release the claim with what else ``pipe`` sends (which the caller
         executes); one that fails expires by itself."""
         if self._held:
-            RENEWALS.remove(self)
+            watch.WATCHER.remove(self)
             release_on(pipe, *self.where)
             self._held = False
 
@@ -220,7 +188,7 @@ class OriginClaim:
 
     def __enter__(self) -> OriginClaim:
         if self._held:
-            RENEWALS.add(self)
+            watch.WATCHER.add(self)
         return self
 
     def __exit__(
@@ -231,7 +199,7 @@ class OriginClaim:
     ) -> None:
         if not self._held:
             return
-        RENEWALS.remove(self)
+        watch.WATCHER.remove(self)
         try:
             release(self.client, *self.where)
         except RedisError as error:

@@ -36,7 +36,7 @@ from actors.broker import context, make_broker
 from actors.escalation import ExpressEscalation, mark_outlasted_express
 from actors.hoster_limits import HosterBusy, HosterLimits
 from actors.registry import WorkerRegistry
-from actors.visiting import ClaimLost, OriginBusy, OriginClaim
+from actors.visiting import ClaimLost, OriginBusy, OriginClaim, count_wait, failures_retried
 from app.db.connection import connect
 from app.domain.cooldown import finish_by_s, request_window_s, start_within_s, superseded
 from app.domain.lanes import MAX_TIME_LIMIT_S, Lane
@@ -215,9 +215,10 @@ def _record_outcome(queue: str, visit_type: str, result: VisitResult, claim: Ori
 
 
 def _retry_transient(retries: int, exception: BaseException) -> bool:
-    # Transient failures are bounded by the actor itself (its visit type's num_retries); a
-    # busy hoster, or origin, is waited for with the same backoff, as long as it takes
-    # (a visit waits no longer than its window: past it, it is dropped).
+    # Transient failures are bounded by the actor itself (its visit type's num_retries,
+    # waits left out: ``failures_retried``); a busy hoster, or origin, is waited for with
+    # the same backoff, as long as it takes (a visit waits no longer than its window:
+    # past it, it is dropped).
     return isinstance(exception, TransientVisitError | HosterBusy | OriginBusy)
 
 
@@ -229,12 +230,14 @@ _mirror_away_until = 0.0
 
 def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
     """Whether the mirror has the origin of a recurrent visit sent at ``scheduled_at``
-    in flight from a later send (unknown, so False, without the mirror)."""
+    in flight from a later send, or cooling down (a visit of it sent since has
+    ended: this one would be wasted, and break the cooldown); unknown, so False,
+    without the mirror."""
     global _mirror_away_until
     if origin_id <= 0 or time.monotonic() < _mirror_away_until:
         return False  # a request's visit (its origin may have no stats row), or no mirror
     try:
-        sent_at = context().mirror.sent_at(visit_type, origin_id)
+        flight = context().mirror.flight(visit_type, origin_id)
     except RedisError as exc:
         _mirror_away_until = time.monotonic() + MIRROR_RETRY_S
         log.warning(
@@ -243,7 +246,7 @@ def _superseded(origin_id: int, visit_type: str, scheduled_at: float) -> bool:
             exc,
         )
         return False
-    return superseded(sent_at, scheduled_at)
+    return flight.cooling or superseded(flight.sent_at, scheduled_at)
 
 
 def _claim(
@@ -263,6 +266,7 @@ def _claim(
     if other is None:
         return claim
     if request_id is not None or claim.held_by_earlier_run(other):
+        count_wait(message)
         ORIGIN_BUSY.labels(visit_type).inc()
         log.info("visit %d of %s: another visit of it runs (%s); waiting", visit, url, other)
         raise OriginBusy(f"another visit of {url} runs")
@@ -401,7 +405,7 @@ def visit(
                 "failed", None, result.duration_s, f"{lane} lane time limit ({limit_s:g}s)"
             )
         max_retries = options.get("max_retries", DEFAULT_RETRIES)
-        if result.transient and options.get("retries", 0) < max_retries:
+        if result.transient and failures_retried(options) < max_retries:
             log.info("%s: transient failure (%s), retrying", url, result.error)
             raise TransientVisitError(result.error or "transient failure")
         metadata: dict[str, Any] = {"duration_s": round(result.duration_s, 3), "lane": lane}

@@ -5,6 +5,7 @@
 1. No-op simulated visits: ``--visits`` messages are enqueued on one express
    queue, then one worker process (``--threads`` threads) drains it; prints
    visits/s per worker process (each visit publishes two journal statuses).
+   With ``--requests``, they are requests' visits (each one's abort watched).
 2. Steady load: scheduler, one worker process and the journal client run on
    ``--origins`` simulated origins that are revisited as soon as their 1 s
    cooldown ends; prints the time from scheduling to the recorded result
@@ -95,12 +96,25 @@ def publish_costs(settings: Settings, count: int) -> tuple[float, float]:
 
 
 def noop_rate(
-    settings: Settings, env: dict[str, str], logs: Path, visits: int, threads: int
+    settings: Settings, env: dict[str, str], logs: Path, args: argparse.Namespace
 ) -> float:
-    """Visits/s of one worker process draining ``visits`` no-op simulated visits."""
+    """Visits/s of one worker process draining ``args.visits`` no-op simulated visits
+    (requests' visits with ``args.requests``)."""
+    visits, threads = args.visits, args.threads
     broker = make_broker(settings)
     now = time.time()
-    orders = [VisitOrder(0, f"sim://noop/{i}", "simulated", {}, i + 1, now) for i in range(visits)]
+    orders = [
+        VisitOrder(
+            0,
+            f"sim://noop/{i}",
+            "simulated",
+            {},
+            i + 1,
+            now,
+            request_id=i + 1 if args.requests else None,
+        )
+        for i in range(visits)
+    ]
     messages: list[dramatiq.Message[object]] = [
         dramatiq.Message(
             queue_name="visit.simulated.express",
@@ -181,6 +195,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--visits", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--requests", action="store_true", help="no-op requests' visits")
     parser.add_argument("--origins", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=40)
     parser.add_argument("--publishes", type=int, default=2000)
@@ -207,9 +222,7 @@ def main() -> None:
         }
         with connect(settings) as conn:  # workers serve the table's visit types
             add_visit_type(conn, VisitTypeChange(name="simulated", max_queue_length=200))
-        figures = {
-            "noop_visits_per_s": noop_rate(settings, env, Path(tmp), args.visits, args.threads)
-        }
+        figures = {"noop_visits_per_s": noop_rate(settings, env, Path(tmp), args)}
         ack, noack = publish_costs(settings, args.publishes)
         figures |= {"created_ack_ms": ack, "created_noack_ms": noack}
         if args.seconds > 0:

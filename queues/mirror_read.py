@@ -30,6 +30,16 @@ class Location:
     rank: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class Flight:
+    """What the mirror tells of an origin's last send to a worker."""
+
+    sent_at: float | None
+    """When it was sent (unix s), while it is in flight."""
+    cooling: bool
+    """Whether it is cooling down: a visit of it ended since it was sent."""
+
+
 def places_of(keys: VisitTypeKeys) -> list[tuple[str, str]]:
     """Each place that holds origins (pools by name, inflight, cooling) and its key."""
     return [
@@ -151,12 +161,16 @@ class MirrorReads:
                 return Location(where, pool, float(score), rank)
         return Location("absent", None, None, None)
 
-    def sent_at(self, visit_type: str, origin_id: int) -> float | None:
-        """When the origin was last sent to a worker (unix s), while it is in
-        flight; None when it is not (or the mirror does not have it)."""
+    def flight(self, visit_type: str, origin_id: int) -> Flight:
+        """Where the origin stands since it was last sent to a worker, read in
+        one round trip (neither in flight nor cooling when the mirror does not
+        have it)."""
         keys = self.keys(visit_type, shard_of(origin_id, self.shards(visit_type)))
-        score = self.client.zscore(keys.inflight, origin_id)
-        return None if score is None else float(score)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zscore(keys.inflight, origin_id)
+        pipe.zscore(keys.cooling, origin_id)
+        sent_at, cooling = pipe.execute()
+        return Flight(None if sent_at is None else float(sent_at), cooling is not None)
 
     def sizes(self, visit_type: str) -> dict[str, int]:
         """How many origins each place holds (pools by name, inflight, cooling)."""

@@ -7,7 +7,6 @@ last renewal: a worker killed or paused loses it without anyone's help.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cache
 
 from redis.client import Pipeline
@@ -31,16 +30,21 @@ def hold(
     return _call(client, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
 
 
-def hold_each(
-    client: Redis, claims: Sequence[tuple[str, str, str, str]], ttl_ms: int
-) -> list[str | None]:
-    """Renew (or take) each claim ``(namespace, visit_type, url, value)`` for
-    ``ttl_ms``, in one round trip: for each, what ``hold`` tells."""
-    pipe = client.pipeline(transaction=False)
-    for namespace, visit_type, url, value in claims:
-        # EVAL, not a Script: a pipeline's Script first asks whether Redis has it.
-        pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
-    return [None if not held else _text(held) for held in pipe.execute()]
+def hold_on(
+    pipe: Pipeline, namespace: str, visit_type: str, url: str, value: str, ttl_ms: int
+) -> None:
+    """Queue on ``pipe`` (the caller executes it) ``hold``; its reply tells
+    ``holder``."""
+    # EVAL, not a Script: a pipeline's Script first asks whether Redis has it.
+    pipe.eval(lua("visiting"), 1, visiting(namespace, visit_type, url), value, max(1, ttl_ms))
+
+
+def holder(reply: bytes | str | None) -> str | None:
+    """What a claim's reply tells: None when the caller holds it (or has
+    released it), else the value of the visit that holds it."""
+    if not reply:
+        return None
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
 def release(client: Redis, namespace: str, visit_type: str, url: str, value: str) -> str | None:
@@ -56,9 +60,4 @@ def release_on(pipe: Pipeline, namespace: str, visit_type: str, url: str, value:
 
 
 def _call(client: Redis, key: str, value: str, ttl_ms: int) -> str | None:
-    held = _script(client)(keys=[key], args=[value, ttl_ms])
-    return None if not held else _text(held)
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
+    return holder(_script(client)(keys=[key], args=[value, ttl_ms]))

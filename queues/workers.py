@@ -110,6 +110,12 @@ def take_abort(client: redis.Redis, namespace: str, request_id: int) -> bool:
     return bool(client.srem(aborted_requests(namespace), request_id))
 
 
+def take_abort_on(pipe: Pipeline, namespace: str, request_id: int) -> None:
+    """Queue ``take_abort`` on ``pipe`` (the caller executes it): its reply is
+    1 if ``request_id`` was aborted (the abort taken), else 0."""
+    pipe.srem(aborted_requests(namespace), request_id)
+
+
 def hoster_limiter(
     client: redis.Redis, namespace: str, host: str, limit: int, ttl_ms: int
 ) -> ConcurrentRateLimiter:

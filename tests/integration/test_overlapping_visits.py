@@ -17,7 +17,8 @@ import redis
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from actors.broker import make_broker
-from actors.visiting import OriginClaim, Renewals
+from actors.visiting import OriginClaim
+from actors.watch import Watcher
 from app.db.connection import DictConnection
 from app.domain.lanes import Lane
 from app.domain.placement import epoch_s
@@ -32,6 +33,7 @@ from app.settings import Settings
 from queues.dramatiq_broker import enqueue_many, visit_message
 from queues.keys import visiting
 from queues.visiting import hold, release
+from queues.workers import hoster_limiter
 from tests.integration.helpers import list_origins, stats_by_url
 from tests.processes import running, wait_for, with_constants
 
@@ -84,12 +86,14 @@ class Origin:
         duration_s: float,
         sent_at: float,
         request_id: int | None = None,
+        transient_failures: int = 0,
     ) -> None:
         """Send visit number ``visit`` of the origin, as sent at ``sent_at``: a
-        request's (to the priority lane) or a recurrent one (express)."""
+        request's (to the priority lane) or a recurrent one (express), whose
+        first ``transient_failures`` attempts fail transiently."""
         lane: Lane = "express" if request_id is None else "priority"
         origin_id = 0 if request_id is not None else self.id
-        args = {"duration_s": duration_s}
+        args = {"duration_s": duration_s, "transient_failures": transient_failures}
         order = VisitOrder(origin_id, URL, VISIT_TYPE, args, visit, sent_at, request_id=request_id)
         queue = lane_queue(VISIT_TYPE, lane)
         self.broker.declare_queue(queue)
@@ -142,9 +146,10 @@ def test_a_worker_process_keeps_the_claims_of_its_visits_from_one_thread_until_o
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("queues.dramatiq_broker.HEARTBEAT_TIMEOUT_MS", 600)  # claims of 300 ms
-    # A renewal thread an earlier test started sleeps the default period: this
-    # process's claims are renewed by a thread of their own, at the short one.
-    monkeypatch.setattr("actors.visiting.RENEWALS", Renewals())
+    # A watching thread an earlier test started sleeps the default period: this
+    # process's claims are renewed by a thread of their own, at a short one.
+    monkeypatch.setattr("actors.watch.WATCHER", Watcher())
+    monkeypatch.setattr("actors.watch.POLL_S", 0.05)
     client = redis.Redis.from_url(settings.broker_redis_dsn())
     urls = [f"sim://kept/{i}" for i in range(3)]
     keys = [visiting(settings.redis_namespace, VISIT_TYPE, url) for url in urls]
@@ -180,14 +185,15 @@ def test_the_mirror_tells_when_an_origin_in_flight_was_sent_in_whichever_shard(
         create_request(conn, RequestVisit(url=url, visit_type="git"), now=now)
     assert len(take_pending(conn, ctx, "git", 3, now, visit=1)) == 3
 
-    sent = {url: ctx.mirror.sent_at("git", ids[url]) for url in urls}
+    sent = {url: ctx.mirror.flight("git", ids[url]).sent_at for url in urls}
 
     assert sent == {url: epoch_s(now) if url in urls[:3] else None for url in urls}
 
 
 @pytest.mark.every_mirror
-def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_not_run(
-    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path
+@pytest.mark.parametrize("ended", [False, True], ids=["running", "ended"])
+def test_a_delayed_recurrent_visit_arriving_while_or_after_the_requests_visit_runs_does_not_run(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path, ended: bool
 ) -> None:
     origin = Origin(settings, conn, ctx, tmp_path)
     logs = origin.logs
@@ -197,9 +203,20 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
     # request's window passed) and sent the request: the origin is in flight.
     [taken] = take_pending(conn, ctx, VISIT_TYPE, 1, now, visit=11, time_limit_s=60.0)
     assert taken.id == request_id
-    origin.send(11, 6.0, epoch_s(now), request_id)
+    origin.send(11, 0.5 if ended else 6.0, epoch_s(now), request_id)
+    dropped = "visit 10 of sim://overlap: its origin was sent again since; dropped"
     with running({"worker": WORKER, "journal": ["revisit", "journal"]}, ENV, logs):
-        wait_for(lambda: origin.stats()["last_visit"] is not None, 60, "the request's visit", logs)
+        if ended:  # the mirror has the origin cooling down: the late visit would break that
+            wait_for(
+                lambda: ctx.mirror.locate(VISIT_TYPE, origin.id).where == "cooling",
+                60,
+                "the request's visit to end",
+                logs,
+            )
+        else:  # the mirror has the origin in flight from the request's send
+            wait_for(
+                lambda: origin.stats()["last_visit"] is not None, 60, "the request's visit", logs
+            )
         origin.send(10, 0.5, epoch_s(now) - 3600)  # its workers were down
         wait_for(
             lambda: get_request(conn, request_id)["status"] == "succeeded",
@@ -207,13 +224,21 @@ def test_a_delayed_recurrent_visit_arriving_while_the_requests_visit_runs_does_n
             "the request's visit to end",
             logs,
         )
+        wait_for(
+            lambda: (
+                dropped in (logs / "worker.log").read_text()
+                or any(visit == 10 for visit, _, _ in published(settings))
+            ),
+            60,
+            "the late visit",
+            logs,
+        )
         time.sleep(1.0)  # what the late visit would publish
     assert [(visit, status) for visit, status, _ in published(settings)] == [
         (11, "created"),
         (11, "full"),
     ]
-    log = (logs / "worker.log").read_text()
-    assert "visit 10 of sim://overlap: its origin was sent again since; dropped" in log
+    assert dropped in (logs / "worker.log").read_text()
 
 
 def test_a_recurrent_visit_arriving_while_another_visit_of_its_origin_runs_is_dropped(
@@ -257,6 +282,42 @@ def test_a_requests_visit_arriving_while_another_visit_of_its_origin_runs_waits_
     assert (
         "visit 31 of sim://overlap: another visit of it runs" in (logs / "worker.log").read_text()
     )
+
+
+@pytest.mark.parametrize("busy", ["origin", "hoster"])
+def test_a_requests_visit_that_waited_for_its_busy_origin_or_hoster_still_retries_a_failure(
+    settings: Settings, conn: DictConnection, ctx: Context, tmp_path: Path, busy: str
+) -> None:
+    origin = Origin(settings, conn, ctx, tmp_path)
+    logs = origin.logs
+    env = {**ENV, "REVISIT_HOSTER_LIMITS": '{"overlap": 1}'}
+    if busy == "origin":  # another visit of the origin runs
+        hold(origin.redis, settings.redis_namespace, VISIT_TYPE, URL, "m9 other-run", 60_000)
+        waiting = "visit 31 of sim://overlap: another visit of it runs"
+    else:  # another visit of the hoster runs
+        limiter = hoster_limiter(origin.redis, settings.redis_namespace, "overlap", 1, 60_000)
+        slot = limiter.acquire()
+        slot.__enter__()
+        waiting = "sim://overlap: overlap has 1 visits running"
+    # one more wait than its retries (1)
+    origin.send(31, 0.0, time.time(), request_id=41, transient_failures=1)
+    with running({"worker": WORKER}, env, logs):
+        wait_for(
+            lambda: (logs / "worker.log").read_text().count(waiting) >= 3, 60, "its waits", logs
+        )
+        if busy == "origin":
+            release(origin.redis, settings.redis_namespace, VISIT_TYPE, URL, "m9 other-run")
+        else:
+            slot.__exit__(None, None, None)
+        wait_for(
+            lambda: any(s != "created" for _, s, _ in published(settings)), 60, "its end", logs
+        )
+    # retried after its transient failure, as if it had never waited
+    assert [(visit, status) for visit, status, _ in published(settings)] == [
+        (31, "created"),
+        (31, "created"),
+        (31, "full"),
+    ]
 
 
 def test_the_claim_of_a_killed_workers_visit_expires_and_the_visit_runs_again(

@@ -33,7 +33,7 @@ from tests.integration.test_rpc_tasks import run_client
 from tests.processes import running, wait_for, with_constants
 
 SIMULATED = with_constants(
-    {"actors.scheduler.POLL_INTERVAL_S": 0.2, "actors.abort.POLL_S": 0.1},
+    {"actors.scheduler.POLL_INTERVAL_S": 0.2, "actors.watch.POLL_S": 0.1},
     {"REVISIT_WORKER_VISIT_TYPES_ALLOW": '["simulated"]'},
 )
 

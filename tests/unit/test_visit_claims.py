@@ -6,8 +6,9 @@ import time
 import pytest
 from dramatiq.middleware import Interrupt
 
-from actors.visiting import claim_ttl_ms
-from actors.watch import Watch
+from actors import watch
+from actors.visiting import claim_ttl_ms, renewal_period_s
+from actors.watch import Tripwire
 from app.domain.cooldown import superseded
 from queues import dramatiq_broker
 
@@ -34,20 +35,22 @@ def test_a_killed_workers_claim_expires_before_dramatiq_gives_its_message_to_ano
     assert claim_ttl_ms() < dramatiq_broker.HEARTBEAT_TIMEOUT_MS
 
 
+def test_the_watching_thread_polls_often_enough_to_renew_a_claim_every_renewal_period() -> None:
+    assert renewal_period_s() >= watch.POLL_S
+
+
 class Tripped(Interrupt):
     pass
 
 
-def test_a_watch_interrupts_only_the_block_that_waits_for_it() -> None:
-    trip = threading.Event()
-    watch = Watch(trip.is_set, 0.01, Tripped, "test-watch")
-    watch.start()
-    time.sleep(0.05)  # polled, not tripped: nothing raised outside a block
-    trip.set()
-    with pytest.raises(Tripped), watch.interrupting():
+def test_a_tripwire_interrupts_only_the_block_that_waits_for_it() -> None:
+    wire = Tripwire(Tripped)
+    wire.trip()  # outside a block: nothing raised
+    with pytest.raises(Tripped), wire.interrupting():  # tripped already: at once
+        pass
+    wire = Tripwire(Tripped)
+    with pytest.raises(Tripped), wire.interrupting():
+        threading.Timer(0.05, wire.trip).start()
         for _ in range(500):  # short sleeps: an interrupt lands between two
             time.sleep(0.01)
-    assert watch.tripped
-    with pytest.raises(Tripped), watch.interrupting():  # tripped already: at once
-        pass
-    watch.stop(wait=True)
+    assert wire.tripped
