@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
@@ -17,7 +18,7 @@ from queues import lua
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
-from queues.mirror_read import Corruption, MirrorReads
+from queues.mirror_read import Corruption, MirrorReads, places_of
 from queues.mirror_read import Location as Location
 from queues.shards import (
     DueRank,
@@ -304,18 +305,17 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts
         empty) with as many shards as configured (else it must be rebuilt)."""
         every = self.shard_keys(visit_type)
-        if not all(self.client.exists(keys.meta) for keys in every):
-            return False
-        # Each swap writes the count into its shard's meta: a rebuild into a new
-        # split that stopped between two swaps leaves a shard of the old count.
-        # (A meta without it counts as shard 0's, which counts as one shard.)
-        counts = [self.client.hget(keys.meta, "shards") for keys in every]
-        if not all(int(count or counts[0] or 1) == len(every) for count in counts):
-            return False
-        # A mirror built before the version buckets (its meta names no
-        # generation) keeps its versions in one hash that place.lua no longer
-        # reads: rebuilding it is its migration.
-        return all(self.client.hexists(keys.meta, "versions") for keys in every)
+        metas = [self.client.hmget(keys.meta, ["shards", "versions"]) for keys in every]
+        # Each swap writes the shard count and the generation of the version
+        # buckets into its shard's meta. Rebuilt must be: a meta gone, one of
+        # another count (a rebuild into a new split stopped between two swaps;
+        # no count is shard 0's, which counts as one shard), one naming no
+        # generation (a mirror from before the version buckets, a repaired meta).
+        first = metas[0][0]
+        return all(
+            versions is not None and int(shards or first or 1) == len(every)
+            for shards, versions in metas
+        )
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
@@ -596,27 +596,21 @@ def _text(value: bytes | str) -> str:
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement], generation: str) -> None:
-    key_of: dict[str, str] = {name: keys.pool(name) for name in POOLS}
-    key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
-    by_key: dict[str, dict[str, float]] = {}
+    """Queue on ``pipe`` the plain writes of ``chunk`` into ``keys``: one ZADD per
+    place, one HSET of the parked values and one per version bucket."""
+    key_of = dict(places_of(keys))
+    by_key: defaultdict[str, dict[str, float]] = defaultdict(dict)
+    versions: defaultdict[str, dict[int, int]] = defaultdict(dict)
     parked: dict[str, str] = {}
-    versions: dict[str, dict[int, int]] = {}
     for p in chunk:
         if p.version:
             bucket, field = keys.version_bucket(generation, p.id)
-            versions.setdefault(bucket, {})[field] = p.version
-    for p in chunk:
+            versions[bucket][field] = p.version
         if p.where == "absent":
             continue
-        if p.where == "pool":
-            key = key_of[p.pool]
-        else:
-            key = key_of[p.where]
+        if p.where != "pool":
             parked[str(p.id)] = parked_value(p)
-        members = by_key.get(key)
-        if members is None:
-            members = by_key[key] = {}
-        members[str(p.id)] = p.score
+        by_key[key_of[p.pool if p.where == "pool" else p.where]][str(p.id)] = p.score
     for key, members in by_key.items():
         pipe.zadd(key, members)
     if parked:
