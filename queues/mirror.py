@@ -279,11 +279,13 @@ class Mirror(PickBookkeeping, MirrorReads):
             )
         keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
-        return _popped(
-            self._fenced(
-                "claim", keys, script_keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
-            )
-        )
+        args = [repr(now_s), limit, *ids]
+        flat = self._fenced("claim", keys, script_keys=keys.data_keys(), args=args)
+        return [
+            Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
+            for i in range(0, len(flat), 3)
+            if _is_id(flat[i])
+        ]
 
     def _fenced(
         self, name: str, keys: VisitTypeKeys, script_keys: list[str], args: list[Any]
@@ -556,14 +558,6 @@ def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
 def _versioned(keys: VisitTypeKeys) -> list[str]:
     """The keys place.lua writes: the data keys and the version hash."""
     return [*keys.data_keys(), keys.versions]
-
-
-def _popped(flat: list[Any]) -> list[Popped]:
-    return [
-        Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
-        for i in range(0, len(flat), 3)
-        if _is_id(flat[i])
-    ]
 
 
 def _is_id(member: Any) -> bool:
