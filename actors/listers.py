@@ -51,14 +51,8 @@ def run_lister(run_id: int) -> None:
         return
     LISTER_RUNS.labels(outcome.lister, "succeeded" if outcome.succeeded else "failed").inc()
     LISTER_ORIGINS.labels(outcome.lister).inc(outcome.origins_listed)
-    kind = "full" if outcome.full else "incremental"
+    name, kind = outcome.lister, "full" if outcome.full else "incremental"
     if outcome.succeeded:
-        log.info(
-            "run %d: %s %s listing: %d origins",
-            run_id,
-            outcome.lister,
-            kind,
-            outcome.origins_listed,
-        )
+        log.info("run %d: %s %s listing: %d origins", run_id, name, kind, outcome.origins_listed)
     else:
-        log.warning("run %d: %s %s listing failed: %s", run_id, outcome.lister, kind, outcome.error)
+        log.warning("run %d: %s %s listing failed: %s", run_id, name, kind, outcome.error)

@@ -118,10 +118,6 @@ def _decoded(raw: bytes) -> Message[Any] | None:
         return None
 
 
-def _script(client: redis.Redis, name: str = "dead_letter") -> Any:
-    return client.register_script(lua(name))
-
-
 def requeue(client: redis.Redis, queue: str, message_id: str) -> bool:
     """Put a dead letter back at the end of its queue; False if it is not there."""
     return _dead_letter(client, queue, "requeue", message_id)
@@ -135,7 +131,7 @@ def drop(client: redis.Redis, queue: str, message_id: str) -> bool:
 def _dead_letter(client: redis.Redis, queue: str, action: str, message_id: str) -> bool:
     keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, queue)
     script_keys = [keys.dead, keys.dead_messages, keys.waiting, keys.messages]
-    return bool(_script(client)(keys=script_keys, args=[action, message_id]))
+    return bool(client.eval(lua("dead_letter"), len(script_keys), *script_keys, action, message_id))
 
 
 #: Stored as the body of a dead-lettered id that had none.
@@ -160,7 +156,7 @@ def dead_letter_undecodable(client: redis.Redis, queue: str, now_ms: int) -> lis
     bodies: list[bytes | None] = client.hmget(msgs, list(held)) if held else []  # type: ignore[assignment]
     candidates += [("bodiless", i) for i, body in zip(held, bodies, strict=True) if body is None]
     script_keys = [msgs, keys.waiting, keys.dead, keys.dead_messages, *acks]
-    script = _script(client, "dead_letter_undecodable")
+    script = client.register_script(lua("dead_letter_undecodable"))
     return [
         message_id.decode()
         for mode, message_id in candidates

@@ -117,14 +117,11 @@ class VisitTypeKeys:
         """List of how late (s) the latest planned picks were served (app.services.allocation)."""
         return f"{self.tag}lateness"
 
-    def pools(self) -> list[str]:
-        """The pool keys, in the order of ``POOLS`` (the Lua scripts' pool index)."""
-        return [self.pool(name) for name in POOLS]
-
     def data_keys(self) -> list[str]:
         """The keys that hold origins (all but ``meta``), in Lua script order:
-        the four pools, inflight, cooling, parked."""
-        return [*self.pools(), self.inflight, self.cooling, self.parked]
+        the four pools (in ``POOLS`` order, the scripts' pool index), inflight,
+        cooling, parked."""
+        return [*map(self.pool, POOLS), self.inflight, self.cooling, self.parked]
 
     def staging(self) -> VisitTypeKeys:
         """Keys of a rebuild in progress, renamed over the live ones when done."""

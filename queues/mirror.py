@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import islice
 from typing import Any
 from uuid import uuid4
@@ -18,7 +18,7 @@ from queues import lua
 from queues.keys import VisitTypeKeys, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
-from queues.mirror_read import Corruption, MirrorReads
+from queues.mirror_read import Corruption, MirrorReads, places_of
 from queues.mirror_read import Location as Location
 from queues.shards import (
     DueRank,
@@ -35,7 +35,7 @@ from queues.shards import PopResult as PopResult
 from queues.shards import Weights as Weights
 
 PLACE_CHUNK = 2000
-#: Placements per place.lua call of a rebuild (a call blocks Redis while it runs).
+#: Placements per pipeline of plain writes (a rebuild's bulk, new origins).
 REBUILD_CHUNK = 5000
 #: The rebuild-in-progress marker outlives a dead rebuild by at most this (s);
 #: a rebuild that makes no progress (no write, no batch read back) this long
@@ -93,16 +93,14 @@ class Mirror(PickBookkeeping, MirrorReads):
     def __init__(
         self, client: MirrorClient, namespace: str, shards: Mapping[str, int] | None = None
     ) -> None:
-        self.client = client
-        self.namespace = namespace
-        self._shards = dict(shards or {})
-        self._pop = client.register_script(lua("pop"))
-        self._place = client.register_script(lua("place"))
+        super().__init__(client, namespace, shards)
+        pop, fence = lua("bulk") + lua("pop"), lua("fence")
+        self._pop = client.register_script(pop)
+        self._place = client.register_script(lua("bulk") + lua("place"))
         self._claim = client.register_script(lua("claim"))
         self._rebuild = client.register_script(lua("rebuild"))
-        fence = lua("fence")
         self._guarded = {
-            "pop": client.register_script(fence + lua("pop")),
+            "pop": client.register_script(fence + pop),
             "claim": client.register_script(fence + lua("claim")),
         }
         #: The lease token of each visit type this process pops under (fence.lua).
@@ -114,18 +112,6 @@ class Mirror(PickBookkeeping, MirrorReads):
         self.rebuild_renew_s = REBUILD_RENEW_S
         #: When each rebuild in progress last wrote or read back a batch (monotonic s).
         self._rebuild_progress: dict[str, float] = {}
-
-    def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
-        """Key names of one visit type (of one of its shards)."""
-        return VisitTypeKeys(self.namespace, visit_type, shard=shard)
-
-    def shards(self, visit_type: str) -> int:
-        """How many shards the visit type's mirror is split into (1: not split)."""
-        return max(1, int(self._shards.get(visit_type, 1)))
-
-    def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
-        """Key names of every shard of one visit type."""
-        return [self.keys(visit_type, k) for k in range(self.shards(visit_type))]
 
     def _split(self, visit_type: str, placements: Iterable[Placement]) -> dict[int, Any]:
         shards = self.shards(visit_type)
@@ -141,20 +127,20 @@ class Mirror(PickBookkeeping, MirrorReads):
         """
         mode = "keep_inflight" if keep_inflight else "force"
         return sum(
-            self._place_chunks(self.keys(visit_type, shard), mode, part, PLACE_CHUNK)
+            self._place_chunks(self.keys(visit_type, shard), mode, part)
             for shard, part in self._split(visit_type, placements).items()
         )
 
-    def _place_chunks(
-        self, keys: VisitTypeKeys, mode: str, placements: Iterable[Placement], size: int
-    ) -> int:
-        """Run place.lua over ``placements`` in chunks of ``size`` (KEYS: the eight
-        keys, then those of a rebuild in progress, then its marker)."""
-        script_keys = _place_keys(keys)
-        moved = 0
-        for chunk in _chunks(placements, size):
-            moved += int(self._place(keys=script_keys, args=_place_args(mode, chunk)))
-        return moved
+    def _place_chunks(self, keys: VisitTypeKeys, mode: str, placements: Iterable[Placement]) -> int:
+        """Run place.lua over ``placements`` in chunks (KEYS: the keys it writes of
+        ``keys`` and of their staging, the staging marker and touched set, the meta)."""
+        staging = keys.staging()
+        script_keys = [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched]
+        script_keys.append(keys.meta)
+        return sum(
+            int(self._place(keys=script_keys, args=_place_args(mode, chunk)))
+            for chunk in _chunks(placements, PLACE_CHUNK)
+        )
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
@@ -165,9 +151,9 @@ class Mirror(PickBookkeeping, MirrorReads):
             if self.client.exists(keys.staging().meta):
                 # A rebuild may have read Postgres before these origins existed:
                 # place.lua tells it of them.
-                added += self._place_chunks(keys, "force", part, PLACE_CHUNK)
+                added += self._place_chunks(keys, "force", part)
             else:
-                added += self._write(keys, part)
+                added += self._write(visit_type, {shard: keys}, part)
         return added
 
     def pop(
@@ -293,11 +279,13 @@ class Mirror(PickBookkeeping, MirrorReads):
             )
         keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
-        return _popped(
-            self._fenced(
-                "claim", keys, script_keys=keys.data_keys(), args=[repr(now_s), limit, *ids]
-            )
-        )
+        args = [repr(now_s), limit, *ids]
+        flat = self._fenced("claim", keys, script_keys=keys.data_keys(), args=args)
+        return [
+            Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
+            for i in range(0, len(flat), 3)
+            if _is_id(flat[i])
+        ]
 
     def _fenced(
         self, name: str, keys: VisitTypeKeys, script_keys: list[str], args: list[Any]
@@ -319,18 +307,17 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts
         empty) with as many shards as configured (else it must be rebuilt)."""
         every = self.shard_keys(visit_type)
-        if not all(self.client.exists(keys.meta) for keys in every):
-            return False
-        # Each swap writes the count into its shard's meta: a rebuild into a new
-        # split that stopped between two swaps leaves a shard of the old count.
-        # (A meta without it counts as shard 0's, which counts as one shard.)
-        counts = [self.client.hget(keys.meta, "shards") for keys in every]
-        if not all(int(count or counts[0] or 1) == len(every) for count in counts):
-            return False
-        # A mirror built before the version buckets (its meta names no
-        # generation) keeps its versions in one hash that place.lua no longer
-        # reads: rebuilding it is its migration.
-        return all(self.client.hexists(keys.meta, "versions") for keys in every)
+        metas = [self.client.hmget(keys.meta, ["shards", "versions"]) for keys in every]
+        # Each swap writes the shard count and the generation of the version
+        # buckets into its shard's meta. Rebuilt must be: a meta gone, one of
+        # another count (a rebuild into a new split stopped between two swaps;
+        # no count is shard 0's, which counts as one shard), one naming no
+        # generation (a mirror from before the version buckets, a repaired meta).
+        first = metas[0][0]
+        return all(
+            versions is not None and int(shards or first or 1) == len(every)
+            for shards, versions in metas
+        )
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
@@ -382,22 +369,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         phase, with plain variadic writes (no version check: nothing else
         writes those keys then). The swap counts what they hold.
         """
-        every = self.shard_keys(visit_type)
-        generations = [self._generation(keys.staging()) for keys in every]
-        # Redis writes a chunk while this thread reads and places the next
-        # (the waits on Redis free the interpreter): one at a time, in order.
-        with ThreadPoolExecutor(max_workers=1) as writer:
-            writing: Future[Any] | None = None
-            for chunk in _chunks(placements, REBUILD_CHUNK):
-                pipe = self.client.pipeline(transaction=False)
-                for shard, part in self._split(visit_type, chunk).items():
-                    _stage(pipe, every[shard].staging(), part, generations[shard])
-                self._progressed(visit_type)
-                if writing is not None:
-                    writing.result()
-                writing = writer.submit(pipe.execute)
-            if writing is not None:
-                writing.result()
+        staging = {keys.shard: keys.staging() for keys in self.shard_keys(visit_type)}
+        self._write(visit_type, staging, placements)
 
     def end_bulk(self, visit_type: str, token: str) -> set[int]:
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
@@ -477,7 +450,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         phase, as ``place`` does to the live keys (the newest version wins)."""
         self._progressed(visit_type)
         return sum(
-            self._place_chunks(self.keys(visit_type, shard).staging(), "force", part, PLACE_CHUNK)
+            self._place_chunks(self.keys(visit_type, shard).staging(), "force", part)
             for shard, part in self._split(visit_type, placements).items()
         )
 
@@ -548,22 +521,21 @@ class Mirror(PickBookkeeping, MirrorReads):
         keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta, staging.touched]
         return self._rebuild(keys=keys, args=[step, token, *args])
 
-    def _write(self, keys: VisitTypeKeys, placements: Iterable[Placement]) -> int:
+    def _write(
+        self, visit_type: str, into: Mapping[int, VisitTypeKeys], placements: Iterable[Placement]
+    ) -> int:
+        """Write ``placements`` into the keys ``into`` of their shard with plain
+        pipelined writes (no version check); return how many."""
+        generations = {shard: self._generation(keys) for shard, keys in into.items()}
         count = 0
-        generation = self._generation(keys)
-        for chunk in _chunks(placements, 20000):
+        for chunk in _chunks(placements, REBUILD_CHUNK):
             pipe = self.client.pipeline(transaction=False)
-            _stage(pipe, keys, chunk, generation)
+            for shard, part in self._split(visit_type, chunk).items():
+                _stage(pipe, into[shard], part, generations[shard])
             pipe.execute()
             count += len(chunk)
+            self._progressed(visit_type)
         return count
-
-
-def _place_keys(keys: VisitTypeKeys) -> list[str]:
-    """place.lua's KEYS for writing ``keys``: theirs, those of their staging, its
-    marker and touched set."""
-    staging = keys.staging()
-    return [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched, keys.meta]
 
 
 def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
@@ -586,14 +558,6 @@ def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
 def _versioned(keys: VisitTypeKeys) -> list[str]:
     """The keys place.lua writes: the data keys and the version hash."""
     return [*keys.data_keys(), keys.versions]
-
-
-def _popped(flat: list[Any]) -> list[Popped]:
-    return [
-        Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
-        for i in range(0, len(flat), 3)
-        if _is_id(flat[i])
-    ]
 
 
 def _is_id(member: Any) -> bool:
@@ -626,27 +590,21 @@ def _text(value: bytes | str) -> str:
 
 
 def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement], generation: str) -> None:
-    key_of: dict[str, str] = {name: keys.pool(name) for name in POOLS}
-    key_of["inflight"], key_of["cooling"] = keys.inflight, keys.cooling
-    by_key: dict[str, dict[str, float]] = {}
+    """Queue on ``pipe`` the plain writes of ``chunk`` into ``keys``: one ZADD per
+    place, one HSET of the parked values and one per version bucket."""
+    key_of = dict(places_of(keys))
+    by_key: defaultdict[str, dict[str, float]] = defaultdict(dict)
+    versions: defaultdict[str, dict[int, int]] = defaultdict(dict)
     parked: dict[str, str] = {}
-    versions: dict[str, dict[int, int]] = {}
     for p in chunk:
         if p.version:
             bucket, field = keys.version_bucket(generation, p.id)
-            versions.setdefault(bucket, {})[field] = p.version
-    for p in chunk:
+            versions[bucket][field] = p.version
         if p.where == "absent":
             continue
-        if p.where == "pool":
-            key = key_of[p.pool]
-        else:
-            key = key_of[p.where]
+        if p.where != "pool":
             parked[str(p.id)] = parked_value(p)
-        members = by_key.get(key)
-        if members is None:
-            members = by_key[key] = {}
-        members[str(p.id)] = p.score
+        by_key[key_of[p.pool if p.where == "pool" else p.where]][str(p.id)] = p.score
     for key, members in by_key.items():
         pipe.zadd(key, members)
     if parked:

@@ -6,22 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import redis
-
 from app.domain.placement import POOLS
-from queues.keys import VisitTypeKeys
+from queues.mirror_read import MirrorKeys
 
 #: Planned picks whose lateness is kept between two allocation refreshes.
 LATENESS_KEPT = 5000
 
 
-class PickBookkeeping:
+class PickBookkeeping(MirrorKeys):
     """Mixed into ``queues.mirror.Mirror``: what it counts per visit type."""
-
-    client: redis.Redis | redis.RedisCluster
-
-    def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
-        raise NotImplementedError
 
     def record_pick_rates(self, visit_type: str, rates: dict[str, float]) -> None:
         """Store the recent pick rate (origins/s) of each pool, for ETAs (only while

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -76,19 +77,34 @@ def key_types(keys: VisitTypeKeys) -> list[tuple[str, str]]:
 _NOT_AN_ID = "*[^0-9]*"
 
 
-class MirrorReads:
-    """What reads the mirror's places without moving anything."""
+class MirrorKeys:
+    """The mirror's client and the key names of each visit type's shards."""
 
-    client: redis.Redis | redis.RedisCluster
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        namespace: str,
+        shards: Mapping[str, int] | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._shards = dict(shards or {})
 
     def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
-        raise NotImplementedError
+        """Key names of one visit type (of one of its shards)."""
+        return VisitTypeKeys(self.namespace, visit_type, shard=shard)
 
     def shards(self, visit_type: str) -> int:
-        raise NotImplementedError
+        """How many shards the visit type's mirror is split into (1: not split)."""
+        return max(1, int(self._shards.get(visit_type, 1)))
 
     def shard_keys(self, visit_type: str) -> list[VisitTypeKeys]:
-        raise NotImplementedError
+        """Key names of every shard of one visit type."""
+        return [self.keys(visit_type, k) for k in range(self.shards(visit_type))]
+
+
+class MirrorReads(MirrorKeys):
+    """What reads the mirror's places without moving anything."""
 
     def corruptions(self, visit_type: str, members: bool = True) -> list[Corruption]:
         """The keys of the mirror of ``visit_type`` of the wrong type and, with

@@ -1,30 +1,24 @@
 """A visit type's mirror split into shards: one pop and one claim per shard.
 
-One visit type's keys share a hash tag, so on a Redis Cluster they live on
-one node; git is most of an archive. Splitting its pools into N shards (one
-hash tag each, origin ``id`` in shard ``id mod N``) spreads it over the
-nodes. Every Lua script still works on one shard atomically (pop.lua,
-claim.lua, place.lua); what spans shards is here:
+One visit type's keys share a hash tag, so on a Redis Cluster they live on one
+node; git is most of an archive. Splitting its pools into N shards (one hash
+tag each, origin ``id`` in shard ``id mod N``) spreads it over the nodes. Every
+Lua script works on one shard atomically; what spans shards is here:
 
-- a pop of n origins asks each shard for a share of n, in one atomic pop per
-  shard, then asks shards that gave all they were asked for the shortfall;
-  the results are merged in the order one pop returns them (pool, score).
-  By due time ('due'), a shard's share is the first visits it sets apart
-  (its part of the batch's first-visit share in proportion to the never
-  visited origins it holds) and its part of the origins due first across
-  every shard after those (a k-way merge of the shards' due orders, which
-  pop.lua ranks without taking), so the batch holds what one key set would
-  give; by weights, its share is in proportion to how many origins its
-  pools hold (largest remainder), each shard being a sample of the visit type;
+- a pop of n origins asks each shard for a share of n, then the shards that
+  gave all they were asked for the shortfall, and merges the results in (pool,
+  score) order. By weights, a shard's share is in proportion to the origins its
+  pools hold (largest remainder). By due time ('due'), it is the first visits
+  it sets apart (in proportion to the never visited origins it holds) plus its
+  part of the origins due first across every shard (a k-way merge of the
+  shards' due orders, which pop.lua ranks without taking);
 - a claim walks the shards in turn, each claiming at most what is left.
 
-What is lost against one key set: the pools' weights, and a pool's order by
-score, hold per shard under weights (a shard gives the head of its own pools,
-in proportion to its size, even while another holds better-scored origins;
-each shard is a sample of the visit type, so they hold overall), the first visits
-of a due pop are the oldest of each shard rather than of all, and a pop is
-atomic per shard, not across shards (no origin is in two shards, so none can
-be taken twice).
+What is lost against one key set: under weights, a shard gives the head of its
+own pools even while another holds better-scored origins (each shard being a
+sample of the visit type, the weights hold overall); a due pop's first visits
+are the oldest of each shard rather than of all; a pop is atomic per shard, not
+across shards (no origin is in two shards, so none is taken twice).
 """
 
 from __future__ import annotations

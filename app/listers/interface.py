@@ -127,8 +127,12 @@ class ListerInterface:
             except ValueError as exc:  # the listing rules shared with import and API
                 raise ListerInputError(f"listed_origins[{index}].{exc}") from None
             by_lister[origin.lister_id].append((index, row))
-        self._check_listers(by_lister)
-        for rows in by_lister.values():
+        found = sql.known_listers(self.conn, list(by_lister))
+        for lister_id, rows in by_lister.items():
+            if lister_id not in found:
+                raise ListerInputError(
+                    f"listed_origins[{rows[0][0]}].lister_id: no lister {lister_id} is registered"
+                )
             try:
                 check_last_updates(rows, self.clock())
             except ListingInputError as exc:
@@ -140,14 +144,6 @@ class ListerInterface:
         for lister_id, rows in by_lister.items():
             recorded += self._record(lister_id, rows, update_last_seen)
         return recorded
-
-    def _check_listers(self, by_lister: dict[UUID, list[tuple[int, ListedOriginIn]]]) -> None:
-        found = sql.known_listers(self.conn, list(by_lister))
-        for lister_id, rows in by_lister.items():
-            if lister_id not in found:
-                raise ListerInputError(
-                    f"listed_origins[{rows[0][0]}].lister_id: no lister {lister_id} is registered"
-                )
 
     def _record(
         self, lister_id: UUID, rows: list[tuple[int, ListedOriginIn]], update_last_seen: bool

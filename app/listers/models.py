@@ -13,7 +13,7 @@ import inspect
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import (
@@ -106,7 +106,7 @@ class OriginVisitStats(ReferenceModel):
     visit_type: str
     last_successful: datetime | None = None
     last_visit: datetime | None = None
-    last_visit_status: str | None = None
+    last_visit_status: Literal["successful", "failed", "not_found"] | None = None
     last_scheduled: datetime | None = None
     last_snapshot: bytes | None = None
     next_visit_queue_position: int | None = None

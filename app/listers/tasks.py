@@ -485,21 +485,12 @@ class TaskInterface(ListerInterface):
             parse(OriginVisitStats, s, f"origin_visit_stats[{i}]")
             for i, s in enumerate(origin_visit_stats or [])
         ]
-        rows = []
         for i, stats in enumerate(given):
-            field = f"origin_visit_stats[{i}]"
-            _visit_type(stats.visit_type, f"{field}.visit_type")
-            if stats.last_visit_status not in STATUS_OF_REFERENCE:
-                known = ", ".join(k for k in STATUS_OF_REFERENCE if k)
-                raise ListerInputError(
-                    f"{field}.last_visit_status: {stats.last_visit_status!r} (known: {known})"
-                )
-            rows.append(
-                {
-                    **stats.model_dump(),
-                    "last_visit_status": STATUS_OF_REFERENCE[stats.last_visit_status],
-                }
-            )
+            _visit_type(stats.visit_type, f"origin_visit_stats[{i}].visit_type")
+        rows = [
+            s.model_dump() | {"last_visit_status": STATUS_OF_REFERENCE[s.last_visit_status]}
+            for s in given
+        ]
         now = self.clock()
 
         def write() -> list[MirrorRow]:

@@ -90,14 +90,6 @@ local function apply(base, id, version, where, score, back)
   return true
 end
 
--- Runs a command over a list of arguments in chunks under Lua's unpack limit.
-local CHUNK = 7000
-local function bulk(command, key, items)
-  for from = 1, #items, CHUNK do
-    redis.call(command, key, unpack(items, from, math.min(from + CHUNK - 1, #items)))
-  end
-end
-
 -- Most placements go in with one variadic command per key instead of a few
 -- commands each (most of the time of the scheduler's confirmation of 1,000
 -- picks and of a journal batch). Each command touches only its origin's

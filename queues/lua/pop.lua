@@ -238,16 +238,7 @@ if ARGV[5] ~= 'due' then
   end
 end
 
--- Each pool's origins go in flight with one ZADD and one HSET per chunk (one
--- command per origin was most of the script's time); a chunk stays under
--- Lua's limit on unpack()ed arguments.
-local CHUNK = 7000
-local function bulk(command, key, items)
-  for from = 1, #items, CHUNK do
-    redis.call(command, key, unpack(items, from, math.min(from + CHUNK - 1, #items)))
-  end
-end
-
+-- Each pool's origins go in flight with one ZADD and one HSET (bulk.lua).
 -- The in-flight score, formatted once (%.17g reads back as the same double):
 -- given the Lua number, Redis formatted it again for each origin.
 local now_arg = string.format('%.17g', now)

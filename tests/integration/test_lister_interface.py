@@ -10,6 +10,7 @@ import pytest
 from app.db.connection import DictConnection
 from app.listers.interface import ListerInterface
 from app.listers.models import ListerInputError, StaleData
+from app.listers.tasks import TaskInterface
 from app.services.context import Context
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
@@ -305,3 +306,22 @@ def test_re_recording_with_none_overwrites_and_the_last_copy_of_a_url_wins(
         ]
     )
     assert [o.extra_loader_arguments for o in twice] == [{"copy": 2}]
+
+
+def test_visit_stats_with_a_status_the_reference_has_not_are_refused_naming_it_and_none_written(
+    conn: DictConnection, ctx: Context
+) -> None:
+    api = TaskInterface(conn, ctx, lambda: NOW)
+    lister = api.get_or_create_lister("g", "i")
+    api.record_listed_origins([origin(lister.id, "https://f.example/a.git")])
+    url, visited = "https://f.example/a.git", NOW - timedelta(hours=1)
+    good = {"url": url, "visit_type": "git", "last_visit": visited, "last_visit_status": "failed"}
+    bad = {**good, "last_visit_status": "full"}
+
+    with pytest.raises(ListerInputError, match=r"origin_visit_stats\[1\]\.last_visit_status"):
+        api.origin_visit_stats_upsert([good, bad])
+
+    assert api.origin_visit_stats_get([(url, "git")]) == []
+    api.origin_visit_stats_upsert([good])
+    [stored] = api.origin_visit_stats_get([(url, "git")])
+    assert stored.last_visit_status == "failed"
