@@ -262,9 +262,9 @@ WORKER_OWNED: tuple[Collector, ...] = (
         "revisit_worker_visits_dropped_total",
         "Visits a worker dropped, publishing nothing, lest two visits of an origin overlap: "
         "'late' it waited past its window (the origin is or will be sent again), 'superseded' "
-        "its origin was sent again since (in flight or already cooling down), 'origin_busy' another visit of the origin was "
-        "running, 'claim_lost' another visit took the origin while its worker was paused, "
-        "'outlasted' it ended past its window",
+        "its origin was sent again since (in flight or already cooling down), "
+        "'origin_busy' another visit of the origin was running, 'claim_lost' another visit "
+        "took the origin while its worker was paused, 'outlasted' it ended past its window",
         ["visit_type", "reason"],
     ),
     ORIGIN_BUSY := Counter(
