@@ -119,10 +119,11 @@ def upsert_listed_origins(
             copy.write_row(listing_row(row))
     params = {"lister_id": lister_id, "now": now, "update_last_seen": update_last_seen}
     conn.execute(query("upsert_listed_origins"), params)
-    with conn.cursor(row_factory=tuple_row) as cursor:
+    with conn.cursor(row_factory=tuple_row, binary=True) as cursor:
         cursor.execute(query("upsert_stats_for_listing"), params)
-        # Tuples, not dicts, fetched at once and read by position: this returns
-        # a row per new origin of a bulk listing.
+        # Tuples, not dicts, fetched at once and read by position, in binary
+        # (no dates formatted by the server and parsed here): this returns a
+        # row per new origin of a bulk listing.
         names = list(column_index(cursor))
         if names != [*MIRROR_COLUMNS, "inserted"]:
             raise ValueError(f"upsert_stats_for_listing returns {names}")
