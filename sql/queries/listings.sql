@@ -51,9 +51,11 @@ with batch as materialized (
   select distinct on (url, visit_type)
          url, visit_type, extra_loader_arguments, enabled, last_update, is_fork,
          forked_from_url,
-         %(plain_inserts)s and not exists (select from listed_origins lo
-                                           where lo.url = s.url and lo.visit_type = s.visit_type
-                                             and lo.lister_id = %(lister_id)s) as fresh
+         -- a scalar subquery, one primary-key probe a row: an EXISTS here may be
+         -- planned as a hash of the whole table, whose cost grows with it
+         %(plain_inserts)s and (select 1 from listed_origins lo
+                                where lo.url = s.url and lo.visit_type = s.visit_type
+                                  and lo.lister_id = %(lister_id)s) is null as fresh
   from listing_staging s
   order by url, visit_type, seq desc
 ), added as (
@@ -103,8 +105,9 @@ with batch as materialized (
          or exists (select 1 from listed_origins lo
                     where lo.url = s.url and lo.visit_type = s.visit_type and lo.enabled)
            as listed,
-         %(plain_inserts)s and not exists (select from origin_visit_stats o
-                                           where o.url = s.url and o.visit_type = s.visit_type)
+         -- a primary-key probe, as in upsert_listed_origins
+         %(plain_inserts)s and (select 1 from origin_visit_stats o
+                                where o.url = s.url and o.visit_type = s.visit_type) is null
            as fresh
   from listing_staging s
   left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
