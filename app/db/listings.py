@@ -9,6 +9,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
+import psycopg
 from msgspec.structs import fields
 from psycopg.rows import tuple_row
 
@@ -107,7 +108,8 @@ def upsert_listed_origins(
     now: datetime,
     update_last_seen: bool = True,
 ) -> list[tuple[MirrorRow, bool]]:
-    """Record a batch of listed origins (COPY then one upsert per table) inside the
+    """Record a batch of listed origins (COPY, then per table a plain insert of the new
+    ones and an upsert of the others, upsert_listed_origins says why) inside the
     caller's transaction; return the mirror rows whose place may have changed,
     each with whether it is new. ``update_last_seen`` False keeps the
     ``last_seen`` of origins already listed (new ones are seen ``now``)."""
@@ -118,11 +120,22 @@ def upsert_listed_origins(
         for row in rows:
             copy.write_row(listing_row(row))
     params = {"lister_id": lister_id, "now": now, "update_last_seen": update_last_seen}
+    try:
+        with conn.transaction():
+            return _upsert(conn, {**params, "plain_inserts": True})
+    except psycopg.errors.UniqueViolation:
+        # Another writer inserted one of these origins after the statements'
+        # snapshot: every row by the upsert, which waits for it and updates it.
+        return _upsert(conn, {**params, "plain_inserts": False})
+
+
+def _upsert(conn: DictConnection, params: dict[str, Any]) -> list[tuple[MirrorRow, bool]]:
     conn.execute(query("upsert_listed_origins"), params)
-    with conn.cursor(row_factory=tuple_row) as cursor:
+    with conn.cursor(row_factory=tuple_row, binary=True) as cursor:
         cursor.execute(query("upsert_stats_for_listing"), params)
-        # Tuples, not dicts, fetched at once and read by position: this returns
-        # a row per new origin of a bulk listing.
+        # Tuples, not dicts, fetched at once and read by position, in binary
+        # (no dates formatted by the server and parsed here): this returns a
+        # row per new origin of a bulk listing.
         names = list(column_index(cursor))
         if names != [*MIRROR_COLUMNS, "inserted"]:
             raise ValueError(f"upsert_stats_for_listing returns {names}")

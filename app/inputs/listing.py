@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
@@ -38,23 +38,24 @@ class ListedOriginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     enabled: bool = True
 
     def __post_init__(self) -> None:
-        _rule("url", check_url, self.url)
-        _rule("visit_type", check_visit_type, self.visit_type)
-        if self.extra_loader_arguments:
-            _rule("extra_loader_arguments", check_loader_arguments, self.extra_loader_arguments)
-        if self.last_update is not None and self.last_update.tzinfo is None:
-            raise ValueError(
-                "last_update: Value error, timestamp needs a time zone (e.g. 2024-01-31T12:00:00Z)"
-            )
-        if self.forked_from_url is not None:
-            _rule("forked_from_url", check_url, self.forked_from_url)
-
-
-def _rule(field: str, check: Callable[[Any], object], value: Any) -> None:
-    try:
-        check(value)
-    except ValueError as exc:
-        raise ValueError(f"{field}: Value error, {exc}") from None
+        # One try for every rule, not a call per rule: this runs per origin of
+        # a bulk listing. ``field`` names the rule being checked.
+        field = "url"
+        try:
+            check_url(self.url)
+            field = "visit_type"
+            check_visit_type(self.visit_type)
+            if self.extra_loader_arguments:
+                field = "extra_loader_arguments"
+                check_loader_arguments(self.extra_loader_arguments)
+            if self.last_update is not None and self.last_update.tzinfo is None:
+                field = "last_update"
+                raise ValueError("timestamp needs a time zone (e.g. 2024-01-31T12:00:00Z)")
+            if self.forked_from_url is not None:
+                field = "forked_from_url"
+                check_url(self.forked_from_url)
+        except ValueError as exc:
+            raise ValueError(f"{field}: Value error, {exc}") from None
 
 
 LISTING_FIELDS: tuple[str, ...] = ListedOriginIn.__struct_fields__

@@ -40,17 +40,42 @@ copy listing_staging (url, visit_type, extra_loader_arguments, last_update, is_f
                       forked_from_url, enabled) from stdin
 
 -- name: upsert_listed_origins
+-- Origins new at this statement's snapshot are written by a plain insert
+-- (`fresh`), the others by the upsert: an insert that may conflict costs a
+-- speculative insertion, about half as much again per row. An origin another
+-- writer inserts after the snapshot makes the plain insert fail with a
+-- unique violation: the caller then runs this statement again with
+-- plain_inserts false, all by the upsert. Both statements write in key
+-- order, so concurrent writers of one listing lock rows in the same order.
+with batch as materialized (
+  select distinct on (url, visit_type)
+         url, visit_type, extra_loader_arguments, enabled, last_update, is_fork,
+         forked_from_url,
+         -- a scalar subquery, one primary-key probe a row: an EXISTS here may be
+         -- planned as a hash of the whole table, whose cost grows with it
+         %(plain_inserts)s and (select 1 from listed_origins lo
+                                where lo.url = s.url and lo.visit_type = s.visit_type
+                                  and lo.lister_id = %(lister_id)s) is null as fresh
+  from listing_staging s
+  order by url, visit_type, seq desc
+), added as (
+  insert into listed_origins (lister_id, url, visit_type, extra_loader_arguments, enabled,
+                              first_seen, last_seen, last_update, is_fork, forked_from_url)
+  select %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
+         last_update, is_fork, forked_from_url
+  from batch where fresh
+  order by url, visit_type
+)
 insert into listed_origins as lo (lister_id, url, visit_type, extra_loader_arguments,
                                   enabled, first_seen, last_seen, last_update, is_fork,
                                   forked_from_url)
 -- Every field sent overwrites the stored one, None included (as the reference
 -- does: a forge that stops reporting a date or a fork clears it); last_seen
 -- moves unless the caller asks it not to (the reference's update_last_seen).
-select distinct on (url, visit_type)
-       %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
+select %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
        last_update, is_fork, forked_from_url
-from listing_staging
-order by url, visit_type, seq desc
+from batch where not fresh
+order by url, visit_type
 on conflict (url, visit_type, lister_id) do update
   set extra_loader_arguments = excluded.extra_loader_arguments,
       enabled = excluded.enabled,
@@ -68,32 +93,57 @@ on conflict (url, visit_type, lister_id) do update
 -- `inserted` telling new ones apart. An origin sent with enabled false is
 -- listed only while another lister has it enabled (run after the
 -- listed_origins upsert, this statement sees it).
+-- As upsert_listed_origins: rows new at the snapshot by a plain insert (a
+-- unique violation: run again with plain_inserts false), the others by the
+-- upsert, each in key order (concurrent writers of one listing then lock
+-- shared rows in the same order and cannot deadlock).
 -- The returned columns are in the order of app.domain.placement.MirrorRow.
-insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
-                                      last_update, listed)
-select s.url, s.visit_type, least(%(now)s::timestamptz, q.position), max(s.last_update),
-       bool_or(s.enabled)
-       or exists (select 1 from listed_origins lo
-                  where lo.url = s.url and lo.visit_type = s.visit_type and lo.enabled)
-from listing_staging s
-left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
-group by s.url, s.visit_type, q.position
--- in key order, like the listed_origins upsert: concurrent writers of one
--- listing then lock shared rows in the same order and cannot deadlock
-order by s.url, s.visit_type
-on conflict (url, visit_type) do update
-  set last_update = greatest(st.last_update, excluded.last_update),
-      -- an origin an operator disabled stays unlisted whatever listers say
-      listed = excluded.listed and not st.disabled_by_operator,
-      disabled_for_failures = st.disabled_for_failures and not excluded.listed,
-      failures_in_a_row = case when st.disabled_for_failures and excluded.listed then 0
-                               else st.failures_in_a_row end,
-      version = st.version + 1
-  where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
-     or st.listed is distinct from (excluded.listed and not st.disabled_by_operator)
-     or (st.disabled_for_failures and excluded.listed)
-returning {{mirror_columns}},
-          (st.xmax = 0) as inserted
+with batch as materialized (
+  select s.url, s.visit_type, least(%(now)s::timestamptz, q.position) as position,
+         max(s.last_update) as last_update,
+         bool_or(s.enabled)
+         or exists (select 1 from listed_origins lo
+                    where lo.url = s.url and lo.visit_type = s.visit_type and lo.enabled)
+           as listed,
+         -- a primary-key probe, as in upsert_listed_origins
+         %(plain_inserts)s and (select 1 from origin_visit_stats o
+                                where o.url = s.url and o.visit_type = s.visit_type) is null
+           as fresh
+  from listing_staging s
+  left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
+  group by s.url, s.visit_type, q.position
+  order by s.url, s.visit_type
+), added as (
+  insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
+                                        last_update, listed)
+  select url, visit_type, position, last_update, listed
+  from batch where fresh
+  order by url, visit_type
+  returning {{mirror_columns}},
+            true as inserted
+), changed as (
+  insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
+                                        last_update, listed)
+  select url, visit_type, position, last_update, listed
+  from batch where not fresh
+  order by url, visit_type
+  on conflict (url, visit_type) do update
+    set last_update = greatest(st.last_update, excluded.last_update),
+        -- an origin an operator disabled stays unlisted whatever listers say
+        listed = excluded.listed and not st.disabled_by_operator,
+        disabled_for_failures = st.disabled_for_failures and not excluded.listed,
+        failures_in_a_row = case when st.disabled_for_failures and excluded.listed then 0
+                                 else st.failures_in_a_row end,
+        version = st.version + 1
+    where st.last_update is distinct from greatest(st.last_update, excluded.last_update)
+       or st.listed is distinct from (excluded.listed and not st.disabled_by_operator)
+       or (st.disabled_for_failures and excluded.listed)
+  returning {{mirror_columns}},
+            (st.xmax = 0) as inserted
+)
+select * from added
+union all
+select * from changed
 
 -- name: start_listing
 update listers set listing_started_at = %(started)s where id = %(lister_id)s

@@ -245,3 +245,52 @@ def test_active_origins_changed_between_the_previous_and_the_last_listing(
     assert [(r["lister"], r["origins_enabled"], r["origins_active"]) for r in rows] == [
         ("gitlab/active", 2, 1)
     ]
+
+
+def test_an_origin_another_writer_inserts_during_a_batch_is_updated_by_the_batch(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    # The batch writes origins new at its snapshot by a plain insert: one that
+    # another writer inserts meanwhile must end up upserted, not refused.
+    import threading
+
+    from app.db.connection import connect
+    from app.db.listings import upsert_listed_origins
+    from app.services.listing import place_recorded
+
+    lister = register_lister(conn, "gitlab", "big", None)
+    urls = ["https://w.example/a", "https://w.example/b"]
+    outcome: list[object] = []
+
+    def batch() -> None:
+        with connect(settings) as writer:
+            try:
+                outcome.append(
+                    record_listed_origins(writer, ctx, lister, rows(urls, is_fork=True), NOW)
+                )
+            except Exception as exc:
+                outcome.append(exc)
+
+    with connect(settings) as other:
+        with other.transaction():
+            first = ListedOriginIn(url=urls[1], visit_type="git", is_fork=False)
+            changed = upsert_listed_origins(other, lister, [first], NOW)
+            thread = threading.Thread(target=batch)
+            thread.start()
+            for _ in range(200):  # until the batch waits for this transaction
+                waiting = conn.execute(
+                    "select count(*) as n from pg_stat_activity where wait_event_type = 'Lock'"
+                ).fetchone()
+                if waiting is not None and waiting["n"]:
+                    break
+                thread.join(0.05)
+            assert thread.is_alive()
+        place_recorded(ctx, changed, NOW)
+    thread.join(30)
+
+    assert outcome == [2]
+    stored = conn.execute("select url, is_fork from listed_origins order by url").fetchall()
+    assert [(r["url"], r["is_fork"]) for r in stored] == [(u, True) for u in urls]
+    assert conn.execute("select count(*) as n from origin_visit_stats").fetchone() == {"n": 2}
+    assert mirrored(ctx) == 2
+    assert check(conn, ctx, "git", NOW) == []
