@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.journal import JournalClient, tune_gc
+from actors.journal import JOURNAL_WRITERS, JournalClient, tune_gc
 from actors.journal_consumer import BATCH_SIZE
 from app.db.connection import connect
 from app.db.listings import register_lister
@@ -117,9 +117,31 @@ def prefill(
         raise SystemExit("prefill: the broker did not acknowledge every message")
 
 
-def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple[float, int, float]:
+def backend_cpu_s(client: JournalClient) -> float | None:
+    """CPU seconds used so far by the PostgreSQL backends of ``client``'s
+    connections (None when the server does not run on this host)."""
+    total = 0.0
+    with contextlib.ExitStack() as stack:
+        for _ in range(JOURNAL_WRITERS):
+            pid = stack.enter_context(client.connections.borrow()).info.backend_pid
+            proc = Path(f"/proc/{pid}")
+            try:
+                if proc.joinpath("comm").read_text().strip() != "postgres":
+                    return None
+                # utime and stime, the 14th and 15th fields, after the command
+                fields = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                return None
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def consume_all(
+    settings: Settings, messages: int, profile: str | None
+) -> tuple[float, int, float, float | None]:
     """Seconds from the first batch to the last commit, batches, and the CPU seconds
-    this process spent meanwhile (all its threads: the figure the load moves least)."""
+    this process spent meanwhile (all its threads: the figure the load moves least),
+    and those of its PostgreSQL backends (None: not measured)."""
     client = JournalClient(settings)
     tune_gc()
     done = batches = 0
@@ -145,12 +167,15 @@ def consume_all(settings: Settings, messages: int, profile: str | None) -> tuple
             batches += 1
         elapsed = time.perf_counter() - (started or time.perf_counter())
         cpu_s = time.process_time() - cpu_started
+        # The backends start with the first batch: what they used before is
+        # the opening of the connections.
+        postgres_cpu_s = backend_cpu_s(client)
     finally:
         if profiler and profile:
             profiler.disable()
             profiler.dump_stats(profile)
         client.close()
-    return elapsed, batches, cpu_s
+    return elapsed, batches, cpu_s, postgres_cpu_s
 
 
 def stats_row_writes(settings: Settings) -> int:
@@ -193,9 +218,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     writes_before = stats_row_writes(settings)
     if args.clients > 1:
         elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
-        batches, cpu_s = -1, None
+        batches, cpu_s, postgres_cpu_s = -1, None, None
     else:
-        elapsed, batches, cpu_s = consume_all(settings, args.messages, args.profile)
+        elapsed, batches, cpu_s, postgres_cpu_s = consume_all(settings, args.messages, args.profile)
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
@@ -214,6 +239,12 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     if cpu_s is not None:
         print(f"client CPU: {cpu_s:.1f}s, {1e6 * cpu_s / args.messages:.0f} µs a message")
         figures["journal_client_cpu_us"] = 1e6 * cpu_s / args.messages
+    if postgres_cpu_s is not None:
+        us = 1e6 * postgres_cpu_s / args.messages
+        print(
+            f"PostgreSQL CPU (the client's backends): {postgres_cpu_s:.1f}s, {us:.0f} µs a message"
+        )
+        figures["journal_postgres_cpu_us"] = us
     if args.reference:
         figures["reference_journal_rate"] = reference(args, env["REVISIT_DATABASE_URL"], rate)
     if args.json:

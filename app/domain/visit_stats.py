@@ -76,10 +76,12 @@ def keyed_fudge(key: bytes = b"revisit") -> Fudge:
     process, so replays and late statuses reproduce the stats exactly.
     """
 
+    keyed = hashlib.blake2b(digest_size=8, key=key)  # copied: keyed once, not per call
+
     def fudge(url: str, visit_type: str, visit: int) -> float:
-        data = f"{url}\0{visit_type}\0{visit}".encode()
-        digest = hashlib.blake2b(data, digest_size=8, key=key).digest()
-        return FUDGE_LOW + (FUDGE_HIGH - FUDGE_LOW) * int.from_bytes(digest) / 2**64
+        hashed = keyed.copy()
+        hashed.update(f"{url}\0{visit_type}\0{visit}".encode())
+        return FUDGE_LOW + (FUDGE_HIGH - FUDGE_LOW) * int.from_bytes(hashed.digest()) / 2**64
 
     return fudge
 

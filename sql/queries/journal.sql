@@ -66,7 +66,8 @@ copy journal_stats_staging (
 
 -- name: upsert_stats
 -- Write the staged batch in one statement, in key order (the order rows were
--- locked in); return what the mirror needs.
+-- locked in: Python's code point order, the byte order of "C", which also
+-- sorts for less than the database's collation); return what the mirror needs.
 with new as (
   select url, visit_type, last_successful, last_visit,
          last_visit_status::visit_status as last_visit_status, last_snapshot,
@@ -76,7 +77,7 @@ with new as (
          last_eventful, next_visit_anchor, visit_history, change_rate_per_day,
          reported_change_delay_s
   from journal_stats_staging
-  order by url, visit_type
+  order by url collate "C", visit_type collate "C"
 ), written as (
   insert into origin_visit_stats as st (
     url, visit_type, last_successful, last_visit, last_visit_status, last_snapshot,
