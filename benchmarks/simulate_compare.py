@@ -17,12 +17,14 @@ visit type (``{"git": {...}, "hg": {...}}``). The first configuration is the
 one of the "vs" column.
 
 Beside them, every world and seed also runs the two baselines (``BASELINES``;
-``--no-baselines`` leaves them out), as policies inside the simulator, so that
-failures, cooldowns, the loader's cap and the queue weigh on them as on the
-rest: ``round_robin`` (``oldest_scheduled_first``: every origin equally
-often) and ``oracle`` (age_optimal planning with each origin's true change
-rate, ``WorldConfig.oracle_rates``: its gap to age_optimal is what learning
-loses).
+``--no-baselines`` leaves them out), inside the simulator, so that failures,
+cooldowns, the loader's cap and the queue weigh on them as on the rest:
+``round_robin`` (``oldest_scheduled_first``: every origin equally often) and
+``oracle`` (the rate-only age-optimal allocation of the true change rates,
+evenly spaced visits, no last_update: ``app.simulator.oracle``). A third
+configuration, ``oracle_planner``, is a diagnostic run only when named: the
+default's own planning fed the true rates (``WorldConfig.oracle_rates``), whose
+gap to the default is what learning the rates costs.
 
 Prints one table per world: per configuration and visit type, the median over
 the seeds of each figure (see ``FIGURES``; "age / best baseline" is the mean
@@ -79,8 +81,11 @@ REFERENCE = {
 }
 #: The baselines, run on every world and seed: name -> configuration.
 BASELINES = {"round_robin": "round_robin", "oracle": "oracle"}
+#: The round-robin baseline's policies, which the oracle's runs also keep: the
+#: oracle sends the recurrent visits itself, the policies only space the cooldowns.
+ROUND_ROBIN = {"oldest_scheduled_first": 1.0}
 #: The configurations that are not weights.
-KEYWORDS = ("world", "default", "reference", *BASELINES.values())
+KEYWORDS = ("world", "default", "reference", *BASELINES.values(), "oracle_planner")
 Getter = Callable[[dict[str, Any]], Any]
 
 
@@ -158,19 +163,19 @@ def parse_policies(arg: str) -> tuple[str, Any]:
 def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     """``config`` with ``seed`` and the policies of ``spec`` for each visit type
     (``reference``: also the reference's flat failed cooldown; ``oracle``: the
-    defaults, planned with the true rates)."""
+    rate-only allocation of the true rates; ``oracle_planner``: the defaults,
+    planned with the true rates)."""
     types = []
     settings = dict(config.settings)
-    oracle = spec == "oracle"
     if spec == "reference":
         settings["failed_retry_s"] = settings.get("failed_cooldown_s", FLAT_FAILED_COOLDOWN_S)
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
-        elif spec in ("default", "oracle"):
+        elif spec in ("default", "oracle_planner"):
             policies = None
-        elif spec == "round_robin":
-            policies = {"oldest_scheduled_first": 1.0}
+        elif spec in ("round_robin", "oracle"):
+            policies = dict(ROUND_ROBIN)
         elif spec == "reference":
             policies = dict(REFERENCE)
         elif all(isinstance(v, dict) for v in spec.values()):
@@ -184,7 +189,8 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
             "seed": seed,
             "visit_types": types,
             "settings": settings,
-            "oracle_rates": oracle,
+            "oracle_rates": spec == "oracle_planner",
+            "rate_only_oracle": spec == "oracle",
         }
     )
 
@@ -312,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         type=parse_policies,
         metavar="NAME=SPEC",
-        help="a configuration: world, default, reference or JSON weights (repeatable; "
-        "default: world)",
+        help="a configuration: world, default, reference, oracle_planner or JSON weights "
+        "(repeatable; default: world)",
     )
     parser.add_argument(
         "--no-baselines", action="store_true", help="run only the configurations named"
