@@ -29,7 +29,8 @@ gap to the default is what learning the rates costs.
 Prints one table per world: per configuration and visit type, the median over
 the seeds of each figure (see ``FIGURES``; "age / best baseline" is the mean
 age over the better baseline's of the same seed, "age / bound" over the
-clairvoyant bound's), with the load average beside the wall clock; writes
+clairvoyant bound's; "best baseline" which baseline that was, over how many
+seeds), with the load average beside the wall clock; writes
 every run's report to ``--json``.
 """
 
@@ -42,6 +43,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -252,19 +254,29 @@ def median(values: list[Any]) -> float | None:
 
 def attach_baselines(results: list[dict[str, Any]]) -> None:
     """Note in each visit type's figures the mean age of the better baseline run
-    on the same world, length and seed (``best_baseline_age_days``)."""
-    best: dict[tuple[str, float, int, str], float] = {}
+    on the same world, length and seed (``best_baseline_age_days``), and which
+    baseline that was (``best_baseline``)."""
+    best: dict[tuple[str, float, int, str], tuple[float, str]] = {}
     for result in results:
         if result["policies"] not in BASELINES.values():
             continue
         for vt, figures in result["report"]["visit_types"].items():
             key = (result["world"], result["days"], result["seed"], vt)
             if figures["age_days"] is not None:
-                best[key] = min(best.get(key, math.inf), figures["age_days"])
+                mine = (figures["age_days"], result["name"])
+                best[key] = min(best.get(key, (math.inf, "")), mine)
     for result in results:
         for vt, figures in result["report"]["visit_types"].items():
             key = (result["world"], result["days"], result["seed"], vt)
-            figures["best_baseline_age_days"] = best.get(key)
+            age, name = best.get(key, (None, None))
+            figures["best_baseline_age_days"] = age
+            figures["best_baseline"] = name
+
+
+def _best_baselines(runs: list[dict[str, Any]]) -> str:
+    """Which baseline was the better one, and over how many seeds: "oracle 2, round_robin 1"."""
+    counts = Counter(f["best_baseline"] for f in runs if f.get("best_baseline"))
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "-"
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -279,7 +291,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
     return {
         world: {
             key: {label: median([get(f) for f in runs]) for label, get in FIGURES}
-            | {"runs": len(runs)}
+            | {"runs": len(runs), "best baseline": _best_baselines(runs)}
             for key, runs in rows.items()
         }
         for world, rows in grouped.items()
@@ -302,6 +314,7 @@ def world_table(world: str, rows: dict[str, dict[str, Any]], baseline: str) -> T
         own = figures["mean age (d)"]
         versus.append(_fmt(own / base if own is not None and base else None))
     table.add_row("runs", *(str(figures["runs"]) for figures in rows.values()))
+    table.add_row("best baseline", *(figures["best baseline"] for figures in rows.values()))
     for label, _ in FIGURES:
         table.add_row(label, *(_fmt(figures[label]) for figures in rows.values()))
     table.add_row(f"age vs {baseline}", *versus)

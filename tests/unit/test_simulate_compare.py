@@ -140,6 +140,7 @@ def test_a_policy_is_measured_against_the_better_baseline_of_the_same_seed() -> 
     ]
     rows = summarise(results)["default (90 days)"]
     assert rows["age / git"]["age / best baseline"] == pytest.approx((0.5 + 1.0) / 2)
+    assert rows["age / git"]["best baseline"] == "oracle 1, round_robin 1"
     assert rows["age / git"]["age / bound"] == pytest.approx(20.0)
 
 
