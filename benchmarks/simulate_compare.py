@@ -83,9 +83,6 @@ REFERENCE = {
 }
 #: The baselines, run on every world and seed: name -> configuration.
 BASELINES = {"round_robin": "round_robin", "oracle": "oracle"}
-#: The round-robin baseline's policies, which the oracle's runs also keep: the
-#: oracle sends the recurrent visits itself, the policies only space the cooldowns.
-ROUND_ROBIN = {"oldest_scheduled_first": 1.0}
 #: The configurations that are not weights.
 KEYWORDS = ("world", "default", "reference", *BASELINES.values(), "oracle_planner")
 Getter = Callable[[dict[str, Any]], Any]
@@ -165,8 +162,8 @@ def parse_policies(arg: str) -> tuple[str, Any]:
 def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     """``config`` with ``seed`` and the policies of ``spec`` for each visit type
     (``reference``: also the reference's flat failed cooldown; ``oracle``: the
-    rate-only allocation of the true rates; ``oracle_planner``: the defaults,
-    planned with the true rates)."""
+    rate-only allocation of the true rates, with the defaults' cooldowns;
+    ``oracle_planner``: the defaults, planned with the true rates)."""
     types = []
     settings = dict(config.settings)
     if spec == "reference":
@@ -174,10 +171,12 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
-        elif spec in ("default", "oracle_planner"):
+        elif spec in ("default", "oracle_planner", "oracle"):
+            # the oracle sends the recurrent visits itself; the defaults give it
+            # the default's cooldowns (a failed fast changer rests its change interval)
             policies = None
-        elif spec in ("round_robin", "oracle"):
-            policies = dict(ROUND_ROBIN)
+        elif spec == "round_robin":
+            policies = {"oldest_scheduled_first": 1.0}
         elif spec == "reference":
             policies = dict(REFERENCE)
         elif all(isinstance(v, dict) for v in spec.values()):

@@ -116,6 +116,8 @@ def test_the_baselines_are_round_robin_and_the_rate_only_allocation_of_the_true_
     assert not round_robin.rate_only_oracle
     oracle = configure(WORLD, 4, "oracle")
     assert oracle.rate_only_oracle
+    # the defaults' policies, for their cooldowns: the oracle picks the visits
+    assert [vt.policies for vt in oracle.visit_types] == [None, None]
     assert not oracle.oracle_rates
     assert not configure(WORLD, 4, "default").rate_only_oracle
 
