@@ -306,6 +306,9 @@ class Simulation:
                 continue
             state = self.types[due.vt]
             end = due.start_s + due.duration_s
+            oracle = self.oracles.get(due.vt)
+            if oracle is not None and due.event.status in ("full", "partial"):
+                oracle.oracle.visited(order.index, due.start_s)
             # a visit that fetches nothing takes its fixed part
             fixed_s = self.config.loader.visit_s(0.0, state.world.origins[order.index].size)
             state.truth.visited(
@@ -433,8 +436,6 @@ class Simulation:
     ) -> float:
         """Simulate one visit: queue its journal events, return its duration."""
         origin = self.types[name].world.origins[order.index]
-        if name in self.oracles:
-            self.oracles[name].oracle.visited(order.index, start)
         reach: int | None
         if status is None:
             status, duration, reach = self._outcome(name, order, start)

@@ -18,8 +18,9 @@ through production's claim and mark (``OracleScheduler``): the mirror skips
 origins resting (cooldowns), in flight, unlisted or disabled for failures, as
 for every policy, and failures, the loader's cap, requests and the queue weigh
 on it as on the rest. Each step hands the mirror, in order, the origins never
-visited (first listed first), then the others by how far through their
-interval they are, ``(now - start of the last visit) / I``, largest first.
+visited successfully (first listed first), then the others by how far through their
+interval they are, ``(now - start of the last successful visit) / I``,
+largest first (a failed visit leaves an origin due: the cooldowns space its retries).
 Ranking by that share keeps the workers busy whatever the solve misses (first
 visits, failures, the loader's cap, which the cost above ignores): every
 interval stretches or shrinks by one common factor, so each origin's visits
@@ -90,7 +91,7 @@ class RateOnlyOracle:
         self.multiplier_s2 = math.inf
         self.interval_s = np.full(len(origins), floor_s)
         self.last_visit_s = np.full(len(origins), -math.inf)
-        """Start of each origin's latest visit (-inf: never visited)."""
+        """Start of each origin's latest successful visit (-inf: none yet)."""
 
     def true_rates_per_s(self, t: float) -> Array:
         """Each origin's hidden change rate at ``t``: 0 while dormant or dead."""
@@ -117,13 +118,17 @@ class RateOnlyOracle:
         )
 
     def visited(self, index: int, start: float) -> None:
-        """A visit of the origin started (any visit: recurrent, request or failed)."""
+        """A successful visit of the origin (recurrent or request) that started at
+        ``start`` ended: the allocation's interval runs between archivings, so a
+        failed visit leaves the origin as due as it was, its retry left to the
+        cooldowns."""
         self.last_visit_s[index] = max(self.last_visit_s[index], start)
 
     def ranking(self, t: float, listed_at: Array) -> np.ndarray[tuple[int], np.dtype[np.int64]]:
         """Indices of the origins listed by ``t``, in the order the mirror is handed
-        them: never visited first (first listed first), then by the share of their
-        interval elapsed since their last visit, largest first."""
+        them: never visited successfully first (first listed first), then by the
+        share of their interval elapsed since their last successful visit, largest
+        first."""
         elapsed = np.where(np.isfinite(self.last_visit_s), t - self.last_visit_s, math.inf)
         share = elapsed / self.interval_s
         candidates = np.flatnonzero(listed_at <= t)

@@ -32,6 +32,7 @@ from app.simulator.config import (
 from app.simulator.engine import Simulation
 from app.simulator.report import PLOT_FILE, REPORT_FILE, write_report
 from app.simulator.runner import run_world
+from app.simulator.workers import Order
 from app.simulator.world import DAY_S
 from tests.integration.helpers import list_origins
 
@@ -374,3 +375,33 @@ def test_the_oracle_baseline_ignores_last_update(
         split["visits"].pop("worker_s_per_day_by_kind")
     for name in ("visits", "age_days", "freshness", "lag_days"):
         assert figures[0][name] == figures[1][name]
+
+
+def test_a_failed_visit_leaves_the_oracle_s_origin_due_until_its_rest_ends(
+    conn: DictConnection, settings: Settings
+) -> None:
+    flaky = {**STEADY, "shares": Shares(dormant=0, bursty=0, dead=0, flaky=1.0)}
+    flaky["settings"] = {"absolute_cooldown_s": 600, "failed_retry_s": 600}
+    config = _oracle(_world(**flaky, warm_start_days=1))
+    loader = config.loader.model_copy(update={"flaky_failure_probability": 0.4})
+    sim = Simulation(conn, settings, config.model_copy(update={"loader": loader}), 3)
+    visits: list[tuple[int, float, str]] = []
+    outcome = sim._outcome
+
+    def record(name: str, order: Order, start: float) -> tuple[str, float, int | None]:
+        result = outcome(name, order, start)
+        visits.append((order.index, start, result[0]))
+        return result
+
+    sim._outcome = record  # type: ignore[method-assign]
+    sim.run()
+    interval = sim.oracles["git"].oracle.interval_s
+    shares: dict[str, list[float]] = {"full": [], "failed": []}
+    last: dict[int, tuple[float, str]] = {}
+    for index, start, status in visits:
+        if index in last and last[index][1] in shares:
+            shares[last[index][1]].append((start - last[index][0]) / interval[index])
+        last[index] = (start, status)
+    assert len(shares["failed"]) > 20
+    # retried once rested, where a success waits its interval
+    assert np.median(shares["failed"]) < 0.5 * np.median(shares["full"])
