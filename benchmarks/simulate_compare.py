@@ -17,17 +17,20 @@ visit type (``{"git": {...}, "hg": {...}}``). The first configuration is the
 one of the "vs" column.
 
 Beside them, every world and seed also runs the two baselines (``BASELINES``;
-``--no-baselines`` leaves them out), as policies inside the simulator, so that
-failures, cooldowns, the loader's cap and the queue weigh on them as on the
-rest: ``round_robin`` (``oldest_scheduled_first``: every origin equally
-often) and ``oracle`` (age_optimal planning with each origin's true change
-rate, ``WorldConfig.oracle_rates``: its gap to age_optimal is what learning
-loses).
+``--no-baselines`` leaves them out), inside the simulator, so that failures,
+cooldowns, the loader's cap and the queue weigh on them as on the rest:
+``round_robin`` (``oldest_scheduled_first``: every origin equally often) and
+``oracle`` (the rate-only age-optimal allocation of the true change rates,
+evenly spaced visits, no last_update: ``app.simulator.oracle``). A third
+configuration, ``oracle_planner``, is a diagnostic run only when named: the
+default's own planning fed the true rates (``WorldConfig.oracle_rates``), whose
+gap to the default is what learning the rates costs.
 
 Prints one table per world: per configuration and visit type, the median over
 the seeds of each figure (see ``FIGURES``; "age / best baseline" is the mean
 age over the better baseline's of the same seed, "age / bound" over the
-clairvoyant bound's), with the load average beside the wall clock; writes
+clairvoyant bound's; "best baseline" which baseline that was, over how many
+seeds), with the load average beside the wall clock; writes
 every run's report to ``--json``.
 """
 
@@ -40,6 +43,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -80,7 +84,7 @@ REFERENCE = {
 #: The baselines, run on every world and seed: name -> configuration.
 BASELINES = {"round_robin": "round_robin", "oracle": "oracle"}
 #: The configurations that are not weights.
-KEYWORDS = ("world", "default", "reference", *BASELINES.values())
+KEYWORDS = ("world", "default", "reference", *BASELINES.values(), "oracle_planner")
 Getter = Callable[[dict[str, Any]], Any]
 
 
@@ -158,16 +162,18 @@ def parse_policies(arg: str) -> tuple[str, Any]:
 def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     """``config`` with ``seed`` and the policies of ``spec`` for each visit type
     (``reference``: also the reference's flat failed cooldown; ``oracle``: the
-    defaults, planned with the true rates)."""
+    rate-only allocation of the true rates, with the defaults' cooldowns;
+    ``oracle_planner``: the defaults, planned with the true rates)."""
     types = []
     settings = dict(config.settings)
-    oracle = spec == "oracle"
     if spec == "reference":
         settings["failed_retry_s"] = settings.get("failed_cooldown_s", FLAT_FAILED_COOLDOWN_S)
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
-        elif spec in ("default", "oracle"):
+        elif spec in ("default", "oracle_planner", "oracle"):
+            # the oracle sends the recurrent visits itself; the defaults give it
+            # the default's cooldowns (a failed fast changer rests its change interval)
             policies = None
         elif spec == "round_robin":
             policies = {"oldest_scheduled_first": 1.0}
@@ -184,7 +190,8 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
             "seed": seed,
             "visit_types": types,
             "settings": settings,
-            "oracle_rates": oracle,
+            "oracle_rates": spec == "oracle_planner",
+            "rate_only_oracle": spec == "oracle",
         }
     )
 
@@ -246,19 +253,29 @@ def median(values: list[Any]) -> float | None:
 
 def attach_baselines(results: list[dict[str, Any]]) -> None:
     """Note in each visit type's figures the mean age of the better baseline run
-    on the same world, length and seed (``best_baseline_age_days``)."""
-    best: dict[tuple[str, float, int, str], float] = {}
+    on the same world, length and seed (``best_baseline_age_days``), and which
+    baseline that was (``best_baseline``)."""
+    best: dict[tuple[str, float, int, str], tuple[float, str]] = {}
     for result in results:
         if result["policies"] not in BASELINES.values():
             continue
         for vt, figures in result["report"]["visit_types"].items():
             key = (result["world"], result["days"], result["seed"], vt)
             if figures["age_days"] is not None:
-                best[key] = min(best.get(key, math.inf), figures["age_days"])
+                mine = (figures["age_days"], result["name"])
+                best[key] = min(best.get(key, (math.inf, "")), mine)
     for result in results:
         for vt, figures in result["report"]["visit_types"].items():
             key = (result["world"], result["days"], result["seed"], vt)
-            figures["best_baseline_age_days"] = best.get(key)
+            age, name = best.get(key, (None, None))
+            figures["best_baseline_age_days"] = age
+            figures["best_baseline"] = name
+
+
+def _best_baselines(runs: list[dict[str, Any]]) -> str:
+    """Which baseline was the better one, and over how many seeds: "oracle 2, round_robin 1"."""
+    counts = Counter(f["best_baseline"] for f in runs if f.get("best_baseline"))
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "-"
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -273,7 +290,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
     return {
         world: {
             key: {label: median([get(f) for f in runs]) for label, get in FIGURES}
-            | {"runs": len(runs)}
+            | {"runs": len(runs), "best baseline": _best_baselines(runs)}
             for key, runs in rows.items()
         }
         for world, rows in grouped.items()
@@ -296,6 +313,7 @@ def world_table(world: str, rows: dict[str, dict[str, Any]], baseline: str) -> T
         own = figures["mean age (d)"]
         versus.append(_fmt(own / base if own is not None and base else None))
     table.add_row("runs", *(str(figures["runs"]) for figures in rows.values()))
+    table.add_row("best baseline", *(figures["best baseline"] for figures in rows.values()))
     for label, _ in FIGURES:
         table.add_row(label, *(_fmt(figures[label]) for figures in rows.values()))
     table.add_row(f"age vs {baseline}", *versus)
@@ -312,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         type=parse_policies,
         metavar="NAME=SPEC",
-        help="a configuration: world, default, reference or JSON weights (repeatable; "
-        "default: world)",
+        help="a configuration: world, default, reference, oracle_planner or JSON weights "
+        "(repeatable; default: world)",
     )
     parser.add_argument(
         "--no-baselines", action="store_true", help="run only the configurations named"

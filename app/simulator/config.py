@@ -182,8 +182,13 @@ class WorldConfig(_Model):
     loader: Loader = Field(default_factory=Loader)
     oracle_rates: bool = Field(
         default=False,
-        description="plan with each origin's true change rate at the moment instead of "
-        "learning it (the oracle baseline of age_optimal)",
+        description="the policies plan with each origin's true change rate at the moment "
+        "instead of learning it (the oracle_planner diagnostic: what learning the rates costs)",
+    )
+    rate_only_oracle: bool = Field(
+        default=False,
+        description="the recurrent visits follow the rate-only age-optimal allocation of the "
+        "true change rates instead of the policies (the oracle baseline, app.simulator.oracle)",
     )
     visit_types: list[VisitTypeWorld] = Field(
         default_factory=lambda: [

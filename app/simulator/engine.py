@@ -46,6 +46,7 @@ from app.db.policies import policies_of, set_policies
 from app.db.scheduling import set_max_queue_length, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.queue_names import priority_queue, visit_queue
+from app.domain.visit_stats import FLOOR_MARGIN
 from app.inputs.api import RequestVisit
 from app.inputs.listing import ListedOriginIn
 from app.services.context import TUNING_KNOBS, Context, Tuning
@@ -56,6 +57,7 @@ from app.services.scheduler_step import MIN_FREE_FRACTION, plan_step
 from app.services.scheduling import free_slots, visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
+from app.simulator.oracle import POLICY, OracleScheduler, RateOnlyOracle
 from app.simulator.truth import Truth
 from app.simulator.workers import Order, WorkerPool
 from app.simulator.world import DAY_S, VisitTypeWorldState, at, build_world
@@ -184,6 +186,17 @@ class Simulation:
         self.request_rng = request_rng
         self._origin_of = {o.url: o for state in self.types.values() for o in state.world.origins}
         self.configs = visit_type_configs(conn)  # with the world's queue lengths
+        self.oracles: dict[str, OracleScheduler] = {}
+        """With ``rate_only_oracle``: what schedules each visit type's recurrent queue."""
+        if config.rate_only_oracle:
+            for name, state in self.types.items():
+                oracle = RateOnlyOracle(
+                    state.world.origins,
+                    config.loader,
+                    state.world.config.workers,
+                    self.configs[name].max_interval_s * FLOOR_MARGIN,
+                )
+                self.oracles[name] = OracleScheduler(name, oracle, state.index_of)
         self._due: list[_Due] = []
         self._seq = itertools.count()
         self.finished_requests = 0
@@ -293,6 +306,9 @@ class Simulation:
                 continue
             state = self.types[due.vt]
             end = due.start_s + due.duration_s
+            oracle = self.oracles.get(due.vt)
+            if oracle is not None and due.event.status in ("full", "partial"):
+                oracle.oracle.visited(order.index, due.start_s)
             # a visit that fetches nothing takes its fixed part
             fixed_s = self.config.loader.visit_s(0.0, state.world.origins[order.index].size)
             state.truth.visited(
@@ -361,11 +377,16 @@ class Simulation:
             visit_queue(name): state.recurrent,
         }
 
+        oracle = self.oracles.get(name)
+
         def depth(queue: str) -> int:
             pool = pools.get(queue)
             # Queues without simulated workers (the slow lane, first-visits
-            # queues) are reported full, so nothing is sent to them.
-            return config.max_queue_length if pool is None else pool.depth(t)
+            # queues) are reported full, so nothing is sent to them; so is the
+            # recurrent queue when the oracle fills it.
+            if pool is None or (oracle is not None and pool is state.recurrent):
+                return config.max_queue_length
+            return pool.depth(t)
 
         plan = plan_step(self.conn, self.ctx, config, depth, at(t), state.policies)
         result = plan.recurrent
@@ -375,6 +396,14 @@ class Simulation:
             o = send.order
             order = Order(index_of[o.url], o.url, o.visit, o.policy, t, o.request_id)
             (state.requests if send.lane == "priority" else state.recurrent).send([order])
+        if oracle is not None:
+            # the free slots plan_step would fill, the slow lane full as above
+            bound = config.max_queue_length
+            free = max(0, bound - state.recurrent.depth(t))
+            slots = free_slots(2 * bound, 2 * bound - free, MIN_FREE_FRACTION)
+            replan = SIMULATED_ALLOCATION_INTERVAL_S
+            sends = oracle.send(self.conn, self.ctx, t, slots, state.truth.listed_at, replan)
+            state.recurrent.send([Order(i, url, visit, POLICY, t) for i, url, visit in sends])
 
     def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float, int | None]:
         """A visit's final status, duration and (on success) the changes the

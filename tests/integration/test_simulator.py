@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 
 from app.db.connection import DictConnection, connect
 from app.db.scheduling import mark_scheduled
+from app.domain.allocation import optimal_interval_s
 from app.domain.policies import reference_policies
 from app.services.context import Context
 from app.settings import Settings
@@ -27,8 +29,10 @@ from app.simulator.config import (
     VisitTypeWorld,
     WorldConfig,
 )
+from app.simulator.engine import Simulation
 from app.simulator.report import PLOT_FILE, REPORT_FILE, write_report
 from app.simulator.runner import run_world
+from app.simulator.workers import Order
 from app.simulator.world import DAY_S
 from tests.integration.helpers import list_origins
 
@@ -265,7 +269,7 @@ def test_no_policy_beats_the_clairvoyant_bound_and_the_busy_workers_are_reported
     conn: DictConnection, settings: Settings, policies: Any
 ) -> None:
     config = _world(**LOADED, policies=None if policies == "oracle" else policies)
-    config = config.model_copy(update={"oracle_rates": policies == "oracle"})
+    config = config.model_copy(update={"rate_only_oracle": policies == "oracle"})
     _, report = run_world(conn, settings, config, 4)
     git = report["visit_types"]["git"]
     bound = git["clairvoyant_bound"]
@@ -275,7 +279,7 @@ def test_no_policy_beats_the_clairvoyant_bound_and_the_busy_workers_are_reported
     assert git["worker_utilisation"] > 0.9
 
 
-def test_the_oracle_baseline_plans_with_the_true_change_rates(
+def test_the_oracle_planner_diagnostic_plans_with_the_true_change_rates(
     conn: DictConnection, settings: Settings
 ) -> None:
     config = _world(**LOADED, shares=NO_ODDITIES).model_copy(update={"oracle_rates": True})
@@ -287,3 +291,117 @@ def test_the_oracle_baseline_plans_with_the_true_change_rates(
     ).fetchall()
     assert len(rows) > 50
     assert all(r["change_rate_per_day"] == pytest.approx(true[r["url"]]) for r in rows)
+
+
+#: A world of 40 origins visited a few times a day: no failures, no requests,
+#: none appearing or leaving, the absolute cooldown under every interval.
+STEADY = {
+    "origins": 40,
+    "new_origins_per_day": 0,
+    "disappearing_per_day": 0,
+    "requests_per_day": 0,
+    "rates": RateDistribution(min_per_day=0.05, max_per_day=3.0),
+    "shares": NO_ODDITIES,
+    "settings": {"absolute_cooldown_s": 600},
+}
+
+
+def _oracle(config: WorldConfig) -> WorldConfig:
+    loader = config.loader.model_copy(update={"scale": 1500.0})  # 100 visits a day
+    return config.model_copy(update={"rate_only_oracle": True, "loader": loader})
+
+
+def _oracle_visits(
+    conn: DictConnection, settings: Settings, config: WorldConfig, days: float
+) -> tuple[Simulation, dict[int, list[float]]]:
+    """The oracle's simulation and the start of every visit, by origin index."""
+    sim = Simulation(conn, settings, config, days)
+    oracle = sim.oracles["git"].oracle
+    starts: dict[int, list[float]] = {}
+    visited = oracle.visited
+
+    def record(index: int, start: float) -> None:
+        starts.setdefault(index, []).append(start)
+        visited(index, start)
+
+    oracle.visited = record  # type: ignore[method-assign]
+    sim.run()
+    return sim, starts
+
+
+def test_the_oracle_baseline_spaces_each_origin_s_visits_evenly_by_its_true_rate(
+    conn: DictConnection, settings: Settings
+) -> None:
+    config = _oracle(_world(**STEADY, warm_start_days=1))
+    sim, starts = _oracle_visits(conn, settings, config, 5)
+    oracle = sim.oracles["git"].oracle
+    assert math.isfinite(oracle.multiplier_s2)
+    rates = oracle.true_rates_per_s(sim.end_s)
+    # every interval is the age-optimal one of the origin's true rate
+    for rate, interval in zip(rates, oracle.interval_s, strict=True):
+        assert interval == optimal_interval_s(rate, oracle.multiplier_s2, oracle.floor_s)
+    # ... and each origin's visits follow it, every interval stretched alike
+    shares = []
+    for index, times in starts.items():
+        gaps = np.diff([t for t in times if t >= sim.measure_from_s])
+        if gaps.size >= 2:
+            shares += list(gaps / oracle.interval_s[index])
+    assert len(shares) > 100
+    low, middle, high = np.percentile(shares, [5, 50, 95])
+    assert high / low < 1.3
+    # the worker time was planned right: the intervals are hardly stretched
+    assert 0.8 < middle < 1.25
+
+
+def test_the_oracle_baseline_ignores_last_update(
+    conn: DictConnection, settings: Settings, second_database: tuple[DictConnection, Settings]
+) -> None:
+    reported = _oracle(_world(**STEADY))
+    unreported = _oracle(
+        _world(
+            **STEADY,
+            listers=[
+                Lister(name="forge", share=0.6, delay_hours=1, reports_last_update=False),
+                Lister(name="registry", share=0.4, reports_last_update=False, period_hours=48),
+            ],
+        )
+    )
+    _, with_last_update = run_world(conn, settings, reported, 2)
+    other_conn, other_settings = second_database
+    _, without = run_world(other_conn, other_settings, unreported, 2)
+    figures = [report["visit_types"]["git"] for report in (with_last_update, without)]
+    assert figures[0]["visits"]["per_day"] > 50
+    for split in figures:  # the worker time by lister, which the worlds split apart
+        split["visits"].pop("worker_s_per_day_by_kind")
+    for name in ("visits", "age_days", "freshness", "lag_days"):
+        assert figures[0][name] == figures[1][name]
+
+
+def test_a_failed_visit_leaves_the_oracle_s_origin_due_until_its_rest_ends(
+    conn: DictConnection, settings: Settings
+) -> None:
+    flaky = {**STEADY, "shares": Shares(dormant=0, bursty=0, dead=0, flaky=1.0)}
+    flaky["settings"] = {"absolute_cooldown_s": 600, "failed_retry_s": 600}
+    config = _oracle(_world(**flaky, warm_start_days=1))
+    loader = config.loader.model_copy(update={"flaky_failure_probability": 0.4})
+    sim = Simulation(conn, settings, config.model_copy(update={"loader": loader}), 3)
+    visits: list[tuple[int, float, str]] = []
+    outcome = sim._outcome
+
+    def record(name: str, order: Order, start: float) -> tuple[str, float, int | None]:
+        result = outcome(name, order, start)
+        visits.append((order.index, start, result[0]))
+        return result
+
+    sim._outcome = record  # type: ignore[method-assign]
+    sim.run()
+    interval = sim.oracles["git"].oracle.interval_s
+    shares: dict[str, list[float]] = {"full": [], "failed": []}
+    last: dict[int, tuple[float, str]] = {}
+    for index, start, status in visits:
+        if index in last and last[index][1] in shares:
+            shares[last[index][1]].append((start - last[index][0]) / interval[index])
+        last[index] = (start, status)
+    assert len(shares["failed"]) > 20
+    # retried once rested, where a success waits its interval
+    assert np.median(shares["failed"]) < 0.5 * np.median(shares["full"])

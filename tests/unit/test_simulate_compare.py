@@ -10,6 +10,7 @@ import pytest
 
 from app.simulator.config import VisitTypeWorld, WorldConfig, load_config
 from benchmarks.simulate_compare import (
+    BASELINES,
     DEFAULT_WORLDS,
     REFERENCE,
     WORLDS,
@@ -109,14 +110,25 @@ def _result(name: str, seed: int, age: float | None, spec: Any = "default") -> d
     }
 
 
-def test_the_baselines_are_round_robin_and_age_optimal_with_the_true_rates() -> None:
+def test_the_baselines_are_round_robin_and_the_rate_only_allocation_of_the_true_rates() -> None:
     round_robin = configure(WORLD, 4, "round_robin")
     assert [vt.policies for vt in round_robin.visit_types] == [{"oldest_scheduled_first": 1.0}] * 2
-    assert not round_robin.oracle_rates
+    assert not round_robin.rate_only_oracle
     oracle = configure(WORLD, 4, "oracle")
+    assert oracle.rate_only_oracle
+    # the defaults' policies, for their cooldowns: the oracle picks the visits
     assert [vt.policies for vt in oracle.visit_types] == [None, None]
-    assert oracle.oracle_rates
-    assert not configure(WORLD, 4, "default").oracle_rates
+    assert not oracle.oracle_rates
+    assert not configure(WORLD, 4, "default").rate_only_oracle
+
+
+def test_the_oracle_planner_is_a_diagnostic_run_only_when_named() -> None:
+    planner = configure(WORLD, 4, "oracle_planner")
+    assert [vt.policies for vt in planner.visit_types] == [None, None]
+    assert planner.oracle_rates
+    assert not planner.rate_only_oracle
+    assert "oracle_planner" not in BASELINES.values()
+    assert parse_policies("diag=oracle_planner") == ("diag", "oracle_planner")
 
 
 def test_a_policy_is_measured_against_the_better_baseline_of_the_same_seed() -> None:
@@ -130,6 +142,7 @@ def test_a_policy_is_measured_against_the_better_baseline_of_the_same_seed() -> 
     ]
     rows = summarise(results)["default (90 days)"]
     assert rows["age / git"]["age / best baseline"] == pytest.approx((0.5 + 1.0) / 2)
+    assert rows["age / git"]["best baseline"] == "oracle 1, round_robin 1"
     assert rows["age / git"]["age / bound"] == pytest.approx(20.0)
 
 
