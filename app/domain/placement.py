@@ -161,14 +161,36 @@ def change_interval(row: MirrorRow) -> timedelta | None:
     return timedelta(days=1 / max(rate, 1e-6))  # (a million days: timedelta's range)
 
 
+def sent_since_final(row: MirrorRow) -> bool:
+    """Whether the origin was sent to a worker after its last final status (a
+    status at the very instant of the send is an earlier visit's, as for
+    ``in_flight_since``)."""
+    if row.last_scheduled is None:
+        return False
+    return row.last_final_date is None or row.last_final_date <= row.last_scheduled
+
+
 def place(row: MirrorRow, now: datetime, cooldowns: Cooldowns) -> Placement:
-    """Decide where ``row`` belongs at ``now``."""
+    """Decide where ``row`` belongs at ``now``.
+
+    An origin rests (``cooling``) after its last final status, unless it was
+    sent since: a send ends the rest (a request sends a resting origin), so
+    once that visit is presumed lost (``in_flight_since``) the origin returns
+    to its pool, never to the rest its flight overrode. The mirror parks an
+    origin in flight with its pool alone, and its pop returns it there. A
+    visit stopped with no final status (aborted, past its request's deadline)
+    is taken as never sent (``release_request_origins``): the origin resumes
+    its rest.
+    """
     pool, pool_score = pool_of(row)
     if not row.enabled:
         return Placement(row.id, "absent", 0.0, pool, pool_score, row.version)
     since = in_flight_since(row.last_scheduled, row.last_final_date, now, cooldowns)
     if since is not None:
         return Placement(row.id, "inflight", epoch_s(since), pool, pool_score, row.version)
+    if sent_since_final(row):
+        # Its visit was presumed lost: the send had ended its rest.
+        return Placement(row.id, "pool", pool_score, pool, pool_score, row.version)
     rest_until: datetime | None
     if row.failures_in_a_row <= cooldowns.at_risk_retries and at_risk(row):
         # undoubled, the absolute cooldown: twice a day until the failures that

@@ -39,6 +39,34 @@ START = datetime(2026, 8, 1, tzinfo=UTC)
 STATUSES = ["full", "partial", "failed", "not_found", "ongoing"]
 
 
+def test_a_resting_origin_whose_requested_visit_is_lost_returns_to_its_pool_in_both(
+    conn: DictConnection, ctx: Context
+) -> None:
+    # not_found rests it 31 days; a request sends it anyway; its visit never
+    # reports, and past the scheduled cooldown it is presumed lost.
+    url = "https://h.example/5"
+    configs = visit_type_configs(conn)
+    lister = register_lister(conn, "forge", "a", None)
+    now = START
+    apply_events_batch(
+        conn, ctx, [VisitStatusEvent(url, "git", 1, now, "not_found", None)], configs, now
+    )
+    started = start_listing(conn, lister, now)
+    listed = ListedOriginIn(url=url, visit_type="git", last_update=None)
+    record_listed_origins(conn, ctx, lister, [(1, listed)], now)
+    finish_listing(conn, ctx, lister, started, now, full=True)
+    create_request(conn, RequestVisit(url=url, visit_type="git"), now=now)
+    now += timedelta(seconds=1)
+    assert [t.url for t in take_pending(conn, ctx, "git", 2, now)] == [url]
+    assert check(conn, ctx, "git", now) == []
+
+    now += ctx.cooldowns.scheduled + timedelta(days=1)
+
+    assert check(conn, ctx, "git", now) == []
+    assert [o.url for o in schedule_step(conn, ctx, "git", 1, now).orders] == [url]
+    assert check(conn, ctx, "git", now) == []
+
+
 def test_mirror_equals_postgres_after_any_interleaving(conn: DictConnection, ctx: Context) -> None:
     class Interleavings(RuleBasedStateMachine):
         def __init__(self) -> None:
