@@ -57,7 +57,7 @@ broker = make_broker(get_settings())
 broker.declare_queue(API_QUEUE)
 
 
-# These actors return nothing: without a results backend Dramatiq would discard
+# The actors return nothing: without a results backend Dramatiq would discard
 # the value with a warning on every call. What they did is logged instead.
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
 def request_visit(payload: Any) -> None:
@@ -144,12 +144,12 @@ def _listers(conn: DictConnection) -> ListerInterface:
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def get_or_create_lister(payload: Any) -> str:
-    """Register the lister instance if new; returns its id."""
+def get_or_create_lister(payload: Any) -> None:
+    """Register the lister instance if new."""
     asked = validated(GetOrCreateLister, payload)
     with connection() as conn:
         lister = _listers(conn).get_or_create_lister(**asked.model_dump())
-    return str(lister.id)
+    log.info("lister %s/%s: %s", lister.name, lister.instance_name, lister.id)
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
@@ -161,10 +161,9 @@ def update_lister(payload: Any) -> None:
 
 
 @dramatiq.actor(queue_name=API_QUEUE, max_retries=0)
-def record_listed_origins(payload: Any) -> int:
-    """Record listed origins (all or nothing per lister); returns how many."""
+def record_listed_origins(payload: Any) -> None:
+    """Record listed origins (all or nothing per lister)."""
     asked = validated(RecordListedOrigins, payload)
     with connection() as conn:
         recorded = _listers(conn).record_listed_origins(asked.listed_origins)
     log.info("recorded %d listed origins", len(recorded))
-    return len(recorded)

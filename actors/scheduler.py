@@ -34,19 +34,20 @@ from monitoring.metrics import (
     MIRROR_ORIGINS,
     MIRROR_REBUILD_SECONDS,
     MIRROR_REBUILDS,
+    QUEUE_DEPTH,
     QUEUE_ESTIMATED_WAIT,
     QUEUE_WORKERS,
     REQUESTS_SCHEDULED,
     RETURNED_ORIGINS,
     SCHEDULE_DRIFT,
     SCHEDULED_VISITS,
+    SCHEDULER_BATCH_SIZE,
     SCHEDULER_ENQUEUE_SECONDS,
     SCHEDULER_FREE_SLOTS,
     SCHEDULER_POP_SECONDS,
     SCHEDULER_STEP_FAILURES,
     VISIT_TYPE_PAUSED,
 )
-from monitoring.queue_wait import QueueWatch
 from queues import errors as redis_errors
 from queues.dramatiq_broker import (
     enqueue_many,
@@ -87,12 +88,10 @@ class SchedulerLoop:
         self._rates: dict[str, dict[str, float]] = {}
         self._rate_at: dict[str, float] = {}
         self._configs_at = 0.0
-        self.queues = QueueWatch()
         #: Visit types whose mirror another process is rebuilding (logged once).
         self._waiting_for_rebuild: set[str] = set()
         #: Paused visit types already logged as such.
         self._paused_logged: set[str] = set()
-        self._drain_waits: dict[str, float | None] = {}
         self.leases = Leases(
             self.ctx.mirror.client,
             settings.redis_namespace,
@@ -119,13 +118,12 @@ class SchedulerLoop:
     def _estimate_wait(self, visit_type: str, queue: str, lane: str, capacity: Capacity) -> None:
         """Export a queue's worker threads and estimated wait (seed 004 provisioning):
         backlog x mean recent visit duration / threads, from what the workers
-        register; the drain-rate estimate while they have registered nothing."""
+        register (infinite while none serves it; unknown, so left as it was,
+        until a visit's duration is known)."""
         backlog = queue_depth(self.broker, queue)
         threads, durations = capacity
         QUEUE_WORKERS.labels(visit_type, queue, lane).set(threads)
-        wait = estimated_wait_s(backlog, durations, threads) if threads or backlog else 0.0
-        if wait is None or (threads == 0 and not durations):
-            wait = self._drain_waits.get(queue)
+        wait = estimated_wait_s(backlog, durations, threads)
         if wait is not None:
             QUEUE_ESTIMATED_WAIT.labels(visit_type, queue, lane).set(wait)
 
@@ -247,15 +245,13 @@ class SchedulerLoop:
         ]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
             enqueue_many(self.broker, messages)
-        at = time.monotonic()
         for queue, depth in plan.depths.items():
             sent = [s for s in plan.sends if s.queue == queue]
             lane = sent[0].lane if sent else lane_of(queue, visit_type)
             for policy, count in Counter(s.order.policy for s in sent).items():
                 SCHEDULED_VISITS.labels(visit_type, policy, lane).inc(count)
-            wait = self.queues.observe(visit_type, queue, lane, depth, len(sent), at)
-            if lane in ("express", "slow"):
-                self._drain_waits[queue] = wait
+            SCHEDULER_BATCH_SIZE.labels(visit_type, lane).observe(len(sent))
+            QUEUE_DEPTH.labels(visit_type, queue, lane).set(depth + len(sent))
         REQUESTS_SCHEDULED.labels(visit_type).inc(plan.count("priority"))
         if config.age_multiplier_s2 is not None and math.isfinite(config.age_multiplier_s2):
             AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)

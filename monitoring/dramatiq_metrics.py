@@ -15,13 +15,12 @@ import multiprocessing
 import signal
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 from dramatiq.middleware import prometheus as dramatiq_prometheus
 from dramatiq.middleware.prometheus import Prometheus
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, start_http_server
 
 from app.loaders.zygote import die_with_parent
 from app.settings import Settings
@@ -57,18 +56,6 @@ def worker_registry(directory: str | Path) -> CollectorRegistry:
     return registry
 
 
-class _OwnedMetricsHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        output = generate_latest(worker_registry(dramatiq_prometheus.DB_PATH))
-        self.send_response(200)
-        self.send_header("content-type", CONTENT_TYPE_LATEST)
-        self.end_headers()
-        self.wfile.write(output)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not worth a log line."""
-
-
 def serve_worker_metrics() -> int:
     """The exporter process Dramatiq forks (in place of its own): serves
     ``worker_registry`` on ``dramatiq_prom_host``:``dramatiq_prom_port``, until
@@ -76,8 +63,11 @@ def serve_worker_metrics() -> int:
     pool started again)."""
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGTERM, parent.pid if parent else None)
-    address = (dramatiq_prometheus.HTTP_HOST, dramatiq_prometheus.HTTP_PORT)
-    HTTPServer(address, _OwnedMetricsHandler).serve_forever()
+    registry = worker_registry(dramatiq_prometheus.DB_PATH)
+    _, serving = start_http_server(
+        dramatiq_prometheus.HTTP_PORT, dramatiq_prometheus.HTTP_HOST, registry
+    )
+    serving.join()
     return 0
 
 

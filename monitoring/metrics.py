@@ -149,8 +149,8 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
     ),
     QUEUE_ESTIMATED_WAIT := Gauge(
         "revisit_queue_estimated_wait_seconds",
-        "Estimated time a visit sent now waits before its worker finishes it: queue depth over "
-        "the queue's recent drain rate (Little's law)",
+        "Estimated time a visit sent now waits before its worker finishes it: queue depth x "
+        "mean recent visit duration / worker threads (Little's law; +Inf while none serves it)",
         ["visit_type", "queue", "lane"],
     ),
     SCHEDULE_DRIFT := Gauge(

@@ -61,9 +61,6 @@ def origins_import(
         bool, typer.Option("--full", help="a full listing: disable the lister's unseen origins")
     ] = False,
     batch_size: Annotated[int, typer.Option(min=1, help="lines per transaction")] = 50_000,
-    writers: Annotated[
-        int, typer.Option(min=1, max=8, help="Postgres connections writing batches at once")
-    ] = IMPORT_WRITERS,
     allow_mass_disable: Annotated[
         bool,
         typer.Option(
@@ -88,7 +85,7 @@ def origins_import(
         size = None if file == "-" else os.fstat(handle.fileno()).st_size
         with progress(f"importing {file}", size) as advance:
             lines = _counted(handle, advance)
-            report = _import(conn, ctx, lister_id, lines, batch_size, csv_format, writers)
+            report = _import(conn, ctx, lister_id, lines, batch_size, csv_format)
         for refused_batch in report.refused:
             for error in refused_batch.errors:
                 say(f"{file}: {error}", stderr=True)
@@ -118,11 +115,10 @@ def _import(
     lines: Iterable[str],
     batch_size: int,
     csv_format: bool,
-    writers: int,
 ) -> ImportReport:
-    """Import ``lines`` on ``writers`` connections (``conn`` and new ones)."""
+    """Import ``lines`` on IMPORT_WRITERS connections (``conn`` and new ones)."""
     with contextlib.ExitStack() as stack:
-        extra = [stack.enter_context(connect(ctx.settings)) for _ in range(writers - 1)]
+        extra = [stack.enter_context(connect(ctx.settings)) for _ in range(IMPORT_WRITERS - 1)]
         parsed = batches(lines, batch_size, csv_format=csv_format)
         return import_listing(conn, ctx, lister_id, parsed, now, extra)
 

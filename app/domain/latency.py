@@ -2,8 +2,7 @@
 
 Every wait revisit reports is Little's law, a backlog over a throughput:
 the scheduler's per-queue wait (throughput from the workers' registered
-threads and recent visit durations, or from the drain rate it measures while
-no worker has registered), and an origin's ETA in ``revisit origin show``
+threads and recent visit durations), and an origin's ETA in ``revisit origin show``
 (its rank over its pool's pick rate). An autoscaler (KEDA, an HPA on an
 external metric) adds workers when the estimated wait of a queue exceeds its
 target latency.

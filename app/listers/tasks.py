@@ -167,22 +167,47 @@ class SchedulerMetrics(ReferenceModel):
 
 @dataclass(frozen=True)
 class ListerTaskSchedule:
-    """What a recurring ``list-<lister>-full|incremental`` task asks of a lister's schedule."""
+    """What a recurring ``list-<lister>-full|incremental`` task asks of its lister's
+    schedule: the arguments of ``schedule_lister``."""
 
     name: str
     instance_name: str
-    arguments: dict[str, Any]
-    full: bool
-    interval: timedelta | None
+    arguments: dict[str, Any] | None  # None: those already scheduled
+    full_interval: timedelta | None
+    incremental_interval: timedelta | None
     first_run: datetime
 
 
-def _as_schedule(task: Task, field: str) -> ListerTaskSchedule:
+def _plan(task: Task, known: set[str], field: str) -> ListerTaskSchedule | RequestVisit | AddForge:
+    """What a task becomes: a recurring lister task its lister's schedule, a one-shot
+    ``list-<lister>-full`` add forge now, a one-shot ``load-<visit type>`` task a
+    visit request; any other is refused with what to do instead."""
+    if task.type.startswith(LIST):
+        name, _, kind = task.type[len(LIST) :].rpartition("-")
+        if task.policy == "recurring":
+            return _as_schedule(task, name, kind, field)
+        if kind == "full":
+            return _as_forge(task, name, field)
+        raise ListerInputError(f"{field}.type: {task.type}: " + _LISTER.format(name=name or kind))
+    visit_type = task.type[len(LOAD) :] if task.type.startswith(LOAD) else None
+    if visit_type not in known:
+        names = ", ".join(LOAD + name for name in sorted(known))
+        raise ListerInputError(f"{field}.type: unknown task type {task.type!r} (known: {names})")
+    if task.policy != "oneshot":
+        raise ListerInputError(f"{field}.policy: {task.policy}: {_RECURRING}")
+    if task.arguments.args:
+        raise ListerInputError(f"{field}.arguments.args: revisit's loaders take kwargs only")
+    url, kwargs = _url_and_kwargs(task, field, "origin")
+    priority = PRIORITIES[task.priority or "normal"]
+    fields = {"url": url, "visit_type": visit_type, "priority": priority}
+    return _validated(RequestVisit, fields | {"extra_loader_arguments": kwargs}, field)
+
+
+def _as_schedule(task: Task, name: str, kind: str, field: str) -> ListerTaskSchedule:
     """A recurring lister task as a lister schedule: the kwargs are the lister's
     arguments (none: those already scheduled), but ``instance``, its instance's
     name; the interval is the task's ``current_interval`` (a full listing
     defaults to a day)."""
-    name, _, kind = task.type[len(LIST) :].rpartition("-")
     if kind not in LISTING_KINDS or not name:
         raise ListerInputError(
             f"{field}.type: {task.type}: expected list-<lister>-full or list-<lister>-incremental"
@@ -193,10 +218,11 @@ def _as_schedule(task: Task, field: str) -> ListerTaskSchedule:
     instance = arguments.pop("instance", "")
     if not isinstance(instance, str):
         raise ListerInputError(f"{field}.arguments.kwargs.instance: expected a string")
-    if kind == "incremental" and task.current_interval is None:
+    interval = task.current_interval
+    if kind == "incremental" and interval is None:
         raise ListerInputError(f"{field}.current_interval: required for an incremental lister task")
-    full, interval = kind == "full", task.current_interval
-    return ListerTaskSchedule(name, instance, arguments, full, interval, task.next_run)
+    full, incremental = (interval, None) if kind == "full" else (None, interval)
+    return ListerTaskSchedule(name, instance, arguments or None, full, incremental, task.next_run)
 
 
 class TaskInterface(ListerInterface):
@@ -275,12 +301,7 @@ class TaskInterface(ListerInterface):
         task its lister's schedule (all or none); the tasks created."""
         known = known_visit_types(self.conn)
         parsed = [parse(Task, task, f"tasks[{i}]") for i, task in enumerate(tasks)]
-        plans = [
-            _as_schedule(t, f"tasks[{i}]")
-            if t.type.startswith(LIST) and t.policy == "recurring"
-            else self._as_request(t, known, f"tasks[{i}]")
-            for i, t in enumerate(parsed)
-        ]
+        plans = [_plan(t, known, f"tasks[{i}]") for i, t in enumerate(parsed)]
         ids: list[int] = []
         with self.conn.transaction():
             for i, (task, plan) in enumerate(zip(parsed, plans, strict=True)):
@@ -309,41 +330,9 @@ class TaskInterface(ListerInterface):
     def _schedule(self, plan: ListerTaskSchedule, field: str) -> UUID:
         """Create or change the lister instance's schedule (``revisit lister schedule``)."""
         try:
-            done = schedule_lister(
-                self.conn,
-                plan.name,
-                plan.instance_name,
-                self.clock(),
-                arguments=plan.arguments or None,  # none given: the stored ones
-                full_interval=plan.interval if plan.full else None,
-                incremental_interval=None if plan.full else plan.interval,
-                first_run=plan.first_run,
-            )
+            return schedule_lister(self.conn, now=self.clock(), **vars(plan)).lister_id
         except (ScheduleError, UnknownListerPlugin) as exc:
             raise ListerInputError(f"{field}: {exc}") from None
-        return done.lister_id
-
-    def _as_request(self, task: Task, known: set[str], field: str) -> RequestVisit | AddForge:
-        if task.type.startswith(LIST):
-            name, _, kind = task.type[len(LIST) :].rpartition("-")
-            if task.policy == "oneshot" and kind == "full":
-                return _as_forge(task, name, field)
-            name = name or kind
-            raise ListerInputError(f"{field}.type: {task.type}: " + _LISTER.format(name=name))
-        visit_type = task.type[len(LOAD) :] if task.type.startswith(LOAD) else None
-        if visit_type not in known:
-            names = ", ".join(LOAD + name for name in sorted(known))
-            raise ListerInputError(
-                f"{field}.type: unknown task type {task.type!r} (known: {names})"
-            )
-        if task.policy != "oneshot":
-            raise ListerInputError(f"{field}.policy: {task.policy}: {_RECURRING}")
-        if task.arguments.args:
-            raise ListerInputError(f"{field}.arguments.args: revisit's loaders take kwargs only")
-        url, kwargs = _url_and_kwargs(task, field, "origin")
-        priority = PRIORITIES[task.priority or "normal"]
-        fields = {"url": url, "visit_type": visit_type, "priority": priority}
-        return _validated(RequestVisit, fields | {"extra_loader_arguments": kwargs}, field)
 
     @checked
     def get_tasks(self, task_ids: TaskIds) -> list[Task]:

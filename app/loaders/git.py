@@ -191,10 +191,15 @@ def pinning(url: str, addresses: Sequence[str]) -> list[tuple[str, str]]:
         return []
     port = parts.port or DEFAULT_PORTS[scheme]
     if scheme == "git":
-        first = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+        first = host_literal(addresses[0])
         return [(f"url.git://{first}:{port}.insteadOf", f"git://{parts.netloc}")]
-    listed = ",".join(f"[{a}]" if ":" in a else a for a in addresses)
+    listed = ",".join(host_literal(a) for a in addresses)
     return [("http.curloptResolve", f"{url_host(parts.netloc)}:{port}:{listed}")]
+
+
+def host_literal(address: str) -> str:
+    """An address as a URL names it: an IPv6 one in brackets."""
+    return f"[{address}]" if ":" in address else address
 
 
 def redirect_location(url: str, addresses: Sequence[str], timeout_s: float) -> str | None:

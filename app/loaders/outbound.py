@@ -24,7 +24,7 @@ import os
 import re
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
@@ -92,14 +92,25 @@ def hold_git_subprocesses(url: str, addresses: Sequence[str] | None) -> None:
         settings[1] = ("protocol.allow", "never")
     else:
         settings += pinning(url, addresses)
+
+    def with_settings(arguments: dict[str, Any]) -> None:
+        env = arguments.get("env")
+        arguments["env"] = with_git_config(os.environ if env is None else env, settings)
+
+    rewrite_popen(with_settings)
+
+
+def rewrite_popen(rewrite: Callable[[dict[str, Any]], None]) -> None:
+    """From now on in this process, every program started through ``subprocess``
+    starts with the arguments of ``Popen`` (by name: ``args``, ``env``...) as
+    ``rewrite`` changes them in place; another hold wraps this one."""
     init = subprocess.Popen.__init__
     signature = inspect.signature(init)
 
     @functools.wraps(init)  # its signature stays Popen's, were it held again
     def held(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
-        env = bound.arguments.get("env")
-        bound.arguments["env"] = with_git_config(os.environ if env is None else env, settings)
+        rewrite(bound.arguments)
         init(*bound.args, **bound.kwargs)
 
     subprocess.Popen.__init__ = held  # type: ignore[method-assign]

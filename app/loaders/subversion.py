@@ -31,15 +31,12 @@ than read.
 
 from __future__ import annotations
 
-import functools
 import importlib
-import inspect
 import logging
 import os
 import re
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -50,7 +47,8 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from app.inputs.rules import address, check_addresses, check_url, url_host
-from app.loaders.git import resolved_addresses, url_scheme
+from app.loaders.git import host_literal, resolved_addresses, url_scheme
+from app.loaders.outbound import rewrite_popen
 
 #: Longest request head the proxy reads (Subversion's are a few hundred bytes).
 MAX_HEAD_BYTES = 64 * 1024
@@ -375,21 +373,16 @@ def _hold_programs(directory: str, reach: Reach) -> None:
     """``svn`` and ``svnrdump`` started through ``subprocess`` read the
     configuration of ``directory``; their ``svn://`` URLs are checked and name
     the checked address; another scheme but http(s) is refused (ValueError)."""
-    init = subprocess.Popen.__init__
-    signature = inspect.signature(init)
 
-    @functools.wraps(init)
-    def held(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(self, *args, **kwargs)
-        argv = bound.arguments.get("args")
-        if isinstance(argv, (list, tuple)) and argv and not bound.arguments.get("shell"):
-            program = os.path.basename(os.fsdecode(argv[0]))
-            if program in SVN_PROGRAMS:
-                rest = [pinned_url(os.fsdecode(a), reach) for a in argv[1:]]
-                bound.arguments["args"] = [argv[0], "--config-dir", directory, *rest]
-        init(*bound.args, **bound.kwargs)
+    def configured(arguments: dict[str, Any]) -> None:
+        argv = arguments.get("args")
+        if not isinstance(argv, (list, tuple)) or not argv or arguments.get("shell"):
+            return
+        if os.path.basename(os.fsdecode(argv[0])) in SVN_PROGRAMS:
+            rest = [pinned_url(os.fsdecode(a), reach) for a in argv[1:]]
+            arguments["args"] = [argv[0], "--config-dir", directory, *rest]
 
-    subprocess.Popen.__init__ = held  # type: ignore[method-assign]
+    rewrite_popen(configured)
 
 
 def pinned_url(argument: str, reach: Reach) -> str:
@@ -414,6 +407,6 @@ def pinned_url(argument: str, reach: Reach) -> str:
 
 def _with_host(url: str, addresses: Sequence[str]) -> str:
     parts = urlsplit(url)
-    literal = f"[{addresses[0]}]" if ":" in addresses[0] else addresses[0]
+    literal = host_literal(addresses[0])
     netloc = f"{literal}:{parts.port}" if parts.port else literal
     return parts._replace(netloc=netloc).geturl()

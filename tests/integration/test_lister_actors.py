@@ -54,7 +54,10 @@ def test_lister_actors_register_record_and_refuse_a_stale_update(
         client.update_lister(lister.model_copy(update={"current_state": {"page": 1}}))
         wait_for(lambda: r.zcard(dead) == 1, 30, "the stale update to be dead-lettered", logs)
     assert (interface.get_lister("actor", "forge") or lister).current_state == {"page": 2}
-    assert "StaleData" in (logs / "api.log").read_text()
+    log = (logs / "api.log").read_text()
+    assert "StaleData" in log
+    # No results backend: an actor that returned a value would log a warning per message.
+    assert "returned a value that is not None" not in log
     assert sum(ctx.mirror.sizes("git").values()) == 50
 
 

@@ -10,7 +10,6 @@ from app.settings import Settings
 from monitoring.dashboard import JSON_PATH, RATE, panels
 from monitoring.dramatiq_metrics import MULTIPROC_ENV, worker_metrics_env
 from monitoring.lanes import lane_of
-from monitoring.queue_wait import QueueWatch
 from monitoring.render import legend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,13 +32,6 @@ def test_wait_is_depth_over_drain_rate_and_unknown_before_any_drain() -> None:
     assert wait_s(0, None) == 0.0
     assert wait_s(10, None) is None
     assert wait_s(10, 2.0) == 5.0
-
-
-def test_queue_watch_measures_the_drain_between_steps() -> None:
-    watch = QueueWatch()
-    assert watch.observe("git", "visit.test", "recurrent", 0, 100, now_s=0.0) is None
-    # 100 held after the first step, 60 left 10 s later: 4 visits/s drained.
-    assert watch.observe("git", "visit.test", "recurrent", 60, 40, now_s=10.0) == pytest.approx(25)
 
 
 def test_every_panel_says_what_it_shows_and_under_which_row() -> None:
