@@ -87,9 +87,9 @@ class WorkerMetrics(Prometheus):
     def forks(self) -> list[Any]:
         return [serve_worker_metrics]
 
-    # Dramatiq counts delayed messages up and down (inc on delay, dec on
-    # process), which can drift below zero; the gauge is set here to the size
-    # of this process's set of delayed ids instead, never negative.
+    # Dramatiq adds one on each delay and takes one off when the message runs,
+    # so a message delayed twice before it runs stays counted for good; the
+    # gauge is set here to the size of this process's set of delayed ids.
     def before_delay_message(self, broker: Any, message: Any) -> None:
         key = (message.queue_name, message.actor_name)
         ids = self._delayed.setdefault(key, set())

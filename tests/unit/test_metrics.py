@@ -110,7 +110,7 @@ def test_the_scheduler_serves_none_of_the_journal_metrics() -> None:
     assert "revisit_worker_" not in served
 
 
-def test_delayed_messages_gauge_never_goes_below_zero() -> None:
+def test_the_delayed_messages_gauge_counts_a_message_delayed_twice_once() -> None:
     from types import SimpleNamespace
 
     from prometheus_client import CollectorRegistry, Gauge
