@@ -1,9 +1,9 @@
 """origin_visit_stats in PostgreSQL: locked reads and set-based writes of a batch.
 
 Every statement takes whole arrays (as JSON text, ``rows.json_array``), so a
-batch of any size costs a few round trips: advance ``last_visit`` of origins
-without a final status, then read the others, and write them refolded where
-no other writer changed them since (those are refolded again, under lock).
+batch of any size costs three round trips: advance ``last_visit`` of origins
+without a final status, then lock and read the others, and write them
+refolded.
 """
 
 from __future__ import annotations
@@ -28,13 +28,8 @@ from app.domain.visit_stats import OriginStats
 StatsKey = tuple[str, str]
 
 
-#: What a batch read of origin_visit_stats: its stats and its version, by key.
-ReadStats = dict[StatsKey, tuple[OriginStats, int]]
-
-
-def read_stats(conn: DictConnection, keys: list[StatsKey], *, lock: bool = False) -> ReadStats:
-    """Read the rows of ``keys`` (url, visit_type), which must be sorted, with
-    their version; with ``lock``, lock them (in that order).
+def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, OriginStats]:
+    """Lock and read the rows of ``keys`` (url, visit_type), which must be sorted.
 
     Absent rows are missing from the result.
     """
@@ -42,26 +37,14 @@ def read_stats(conn: DictConnection, keys: list[StatsKey], *, lock: bool = False
         "urls": json_array([k[0] for k in keys]),
         "visit_types": json_array([k[1] for k in keys]),
     }
-    found: ReadStats = {}
+    found: dict[StatsKey, OriginStats] = {}
     with conn.cursor(row_factory=tuple_row) as cur:
-        if lock:
-            cur.execute(query("lock_stats"), params, binary=True)
-        cur.execute(query("read_stats"), params, binary=True)
-        at = column_index(cur)
-        read = stats_reader(at)
-        version_at = at["version"]
+        cur.execute(query("lock_stats"), params, binary=True)
+        read = stats_reader(column_index(cur))
         for row in cur.fetchall():  # loaded in C, where iterating costs a call per row
             stats = read(row)
-            found[(stats.url, stats.visit_type)] = (stats, row[version_at])
+            found[(stats.url, stats.visit_type)] = stats
     return found
-
-
-def lock_stats(conn: DictConnection, keys: list[StatsKey]) -> dict[StatsKey, OriginStats]:
-    """Lock and read the rows of ``keys`` (url, visit_type), which must be sorted.
-
-    Absent rows are missing from the result.
-    """
-    return {key: stats for key, (stats, _version) in read_stats(conn, keys, lock=True).items()}
 
 
 #: The fields of a Tally that origin_visit_stats stores as columns (the change
@@ -158,39 +141,21 @@ def stats_row(s: OriginStats) -> tuple[Any, ...]:
     )
 
 
-def write_stats(
-    conn: DictConnection, batch: list[OriginStats], versions: list[int | None]
-) -> tuple[list[MirrorRow], list[StatsKey]]:
-    """Upsert ``batch`` (COPY to a staging table, then one statement), each row
-    only if its version is still ``versions``' (same order; None: the row was
-    absent). Return the mirror rows of the written origins, and the keys of
-    those another writer changed since (not written)."""
+def write_stats(conn: DictConnection, batch: list[OriginStats]) -> list[MirrorRow]:
+    """Upsert ``batch`` (COPY to a staging table, then one statement); return the
+    mirror rows of the written origins."""
     if not batch:
-        return [], []
-    params = {
-        "urls": json_array([s.url for s in batch]),
-        "visit_types": json_array([s.visit_type for s in batch]),
-        "versions": json_array(versions),
-    }
+        return []
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query("create_stats_staging"))
         with cur.copy(query("copy_stats_staging")) as copy:
             copy.set_types(list(STATS_STAGING.values()))
             for stats in batch:
                 copy.write_row(stats_row(stats))
-        cur.execute(query("upsert_stats"), params, binary=True)
+        cur.execute(query("upsert_stats"))
         at = column_index(cur)
         values = itemgetter(*[at[name] for name in MIRROR_COLUMNS])
-        written = cur.fetchall()
-        lost: list[StatsKey] = []
-        if len(written) < len(batch):
-            url_at, type_at = at["stats_url"], at["visit_type"]
-            done = {(row[url_at], row[type_at]) for row in written}
-            lost = [(s.url, s.visit_type) for s in batch if (s.url, s.visit_type) not in done]
-            # the staging table empties at commit: the refold of the lost rows
-            # is staged in the same transaction
-            cur.execute(query("clear_stats_staging"))
-        return [MirrorRow(*values(row)) for row in written], lost
+        return [MirrorRow(*values(row)) for row in cur.fetchall()]
 
 
 def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetime]) -> None:
@@ -205,5 +170,4 @@ def advance_last_visit(conn: DictConnection, last_visits: dict[StatsKey, datetim
         "last_visit": json_array([last_visits[k].astimezone(UTC) for k in keys]),
     }
     with conn.cursor() as cur:
-        cur.execute(query("insert_missing_stats"), params, binary=True)
         cur.execute(query("advance_last_visit"), params, binary=True)

@@ -8,23 +8,10 @@ from datetime import datetime, timedelta
 
 from app.db.connection import DictConnection
 from app.db.scheduling import VisitTypeConfig, visit_type_configs
-from app.db.stats import (
-    ReadStats,
-    StatsKey,
-    advance_last_visit,
-    queue_positions,
-    read_stats,
-    write_stats,
-)
+from app.db.stats import StatsKey, advance_last_visit, lock_stats, queue_positions, write_stats
 from app.domain.journal_event import InvalidEvent, VisitStatusEvent
 from app.domain.placement import MirrorRow
-from app.domain.visit_stats import (
-    OriginStats,
-    StatsPolicy,
-    StatsUpdate,
-    apply_events,
-    keyed_fudge,
-)
+from app.domain.visit_stats import OriginStats, StatsPolicy, apply_events, keyed_fudge
 from app.domain.visit_status import FINAL_STATUSES
 from app.kafka.codec import decode_event
 from app.services.context import Context
@@ -108,10 +95,8 @@ def write_batch(
 ) -> tuple[BatchOutcome, list[MirrorRow]]:
     """Fold ``events`` into the stats; return the rows to re-place in the mirror.
 
-    Origins with a final status are read, refolded and written in one
-    transaction, each row only if no other writer changed it since it was read
-    (those are refolded again under lock); the others only move ``last_visit``
-    forward, in their own short transaction.
+    Origins with a final status are locked, refolded and written in one
+    transaction; the others only move ``last_visit`` forward, in one statement.
 
     Every origin with a final status is rewritten and re-placed even when the
     fold gives what is stored: after a crash between the transaction and the
@@ -142,54 +127,22 @@ def write_batch(
     )
     policies = {name: stats_policy(config, ctx) for name, config in configs.items()}
     with conn.transaction():
+        current = lock_stats(conn, refold)
         positions = queue_positions(conn)
-
-        def refolded_from(current: ReadStats, keys: list[StatsKey]) -> list[StatsUpdate]:
-            updates = []
-            for key in keys:
-                url, visit_type = key
-                read = current.get(key)
-                before = OriginStats(url=url, visit_type=visit_type) if read is None else read[0]
-                updates.append(
-                    apply_events(
-                        before,
-                        by_key[key],
-                        positions.get(visit_type, now),
-                        policies[visit_type],
-                        FUDGE,
-                    )
-                )
-            return updates
-
-        # Optimistic: the rows are read unlocked and each is written only if no
-        # other writer changed it since; the few that lost are read again under
-        # lock (which no writer overtakes) and refolded.
-        current = read_stats(conn, refold)
-        updates = dict(zip(refold, refolded_from(current, refold), strict=True))
-        stats = [u.stats for u in updates.values()]
-        mirror_rows, lost = write_stats(conn, stats, [_version(current, k) for k in refold])
-        if lost:
-            current = read_stats(conn, lost, lock=True)
-            again = refolded_from(current, lost)
-            updates.update(zip(lost, again, strict=True))
-            rows, _none_lost = write_stats(
-                conn, [u.stats for u in again], [_version(current, k) for k in lost]
+        for key in refold:
+            url, visit_type = key
+            before = current.get(key) or OriginStats(url=url, visit_type=visit_type)
+            update = apply_events(
+                before, by_key[key], positions.get(visit_type, now), policies[visit_type], FUDGE
             )
-            mirror_rows += rows
-        for key, update in updates.items():
-            visit_type = key[1]
             outcome.written.append(update.stats)
             for result in update.new_outcomes:
                 outcome.outcomes[(result, visit_type)] += 1
             if update.beyond_history:
                 outcome.beyond_history[visit_type] += update.beyond_history
+        mirror_rows = write_stats(conn, outcome.written)
         outcome.finished_requests = follow_visits(conn, events)
     return outcome, mirror_rows
-
-
-def _version(current: ReadStats, key: StatsKey) -> int | None:
-    read = current.get(key)
-    return None if read is None else read[1]
 
 
 def apply_events_batch(

@@ -1,13 +1,12 @@
 -- Applying journal batches to origin_visit_stats.
 
--- name: read_stats
--- Read the rows a batch refolds, with their version, without locking them:
--- upsert_stats writes a row only if its version is still the one read, and
--- the rows that lost that race are refolded under lock_stats. The lateral
+-- name: lock_stats
+-- Lock the rows a batch refolds, in one fixed order (the keys come sorted), so
+-- concurrent journal clients cannot deadlock, and read them. The lateral
 -- subquery makes each key one primary-key probe: a plain join let the planner
--- hash the whole table for every batch, a cost that grows with the table. The
--- keys come as JSON arrays (app.db.rows.json_array: psycopg dumps a list
--- element by element in Python).
+-- hash the whole table for every batch, a cost that grows with the table. The keys come as
+-- JSON arrays (app.db.rows.json_array: psycopg dumps a list element by element
+-- in Python).
 select st.*
 from rows from (
   json_array_elements_text(%(urls)s::json), json_array_elements_text(%(visit_types)s::json)
@@ -18,24 +17,8 @@ cross join lateral (
          s.last_update is not null as reports_last_update, s.next_position_offset, s.eventful_visits, s.uneventful_visits, s.failed_visits,
          s.failures_in_a_row, s.successive_visits, s.last_visit_status::text,
          s.last_visit_number, s.last_final_date, s.last_successful, s.last_eventful,
-         s.last_snapshot, s.last_duration_s, s.version
+         s.last_snapshot, s.last_duration_s
   from origin_visit_stats s
-  where s.url = k.url and s.visit_type = k.visit_type
-) st
-order by k.n
-
--- name: lock_stats
--- Lock the rows of the keys in one fixed order (the keys come sorted), before
--- read_stats reads them again: the rows a batch lost to another writer are
--- refolded under lock, which no writer can overtake (upsert_stats already
--- locked them: ON CONFLICT locks a conflicting row even where its WHERE fails;
--- this says so rather than relying on it).
-select 1
-from rows from (
-  json_array_elements_text(%(urls)s::json), json_array_elements_text(%(visit_types)s::json)
-) with ordinality as k(url, visit_type, n)
-cross join lateral (
-  select 1 from origin_visit_stats s
   where s.url = k.url and s.visit_type = k.visit_type
   for update
 ) st
@@ -44,34 +27,19 @@ order by k.n
 -- name: queue_positions
 select visit_type, position from visit_scheduler_queue_position
 
--- name: insert_missing_stats
--- The rows of origins that only reported created/ongoing statuses and have
--- none yet, with that last_visit; existing rows are left alone (no row lock,
--- no write), advance_last_visit moves them next.
-insert into origin_visit_stats (url, visit_type, last_visit)
+-- name: advance_last_visit
+-- Origins that only reported created/ongoing statuses: last_visit moves forward
+-- only, so this commutes with everything and runs in its own short transaction
+-- (rows in sorted order: no deadlock with another client's batch).
+insert into origin_visit_stats as st (url, visit_type, last_visit)
 select k.url, k.visit_type, k.last_visit::timestamptz
 from rows from (
   json_array_elements_text(%(url)s::json), json_array_elements_text(%(visit_type)s::json),
   json_array_elements_text(%(last_visit)s::json)
 ) as k(url, visit_type, last_visit)
-on conflict (url, visit_type) do nothing
-
--- name: advance_last_visit
--- Origins that only reported created/ongoing statuses: last_visit moves forward
--- only, so this commutes with everything and runs in its own short transaction.
--- A plain UPDATE locks and writes only the rows it changes (an upsert's DO
--- UPDATE locks every conflicting row, a WAL record, before its WHERE). The
--- keys come sorted and the function rows are estimated few, so the plan is a
--- nested loop of primary-key probes in key order: rows are locked in that
--- order, as a refolding batch locks them.
-update origin_visit_stats st
-set last_visit = k.last_visit::timestamptz, version = st.version + 1
-from rows from (
-  json_array_elements_text(%(url)s::json), json_array_elements_text(%(visit_type)s::json),
-  json_array_elements_text(%(last_visit)s::json)
-) as k(url, visit_type, last_visit)
-where st.url = k.url and st.visit_type = k.visit_type
-  and (st.last_visit is null or st.last_visit < k.last_visit::timestamptz)
+on conflict (url, visit_type) do update
+  set last_visit = excluded.last_visit, version = st.version + 1
+  where st.last_visit is null or st.last_visit < excluded.last_visit
 
 -- name: create_stats_staging
 -- Where a batch of refolded rows is COPYed before the upsert: binary COPY
@@ -87,9 +55,6 @@ create temp table if not exists journal_stats_staging (
   reported_change_delay_s double precision
 ) on commit delete rows
 
--- name: clear_stats_staging
-delete from journal_stats_staging
-
 -- name: copy_stats_staging
 copy journal_stats_staging (
   url, visit_type, last_successful, last_visit, last_visit_status, last_snapshot,
@@ -100,37 +65,26 @@ copy journal_stats_staging (
 ) from stdin (format binary)
 
 -- name: upsert_stats
--- Write the staged batch in one statement, in key order (the order lock_stats
--- locks in: Python's code point order, the byte order of "C", which also
+-- Write the staged batch in one statement, in key order (the order rows were
+-- locked in: Python's code point order, the byte order of "C", which also
 -- sorts for less than the database's collation); return what the mirror needs.
--- Each row is written only if its version is still the one its fold read
--- (versions: in the staged rows' order, null for a row that was absent; every
--- writer of origin_visit_stats bumps version, by statement or by trigger); a
--- row another writer changed meanwhile is not returned, and is refolded.
-with expected as (
-  select v.url, v.visit_type, coalesce(v.version::bigint, 0) + 1 as version
-  from rows from (
-    json_array_elements_text(%(urls)s::json), json_array_elements_text(%(visit_types)s::json),
-    json_array_elements_text(%(versions)s::json)
-  ) as v(url, visit_type, version)
-), new as (
-  select j.url, j.visit_type, last_successful, last_visit,
+with new as (
+  select url, visit_type, last_successful, last_visit,
          last_visit_status::visit_status as last_visit_status, last_snapshot,
          next_visit_queue_position, next_position_offset, successive_visits,
          last_visit_number, last_final_date, eventful_visits, uneventful_visits,
          failed_visits, failures_in_a_row, last_duration_s, disabled_for_failures,
          last_eventful, next_visit_anchor, visit_history, change_rate_per_day,
-         reported_change_delay_s, e.version
-  from journal_stats_staging j
-  join expected e on e.url = j.url and e.visit_type = j.visit_type
-  order by j.url collate "C", j.visit_type collate "C"
+         reported_change_delay_s
+  from journal_stats_staging
+  order by url collate "C", visit_type collate "C"
 ), written as (
   insert into origin_visit_stats as st (
     url, visit_type, last_successful, last_visit, last_visit_status, last_snapshot,
     next_visit_queue_position, next_position_offset, successive_visits, last_visit_number,
     last_final_date, eventful_visits, uneventful_visits, failed_visits, failures_in_a_row,
     last_duration_s, disabled_for_failures, last_eventful, next_visit_anchor, visit_history,
-    change_rate_per_day, reported_change_delay_s, version)
+    change_rate_per_day, reported_change_delay_s)
   select * from new
   on conflict (url, visit_type) do update set
     last_successful = excluded.last_successful,
@@ -154,7 +108,6 @@ with expected as (
     change_rate_per_day = excluded.change_rate_per_day,
     reported_change_delay_s = excluded.reported_change_delay_s,
     version = st.version + 1
-  where st.version = excluded.version - 1
-  returning {{mirror_columns}}, st.url as stats_url
+  returning {{mirror_columns}}
 )
 select * from written
