@@ -5,7 +5,8 @@ Each live origin gets the interval ``optimal_interval_s(λ, μ, floor)``
 (``app.domain.allocation``), λ its true change rate (0 before a dormant origin
 wakes, so its dormant and awake parts are planned apart), the floor
 production's. μ is solved once for the measured period: the visits' fixed
-parts plus the fetching of the period's changes fill the budget, the least of
+parts plus the fetching of the period's changes (and the first visits of the
+origins that appear in it) fill the budget, the least of
 the policy's recurrent worker time and the workers' capacity over the period
 (``multiplier_for_capacity``, each part weighted by its fixed cost and live
 time, in the oracle's rate classes). It is null, with the reason, when the floor
@@ -16,9 +17,12 @@ measures (``app.simulator.bound.Samples``: at the sample instants, over the
 origins live at each, so each origin counts by its live time): each part's
 visits are evenly spaced at its interval, the first at a fixed fraction of the
 interval from the part's start (the origin's golden-ratio phase, the same on
-every run), plus one an interval earlier; a visit saves every change made by
-its time. Visits are instantaneous and never fail: a yardstick of what
-spacing by the true rates gives, not a schedule the workers could keep.
+every run). An origin archived before the period was last visited an interval
+before its first visit in it; one that appears during it is first visited when
+first listed (never, if never listed), as the oracle visits new origins first,
+and every interval after. A visit saves every change made by its time. Visits
+are instantaneous and never fail: a yardstick of what spacing by the true rates
+gives, not a schedule the workers could keep.
 """
 
 from __future__ import annotations
@@ -57,11 +61,16 @@ class OptimumOrigin:
     """Worker seconds of one visit's fixed part."""
     fetch_s: float
     """Worker seconds of fetching its changes of the measured period."""
+    first_visit_s: float | None = None
+    """Its first visit, when first listed (inf: never); None when it was archived
+    before the measured period."""
 
     def parts(self) -> list[tuple[float, float, float]]:
-        """(start, end, rate) of its dormant and awake parts."""
-        wake = min(max(self.wake_s, self.live_from), self.live_until)
-        parts = [(self.live_from, wake, 0.0), (wake, self.live_until, self.rate_per_s)]
+        """(start, end, rate) of its dormant and awake parts from its first visit
+        (or the period's start)."""
+        begin = self.live_from if self.first_visit_s is None else self.first_visit_s
+        wake = min(max(self.wake_s, begin), self.live_until)
+        parts = [(begin, wake, 0.0), (wake, self.live_until, self.rate_per_s)]
         return [p for p in parts if p[1] > p[0]]
 
 
@@ -71,12 +80,31 @@ def phase(index: int) -> float:
 
 
 def even_visits(start: float, end: float, interval_s: float, offset: float) -> Array:
-    """Visits every ``interval_s`` from ``start + (offset - 1) * interval_s`` to ``end``."""
+    """Visits every ``interval_s`` from ``start + offset * interval_s`` until ``end``."""
     if not math.isfinite(interval_s):
-        return np.array([start - 1.0])  # archived before the part, never again
-    count = math.ceil((end - start) / interval_s - offset) + 1
-    visits: Array = start + (offset - 1 + np.arange(count + 1, dtype=np.float64)) * interval_s
+        return np.array([], dtype=np.float64)
+    count = max(0, math.ceil((end - start) / interval_s - offset))
+    visits: Array = start + (offset + np.arange(count, dtype=np.float64)) * interval_s
     return visits
+
+
+def planned_visits(origin: OptimumOrigin, intervals_s: list[float]) -> Array:
+    """The origin's visits, ``intervals_s`` those of its ``parts``: its first visit
+    (or, archived before the period, the visit an interval before its first in
+    the period), then every part's visits at its interval, from the first visit
+    for the first part, else from the origin's phase."""
+    parts = origin.parts()
+    if not parts:
+        return np.array([], dtype=np.float64)
+    visits = []
+    for k, ((start, end, _), interval) in enumerate(zip(parts, intervals_s, strict=True)):
+        offset = 1.0 if k == 0 and origin.first_visit_s is not None else phase(origin.index)
+        visits.append(even_visits(start, end, interval, offset))
+    first = origin.first_visit_s
+    if first is None:
+        before = (phase(origin.index) - 1) * intervals_s[0]
+        first = parts[0][0] + (before if math.isfinite(before) else 0.0)
+    return np.concatenate([[first], *visits])
 
 
 def realised_age(
@@ -84,10 +112,10 @@ def realised_age(
 ) -> float:
     """The origin's weighted age (``Samples``) at the sample instants in ``live``
     (from, until) under ``visits`` (sorted), each saving every change made by its
-    time: at an instant t, t less the first change after the last visit by t."""
-    if visits.size == 0:
-        return 0.0
+    time: at an instant t, t less the first change after the last visit by t
+    (the first change, before the first visit)."""
     live_from, live_until = live
+    visits = np.concatenate([[-math.inf], visits])
     pending = np.append(changes, math.inf)[np.searchsorted(changes, visits, side="right")]
     until = np.minimum(np.append(visits[1:], math.inf), live_until)
     keep = pending < until
@@ -130,6 +158,7 @@ def rate_only_optimum(
     # each part's fixed worker seconds per second of the period at one visit a second
     weights = np.array([o.fixed_s * (end - start) / period_s for o, start, end, _ in parts])
     fetching_s = sum(o.fetch_s for o in origins)
+    fetching_s += sum(o.fixed_s for o in origins if o.first_visit_s is not None and o.parts())
     floor_cost_s = fetching_s + float(weights.sum()) * period_s / floor_s
     out["floor_worker_s_per_day"] = floor_cost_s * per_day
     if floor_cost_s > budget_s:
@@ -145,9 +174,9 @@ def rate_only_optimum(
     )
     out["multiplier_s2"] = multiplier if math.isfinite(multiplier) else None
     total = 0.0
-    for o, start, end, rate in parts:
-        interval = optimal_interval_s(rate, multiplier, floor_s)
-        visits = even_visits(start, end, interval, phase(o.index))
-        total += realised_age(visits, o.changes, (start, end), samples)
+    for o in origins:
+        intervals = [optimal_interval_s(rate, multiplier, floor_s) for *_, rate in o.parts()]
+        visits = planned_visits(o, intervals)
+        total += realised_age(visits, o.changes, (o.live_from, o.live_until), samples)
     out["age_days"] = total
     return out

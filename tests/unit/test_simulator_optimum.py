@@ -59,3 +59,23 @@ def test_a_budget_above_the_capacity_is_cut_to_it() -> None:
     assert capped["worker_s_per_day"] == pytest.approx(capacity / 2)
     assert capped["age_days"] == pytest.approx(optimum(capacity, capacity)["age_days"])
     assert capped["age_days"] > optimum(10 * capacity, 10 * capacity)["age_days"]
+
+
+def test_a_new_origin_is_first_visited_when_listed_then_every_interval() -> None:
+    # appears at 2 h (its creation), listed at 6 h, at the floor (a day): visits at
+    # 6 and 30 h; 2 h pending at 2..5 h (0..3 h, 6 h), 20 h at 20..29 h (0..9 h,
+    # 45 h), nothing after 30 h (the change at 30 h is saved by the visit at 30 h)
+    changes = np.array([2.0, 20.0, 30.0]) * HOUR_S
+    origin = OptimumOrigin(7, 2 * HOUR_S, 2 * DAY_S, -math.inf, 0.0, changes, 10.0, 0.0, 6 * HOUR_S)
+    # the first visit, then the floor's over the 42 h from it
+    cost = 10.0 + 10.0 * 42 / 24
+    optimum = rate_only_optimum([origin], SAMPLES, DAY_S, PERIOD, cost, 1e9)
+    assert optimum["age_days"] == pytest.approx(51 / 48 / 24)
+    never = OptimumOrigin(7, 2 * HOUR_S, 2 * DAY_S, -math.inf, 0.0, changes, 10.0, 0.0, math.inf)
+    # never listed, never visited: 2 h pending at every sample from 2 h (0..45 h)
+    assert realised_age(np.array([]), changes, (2 * HOUR_S, 2 * DAY_S), SAMPLES) == pytest.approx(
+        45 * 46 / 2 / 48 / 24
+    )
+    assert rate_only_optimum([never], SAMPLES, DAY_S, PERIOD, 0.0, 1e9)["age_days"] == (
+        pytest.approx(45 * 46 / 2 / 48 / 24)
+    )
