@@ -162,10 +162,10 @@ def rate_only_optimum(
     floor_cost_s = fetching_s + float(weights.sum()) * period_s / floor_s
     out["floor_worker_s_per_day"] = floor_cost_s * per_day
     if floor_cost_s > budget_s:
-        whose = "the workers' capacity" if budget_s == capacity_s else "the policy's recurrent"
+        whose = "the workers' capacity" if budget_s == capacity_s else "the policy's worker time"
         out["reason"] = (
             f"the floor alone (every live origin every {floor_s / DAY_S:.3g} days) needs "
-            f"{floor_cost_s * per_day:.0f} worker-s/day, more than {whose} "
+            f"{floor_cost_s * per_day:.0f} worker-s/day, more than {whose}, "
             f"{budget_s * per_day:.0f}"
         )
         return out
