@@ -30,7 +30,8 @@ gap to the default is what learning the rates costs.
 Prints one table per world: per configuration and visit type, the median over
 the seeds of each figure (see ``FIGURES``; "age / best baseline" is the mean
 age over the better baseline's of the same seed, "age / bound" over the
-clairvoyant bound's; "best baseline" which baseline that was, over how many
+clairvoyant bound's, "age / rate-only optimum" over the rate-only optimum's,
+"-" where it is infeasible; "best baseline" which baseline that was, over how many
 seeds), with the load average beside the wall clock; writes
 every run's report to ``--json``.
 """
@@ -97,12 +98,21 @@ def _over_best_baseline(report: dict[str, Any]) -> float | None:
     return mine / best if mine is not None and best else None
 
 
+def _over_rate_only_optimum(report: dict[str, Any]) -> float | None:
+    """Mean age over the rate-only optimum's (None where it is infeasible)."""
+    optimum = report.get("rate_only_optimum")
+    mine = report.get("age_days")
+    return mine / optimum if mine is not None and optimum else None
+
+
 #: Column, figure of a visit type's report.
 FIGURES: tuple[tuple[str, Getter], ...] = (
     ("mean age (d)", lambda r: r["age_days"]),
     ("age / best baseline", _over_best_baseline),
     ("age / bound", lambda r: r["clairvoyant_bound"]["policy_age_ratio"]),
     ("bound (d)", lambda r: r["clairvoyant_bound"]["age_days"]),
+    ("age / rate-only optimum", _over_rate_only_optimum),
+    ("rate-only optimum (d)", lambda r: r.get("rate_only_optimum")),
     ("age lu (d)", lambda r: r["age_days_by_lister"]["last_update"]),
     ("age no-lu (d)", lambda r: r["age_days_by_lister"]["no_last_update"]),
     ("utilisation", lambda r: r["worker_utilisation"]),

@@ -13,8 +13,9 @@ from app.domain.allocation import lateness_reference_s
 from app.domain.visit_stats import FLOOR_MARGIN
 from app.simulator.bound import Samples, clairvoyant_bound, origin_case
 from app.simulator.engine import Simulation
+from app.simulator.optimum import OptimumOrigin, rate_only_optimum
 from app.simulator.workers import WorkerPool
-from app.simulator.world import DAY_S, KINDS
+from app.simulator.world import DAY_S, KINDS, Origin
 
 REPORT_FILE = "report.json"
 PLOT_FILE = "metrics.png"
@@ -42,6 +43,7 @@ def build_report(sim: Simulation, days: float) -> dict[str, Any]:
             "mirror_returned": dict(sorted(state.returned.items())),
             "journal_beyond_history": sim.beyond_history[name],
             "clairvoyant_bound": bound_section(name, sim, summary),
+            **optimum_section(name, sim),
         }
     return {
         "simulated_days": days,
@@ -77,23 +79,16 @@ def bound_section(name: str, sim: Simulation, policy: dict[str, Any]) -> dict[st
     summary, for the ratio."""
     state = sim.types[name]
     truth, loader = state.truth, sim.config.loader
-    measured = [s for s in truth.samples if s.t >= sim.measure_from_s]
-    samples = Samples(
-        np.array([s.t for s in measured], dtype=np.float64),
-        np.array([s.live for s in measured], dtype=np.float64),
-    )
+    samples = _measured_samples(sim, name)
     cases = []
     for origin in truth.origins:
-        scale = loader.scale * origin.size
-        commits = np.diff(origin.commits, prepend=0).astype(np.float64)
-        fetch = scale * np.minimum(loader.per_commit_s * commits, loader.cap_s - loader.base_s)
         case = origin_case(
             origin,
             float(truth.listed_at[origin.index]),
             samples,
             (sim.start_s, sim.measure_from_s),
-            scale * loader.base_s,
-            fetch,
+            loader.scale * origin.size * loader.base_s,
+            _change_costs_s(sim, origin),
         )
         if case is not None:
             cases.append(case)
@@ -110,6 +105,67 @@ def bound_section(name: str, sim: Simulation, policy: dict[str, Any]) -> dict[st
         **bound,
         "worker_s_per_day": budget / days if days > 0 else None,
         "policy_age_ratio": _ratio(policy["age_days"], bound["age_days"]),
+    }
+
+
+def _measured_samples(sim: Simulation, name: str) -> Samples:
+    """The measured period's sample instants of a visit type, weighted as its mean age."""
+    measured = [s for s in sim.types[name].truth.samples if s.t >= sim.measure_from_s]
+    return Samples(
+        np.array([s.t for s in measured], dtype=np.float64),
+        np.array([s.live for s in measured], dtype=np.float64),
+    )
+
+
+def _change_costs_s(sim: Simulation, origin: Origin) -> np.ndarray[tuple[int], Any]:
+    """Worker seconds of fetching each of the origin's changes (its commits, cut by
+    the loader's cap)."""
+    loader = sim.config.loader
+    commits = np.diff(origin.commits, prepend=0).astype(np.float64)
+    cut = np.minimum(loader.per_commit_s * commits, loader.cap_s - loader.base_s)
+    costs: np.ndarray[tuple[int], Any] = loader.scale * origin.size * cut
+    return costs
+
+
+def optimum_section(name: str, sim: Simulation) -> dict[str, Any]:
+    """The rate-only optimum (``app.simulator.optimum``) over the measured period:
+    ``rate_only_optimum`` its mean age in days (None when infeasible, with
+    ``rate_only_optimum_reason``), ``rate_only_optimum_budget`` the worker time it
+    was given, the policy's recurrent worker time capped at the workers' capacity."""
+    state = sim.types[name]
+    truth, loader = state.truth, sim.config.loader
+    period = (sim.measure_from_s, sim.end_s)
+    origins = []
+    for origin in truth.origins:
+        live = (max(origin.appear_s, period[0]), min(origin.vanish_s, period[1] + 1))
+        if origin.kind == "dead" or live[1] <= live[0]:
+            continue
+        window = (origin.changes >= period[0]) & (origin.changes <= period[1])
+        window &= origin.changes < live[1]
+        origins.append(
+            OptimumOrigin(
+                origin.index,
+                *live,
+                origin.wake_s,
+                origin.rate_per_day / DAY_S,
+                origin.changes,
+                loader.scale * origin.size * loader.base_s,
+                float(_change_costs_s(sim, origin)[window].sum()),
+                None if origin.appear_s < period[0] else float(truth.listed_at[origin.index]),
+            )
+        )
+    optimum = rate_only_optimum(
+        origins,
+        _measured_samples(sim, name),
+        truth.max_interval_s * FLOOR_MARGIN,
+        period,
+        state.recurrent.busy_s,
+        state.recurrent.workers * (period[1] - period[0]),
+    )
+    return {
+        "rate_only_optimum": optimum.pop("age_days"),
+        "rate_only_optimum_reason": optimum.pop("reason"),
+        "rate_only_optimum_budget": optimum,
     }
 
 

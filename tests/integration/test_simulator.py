@@ -275,6 +275,10 @@ def test_no_policy_beats_the_clairvoyant_bound_and_the_busy_workers_are_reported
     bound = git["clairvoyant_bound"]
     assert 0 < bound["age_days"] < git["age_days"]
     assert bound["policy_age_ratio"] == pytest.approx(git["age_days"] / bound["age_days"])
+    # the rate-only optimum: a figure or the reason there is none, within the workers' time
+    assert (git["rate_only_optimum"] is None) == (git["rate_only_optimum_reason"] is not None)
+    capacity_per_day = config.visit_types[0].workers * DAY_S
+    assert git["rate_only_optimum_budget"]["worker_s_per_day"] <= capacity_per_day * (1 + 1e-9)
     # a backlog keeps the worker busy: the scheduler refills as soon as a visit ends
     assert git["worker_utilisation"] > 0.9
 

@@ -79,9 +79,12 @@ def test_a_bad_configuration_is_refused(arg: str) -> None:
         parse_policies(arg)
 
 
-def _result(name: str, seed: int, age: float | None, spec: Any = "default") -> dict[str, Any]:
+def _result(
+    name: str, seed: int, age: float | None, spec: Any = "default", optimum: float | None = None
+) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "age_days": age,
+        "rate_only_optimum": optimum,
         "age_days_by_lister": {"last_update": age, "no_last_update": age},
         "freshness": 0.5,
         "worker_utilisation": 0.9,
@@ -160,6 +163,21 @@ def test_tables_hold_the_median_over_seeds_of_each_configuration() -> None:
     assert rows["ref / git"]["> max_interval"] == 1.0
     assert rows["ref / git"]["runs"] == 3
     assert rows["new / git"]["mean age (d)"] is None
+
+
+def test_the_age_over_the_rate_only_optimum_is_shown_only_where_it_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = [_result("fits", 0, 1.0, optimum=0.4), _result("overloaded", 0, 1.0)]
+    rows = summarise(results)["default (90 days)"]
+    assert rows["fits / git"]["age / rate-only optimum"] == pytest.approx(2.5)
+    assert rows["overloaded / git"]["age / rate-only optimum"] is None
+    path = tmp_path / "runs.json"
+    write_results(path, results)
+    assert main(["--tables-only", "--json", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if "age / rate-only optimum" in x)
+    assert [cell.strip() for cell in line.split("│")[2:4]] == ["2.5", "-"]
 
 
 def test_saved_runs_can_be_tabled_again_without_running(
