@@ -152,7 +152,7 @@ def schedule_step(
     now_s = epoch_s(now)
     picked: list[tuple[int, str, str]] = []  # id, pool, policy
     for policy, count in query_shares(policies, slots).items():
-        ranked = candidates(
+        pages = candidates(
             conn,
             policy,
             visit_type,
@@ -160,8 +160,13 @@ def schedule_step(
             rested_before=now - ctx.cooldowns.absolute,
             lost_before=now - ctx.cooldowns.scheduled,
         )
-        for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
-            picked.append((p.id, p.pool, policy))
+        claimed = 0
+        for ranked in pages:
+            for p in ctx.mirror.claim(visit_type, ranked, now_s, count - claimed, peek=dry_run):
+                picked.append((p.id, p.pool, policy))
+                claimed += 1
+            if claimed >= count:
+                break
     planned = plans_capacity(policies)
     config = visit_type_configs(conn).get(visit_type) if planned else None
     popped = ctx.mirror.pop(
