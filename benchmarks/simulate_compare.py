@@ -19,9 +19,10 @@ one of the "vs" column.
 Beside them, every world and seed also runs the two baselines (``BASELINES``;
 ``--no-baselines`` leaves them out), inside the simulator, so that failures,
 cooldowns, the loader's cap and the queue weigh on them as on the rest:
-``round_robin`` (``oldest_scheduled_first``: every origin equally often) and
-``oracle`` (the rate-only age-optimal allocation of the true change rates,
-evenly spaced visits, no last_update: ``app.simulator.oracle``). A third
+``round_robin`` (the origin longest without a successful visit first: every
+origin equally often, no last_update) and ``oracle`` (the rate-only
+age-optimal allocation of the true change rates, evenly spaced visits, no
+last_update), both in ``app.simulator.oracle``. A third
 configuration, ``oracle_planner``, is a diagnostic run only when named: the
 default's own planning fed the true rates (``WorldConfig.oracle_rates``), whose
 gap to the default is what learning the rates costs.
@@ -171,12 +172,10 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
     for vt in config.visit_types:
         if spec == "world":
             policies = vt.policies
-        elif spec in ("default", "oracle_planner", "oracle"):
-            # the oracle sends the recurrent visits itself; the defaults give it
+        elif spec in ("default", "oracle_planner", *BASELINES.values()):
+            # a baseline sends the recurrent visits itself; the defaults give it
             # the default's cooldowns (a failed fast changer rests its change interval)
             policies = None
-        elif spec == "round_robin":
-            policies = {"oldest_scheduled_first": 1.0}
         elif spec == "reference":
             policies = dict(REFERENCE)
         elif all(isinstance(v, dict) for v in spec.values()):
@@ -192,6 +191,7 @@ def configure(config: WorldConfig, seed: int, spec: Any) -> WorldConfig:
             "settings": settings,
             "oracle_rates": spec == "oracle_planner",
             "rate_only_oracle": spec == "oracle",
+            "round_robin": spec == "round_robin",
         }
     )
 

@@ -190,6 +190,12 @@ class WorldConfig(_Model):
         description="the recurrent visits follow the rate-only age-optimal allocation of the "
         "true change rates instead of the policies (the oracle baseline, app.simulator.oracle)",
     )
+    round_robin: bool = Field(
+        default=False,
+        description="the recurrent visits go to the origin longest without a successful "
+        "visit instead of following the policies: every origin equally often (the "
+        "round_robin baseline, app.simulator.oracle)",
+    )
     visit_types: list[VisitTypeWorld] = Field(
         default_factory=lambda: [
             VisitTypeWorld(),
@@ -211,6 +217,8 @@ class WorldConfig(_Model):
         names = [vt.name for vt in self.visit_types]
         if len(set(names)) != len(names):
             raise ValueError("visit_types: each name once")
+        if self.rate_only_oracle and self.round_robin:
+            raise ValueError("round_robin: one baseline at a time, not with rate_only_oracle")
         for vt in self.visit_types:
             listers = [lister.name for lister in vt.listers]
             if len(set(listers)) != len(listers):

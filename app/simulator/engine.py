@@ -57,7 +57,7 @@ from app.services.scheduler_step import MIN_FREE_FRACTION, plan_step
 from app.services.scheduling import free_slots, visit_number
 from app.settings import Settings
 from app.simulator.config import WorldConfig
-from app.simulator.oracle import POLICY, OracleScheduler, RateOnlyOracle
+from app.simulator.oracle import OracleScheduler, RateOnlyOracle
 from app.simulator.truth import Truth
 from app.simulator.workers import Order, WorkerPool
 from app.simulator.world import DAY_S, VisitTypeWorldState, at, build_world
@@ -187,14 +187,16 @@ class Simulation:
         self._origin_of = {o.url: o for state in self.types.values() for o in state.world.origins}
         self.configs = visit_type_configs(conn)  # with the world's queue lengths
         self.oracles: dict[str, OracleScheduler] = {}
-        """With ``rate_only_oracle``: what schedules each visit type's recurrent queue."""
-        if config.rate_only_oracle:
+        """With ``rate_only_oracle`` or ``round_robin``: what schedules each visit
+        type's recurrent queue."""
+        if config.rate_only_oracle or config.round_robin:
             for name, state in self.types.items():
                 oracle = RateOnlyOracle(
                     state.world.origins,
                     config.loader,
                     state.world.config.workers,
                     self.configs[name].max_interval_s * FLOOR_MARGIN,
+                    uniform=config.round_robin,
                 )
                 self.oracles[name] = OracleScheduler(name, oracle, state.index_of)
         self._due: list[_Due] = []
@@ -403,7 +405,8 @@ class Simulation:
             slots = free_slots(2 * bound, 2 * bound - free, MIN_FREE_FRACTION)
             replan = SIMULATED_ALLOCATION_INTERVAL_S
             sends = oracle.send(self.conn, self.ctx, t, slots, state.truth.listed_at, replan)
-            state.recurrent.send([Order(i, url, visit, POLICY, t) for i, url, visit in sends])
+            policy = oracle.oracle.policy
+            state.recurrent.send([Order(i, url, visit, policy, t) for i, url, visit in sends])
 
     def _outcome(self, name: str, order: Order, start: float) -> tuple[str, float, int | None]:
         """A visit's final status, duration and (on success) the changes the

@@ -13,6 +13,11 @@ alone takes all of it). It is re-solved as production re-solves its own
 (``SIMULATED_ALLOCATION_INTERVAL_S``). No ``last_update``, no reported change,
 nothing learned: what spacing the visits by the true rates alone achieves.
 
+With ``uniform`` it is the ``round_robin`` baseline instead: every interval
+the same (the floor), whatever the rate, so the ranking below is the origin
+longest without a successful visit first: every origin equally often, through
+the same claim, cooldowns and queue as the oracle.
+
 It runs inside the simulator in place of the policies of the recurrent queue,
 through production's claim and mark (``OracleScheduler``): the mirror skips
 origins resting (cooldowns), in flight, unlisted or disabled for failures, as
@@ -54,6 +59,7 @@ CLASSES_PER_DECADE = 20
 #: Origins handed to the mirror per claim, per slot to fill.
 CLAIM_CHUNK_PER_SLOT = 8
 POLICY = "oracle"
+ROUND_ROBIN = "round_robin"
 UNKNOWN, NO_ROW = -1, -2
 
 
@@ -79,9 +85,18 @@ class RateOnlyOracle:
     """The allocation and the ranking of one visit type's origins (pure: no I/O)."""
 
     def __init__(
-        self, origins: Sequence[Origin], loader: Loader, workers: int, floor_s: float
+        self,
+        origins: Sequence[Origin],
+        loader: Loader,
+        workers: int,
+        floor_s: float,
+        *,
+        uniform: bool = False,
     ) -> None:
         self.origins = origins
+        self.uniform = uniform
+        """Every origin the same interval: the ``round_robin`` baseline."""
+        self.policy = ROUND_ROBIN if uniform else POLICY
         sizes = np.array([o.size for o in origins], dtype=np.float64)
         self.fixed_s = loader.scale * sizes * loader.base_s
         per_change = loader.commits_per_change * loader.per_commit_s
@@ -104,7 +119,9 @@ class RateOnlyOracle:
 
     def plan(self, t: float, live: np.ndarray[tuple[int], np.dtype[np.bool_]]) -> None:
         """Solve μ for the ``live`` origins' true rates at ``t`` and the workers' time;
-        set every origin's interval."""
+        set every origin's interval (with ``uniform``, the floor for every origin)."""
+        if self.uniform:
+            return
         rates = self.true_rates_per_s(t)
         fetching = float((rates * self.fetch_s_per_change)[live].sum())
         classes = rate_classes(rates[live], self.fixed_s[live])

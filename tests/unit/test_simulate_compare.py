@@ -112,14 +112,20 @@ def _result(name: str, seed: int, age: float | None, spec: Any = "default") -> d
 
 def test_the_baselines_are_round_robin_and_the_rate_only_allocation_of_the_true_rates() -> None:
     round_robin = configure(WORLD, 4, "round_robin")
-    assert [vt.policies for vt in round_robin.visit_types] == [{"oldest_scheduled_first": 1.0}] * 2
+    # the simulator sends round-robin's visits itself, as the oracle's: a query
+    # policy whose resting origins lead its order would leave the batch to the
+    # pools, which serve the changes the forges report
+    assert round_robin.round_robin
+    assert [vt.policies for vt in round_robin.visit_types] == [None, None]
     assert not round_robin.rate_only_oracle
     oracle = configure(WORLD, 4, "oracle")
     assert oracle.rate_only_oracle
     # the defaults' policies, for their cooldowns: the oracle picks the visits
     assert [vt.policies for vt in oracle.visit_types] == [None, None]
     assert not oracle.oracle_rates
+    assert not oracle.round_robin
     assert not configure(WORLD, 4, "default").rate_only_oracle
+    assert not configure(WORLD, 4, "default").round_robin
 
 
 def test_the_oracle_planner_is_a_diagnostic_run_only_when_named() -> None:

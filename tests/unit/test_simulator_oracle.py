@@ -69,6 +69,18 @@ def test_never_visited_origins_come_first_then_the_furthest_through_their_interv
     assert oracle.ranking(100.0, listed_at).tolist() == [2, 1, 0]
 
 
+def test_round_robin_gives_every_origin_the_floor_and_ranks_the_longest_unvisited_first() -> None:
+    origins = [_origin(k, r) for k, r in enumerate([10.0, 0.01, 1.0, 0.0])]
+    round_robin = RateOnlyOracle(origins, Loader(), 1, FLOOR_S, uniform=True)
+    round_robin.plan(0.0, np.ones(4, dtype=bool))
+    assert (round_robin.interval_s == FLOOR_S).all()
+    assert round_robin.policy == "round_robin"
+    for index, start in enumerate([30.0, 10.0, 20.0, 40.0]):
+        round_robin.visited(index, start)
+    # the slow changer first, the fast one third: rates play no part
+    assert round_robin.ranking(100.0, np.zeros(4)).tolist() == [1, 2, 0, 3]
+
+
 def test_rate_classes_keep_the_total_weight_and_its_weighted_rate() -> None:
     rates = np.array([0.0, 1e-6, 1.01e-6, 3e-5, 0.0])
     weights = np.array([1.0, 2.0, 2.0, 4.0, 3.0])
