@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.db.listings import mirror_row
 from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import (
@@ -222,7 +222,8 @@ def _record(
 ) -> list[VisitOrder]:
     policy_of = {origin: policy for origin, _, policy in picked}
     by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
-    with conn.transaction():
+
+    def stamp(conn: DictConnection) -> list[dict[str, Any]]:
         rows = mark_scheduled(conn, list(policy_of), now)
         # The latest target, converted once (epoch_s keeps the order of instants).
         targets = [
@@ -232,6 +233,11 @@ def _record(
         ]
         if targets:
             advance_queue_position(conn, visit_type, epoch_s(max(targets)))
+        return rows
+
+    # The picks are in flight in Redis already: a deadlock with a journal client
+    # (this locks by id, the journal by key) must not leave them unstamped.
+    rows = in_transaction(conn, stamp)
     # In flight since now, at the version the mark gave them: this wins over a
     # journal client that committed before the mark but reached Redis after the
     # pop (and moved one back to a pool); any later placement wins over this.

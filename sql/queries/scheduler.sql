@@ -12,17 +12,9 @@
 -- mirror columns and the new version, for the scheduler to confirm the
 -- origins in flight at that version (app.services.mirror_sync.place_rows).
 -- version is bumped here, not by the row trigger's function (migration 16).
--- The rows are locked first in key order, byte order of (url, visit_type), the
--- order the journal locks its rows in (lock_stats): an update by id locks
--- in id order, and a journal batch sharing two of its rows deadlocked with it.
-with locked as (
-  select id from origin_visit_stats where id = any(%(ids)s)
-  order by url collate "C", visit_type collate "C"
-  for update
-), marked as (
+with marked as (
   update origin_visit_stats st set last_scheduled = %(now)s, version = st.version + 1
-  from locked l
-  where st.id = l.id
+  where st.id = any(%(ids)s)
   returning st.url, st.last_duration_s, {{mirror_columns}}
 )
 select m.*,

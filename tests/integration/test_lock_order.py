@@ -1,4 +1,4 @@
-"""Writers of origin_visit_stats lock its rows in one order, so none deadlocks."""
+"""A scheduling step and a journal batch that lock shared rows in opposite orders."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.db.connection import DictConnection, connect
-from app.db.scheduling import mark_scheduled
 from app.db.stats import lock_stats
+from app.services.context import Context
+from app.services.scheduling import schedule_step
 from app.settings import Settings
+from tests.integration.helpers import list_origins
+
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+A, B = "https://x.example/a.git", "https://x.example/b.git"
 
 
 def _waiting_on_a_lock(conn: DictConnection, pid: int, timeout_s: float = 10.0) -> bool:
@@ -25,48 +30,38 @@ def _waiting_on_a_lock(conn: DictConnection, pid: int, timeout_s: float = 10.0) 
     return False
 
 
-def test_the_scheduler_and_the_journal_lock_shared_rows_in_one_order_and_never_deadlock(
-    settings: Settings, conn: DictConnection
+def test_a_step_that_deadlocks_with_a_journal_batch_still_stamps_and_sends_its_picks(
+    settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
-    # Ids and keys in opposite orders: the later id has the earlier url.
-    conn.execute(
-        "insert into origin_visit_stats (url, visit_type) values "
-        "('https://x.example/b.git', 'git'), ('https://x.example/a.git', 'git')"
-    )
-    ids = {
-        r["url"]: int(r["id"])
-        for r in conn.execute("select id, url from origin_visit_stats").fetchall()
-    }
-    assert ids["https://x.example/b.git"] < ids["https://x.example/a.git"]
+    # Listed b first: the later id has the earlier url, so the step (by id)
+    # and the journal (by key) lock the two rows in opposite orders.
+    list_origins(conn, ctx, [B], now=NOW)
+    list_origins(conn, ctx, [A], now=NOW)
     journal = connect(settings, autocommit=False)
     scheduler = connect(settings)
-    scheduler_pid = scheduler.info.backend_pid
     outcome: dict[str, Any] = {}
 
     def schedule() -> None:
         try:
-            with scheduler.transaction():
-                outcome["rows"] = mark_scheduled(scheduler, sorted(ids.values()), datetime.now(UTC))
+            outcome["step"] = schedule_step(scheduler, ctx, "git", 10, NOW)
         except Exception as exc:
             outcome["error"] = exc
 
     try:
-        # The journal locks in key order (lock_stats takes sorted keys): a first...
-        lock_stats(journal, [("https://x.example/a.git", "git")])
+        lock_stats(journal, [(A, "git")])  # the journal's batch locks a...
         thread = threading.Thread(target=schedule)
         thread.start()
-        assert _waiting_on_a_lock(conn, scheduler_pid)
-        # ...then b, while the scheduler waits for its batch.
-        lock_stats(journal, [("https://x.example/b.git", "git")])
+        assert _waiting_on_a_lock(conn, scheduler.info.backend_pid)
+        lock_stats(journal, [(B, "git")])  # ...then b, held by the waiting step
         journal.commit()
-        thread.join(timeout=30)
+        thread.join(timeout=60)
         assert not thread.is_alive()
     finally:
         journal.close()
+        scheduler.close()
     assert "error" not in outcome, outcome.get("error")
-    assert sorted(int(r["id"]) for r in outcome["rows"]) == sorted(ids.values())
+    assert sorted(o.url for o in outcome["step"].orders) == [A, B]
     stamped = conn.execute(
-        "select count(*) as n from origin_visit_stats where last_scheduled is not null"
+        "select count(*) as n from origin_visit_stats where last_scheduled = %s", (NOW,)
     ).fetchone()
     assert stamped is not None and stamped["n"] == 2
-    scheduler.close()
