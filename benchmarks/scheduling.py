@@ -340,13 +340,15 @@ def query_policy_times(
     for _ in range(repeat):
         started = time.perf_counter()
         now = datetime.now(tz=UTC)
-        ranked = candidates(
-            conn,
-            policy,
-            VISIT_TYPE,
-            count,
-            rested_before=now - ctx.cooldowns.absolute,
-            lost_before=now - ctx.cooldowns.scheduled,
+        ranked = next(
+            candidates(
+                conn,
+                policy,
+                VISIT_TYPE,
+                count,
+                rested_before=now - ctx.cooldowns.absolute,
+                lost_before=now - ctx.cooldowns.scheduled,
+            )
         )
         queried = time.perf_counter()
         got = ctx.mirror.claim(VISIT_TYPE, ranked, time.time(), count)

@@ -15,6 +15,7 @@ import logging
 import os
 import queue
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -23,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from app.db.errors import is_unavailable
+from app.db.errors import is_conflict, is_unavailable
 from app.domain.backoff import Backoff
 from app.settings import ConfigFileError, Settings
 
@@ -131,10 +132,11 @@ class Connections:
             try:
                 with self.borrow() as conn:
                     return work(conn)
-            except psycopg.errors.TransactionRollback as exc:
-                on_retry("conflict")
-                log.info("retrying after a conflict: %s", exc)
             except psycopg.OperationalError as exc:
+                if is_conflict(exc):
+                    on_retry("conflict")
+                    log.info("retrying after a conflict: %s", exc)
+                    continue
                 if not is_unavailable(exc):
                     raise
                 on_retry("reconnect")
@@ -164,6 +166,29 @@ class Connections:
         conn = connect(self.settings)
         self.opened += 1
         return conn
+
+
+#: Times ``in_transaction`` runs its work when PostgreSQL aborts it for a conflict.
+CONFLICT_ATTEMPTS = 5
+#: Pause before the first retry of ``in_transaction`` (longer before each next one).
+CONFLICT_PAUSE_S = 0.1
+
+
+def in_transaction(conn: DictConnection, work: Callable[[DictConnection], T]) -> T:
+    """``work`` in one transaction of ``conn``, run again (``CONFLICT_ATTEMPTS`` times
+    in all) when PostgreSQL aborts it for a deadlock or a serialization failure,
+    after a pause that lets the other writer take the rows it waited for
+    (retried at once, this one could take them back first and deadlock again)."""
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            with conn.transaction():
+                return work(conn)
+        except psycopg.OperationalError as exc:
+            if not is_conflict(exc) or attempt == CONFLICT_ATTEMPTS:
+                raise
+            log.info("retrying after a conflict: %s", str(exc).splitlines()[0])
+            time.sleep(CONFLICT_PAUSE_S * attempt)
+    raise AssertionError("unreachable")
 
 
 def _reusable(conn: DictConnection | None) -> bool:

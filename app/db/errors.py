@@ -26,6 +26,14 @@ def is_refused_value(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.Error) and (sqlstate or "")[:2] in REFUSED_VALUE_CLASSES
 
 
+def is_conflict(exc: BaseException) -> bool:
+    """True if PostgreSQL rolled the transaction back for another writer (SQLSTATE
+    class 40: a deadlock, a serialization failure): the same work, run again,
+    goes through. psycopg's ``TransactionRollback`` is class 40's bare code
+    only; ``DeadlockDetected`` and ``SerializationFailure`` are not under it."""
+    return isinstance(exc, psycopg.Error) and (getattr(exc, "sqlstate", None) or "")[:2] == "40"
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True if the server could not do the work now but may later (wait and retry)."""
     return isinstance(exc, psycopg.OperationalError) and not is_refused_value(exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,9 @@ OLDEST_SCHEDULED = "oldest_scheduled_first"
 
 #: Candidates fetched per slot: some of them may be resting or in flight.
 OVERFETCH = 3
+#: Pages of candidates oldest_scheduled_first reads in one step at most: past
+#: them, what it could not claim goes to the pools.
+MAX_PAGES = 20
 
 
 def policies_of(conn: DictConnection, visit_type: str) -> dict[str, float]:
@@ -83,20 +87,33 @@ def candidates(
     count: int,
     rested_before: datetime,
     lost_before: datetime,
-) -> list[int]:
-    """Origin ids ranked by a query policy (more than ``count``: some may be busy).
+) -> Iterator[list[int]]:
+    """Pages of origin ids ranked by a query policy, best first, ``count * OVERFETCH``
+    a page (some may be resting or in flight); the caller reads pages until it
+    has claimed ``count``. stop_after_success leaves resting origins out: one
+    page. oldest_scheduled_first cannot (its rests depend on each origin's
+    failures and rate): origins resting after failed or not_found visits lead
+    its order for as long as they rest, so it goes on past them, ``MAX_PAGES``
+    pages at most.
 
     ``rested_before``: origins visited later are still cooling down;
     ``lost_before``: origins scheduled earlier without a result count as lost.
     """
-    params = {
+    params: dict[str, Any] = {
         "visit_type": visit_type,
         "limit": count * OVERFETCH,
         "rested_before": rested_before,
         "lost_before": lost_before,
+        "after_scheduled": None,
+        "after_id": None,
     }
-    rows = conn.execute(query(f"candidates_{policy}"), params)
-    return [int(r["id"]) for r in rows]
+    for _ in range(MAX_PAGES if policy == OLDEST_SCHEDULED else 1):
+        rows = conn.execute(query(f"candidates_{policy}"), params).fetchall()
+        yield [int(r["id"]) for r in rows]
+        if len(rows) < params["limit"]:
+            return
+        params["after_scheduled"] = rows[-1].get("last_scheduled")
+        params["after_id"] = rows[-1]["id"]
 
 
 def listers_with_first_visits_due(conn: DictConnection) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.db.replan import PlannedTarget, set_planned_targets, stats_after
 from app.db.scheduling import VisitTypeConfig
 from app.domain.visit_stats import replanned_target
@@ -80,8 +80,9 @@ def replan_slice(
             stats.reported_change_delay_s, delay
         ):
             moves.append((origin_id, target, stats.tally.last_final_date, delay))
-    with conn.transaction():
-        written = set_planned_targets(conn, moves)
+    # Between a scheduling step's pop and its bookkeeping: a deadlock with a
+    # journal client is written again, never left to strand the step's picks.
+    written = in_transaction(conn, lambda c: set_planned_targets(c, moves))
     place_rows(ctx, written, now, keep_inflight=True)
     ctx.mirror.set_replan_state(config.name, rows[-1][0] if len(rows) == limit else 0, multiplier)
     return len(written)

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.db.listings import mirror_row
 from app.db.policies import candidates, first_visit_candidates
 from app.db.scheduling import (
@@ -152,7 +152,7 @@ def schedule_step(
     now_s = epoch_s(now)
     picked: list[tuple[int, str, str]] = []  # id, pool, policy
     for policy, count in query_shares(policies, slots).items():
-        ranked = candidates(
+        pages = candidates(
             conn,
             policy,
             visit_type,
@@ -160,8 +160,13 @@ def schedule_step(
             rested_before=now - ctx.cooldowns.absolute,
             lost_before=now - ctx.cooldowns.scheduled,
         )
-        for p in ctx.mirror.claim(visit_type, ranked, now_s, count, peek=dry_run):
-            picked.append((p.id, p.pool, policy))
+        claimed = 0
+        for ranked in pages:
+            for p in ctx.mirror.claim(visit_type, ranked, now_s, count - claimed, peek=dry_run):
+                picked.append((p.id, p.pool, policy))
+                claimed += 1
+            if claimed >= count:
+                break
     planned = plans_capacity(policies)
     config = visit_type_configs(conn).get(visit_type) if planned else None
     popped = ctx.mirror.pop(
@@ -217,7 +222,8 @@ def _record(
 ) -> list[VisitOrder]:
     policy_of = {origin: policy for origin, _, policy in picked}
     by_target = {origin for origin, pool, _ in picked if pool in TARGET_ORDERED_POOLS}
-    with conn.transaction():
+
+    def stamp(conn: DictConnection) -> list[dict[str, Any]]:
         rows = mark_scheduled(conn, list(policy_of), now)
         # The latest target, converted once (epoch_s keeps the order of instants).
         targets = [
@@ -227,6 +233,11 @@ def _record(
         ]
         if targets:
             advance_queue_position(conn, visit_type, epoch_s(max(targets)))
+        return rows
+
+    # The picks are in flight in Redis already: a deadlock with a journal client
+    # (this locks by id, the journal by key) must not leave them unstamped.
+    rows = in_transaction(conn, stamp)
     # In flight since now, at the version the mark gave them: this wins over a
     # journal client that committed before the mark but reached Redis after the
     # pop (and moved one back to a pool); any later placement wins over this.

@@ -26,9 +26,16 @@ values (%(visit_type)s, %(policy)s, %(weight)s)
 -- Never scheduled first, then longest since scheduled, ties by id so that the
 -- same state always gives the same batch (index
 -- origin_visit_stats_oldest_scheduled, built while a visit type uses this
--- policy: without it, a scan of the table).
-select id from origin_visit_stats
+-- policy: without it, a scan of the table). A page: the rows after the
+-- (after_scheduled, after_id) of the previous page's last row, when given
+-- (resting origins can lead this order by more than a page: the claim skips
+-- them, and the next page goes on past them).
+select id, last_scheduled from origin_visit_stats
 where visit_type = %(visit_type)s and listed and not disabled_for_failures
+  and (%(after_id)s::bigint is null
+       or (%(after_scheduled)s::timestamptz is null
+           and (last_scheduled is not null or id > %(after_id)s))
+       or (last_scheduled, id) > (%(after_scheduled)s::timestamptz, %(after_id)s))
 order by last_scheduled nulls first, id
 limit %(limit)s
 

@@ -88,3 +88,24 @@ def test_the_api_process_keeps_its_connections_across_messages_and_survives_losi
         send(20, 20)
         wait_for(lambda: recorded() == 40, 60, "the requests after the cut recorded", logs)
         assert 1 <= api_sessions() <= 2
+
+
+def test_work_postgresql_aborts_for_a_deadlock_is_retried_at_once_as_a_conflict(
+    settings: Settings,
+) -> None:
+    connections = Connections(settings)
+    causes: list[str] = []
+    attempts: list[int] = []
+
+    def work(conn: DictConnection) -> int:
+        attempts.append(1)
+        if len(attempts) == 1:
+            # what PostgreSQL raises for a deadlock (SQLSTATE 40P01), caught for real
+            conn.execute("do $$ begin raise exception using errcode = '40P01'; end $$")
+        return len(attempts)
+
+    try:
+        done = connections.run(work, wait=lambda delay_s: True, on_retry=causes.append)
+    finally:
+        connections.close()
+    assert (done, causes) == (2, ["conflict"])

@@ -42,7 +42,14 @@ def plan_of(conn: DictConnection, policy: str = "oldest_scheduled_first") -> str
         conn.execute("set local enable_seqscan = off")
         rows = conn.execute(
             "explain " + query(f"candidates_{policy}"),
-            {"visit_type": "git", "limit": 10, "lost_before": NOW, "rested_before": NOW},
+            {
+                "visit_type": "git",
+                "limit": 10,
+                "lost_before": NOW,
+                "rested_before": NOW,
+                "after_scheduled": None,
+                "after_id": None,
+            },
         ).fetchall()
     return "\n".join(str(r["QUERY PLAN"]) for r in rows)
 
@@ -86,7 +93,8 @@ def test_oldest_scheduled_first_ranks_origins_scheduled_together_by_id(
         with conn.transaction():
             conn.execute(f"set local enable_seqscan = {scan}")
             rows = conn.execute(
-                query("candidates_oldest_scheduled_first"), {"visit_type": "git", "limit": 5}
+                query("candidates_oldest_scheduled_first"),
+                {"visit_type": "git", "limit": 5, "after_scheduled": None, "after_id": None},
             ).fetchall()
         ranked.append([int(r["id"]) for r in rows])
     assert ranked == [ids[:5], ids[:5]]

@@ -117,6 +117,30 @@ def test_query_policies_pick_by_their_own_order(conn: DictConnection, ctx: Conte
     assert sorted(ages[o.url] for o in result.orders if ages[o.url] < NOW) == [] or oldest
 
 
+def test_oldest_scheduled_first_goes_on_past_more_resting_origins_than_a_page(
+    conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS, now=NOW)
+    conn.execute(
+        "update origin_visit_stats set last_scheduled = %s - make_interval(days => id::int)",
+        (NOW - timedelta(days=30),),
+    )
+    by_age = [
+        str(r["url"])
+        for r in conn.execute("select url from origin_visit_stats order by last_scheduled, id")
+    ]
+    # The 12 longest since scheduled were found gone an hour ago: they rest 31
+    # days, more than the 9 candidates (3 a slot) a page of 3 slots reads.
+    visited(conn, ctx, by_age[:12], "not_found", NOW - timedelta(hours=1))
+    from app.services.mirror_sync import rebuild
+
+    rebuild(conn, ctx, "git", NOW)
+    result = schedule_step(conn, ctx, "git", 3, NOW, {"oldest_scheduled_first": 1.0})
+    assert [(o.url, o.policy) for o in result.orders] == [
+        (url, "oldest_scheduled_first") for url in by_age[12:15]
+    ]
+
+
 def test_dry_run_shows_the_picks_and_their_policy_without_taking_them(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:

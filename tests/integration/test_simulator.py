@@ -262,14 +262,17 @@ LOADED = {
 
 @pytest.mark.parametrize(
     "policies",
-    [None, reference_policies("git"), {"oldest_scheduled_first": 1.0}, "oracle"],
-    ids=["age_optimal", "reference", "round_robin", "oracle"],
+    [None, reference_policies("git"), {"oldest_scheduled_first": 1.0}, "oracle", "round_robin"],
+    ids=["age_optimal", "reference", "oldest_scheduled_first", "oracle", "round_robin"],
 )
 def test_no_policy_beats_the_clairvoyant_bound_and_the_busy_workers_are_reported(
     conn: DictConnection, settings: Settings, policies: Any
 ) -> None:
-    config = _world(**LOADED, policies=None if policies == "oracle" else policies)
-    config = config.model_copy(update={"rate_only_oracle": policies == "oracle"})
+    baseline = policies in ("oracle", "round_robin")
+    config = _world(**LOADED, policies=None if baseline else policies)
+    config = config.model_copy(
+        update={"rate_only_oracle": policies == "oracle", "round_robin": policies == "round_robin"}
+    )
     _, report = run_world(conn, settings, config, 4)
     git = report["visit_types"]["git"]
     bound = git["clairvoyant_bound"]
