@@ -179,7 +179,8 @@ def in_transaction(conn: DictConnection, work: Callable[[DictConnection], T]) ->
     in all) when PostgreSQL aborts it for a deadlock or a serialization failure,
     after a pause that lets the other writer take the rows it waited for
     (retried at once, this one could take them back first and deadlock again)."""
-    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
             with conn.transaction():
                 return work(conn)
@@ -188,7 +189,7 @@ def in_transaction(conn: DictConnection, work: Callable[[DictConnection], T]) ->
                 raise
             log.info("retrying after a conflict: %s", str(exc).splitlines()[0])
             time.sleep(CONFLICT_PAUSE_S * attempt)
-    raise AssertionError("unreachable")
+            attempt += 1
 
 
 def _reusable(conn: DictConnection | None) -> bool:
