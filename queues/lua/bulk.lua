@@ -1,8 +1,239 @@
--- Prelude of pop.lua and place.lua (concatenated before them): one command over
--- many arguments, in chunks under Lua's limit on unpack()ed arguments.
+-- Prelude of pop.lua, place.lua and claim.lua (concatenated before them): one
+-- command over many arguments, and the bucketed pools with the entries that
+-- say where each origin is.
 local CHUNK = 7000
 local function bulk(command, key, items)
   for from = 1, #items, CHUNK do
     redis.call(command, key, unpack(items, from, math.min(from + CHUNK - 1, #items)))
   end
+end
+
+-- The generation of a mirror's keys: for live keys, the one their meta names
+-- ('0' before any rebuild); for a rebuild's staging keys, whose meta is its
+-- marker '<phase> <token>', the end of the token (after its last ':').
+local function generation(meta)
+  if redis.call('TYPE', meta)['ok'] == 'string' then
+    return string.match(redis.call('GET', meta), '([^: ]+)$')
+  end
+  return redis.call('HGET', meta, 'versions') or '0'
+end
+
+-- Stats ids per version bucket: the hash '<prefix>:<generation>:<id div 256>'
+-- holds, in field id mod 256, the origin's entry: '<version>' or
+-- '<version> <pool index> <score>', the pool (1-4) and score of the origin
+-- there, or, while it is in flight or cooling, the pool and score it returns to.
+local BUCKET = 256
+-- A pool bucket past this many members splits (Redis keeps a sorted set of at
+-- most 128, its zset-max-listpack-entries, as a compact listpack).
+local SPLIT = 120
+-- Pool buckets read at a time from a pool's index by head().
+local INDEX_PAGE = 16
+
+-- version, pool index (0: none) and score text of an entry (nil: none)
+local function parse_entry(raw)
+  if not raw then return nil, 0, nil end
+  local version, pool, score = string.match(raw, '^(%S+) (%d) (%S+)$')
+  if version then return version, tonumber(pool), score end
+  return raw, 0, nil
+end
+
+local function format_entry(version, pool, score)
+  if pool and pool >= 1 then return version .. ' ' .. pool .. ' ' .. score end
+  return version
+end
+
+-- The mirror's keys of one generation under a prefix: the entries, and each
+-- pool p (1-4) split into buckets '<prefix>:<g>:p<p>:<n>', small sorted sets
+-- holding the scores from their bound to the next bucket's, indexed by the
+-- sorted set '<prefix>:<g>:p<p>' of bucket numbers scored by their bound
+-- (distinct: equal scores never span two buckets). The hash
+-- '<prefix>:<g>:count' holds each pool's size (field p) and the last bucket
+-- number handed out ('next').
+local function Mirror(prefix, g)
+  local base = prefix .. ':' .. g .. ':'
+  local counts = base .. 'count'
+  local M = {entries = {}, writes = {}, deltas = {0, 0, 0, 0}}
+  local function index(p) return base .. 'p' .. p end
+  local function bucket(p, b) return base .. 'p' .. p .. ':' .. b end
+  M.index, M.bucket, M.counts_key = index, bucket, counts
+
+  function M.entry_key(id)
+    local n = tonumber(id)
+    return base .. math.floor(n / BUCKET), n % BUCKET
+  end
+
+  -- The entries of `ids`, one HMGET per version bucket, kept for entry().
+  function M.read_entries(ids)
+    local grouped = {}
+    for _, id in ipairs(ids) do
+      local key, field = M.entry_key(id)
+      local group = grouped[key]
+      if not group then
+        group = {ids = {}, fields = {}}
+        grouped[key] = group
+      end
+      group.ids[#group.ids + 1] = id
+      group.fields[#group.fields + 1] = field
+    end
+    for key, group in pairs(grouped) do
+      local got = redis.call('HMGET', key, unpack(group.fields))
+      for n, id in ipairs(group.ids) do M.entries[id] = got[n] or false end
+    end
+  end
+
+  function M.entry(id)
+    local raw = M.entries[id]
+    if raw == nil then
+      local key, field = M.entry_key(id)
+      raw = redis.call('HGET', key, field) or false
+      M.entries[id] = raw
+    end
+    return parse_entry(raw or nil)
+  end
+
+  -- Entries are written once per version bucket, by flush().
+  function M.set_entry(id, version, pool, score)
+    local raw = format_entry(version, pool, score)
+    M.entries[id] = raw
+    local key, field = M.entry_key(id)
+    local writes = M.writes[key]
+    if not writes then
+      writes = {}
+      M.writes[key] = writes
+    end
+    writes[field] = raw
+  end
+
+  -- The bucket of pool p whose range holds `score`, and its bound; the first
+  -- bucket for a score below every bound; nil for an empty pool.
+  local function find(p, score)
+    local got = redis.call('ZRANGE', index(p), score, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+    if got[1] then return got[1], got[2] end
+    got = redis.call('ZRANGE', index(p), 0, 0, 'WITHSCORES')
+    return got[1], got[2]
+  end
+
+  -- Split a bucket at the first new score from its middle on (or, in a run of
+  -- equal scores to its end, the last new score before it): the upper part
+  -- moves to a new bucket bounded by that score. A bucket of one score cannot
+  -- split: Redis turns it into a skiplist past 128 members.
+  local function split(p, b, key)
+    local ends = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if ends[2] == last[2] then return end
+    local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    local n = #members / 2
+    local at
+    for k = math.floor(n / 2) + 1, n do
+      if members[2 * k] ~= members[2 * k - 2] then at = k break end
+    end
+    if not at then
+      for k = math.floor(n / 2), 2, -1 do
+        if members[2 * k] ~= members[2 * k - 2] then at = k break end
+      end
+    end
+    local new = redis.call('HINCRBY', counts, 'next', 1)
+    local moved = {}
+    for k = at, n do
+      moved[#moved + 1] = members[2 * k]
+      moved[#moved + 1] = members[2 * k - 1]
+    end
+    bulk('ZADD', bucket(p, new), moved)
+    redis.call('ZREMRANGEBYRANK', key, at - 1, -1)
+    redis.call('ZADD', index(p), members[2 * at], new)
+  end
+
+  function M.add(p, id, score)
+    local b, bound = find(p, score)
+    if not b then
+      b = redis.call('HINCRBY', counts, 'next', 1)
+      redis.call('ZADD', index(p), score, b)
+    elseif tonumber(score) < tonumber(bound) then
+      -- below every bound: the first bucket's bound goes down to it
+      redis.call('ZADD', index(p), score, b)
+    end
+    local key = bucket(p, b)
+    local added = redis.call('ZADD', key, score, id)
+    M.deltas[p] = M.deltas[p] + added
+    if added == 1 and redis.call('ZCARD', key) > SPLIT then split(p, b, key) end
+  end
+
+  -- Remove `id` from pool p, where its entry says it has `score`; 1 if it was there.
+  function M.remove(p, id, score)
+    local b = find(p, score)
+    if not b then return 0 end
+    local key = bucket(p, b)
+    local removed = redis.call('ZREM', key, id)
+    if removed == 1 then
+      M.deltas[p] = M.deltas[p] - 1
+      if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index(p), b) end
+    end
+    return removed
+  end
+
+  -- Whether `id` waits in pool p with `score`.
+  function M.has(p, id, score)
+    local b = find(p, score)
+    return b ~= nil and redis.call('ZSCORE', bucket(p, b), id) ~= false
+  end
+
+  -- The n lowest members of pool p with their scores (ZRANGE 0 n-1 WITHSCORES).
+  function M.head(p, n)
+    local out = {}
+    local offset = 0
+    while #out < 2 * n do
+      local buckets = redis.call('ZRANGE', index(p), offset, offset + INDEX_PAGE - 1)
+      if #buckets == 0 then break end
+      for _, b in ipairs(buckets) do
+        local got = redis.call('ZRANGE', bucket(p, b), 0, n - #out / 2 - 1, 'WITHSCORES')
+        for _, x in ipairs(got) do out[#out + 1] = x end
+        if #out >= 2 * n then break end
+      end
+      offset = offset + INDEX_PAGE
+    end
+    return out
+  end
+
+  -- Pop the n lowest members of pool p (ZPOPMIN), dropping emptied buckets.
+  function M.pop(p, n)
+    local out = {}
+    while n > 0 do
+      local first = redis.call('ZRANGE', index(p), 0, 0)[1]
+      if not first then break end
+      local key = bucket(p, first)
+      local got = redis.call('ZPOPMIN', key, n)
+      for _, x in ipairs(got) do out[#out + 1] = x end
+      n = n - #got / 2
+      if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index(p), first) end
+    end
+    M.deltas[p] = M.deltas[p] - #out / 2
+    return out
+  end
+
+  -- How many origins each pool holds.
+  function M.counts()
+    local got = redis.call('HMGET', counts, 1, 2, 3, 4)
+    local sizes = {}
+    for p = 1, 4 do sizes[p] = (tonumber(got[p]) or 0) + M.deltas[p] end
+    return sizes
+  end
+
+  -- Write the entries and pool sizes changed.
+  function M.flush()
+    for key, writes in pairs(M.writes) do
+      local flat = {}
+      for field, raw in pairs(writes) do
+        flat[#flat + 1] = field
+        flat[#flat + 1] = raw
+      end
+      bulk('HSET', key, flat)
+    end
+    M.writes = {}
+    for p = 1, 4 do
+      if M.deltas[p] ~= 0 then redis.call('HINCRBY', counts, p, M.deltas[p]) end
+      M.deltas[p] = 0
+    end
+  end
+
+  return M
 end
