@@ -461,9 +461,12 @@ class Mirror(PickBookkeeping, MirrorReads):
     def abort_rebuild(self, visit_type: str, token: str) -> None:
         """Drop a failed rebuild's staging keys and release its marker (where it
         still holds it), so that the next rebuild need not wait for it to lapse."""
+        generation = token.rsplit(":", 1)[-1]
         for live in self.shard_keys(visit_type):
             self._rebuild_step(live, "abort", token)
-            self._drop_versions(live, only=token.rsplit(":", 1)[-1])
+            # A shard it swapped already keeps its keys: they are the live ones.
+            if self.generation(live) != generation:
+                self._drop_versions(live, only=generation)
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
