@@ -6,8 +6,8 @@ under 100 bytes an origin."""
 from __future__ import annotations
 
 import random
-from itertools import pairwise
 from datetime import UTC, datetime
+from itertools import pairwise
 
 import pytest
 
