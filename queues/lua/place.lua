@@ -68,16 +68,24 @@ local function apply(m, id, version, where, score, back)
     m.set_entry(id, version, pool, at)
     return false
   end
-  if pool >= 1 then m.remove(pool, id, at) end
-  if where ~= 5 then redis.call('ZREM', m.inflight, id) end
-  if where ~= 6 then redis.call('ZREM', m.cooling, id) end
-  if where >= 1 and where <= 4 then
-    m.add(where, id, score)
-    m.set_entry(id, version, where, score)
-  elseif where == 5 or where == 6 then
-    redis.call('ZADD', where == 5 and m.inflight or m.cooling, score, id)
+  if where == 5 or where == 6 then
+    local into, other = m.inflight, m.cooling
+    if where == 6 then into, other = other, into end
+    -- Already there (the scheduler confirming its pop): in no pool, since an
+    -- origin is in one place.
+    local fresh = redis.call('ZADD', into, score, id) == 1
+    if fresh and pool >= 1 then m.remove(pool, id, at) end
+    redis.call('ZREM', other, id)
     local sep = string.find(back, '|', 1, true)
     m.set_entry(id, version, tonumber(string.sub(back, 1, sep - 1)), string.sub(back, sep + 1))
+    return true
+  end
+  if pool >= 1 then m.remove(pool, id, at) end
+  redis.call('ZREM', m.inflight, id)
+  redis.call('ZREM', m.cooling, id)
+  if where >= 1 then
+    m.add(where, id, score)
+    m.set_entry(id, version, where, score)
   else
     m.set_entry(id, version)
   end
