@@ -634,7 +634,9 @@ def _stage_pools(
         for start, end in _bucket_cuts([score for score, _ in members]):
             numbered += 1
             bucket = keys.pool_bucket(generation, name, numbered)
-            pipe.zadd(bucket, {str(origin): score for score, origin in members[start:end]})
+            # Highest first: Redis inserts each into the listpack from its head.
+            part = members[end - 1 : start - 1 if start else None : -1]
+            pipe.zadd(bucket, {str(origin): score for score, origin in part})
             bounds[str(numbered)] = members[start][0]
             if len(bounds) >= REBUILD_CHUNK // STAGED_BUCKET:
                 pipe.zadd(keys.pool_index(generation, name), bounds)

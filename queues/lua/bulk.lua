@@ -133,8 +133,9 @@ local function Mirror(prefix, g)
       end
     end
     local new = redis.call('HINCRBY', counts, 'next', 1)
+    -- highest first: Redis inserts each at the listpack's head, no scan
     local moved = {}
-    for k = at, n do
+    for k = n, at, -1 do
       moved[#moved + 1] = members[2 * k]
       moved[#moved + 1] = members[2 * k - 1]
     end
