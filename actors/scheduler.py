@@ -8,9 +8,11 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
+import dramatiq
 import psycopg
 
 from actors.broker import make_broker
@@ -92,6 +94,10 @@ class SchedulerLoop:
         self._waiting_for_rebuild: set[str] = set()
         #: Paused visit types already logged as such.
         self._paused_logged: set[str] = set()
+        #: Messages of a step whose enqueue failed with the broker unavailable, by
+        #: visit type: their origins are stamped and in flight, so they are sent
+        #: first at the visit type's next step (a broker restart strands no pick).
+        self._unsent: dict[str, list[dramatiq.Message[Any]]] = {}
         self.leases = Leases(
             self.ctx.mirror.client,
             settings.redis_namespace,
@@ -234,6 +240,10 @@ class SchedulerLoop:
         ``capacity``: the step's read of the worker registry."""
         visit_type = config.name
         policies = self._policies.get(visit_type)
+        unsent = self._unsent.pop(visit_type, [])
+        if unsent:
+            self._send(visit_type, unsent)
+            log.info("%s: sent the %d visits the broker refused before", visit_type, len(unsent))
 
         def served(queue: str) -> bool:
             return capacity[queue].threads > 0
@@ -244,7 +254,7 @@ class SchedulerLoop:
             visit_message(s.queue, s.order, s.lane, s.time_limit_s, s.limits) for s in plan.sends
         ]
         with SCHEDULER_ENQUEUE_SECONDS.labels(visit_type).time():
-            enqueue_many(self.broker, messages)
+            self._send(visit_type, messages)
         for queue, depth in plan.depths.items():
             sent = [s for s in plan.sends if s.queue == queue]
             lane = sent[0].lane if sent else lane_of(queue, visit_type)
@@ -257,6 +267,19 @@ class SchedulerLoop:
             AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)
         self._observe(plan.recurrent)
         return plan.recurrent
+
+    def _send(self, visit_type: str, messages: Sequence[dramatiq.Message[Any]]) -> None:
+        """Enqueue ``messages``; kept for the visit type's next step if the broker is
+        unavailable (part of them may have been stored: those few are sent twice, and
+        the second visit of a busy origin waits or is dropped by the worker)."""
+        try:
+            enqueue_many(self.broker, messages)
+        except redis_errors.UNAVAILABLE:
+            self._unsent[visit_type] = list(messages)
+            log.warning(
+                "%s: the broker refused %d visits; sent at the next step", visit_type, len(messages)
+            )
+            raise
 
     def _depth(self, queue: str) -> int:
         self.broker.declare_queue(queue)

@@ -10,7 +10,7 @@ Bad arguments raise InvalidPayload naming the field before anything is sent.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Self
 
 import dramatiq
 from pydantic import BaseModel
@@ -48,7 +48,7 @@ class RevisitClient:
         self.broker = broker
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> RevisitClient:
+    def from_settings(cls, settings: Settings | None = None) -> Self:
         """A client on the Redis broker of ``settings`` (REVISIT_* environment)."""
         settings = settings or get_settings()
         return cls(redis_broker(settings))

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+from pydantic import SecretStr
 
 from app.db.migrate import migrate
 from app.devtools import embedded
@@ -26,8 +27,8 @@ def bench_settings(**overrides: object) -> Iterator[Settings]:
         os.environ.get("REVISIT_KAFKA_BROKERS"),
     ) as env:
         settings = Settings(
-            database_url=env["REVISIT_DATABASE_URL"],
-            redis_url=env["REVISIT_REDIS_URL"],
+            database_url=SecretStr(env["REVISIT_DATABASE_URL"]),
+            redis_url=SecretStr(env["REVISIT_REDIS_URL"]),
             kafka_brokers=env["REVISIT_KAFKA_BROKERS"],
             **overrides,  # type: ignore[arg-type]
         )

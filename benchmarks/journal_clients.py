@@ -69,4 +69,4 @@ def consume_with_processes(
         stop.set()
         for proc in procs:
             proc.join(60)
-    return finished - first.value
+    return finished - float(first.value)

@@ -67,8 +67,8 @@ def parse_args() -> argparse.Namespace:
 
 def create_database(admin_dsn: str, name: str) -> str:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {name} with (force)")  # type: ignore[arg-type]
-        conn.execute(f"create database {name}")  # type: ignore[arg-type]
+        conn.execute(f"drop database if exists {name} with (force)")
+        conn.execute(f"create database {name}")
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name
     return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
@@ -232,6 +232,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             "select count(*), sum(eventful_visits), sum(uneventful_visits), sum(failed_visits)"
             " from origin_visit_stats where last_visit is not null"
         ).fetchone()
+    assert row is not None
     print(f"stats rows visited: {row[0]}, eventful/uneventful/failed: {row[1]}/{row[2]}/{row[3]}")
     writes = stats_row_writes(settings) - writes_before
     print(f"stats row writes: {writes} ({writes / args.messages:.3f} a message)")

@@ -186,10 +186,10 @@ def main() -> None:
                 load = os.getloadavg()[0]
                 print(f"run {run} {path}: {rate:,.0f} origins/s (load average {load:.2f})")
     baseline = statistics.median(rates["reference"])
-    load = os.getloadavg()
+    loads = os.getloadavg()
     print(
         f"\n{args.origins} origins, batches of {args.batch} (rpc, actor); load average "
-        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"{loads[0]:.2f} {loads[1]:.2f} {loads[2]:.2f}"
     )
     for path, values in rates.items():
         median = statistics.median(values)

@@ -423,7 +423,7 @@ def per_fault(
 
 def print_fault_table(rows: dict[str, dict[str, Any]]) -> None:
     """The per-fault figures as a table."""
-    columns = ("count", "recovery_s_p50", "recovery_s_max", "never_recovered")
+    columns: tuple[str, ...] = ("count", "recovery_s_p50", "recovery_s_max", "never_recovered")
     columns += ("restarted_by_hand", "overlapping_visits", "never_applied")
     print(f"{'fault':<26}" + "".join(f"{c:>19}" for c in columns))
     for kind, row in sorted(rows.items()):

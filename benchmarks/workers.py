@@ -142,7 +142,7 @@ def noop_rate(
         f"no-op visits: {visits} in {elapsed:.1f} s = {visits / elapsed:,.0f} "
         f"visits/s for one worker process of {threads} threads"
     )
-    return visits / elapsed
+    return float(visits / elapsed)
 
 
 def steady_load(

@@ -1,6 +1,7 @@
 """Scheduling steps against real PostgreSQL and Redis: policies, cooldowns,
 dry runs, ETAs, and a scheduler dying between its pop and its enqueue."""
 
+import json
 import subprocess
 import sys
 import time
@@ -442,3 +443,34 @@ def test_a_visit_type_a_listing_created_is_counted_but_not_scheduled_until_enabl
     enabled.step(NOW + timedelta(seconds=2))
     assert enabled.broker.client.hlen(maven) == 3
     assert VISIT_TYPE_PAUSED.labels("maven")._value.get() == 0
+
+
+def test_a_batch_the_broker_refused_is_sent_at_the_next_step(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+
+    import actors.scheduler
+
+    list_origins(conn, ctx, URLS[:5], "git", now=NOW)
+    real_enqueue = actors.scheduler.enqueue_many
+    calls = []
+
+    def restarting_broker(broker: Any, messages: Any) -> Any:
+        calls.append(len(messages))
+        if len(calls) == 1:
+            raise redis.ConnectionError("the broker is restarting")
+        return real_enqueue(broker, messages)
+
+    monkeypatch.setattr(actors.scheduler, "enqueue_many", restarting_broker)
+    loop = SchedulerLoop(settings)
+    express = DramatiqQueueKeys("dramatiq", visit_queue("git"))
+    with pytest.raises(redis.ConnectionError):
+        loop.step(NOW + timedelta(seconds=1))
+    assert calls == [5] and loop.broker.client.hlen(express.messages) == 0
+    assert ctx.mirror.sizes("git")["inflight"] == 5  # popped and stamped, not sent
+
+    loop.step(NOW + timedelta(seconds=2))
+    messages = loop.broker.client.hvals(express.messages)
+    assert sorted(json.loads(m)["kwargs"]["url"] for m in messages) == sorted(URLS[:5])
+    assert check(conn, ctx, "git", NOW + timedelta(seconds=2)) == []
