@@ -54,7 +54,7 @@ def placements(count: int, seed: int, version: int, every: int = 1) -> Iterator[
 
 
 def used(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])  # type: ignore[index]
+    return int(client.info("memory")["used_memory"])
 
 
 def main() -> None:
