@@ -143,9 +143,15 @@ class Mirror(PickBookkeeping, MirrorReads):
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
-        for bulk listings: place.lua puts them in their pool's bucket (and tells
-        a rebuild in progress, which may have read Postgres before they existed)."""
-        return self.place(visit_type, placements)
+        for bulk listings: place.lua puts them in their place without looking for
+        an older one, or, while a rebuild is in progress (which may have read
+        Postgres before they existed), places them as any placement."""
+        added = 0
+        for shard, part in self._split(visit_type, placements).items():
+            keys = self.keys(visit_type, shard)
+            mode = "force" if self.client.exists(keys.staging().meta) else "new"
+            added += self._place_chunks(keys, mode, part)
+        return added
 
     def pop(
         self,

@@ -113,35 +113,29 @@ local function Mirror(prefix, g)
     return got[1], got[2]
   end
 
-  -- Split a bucket at the first new score from its middle on (or, in a run of
-  -- equal scores to its end, the last new score before it): the upper part
-  -- moves to a new bucket bounded by that score. A bucket of one score cannot
-  -- split: Redis turns it into a skiplist past 128 members.
-  local function split(p, b, key)
-    local ends = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if ends[2] == last[2] then return end
-    local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    local n = #members / 2
-    local at
-    for k = math.floor(n / 2) + 1, n do
-      if members[2 * k] ~= members[2 * k - 2] then at = k break end
-    end
-    if not at then
-      for k = math.floor(n / 2), 2, -1 do
-        if members[2 * k] ~= members[2 * k - 2] then at = k break end
-      end
+  -- Split a bucket of n members: the members above its middle member's score
+  -- move to a new bucket bounded by the lowest of them; when the middle
+  -- member's run of equal scores reaches the end, that run moves instead. A
+  -- bucket of one score cannot split: Redis turns it into a skiplist past
+  -- 128 members. Only the part that moves is read.
+  local function split(p, key, n)
+    local middle = redis.call('ZRANGE', key, math.floor(n / 2), math.floor(n / 2), 'WITHSCORES')[2]
+    local moved = redis.call('ZRANGE', key, '(' .. middle, '+inf', 'BYSCORE', 'WITHSCORES')
+    if #moved == 0 then
+      local lowest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
+      if lowest == middle then return end
+      moved = redis.call('ZRANGE', key, middle, '+inf', 'BYSCORE', 'WITHSCORES')
     end
     local new = redis.call('HINCRBY', counts, 'next', 1)
     -- highest first: Redis inserts each at the listpack's head, no scan
-    local moved = {}
-    for k = n, at, -1 do
-      moved[#moved + 1] = members[2 * k]
-      moved[#moved + 1] = members[2 * k - 1]
+    local members = {}
+    for k = #moved - 1, 1, -2 do
+      members[#members + 1] = moved[k + 1]
+      members[#members + 1] = moved[k]
     end
-    bulk('ZADD', bucket(p, new), moved)
-    redis.call('ZREMRANGEBYRANK', key, at - 1, -1)
-    redis.call('ZADD', index(p), members[2 * at], new)
+    bulk('ZADD', bucket(p, new), members)
+    redis.call('ZREMRANGEBYRANK', key, n - #moved / 2, -1)
+    redis.call('ZADD', index(p), moved[2], new)
   end
 
   function M.add(p, id, score)
@@ -156,7 +150,10 @@ local function Mirror(prefix, g)
     local key = bucket(p, b)
     local added = redis.call('ZADD', key, score, id)
     M.deltas[p] = M.deltas[p] + added
-    if added == 1 and redis.call('ZCARD', key) > SPLIT then split(p, b, key) end
+    if added == 1 then
+      local n = redis.call('ZCARD', key)
+      if n > SPLIT then split(p, key, n) end
+    end
   end
 
   -- Remove `id` from pool p, where its entry says it has `score`; 1 if it was there.

@@ -26,7 +26,9 @@
 -- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way) and only updates
---         where it returns to
+--         where it returns to; 'new' puts origins that cannot be in the
+--         mirror yet (just created in Postgres, no rebuild in progress) in
+--         their place without looking for an older one
 -- ARGV[2..] groups of five: id, version (0: unknown, placed whatever the
 --         mirror holds, and the version kept), place (1-4 a pool, 5 inflight,
 --         6 cooling, 0 absent), score in that place, '<pool index>|<pool
@@ -92,14 +94,32 @@ local function apply(m, id, version, where, score, back)
   return true
 end
 
-local ids = {}
+-- A new origin: nothing to look for or remove.
+local function add(m, id, version, where, score, back)
+  if where >= 1 and where <= 4 then
+    m.add(where, id, score)
+    m.set_entry(id, version, where, score)
+  elseif where == 5 or where == 6 then
+    redis.call('ZADD', where == 5 and m.inflight or m.cooling, score, id)
+    local sep = string.find(back, '|', 1, true)
+    m.set_entry(id, version, tonumber(string.sub(back, 1, sep - 1)), string.sub(back, sep + 1))
+  elseif version ~= '0' then
+    m.set_entry(id, version)
+  end
+  return true
+end
+
+local ids, seen = {}, {}
 for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
-live.read_entries(ids)
+if mode ~= 'new' then live.read_entries(ids) end
 local moved = 0
 for i = 2, #ARGV, 5 do
   local id, version = ARGV[i], ARGV[i + 1]
   local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
-  if apply(live, id, version, where, score, back) then moved = moved + 1 end
+  -- the same origin twice in one call: placed again as any
+  local place = (mode == 'new' and not seen[id]) and add or apply
+  seen[id] = true
+  if place(live, id, version, where, score, back) then moved = moved + 1 end
   if staged then apply(staged, id, version, where, score, back) end
 end
 live.flush()

@@ -164,3 +164,15 @@ def test_a_mirror_of_one_sorted_set_per_pool_counts_as_not_built_until_rebuilt(
     assert ctx.mirror.is_built("git")
     assert not ctx.mirror.client.exists(old_pool, parked)
     assert check(conn, ctx, "git", now) == []
+
+
+def test_new_origins_go_to_their_buckets_and_one_given_twice_ends_in_its_last_place(
+    ctx: Context,
+) -> None:
+    ctx.mirror.add_new("git", [in_pool(i, float(i % 50)) for i in range(1, 301)])
+    ctx.mirror.add_new("git", [in_pool(301, 5.0), in_pool(301, 900.0, "up_to_date")])
+
+    assert_well_formed(ctx)
+    assert ctx.mirror.sizes("git")["lagging"] == 300
+    assert pool_members(ctx.mirror, "git", "up_to_date") == [(b"301", 900.0)]
+    assert ctx.mirror.locate("git", 301).pool == "up_to_date"
