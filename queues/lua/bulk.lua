@@ -26,6 +26,9 @@ local BUCKET = 256
 -- A pool bucket past this many members splits (Redis keeps a sorted set of at
 -- most 128, its zset-max-listpack-entries, as a compact listpack).
 local SPLIT = 120
+-- Members per bucket written at once into an empty pool (Mirror.stage's
+-- STAGED_BUCKET): room for placements before a split.
+local STAGED = 96
 -- Pool buckets read at a time from a pool's index by head().
 local INDEX_PAGE = 16
 
@@ -153,6 +156,89 @@ local function Mirror(prefix, g)
     if added == 1 then
       local n = redis.call('ZCARD', key)
       if n > SPLIT then split(p, key, n) end
+    end
+  end
+
+  -- Add origins that are in no bucket of pool p, given as {score number,
+  -- score text, id}: sorted by score, those of one bucket's range go in with
+  -- one ZADD (highest first), then the bucket splits as often as it must.
+  -- Write sorted members i..last into buckets of STAGED members, a run of
+  -- equal scores never cut: the first into bucket `first` (already indexed,
+  -- its bound at most their lowest score), or a new one; the rest into new
+  -- buckets. A bucket is written whole and never past 128 members (but a
+  -- run), so that Redis creates it as a listpack: a sorted set once a
+  -- skiplist stays one when it shrinks.
+  local function cut(p, members, i, last, first)
+    while i <= last do
+      local e = math.min(i + STAGED - 1, last)
+      if e < last and members[e + 1][1] == members[e][1] then
+        local k = e
+        while k > i and members[k][1] == members[k - 1][1] do k = k - 1 end
+        if k > i then
+          e = k - 1
+        else
+          while e < last and members[e + 1][1] == members[e][1] do e = e + 1 end
+        end
+      end
+      local b = first
+      first = nil
+      if not b then
+        b = redis.call('HINCRBY', counts, 'next', 1)
+        redis.call('ZADD', index(p), members[i][2], b)
+      end
+      local flat = {}
+      for k = e, i, -1 do
+        flat[#flat + 1] = members[k][2]
+        flat[#flat + 1] = members[k][3]
+      end
+      bulk('ZADD', bucket(p, b), flat)
+      i = e + 1
+    end
+  end
+
+  function M.add_many(p, members)
+    table.sort(members, function(x, y) return x[1] < y[1] end)
+    local i = 1
+    while i <= #members do
+      local score = members[i][2]
+      local b, bound = find(p, score)
+      if not b then
+        cut(p, members, i, #members)
+        M.deltas[p] = M.deltas[p] + (#members - i + 1)
+        return
+      elseif members[i][1] < tonumber(bound) then
+        bound = score
+        redis.call('ZADD', index(p), score, b)
+      end
+      local above = redis.call('ZRANGE', index(p), '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      local limit = above[2] and tonumber(above[2])
+      local j = i
+      while j < #members and (not limit or members[j + 1][1] < limit) do j = j + 1 end
+      local key = bucket(p, b)
+      local held = redis.call('ZCARD', key)
+      if held + (j - i + 1) <= SPLIT or held > SPLIT then
+        -- room enough; or a run of equal scores, a skiplist already: split
+        -- once after, as M.add does
+        local flat = {}
+        for k = j, i, -1 do
+          flat[#flat + 1] = members[k][2]
+          flat[#flat + 1] = members[k][3]
+        end
+        bulk('ZADD', key, flat)
+        if held > SPLIT then split(p, key, held + (j - i + 1)) end
+      else
+        -- too many for the bucket: it is written again, with its members,
+        -- into as many buckets as they fill
+        local merged = {}
+        local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+        for k = 1, #old, 2 do merged[#merged + 1] = {tonumber(old[k + 1]), old[k + 1], old[k]} end
+        for k = i, j do merged[#merged + 1] = members[k] end
+        table.sort(merged, function(x, y) return x[1] < y[1] end)
+        redis.call('DEL', key)
+        cut(p, merged, 1, #merged, b)
+      end
+      M.deltas[p] = M.deltas[p] + (j - i + 1)
+      i = j + 1
     end
   end
 

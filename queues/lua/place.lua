@@ -109,18 +109,34 @@ local function add(m, id, version, where, score, back)
   return true
 end
 
-local ids, seen = {}, {}
-for i = 2, #ARGV, 5 do ids[#ids + 1] = ARGV[i] end
-if mode ~= 'new' then live.read_entries(ids) end
+local ids, seen, again = {}, {}, false
+for i = 2, #ARGV, 5 do
+  ids[#ids + 1] = ARGV[i]
+  again = again or seen[ARGV[i]]
+  seen[ARGV[i]] = true
+end
+-- New origins, each once: a pool's go in by bucket (bulk.lua's add_many).
+local new = mode == 'new' and not again
+if not new then live.read_entries(ids) end
 local moved = 0
+local pooled = {{}, {}, {}, {}}
 for i = 2, #ARGV, 5 do
   local id, version = ARGV[i], ARGV[i + 1]
   local where, score, back = tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
-  -- the same origin twice in one call: placed again as any
-  local place = (mode == 'new' and not seen[id]) and add or apply
-  seen[id] = true
-  if place(live, id, version, where, score, back) then moved = moved + 1 end
+  if new and where >= 1 and where <= 4 then
+    local members = pooled[where]
+    members[#members + 1] = {tonumber(score), score, id}
+    live.set_entry(id, version, where, score)
+    moved = moved + 1
+  elseif new then
+    if add(live, id, version, where, score, back) then moved = moved + 1 end
+  elseif apply(live, id, version, where, score, back) then
+    moved = moved + 1
+  end
   if staged then apply(staged, id, version, where, score, back) end
+end
+for p = 1, 4 do
+  if #pooled[p] > 0 then live.add_many(p, pooled[p]) end
 end
 live.flush()
 if staged then staged.flush() end

@@ -176,3 +176,18 @@ def test_new_origins_go_to_their_buckets_and_one_given_twice_ends_in_its_last_pl
     assert ctx.mirror.sizes("git")["lagging"] == 300
     assert pool_members(ctx.mirror, "git", "up_to_date") == [(b"301", 900.0)]
     assert ctx.mirror.locate("git", 301).pool == "up_to_date"
+
+
+def test_new_origins_added_in_bulk_leave_every_bucket_a_listpack(ctx: Context) -> None:
+    """A sorted set that once passed 128 members stays a skiplist when it shrinks:
+    a bucket filled in bulk is written again whole instead of split after."""
+    rng = random.Random(3)
+    for start in (1, 3001, 6001):
+        ctx.mirror.add_new(
+            "git", [in_pool(i, round(rng.uniform(0, 1e6), 6)) for i in range(start, start + 3000)]
+        )
+
+    assert_well_formed(ctx)
+    assert ctx.mirror.sizes("git")["lagging"] == 9000
+    for key in pool_buckets(ctx.mirror, "git", "lagging"):
+        assert ctx.mirror.client.object("encoding", key) == b"listpack"
