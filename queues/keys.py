@@ -13,7 +13,7 @@ shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 | ``<ns>:{<vt>}:cooling``      | zset | stats id   | when it may be visited again  |
 | ``<ns>:{<vt>}:meta``         | hash | field      | bookkeeping (*)               |
 | ``V:<g>:<b>``                | hash | id mod 256 | the origin's entry (***)      |
-| ``V:<g>:p<i>``               | zset | bucket     | pool i's buckets by bound (****) |
+| ``V:<g>:p<i>``               | zset | bound, n   | pool i's buckets by bound (****) |
 | ``V:<g>:p<i>:<n>``           | zset | stats id   | the pool's order (placement)  |
 | ``V:<g>:count``              | hash | i, next    | pool i's size; last bucket    |
 | ``<ns>:{<vt>}:lateness``     | list | seconds    | lateness of planned picks     |
@@ -37,23 +37,14 @@ mirror (the meta's ``versions``; ``0`` before any): a rebuild writes its own
 generation beside the live one, its swap makes it the live one, and the
 rebuild then deletes the older generations' keys.
 
-(****) Each pool is split by score into buckets ``n`` of at most about 120
-members (a sorted set of at most 128, ``zset-max-listpack-entries``, is one
-compact listpack: about 25 bytes an origin instead of about 115 in a
-skiplist). The index scores each bucket by its lower bound; a bucket holds
-the scores from its bound to the next bucket's, and equal scores never span
-two buckets (a run of more than 128 equal scores is one bucket, a skiplist).
+(****) Each pool is split into buckets ``n`` of at most about 120 members
+(a sorted set of at most 128, ``zset-max-listpack-entries``, is one compact
+listpack: about 25 bytes an origin instead of about 115 in a skiplist), in
+the order Redis keeps a sorted set (by score, then by member). The index
+holds ``<bound member> <n>`` scored by the bound's score, for each bucket
+its lowest (score, member); a bucket holds the members from its bound to the
+next bucket's, so a run of equal scores splits like any other.
 queues/lua/bulk.lua's ``Mirror`` adds, removes, splits and pops.
-
-(*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
-is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.services.allocation);
-``replan_after`` and
-``replan_multiplier``: the stats id where the re-planning sweep goes on and
-the multiplier it plans with (app.services.replan); ``rebuilt_at``,
-``origins``, ``shards``, ``versions`` and ``layout`` are written by a
-rebuild's swap (a meta without ``layout`` ``buckets``, from before the
-bucketed pools, counts as not built: the scheduler rebuilds the mirror).
 """
 
 from __future__ import annotations
@@ -91,8 +82,9 @@ class VisitTypeKeys:
         return f"{self.versions}:{generation}:p{pool_number(name)}"
 
     def pool_bucket(self, generation: str, name: str, bucket: bytes | str | int) -> str:
-        """One bucket of a pool: a small sorted set of its origins by score."""
-        return f"{self.pool_index(generation, name)}:{_text(bucket)}"
+        """One bucket of a pool (its number, or its index entry ``<bound member>
+        <number>``): a small sorted set of its origins by score."""
+        return f"{self.pool_index(generation, name)}:{_text(bucket).rsplit(' ', 1)[-1]}"
 
     def pool_counts(self, generation: str) -> str:
         """Hash of each pool's size (field: its number) and the last bucket number."""

@@ -627,23 +627,26 @@ def _stage(
 def _stage_pools(
     client: Any, keys: VisitTypeKeys, generation: str, pools: dict[str, list[tuple[float, int]]]
 ) -> None:
-    """Write each pool's origins, sorted by score, into buckets of ``STAGED_BUCKET``
-    (a run of equal scores is never cut: bulk.lua finds an origin's bucket by
-    its score), with the pool's index and size."""
+    """Write each pool's origins, in the order Redis keeps them (by score, then
+    by member: the id's text), into buckets of ``STAGED_BUCKET``, with the
+    pool's index (entries ``<bound member> <bucket>``) and size."""
     numbered = 0
     counts: dict[str, int] = {}
     for name, members in pools.items():
-        members.sort()
-        counts[str(pool_number(name))] = len(members)
+        ordered = sorted((score, str(origin)) for score, origin in members)
+        members.clear()
+        counts[str(pool_number(name))] = len(ordered)
         pipe = client.pipeline(transaction=False)
         bounds: dict[str, float] = {}
-        for start, end in _bucket_cuts([score for score, _ in members]):
+        for start in range(0, len(ordered), STAGED_BUCKET):
             numbered += 1
-            bucket = keys.pool_bucket(generation, name, numbered)
+            part = ordered[start : start + STAGED_BUCKET]
             # Highest first: Redis inserts each into the listpack from its head.
-            part = members[end - 1 : start - 1 if start else None : -1]
-            pipe.zadd(bucket, {str(origin): score for score, origin in part})
-            bounds[str(numbered)] = members[start][0]
+            pipe.zadd(
+                keys.pool_bucket(generation, name, numbered),
+                {origin: score for score, origin in reversed(part)},
+            )
+            bounds[f"{part[0][1]} {numbered}"] = part[0][0]
             if len(bounds) >= REBUILD_CHUNK // STAGED_BUCKET:
                 pipe.zadd(keys.pool_index(generation, name), bounds)
                 pipe.execute()
@@ -651,25 +654,4 @@ def _stage_pools(
         if bounds:
             pipe.zadd(keys.pool_index(generation, name), bounds)
         pipe.execute()
-        members.clear()
     client.hset(keys.pool_counts(generation), mapping={**counts, "next": numbered})
-
-
-def _bucket_cuts(scores: Sequence[float]) -> Iterator[tuple[int, int]]:
-    """The (start, end) of each bucket of sorted ``scores``: ``STAGED_BUCKET`` long,
-    cut before the run of equal scores that would span two, or after it when
-    the run fills the bucket."""
-    start, total = 0, len(scores)
-    while start < total:
-        end = min(start + STAGED_BUCKET, total)
-        if end < total and scores[end] == scores[end - 1]:
-            back = end - 1
-            while back > start and scores[back] == scores[back - 1]:
-                back -= 1
-            if back > start:
-                end = back
-            else:
-                while end < total and scores[end] == scores[end - 1]:
-                    end += 1
-        yield start, end
-        start = end

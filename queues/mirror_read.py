@@ -152,11 +152,12 @@ class MirrorReads(MirrorKeys):
                 if kind not in ("none", want):
                     found.append(Corruption(key, f"a {kind}, expected a {want}"))
                 elif members and kind == "zset":
-                    found += self._not_ids(key)
-                    if key not in (keys.inflight, keys.cooling):
+                    if key in (keys.inflight, keys.cooling):
+                        found += self._not_ids(key)
+                    else:  # a pool's index: its entries are '<bound> <bucket>'
                         buckets: Any = self.client.zrange(key, 0, -1)
                         for bucket in buckets:
-                            found += self._not_ids(f"{key}:{_text(bucket)}")
+                            found += self._not_ids(f"{key}:{_text(bucket).rsplit(' ', 1)[-1]}")
         return found
 
     def _not_ids(self, key: str) -> list[Corruption]:
@@ -202,17 +203,18 @@ class MirrorReads(MirrorKeys):
         ]
 
     def _bucket_of(
-        self, keys: VisitTypeKeys, generation: str, pool: str, score: float
+        self, keys: VisitTypeKeys, generation: str, pool: str, score: float, member: bytes
     ) -> tuple[str | None, int]:
-        """The bucket of ``pool`` whose range holds ``score`` and how many members
-        the buckets before it hold."""
+        """The bucket of ``pool`` whose range holds (``score``, ``member``), in the
+        order Redis keeps a sorted set, and how many members the buckets before
+        it hold."""
         index: Any = self.client.zrange(keys.pool_index(generation, pool), 0, -1, withscores=True)
-        before = [b for b, bound in index if bound <= score]
+        before = [e for e, bound in index if (bound, e.rsplit(b" ", 1)[0]) <= (score, member)]
         if not before:
             return None, 0
         pipe = self.client.pipeline(transaction=False)
-        for b in before[:-1]:
-            pipe.zcard(keys.pool_bucket(generation, pool, b))
+        for entry in before[:-1]:
+            pipe.zcard(keys.pool_bucket(generation, pool, entry))
         return keys.pool_bucket(generation, pool, before[-1]), sum(pipe.execute())
 
     def _pool_score(
@@ -242,7 +244,7 @@ class MirrorReads(MirrorKeys):
         entry = self._pool_score(keys, generation, origin_id)
         if entry is not None:
             pool, score = entry
-            bucket, before = self._bucket_of(keys, generation, pool, score)
+            bucket, before = self._bucket_of(keys, generation, pool, score, b"%d" % origin_id)
             own: Any = None if bucket is None else self.client.zrank(bucket, origin_id)
             if own is not None:
                 rank = before + int(own)
@@ -254,7 +256,7 @@ class MirrorReads(MirrorKeys):
 
     def _below(self, keys: VisitTypeKeys, pool: str, score: float) -> int:
         """How many origins of one shard's pool have a lower score than ``score``."""
-        bucket, before = self._bucket_of(keys, self.generation(keys), pool, score)
+        bucket, before = self._bucket_of(keys, self.generation(keys), pool, score, b"")
         if bucket is None:
             return 0
         return before + int(self.client.zcount(bucket, "-inf", f"({score!r}"))

@@ -59,6 +59,7 @@ local function Mirror(prefix, g)
   local function index(p) return base .. 'p' .. p end
   local function bucket(p, b) return base .. 'p' .. p .. ':' .. b end
   M.index, M.bucket, M.counts_key = index, bucket, counts
+  M.number = function(entry) return string.match(entry, ' (%d+)$') end
 
   function M.entry_key(id)
     local n = tonumber(id)
@@ -107,50 +108,86 @@ local function Mirror(prefix, g)
     writes[field] = raw
   end
 
-  -- The bucket of pool p whose range holds `score`, and its bound; the first
-  -- bucket for a score below every bound; nil for an empty pool.
-  local function find(p, score)
-    local got = redis.call('ZRANGE', index(p), score, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-    if got[1] then return got[1], got[2] end
-    got = redis.call('ZRANGE', index(p), 0, 0, 'WITHSCORES')
-    return got[1], got[2]
+  -- Buckets are ordered as Redis orders a sorted set's members: by score,
+  -- then by member. Each index entry is '<bound member> <bucket number>',
+  -- scored by the bound's score: among equal scores the index orders its
+  -- entries by their bound members (a space sorts before any digit), so a
+  -- run of equal scores splits like any other.
+  local function number(entry) return string.match(entry, ' (%d+)$') end
+  local function bound_of(entry) return string.match(entry, '^(%S+) ') end
+  local function entry_of(id, b) return id .. ' ' .. b end
+
+  -- (score, id) before (bound score, bound member)?
+  local function before(score, id, bound, member)
+    local s, t = tonumber(score), tonumber(bound)
+    return s < t or (s == t and id < member)
   end
 
-  -- Split a bucket of n members: the members above its middle member's score
-  -- move to a new bucket bounded by the lowest of them; when the middle
-  -- member's run of equal scores reaches the end, that run moves instead. A
-  -- bucket of one score cannot split: Redis turns it into a skiplist past
-  -- 128 members. Only the part that moves is read.
-  local function split(p, key, n)
-    local middle = redis.call('ZRANGE', key, math.floor(n / 2), math.floor(n / 2), 'WITHSCORES')[2]
-    local moved = redis.call('ZRANGE', key, '(' .. middle, '+inf', 'BYSCORE', 'WITHSCORES')
-    if #moved == 0 then
-      local lowest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
-      if lowest == middle then return end
-      moved = redis.call('ZRANGE', key, middle, '+inf', 'BYSCORE', 'WITHSCORES')
+  -- The index entry of the bucket of pool p whose range holds (score, id),
+  -- and its bound score: the greatest bound at or below it, the first bucket
+  -- below every bound; nil for an empty pool.
+  local function find(p, score, id)
+    local idx = index(p)
+    local got = redis.call('ZRANGE', idx, score, '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+    if not got[1] then
+      got = redis.call('ZRANGE', idx, 0, 0, 'WITHSCORES')
+      return got[1], got[2]
     end
+    if tonumber(got[2]) < tonumber(score) or bound_of(got[1]) <= id then return got[1], got[2] end
+    -- among the buckets bounded at this very score: the last bound <= id
+    local high = redis.call('ZRANK', idx, got[1])
+    local low = high - redis.call('ZCOUNT', idx, score, score) + 1
+    local a, z, found = low, high - 1, nil
+    while a <= z do
+      local m = math.floor((a + z) / 2)
+      local e = redis.call('ZRANGE', idx, m, m, 'WITHSCORES')
+      if bound_of(e[1]) <= id then
+        found, a = e, m + 1
+      else
+        z = m - 1
+      end
+    end
+    if not found then
+      local r = low > 0 and low - 1 or 0
+      found = redis.call('ZRANGE', idx, r, r, 'WITHSCORES')
+    end
+    return found[1], found[2]
+  end
+
+  -- Split a bucket of n members past SPLIT at its middle member: the upper
+  -- half moves to a new bucket bounded by it (highest first: Redis inserts
+  -- each at the listpack's head, no scan).
+  local function split(p, key, n)
+    local half = math.floor(n / 2)
+    local moved = redis.call('ZRANGE', key, half, -1, 'WITHSCORES')
     local new = redis.call('HINCRBY', counts, 'next', 1)
-    -- highest first: Redis inserts each at the listpack's head, no scan
     local members = {}
     for k = #moved - 1, 1, -2 do
       members[#members + 1] = moved[k + 1]
       members[#members + 1] = moved[k]
     end
     bulk('ZADD', bucket(p, new), members)
-    redis.call('ZREMRANGEBYRANK', key, n - #moved / 2, -1)
-    redis.call('ZADD', index(p), moved[2], new)
+    redis.call('ZREMRANGEBYRANK', key, half, -1)
+    redis.call('ZADD', index(p), moved[2], entry_of(moved[1], new))
+  end
+
+  -- Lower the bound of the first bucket (entry) to (score, id).
+  local function lower(p, entry, score, id)
+    redis.call('ZREM', index(p), entry)
+    entry = entry_of(id, number(entry))
+    redis.call('ZADD', index(p), score, entry)
+    return entry
   end
 
   function M.add(p, id, score)
-    local b, bound = find(p, score)
-    if not b then
-      b = redis.call('HINCRBY', counts, 'next', 1)
-      redis.call('ZADD', index(p), score, b)
-    elseif tonumber(score) < tonumber(bound) then
-      -- below every bound: the first bucket's bound goes down to it
-      redis.call('ZADD', index(p), score, b)
+    local entry, bound = find(p, score, id)
+    if not entry then
+      entry = entry_of(id, redis.call('HINCRBY', counts, 'next', 1))
+      redis.call('ZADD', index(p), score, entry)
+    elseif before(score, id, bound, bound_of(entry)) then
+      entry = lower(p, entry, score, id)
     end
-    local key = bucket(p, b)
+    local key = bucket(p, number(entry))
     local added = redis.call('ZADD', key, score, id)
     M.deltas[p] = M.deltas[p] + added
     if added == 1 then
@@ -159,32 +196,19 @@ local function Mirror(prefix, g)
     end
   end
 
-  -- Add origins that are in no bucket of pool p, given as {score number,
-  -- score text, id}: sorted by score, those of one bucket's range go in with
-  -- one ZADD (highest first), then the bucket splits as often as it must.
-  -- Write sorted members i..last into buckets of STAGED members, a run of
-  -- equal scores never cut: the first into bucket `first` (already indexed,
-  -- its bound at most their lowest score), or a new one; the rest into new
-  -- buckets. A bucket is written whole and never past 128 members (but a
-  -- run), so that Redis creates it as a listpack: a sorted set once a
-  -- skiplist stays one when it shrinks.
+  -- Write sorted members i..last into buckets of STAGED members: the first
+  -- into the bucket of index entry `first` (its bound at most their lowest),
+  -- or a new one; the rest into new buckets. A bucket is written whole and
+  -- never past 128 members, so that Redis creates it as a listpack: a sorted
+  -- set once a skiplist stays one when it shrinks.
   local function cut(p, members, i, last, first)
     while i <= last do
       local e = math.min(i + STAGED - 1, last)
-      if e < last and members[e + 1][1] == members[e][1] then
-        local k = e
-        while k > i and members[k][1] == members[k - 1][1] do k = k - 1 end
-        if k > i then
-          e = k - 1
-        else
-          while e < last and members[e + 1][1] == members[e][1] do e = e + 1 end
-        end
-      end
-      local b = first
+      local b = first and number(first)
       first = nil
       if not b then
         b = redis.call('HINCRBY', counts, 'next', 1)
-        redis.call('ZADD', index(p), members[i][2], b)
+        redis.call('ZADD', index(p), members[i][2], entry_of(members[i][3], b))
       end
       local flat = {}
       for k = e, i, -1 do
@@ -196,46 +220,46 @@ local function Mirror(prefix, g)
     end
   end
 
+  -- Add origins that are in no bucket of pool p, given as {score number,
+  -- score text, id}: sorted as Redis orders them, those of one bucket's
+  -- range go in with one ZADD, or, past SPLIT, with the bucket's members into
+  -- as many buckets as they fill.
   function M.add_many(p, members)
-    table.sort(members, function(x, y) return x[1] < y[1] end)
+    table.sort(members, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[3] < y[3]) end)
     local i = 1
     while i <= #members do
-      local score = members[i][2]
-      local b, bound = find(p, score)
-      if not b then
+      local entry, bound = find(p, members[i][2], members[i][3])
+      if not entry then
         cut(p, members, i, #members)
         M.deltas[p] = M.deltas[p] + (#members - i + 1)
         return
-      elseif members[i][1] < tonumber(bound) then
-        bound = score
-        redis.call('ZADD', index(p), score, b)
+      elseif before(members[i][2], members[i][3], bound, bound_of(entry)) then
+        entry = lower(p, entry, members[i][2], members[i][3])
       end
-      local above = redis.call('ZRANGE', index(p), '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-      local limit = above[2] and tonumber(above[2])
+      local rank = redis.call('ZRANK', index(p), entry)
+      local next = redis.call('ZRANGE', index(p), rank + 1, rank + 1, 'WITHSCORES')
       local j = i
-      while j < #members and (not limit or members[j + 1][1] < limit) do j = j + 1 end
-      local key = bucket(p, b)
+      while j < #members and (not next[1] or
+          before(members[j + 1][2], members[j + 1][3], next[2], bound_of(next[1]))) do
+        j = j + 1
+      end
+      local key = bucket(p, number(entry))
       local held = redis.call('ZCARD', key)
-      if held + (j - i + 1) <= SPLIT or held > SPLIT then
-        -- room enough; or a run of equal scores, a skiplist already: split
-        -- once after, as M.add does
+      if held + (j - i + 1) <= SPLIT then
         local flat = {}
         for k = j, i, -1 do
           flat[#flat + 1] = members[k][2]
           flat[#flat + 1] = members[k][3]
         end
         bulk('ZADD', key, flat)
-        if held > SPLIT then split(p, key, held + (j - i + 1)) end
       else
-        -- too many for the bucket: it is written again, with its members,
-        -- into as many buckets as they fill
         local merged = {}
         local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
         for k = 1, #old, 2 do merged[#merged + 1] = {tonumber(old[k + 1]), old[k + 1], old[k]} end
         for k = i, j do merged[#merged + 1] = members[k] end
-        table.sort(merged, function(x, y) return x[1] < y[1] end)
+        table.sort(merged, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[3] < y[3]) end)
         redis.call('DEL', key)
-        cut(p, merged, 1, #merged, b)
+        cut(p, merged, 1, #merged, entry)
       end
       M.deltas[p] = M.deltas[p] + (j - i + 1)
       i = j + 1
@@ -244,21 +268,21 @@ local function Mirror(prefix, g)
 
   -- Remove `id` from pool p, where its entry says it has `score`; 1 if it was there.
   function M.remove(p, id, score)
-    local b = find(p, score)
-    if not b then return 0 end
-    local key = bucket(p, b)
+    local entry = find(p, score, id)
+    if not entry then return 0 end
+    local key = bucket(p, number(entry))
     local removed = redis.call('ZREM', key, id)
     if removed == 1 then
       M.deltas[p] = M.deltas[p] - 1
-      if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index(p), b) end
+      if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index(p), entry) end
     end
     return removed
   end
 
   -- Whether `id` waits in pool p with `score`.
   function M.has(p, id, score)
-    local b = find(p, score)
-    return b ~= nil and redis.call('ZSCORE', bucket(p, b), id) ~= false
+    local entry = find(p, score, id)
+    return entry ~= nil and redis.call('ZSCORE', bucket(p, number(entry)), id) ~= false
   end
 
   -- The n lowest members of pool p with their scores (ZRANGE 0 n-1 WITHSCORES).
@@ -266,10 +290,10 @@ local function Mirror(prefix, g)
     local out = {}
     local offset = 0
     while #out < 2 * n do
-      local buckets = redis.call('ZRANGE', index(p), offset, offset + INDEX_PAGE - 1)
-      if #buckets == 0 then break end
-      for _, b in ipairs(buckets) do
-        local got = redis.call('ZRANGE', bucket(p, b), 0, n - #out / 2 - 1, 'WITHSCORES')
+      local entries = redis.call('ZRANGE', index(p), offset, offset + INDEX_PAGE - 1)
+      if #entries == 0 then break end
+      for _, entry in ipairs(entries) do
+        local got = redis.call('ZRANGE', bucket(p, number(entry)), 0, n - #out / 2 - 1, 'WITHSCORES')
         for _, x in ipairs(got) do out[#out + 1] = x end
         if #out >= 2 * n then break end
       end
@@ -284,7 +308,7 @@ local function Mirror(prefix, g)
     while n > 0 do
       local first = redis.call('ZRANGE', index(p), 0, 0)[1]
       if not first then break end
-      local key = bucket(p, first)
+      local key = bucket(p, number(first))
       local got = redis.call('ZPOPMIN', key, n)
       for _, x in ipairs(got) do out[#out + 1] = x end
       n = n - #got / 2

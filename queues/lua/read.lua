@@ -16,7 +16,7 @@ if ARGV[1] == 'recount' then
   for p = 1, 4 do
     local n = 0
     for _, b in ipairs(redis.call('ZRANGE', m.index(p), 0, -1)) do
-      local card = redis.call('ZCARD', m.bucket(p, b))
+      local card = redis.call('ZCARD', m.bucket(p, m.number(b)))
       if card == 0 then redis.call('ZREM', m.index(p), b) end
       n = n + card
     end
@@ -30,7 +30,7 @@ local out = {}
 for p = 1, 4 do
   local members = {}
   for _, b in ipairs(redis.call('ZRANGE', m.index(p), 0, -1)) do
-    for _, x in ipairs(redis.call('ZRANGE', m.bucket(p, b), 0, -1, 'WITHSCORES')) do
+    for _, x in ipairs(redis.call('ZRANGE', m.bucket(p, m.number(b)), 0, -1, 'WITHSCORES')) do
       members[#members + 1] = x
     end
   end
