@@ -47,9 +47,9 @@ end
 
 -- The mirror's keys of one generation under a prefix: the entries, and each
 -- pool p (1-4) split into buckets '<prefix>:<g>:p<p>:<n>', small sorted sets
--- holding the scores from their bound to the next bucket's, indexed by the
--- sorted set '<prefix>:<g>:p<p>' of bucket numbers scored by their bound
--- (distinct: equal scores never span two buckets). The hash
+-- holding the members from their bound (a score and a member) to the next
+-- bucket's, indexed by the sorted set '<prefix>:<g>:p<p>' of entries
+-- '<bound member> <n>' scored by the bound's score. The hash
 -- '<prefix>:<g>:count' holds each pool's size (field p) and the last bucket
 -- number handed out ('next').
 local function Mirror(prefix, g)
