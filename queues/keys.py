@@ -7,18 +7,20 @@ move origins between them stay atomic. A visit type split into N shards
 shard k > 0 uses ``{<vt>#k}``, and origin ``id`` lives in shard ``id mod N``
 (``shard_of``), so the shards spread over the cluster's masters.
 
-| key                        | type | member   | score / value                             |
-|----------------------------|------|----------|-------------------------------------------|
-| ``<ns>:{<vt>}:pool:<pool>`` | zset | stats id | the pool's order (see app.domain.placement) |
-| ``<ns>:{<vt>}:inflight``   | zset | stats id | when scheduled (unix s)                   |
-| ``<ns>:{<vt>}:cooling``    | zset | stats id | when it may be visited again (unix s)     |
-| ``<ns>:{<vt>}:parked``     | hash | stats id | ``<pool index>|<score>`` to return to     |
-| ``<ns>:{<vt>}:meta``       | hash | field    | ``rebuilt_at`` and other bookkeeping (*)  |
-| ``<ns>:{<vt>}:version:<g>:<b>`` | hash | id mod 256 | stats row version of its place (***) |
-| ``<ns>:{<vt>}:lateness``   | list | seconds  | lateness of the latest planned picks      |
-| ``<ns>:{<vt>}:rebuild:*``  |      |          | a rebuild's staging copy of the keys above (**) |
+| key (``V``: ``<ns>:{<vt>}:version``) | type | member | score / value           |
+|------------------------------|------|------------|-------------------------------|
+| ``<ns>:{<vt>}:inflight``     | zset | stats id   | when scheduled (unix s)       |
+| ``<ns>:{<vt>}:cooling``      | zset | stats id   | when it may be visited again  |
+| ``<ns>:{<vt>}:meta``         | hash | field      | bookkeeping (*)               |
+| ``V:<g>:<b>``                | hash | id mod 256 | the origin's entry (***)      |
+| ``V:<g>:p<i>``               | zset | bound, n   | pool i's buckets by bound (****) |
+| ``V:<g>:p<i>:<n>``           | zset | stats id   | the pool's order (placement)  |
+| ``V:<g>:count``              | hash | i, next    | pool i's size; last bucket    |
+| ``<ns>:{<vt>}:lateness``     | list | seconds    | lateness of planned picks     |
+| ``<ns>:{<vt>}:rebuild:*``    |      |            | a rebuild's staging keys (**) |
 
-(**) Renamed over the live keys when the rebuild ends. ``rebuild:meta`` is a
+(**) Its inflight, cooling, marker and touched set; inflight and cooling are
+renamed over the live keys when the rebuild ends. ``rebuild:meta`` is a
 string while the rebuild runs, ``<phase> <host>:<pid>:<token>``, and one
 rebuild at a time holds it: phase ``bulk`` while it writes the staging keys
 (placements meanwhile only add their origin to the set ``rebuild:touched``),
@@ -26,21 +28,23 @@ then ``direct`` (placements are applied to the staging keys too).
 
 (***) One small hash per bucket ``b`` of 256 stats ids (``id div 256``), which
 Redis keeps in its compact listpack encoding (``hash-max-listpack-entries``,
-default 512): about 5 bytes an origin.
+default 512). An origin's entry is ``<version>`` or ``<version> <i> <score>``:
+the stats row version its place is from (place.lua refuses an older one) and
+pool ``i`` (1-4, in ``POOLS`` order) with its score there, or, while it is in
+flight or cooling, the pool and score it returns to.
 ``g``, the generation, is the end of the token of the rebuild that built the
 mirror (the meta's ``versions``; ``0`` before any): a rebuild writes its own
 generation beside the live one, its swap makes it the live one, and the
-rebuild then deletes the older generations' buckets.
+rebuild then deletes the older generations' keys.
 
-(*) ``rate:<pool>``: pick rates behind ETAs; ``credit:<i>``: the share pool i
-is owed by past batches (pop.lua); ``picks:<pool>``, ``picks_since`` and ``picks_first``: the
-picks counted for the age-optimal allocation's capacity (app.services.allocation);
-``replan_after`` and
-``replan_multiplier``: the stats id where the re-planning sweep goes on and
-the multiplier it plans with (app.services.replan); ``rebuilt_at``,
-``origins``, ``shards`` and ``versions`` are written by a rebuild's swap
-(a meta without ``versions``, from before the version buckets, counts as not
-built: the scheduler rebuilds the mirror).
+(****) Each pool is split into buckets ``n`` of at most about 120 members
+(a sorted set of at most 128, ``zset-max-listpack-entries``, is one compact
+listpack: about 25 bytes an origin instead of about 115 in a skiplist), in
+the order Redis keeps a sorted set (by score, then by member). The index
+holds ``<bound member> <n>`` scored by the bound's score, for each bucket
+its lowest (score, member); a bucket holds the members from its bound to the
+next bucket's, so a run of equal scores splits like any other.
+queues/lua/bulk.lua's ``Mirror`` adds, removes, splits and pops.
 """
 
 from __future__ import annotations
@@ -49,9 +53,14 @@ from dataclasses import dataclass
 
 from app.domain.placement import POOLS
 
-#: Stats ids per version bucket (place.lua's BUCKET): at most that many fields,
+#: Stats ids per version bucket (bulk.lua's BUCKET): at most that many fields,
 #: under Redis's default ``hash-max-listpack-entries`` (512).
 VERSION_BUCKET = 256
+#: The layout a rebuild's swap writes into the meta (``is_built`` wants it).
+LAYOUT = "buckets"
+#: Origins per pool bucket a rebuild writes (room for placements before a split,
+#: which bulk.lua makes past 120 members).
+STAGED_BUCKET = 96
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +77,18 @@ class VisitTypeKeys:
         """The common prefix, carrying the Redis Cluster hash tag."""
         return f"{self.namespace}:{hash_tag(self.visit_type, self.shard)}:{self.prefix}"
 
-    def pool(self, name: str) -> str:
-        """Sorted set of the origins ready to be picked by one policy's pool."""
-        if name not in POOLS:
-            raise ValueError(f"unknown pool {name!r} (known: {', '.join(POOLS)})")
-        return f"{self.tag}pool:{name}"
+    def pool_index(self, generation: str, name: str) -> str:
+        """Sorted set of the bucket numbers of one pool, scored by their lower bound."""
+        return f"{self.versions}:{generation}:p{pool_number(name)}"
+
+    def pool_bucket(self, generation: str, name: str, bucket: bytes | str | int) -> str:
+        """One bucket of a pool (its number, or its index entry ``<bound member>
+        <number>``): a small sorted set of its origins by score."""
+        return f"{self.pool_index(generation, name)}:{_text(bucket).rsplit(' ', 1)[-1]}"
+
+    def pool_counts(self, generation: str) -> str:
+        """Hash of each pool's size (field: its number) and the last bucket number."""
+        return f"{self.versions}:{generation}:count"
 
     @property
     def inflight(self) -> str:
@@ -83,11 +99,6 @@ class VisitTypeKeys:
     def cooling(self) -> str:
         """Sorted set of the origins resting after a visit, by when they may return."""
         return f"{self.tag}cooling"
-
-    @property
-    def parked(self) -> str:
-        """Hash of the next visit target of each origin in flight or cooling."""
-        return f"{self.tag}parked"
 
     @property
     def versions(self) -> str:
@@ -118,14 +129,30 @@ class VisitTypeKeys:
         return f"{self.tag}lateness"
 
     def data_keys(self) -> list[str]:
-        """The keys that hold origins (all but ``meta``), in Lua script order:
-        the four pools (in ``POOLS`` order, the scripts' pool index), inflight,
-        cooling, parked."""
-        return [*map(self.pool, POOLS), self.inflight, self.cooling, self.parked]
+        """The keys the Lua scripts name for their origins, in their order:
+        inflight, cooling, and the prefix of the generation's keys (the entries
+        and the bucketed pools)."""
+        return [self.inflight, self.cooling, self.versions]
+
+    def legacy_keys(self) -> list[str]:
+        """The keys of the layout before the bucketed pools (one sorted set per
+        pool, a hash of where resting origins return), deleted by a rebuild."""
+        return [*(f"{self.tag}pool:{name}" for name in POOLS), f"{self.tag}parked"]
 
     def staging(self) -> VisitTypeKeys:
         """Keys of a rebuild in progress, renamed over the live ones when done."""
         return VisitTypeKeys(self.namespace, self.visit_type, "rebuild:", self.shard)
+
+
+def pool_number(name: str) -> int:
+    """A pool's number in the Lua scripts and the keys (1-4, in ``POOLS`` order)."""
+    if name not in POOLS:
+        raise ValueError(f"unknown pool {name!r} (known: {', '.join(POOLS)})")
+    return POOLS.index(name) + 1
+
+
+def _text(value: bytes | str | int) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def hash_tag(visit_type: str, shard: int = 0) -> str:

@@ -15,10 +15,10 @@ import redis
 
 from app.domain.placement import POOLS, Placement
 from queues import lua
-from queues.keys import VisitTypeKeys, scheduler_lease
+from queues.keys import LAYOUT, STAGED_BUCKET, VisitTypeKeys, pool_number, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
-from queues.mirror_read import Corruption, MirrorReads, places_of
+from queues.mirror_read import Corruption, MirrorReads
 from queues.mirror_read import Location as Location
 from queues.shards import (
     DueRank,
@@ -26,7 +26,6 @@ from queues.shards import (
     claim_across,
     due_split,
     first_visit_parts,
-    pool_sizes,
     pop_across,
     split_count,
 )
@@ -52,7 +51,7 @@ POOL_INDEX: dict[str, int] = {name: i + 1 for i, name in enumerate(POOLS)}
 
 
 def parked_value(p: Placement) -> str:
-    """The ``parked`` hash value of an origin in flight or cooling: where it returns."""
+    """Where an origin in flight or cooling returns, as place.lua takes it."""
     return f"{POOL_INDEX[p.pool]}|{p.pool_score!r}"
 
 
@@ -97,11 +96,11 @@ class Mirror(PickBookkeeping, MirrorReads):
         pop, fence = lua("bulk") + lua("pop"), lua("fence")
         self._pop = client.register_script(pop)
         self._place = client.register_script(lua("bulk") + lua("place"))
-        self._claim = client.register_script(lua("claim"))
+        self._claim = client.register_script(lua("bulk") + lua("claim"))
         self._rebuild = client.register_script(lua("rebuild"))
         self._guarded = {
             "pop": client.register_script(fence + pop),
-            "claim": client.register_script(fence + lua("claim")),
+            "claim": client.register_script(fence + lua("bulk") + lua("claim")),
         }
         #: The lease token of each visit type this process pops under (fence.lua).
         self.fences: dict[str, str] = {}
@@ -135,7 +134,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Run place.lua over ``placements`` in chunks (KEYS: the keys it writes of
         ``keys`` and of their staging, the staging marker and touched set, the meta)."""
         staging = keys.staging()
-        script_keys = [*_versioned(keys), *_versioned(staging), staging.meta, staging.touched]
+        script_keys = [*keys.data_keys(), *staging.data_keys(), staging.meta, staging.touched]
         script_keys.append(keys.meta)
         return sum(
             int(self._place(keys=script_keys, args=_place_args(mode, chunk)))
@@ -144,16 +143,14 @@ class Mirror(PickBookkeeping, MirrorReads):
 
     def add_new(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Add origins that cannot be in the mirror yet (just created in Postgres),
-        with plain pipelined writes (no version check), for bulk listings."""
+        for bulk listings: place.lua puts them in their place without looking for
+        an older one, or, while a rebuild is in progress (which may have read
+        Postgres before they existed), places them as any placement."""
         added = 0
-        for shard, part in self._split(visit_type, list(placements)).items():
+        for shard, part in self._split(visit_type, placements).items():
             keys = self.keys(visit_type, shard)
-            if self.client.exists(keys.staging().meta):
-                # A rebuild may have read Postgres before these origins existed:
-                # place.lua tells it of them.
-                added += self._place_chunks(keys, "force", part)
-            else:
-                added += self._write(visit_type, {shard: keys}, part)
+            mode = "force" if self.client.exists(keys.staging().meta) else "new"
+            added += self._place_chunks(keys, mode, part)
         return added
 
     def pop(
@@ -189,7 +186,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         if weights == "due" and shards > 1:
             first_of = [0.0] * shards
             if first_visit_share > 0:
-                never = pool_sizes(self.client, self.shard_keys(visit_type), ["never_visited"])
+                never = self.pool_counts(visit_type, ["never_visited"])
                 first_of = first_visit_parts(count, never)
 
         def pop_from(shard: int, n: int) -> PopResult:
@@ -218,7 +215,7 @@ class Mirror(PickBookkeeping, MirrorReads):
                 count,
             )
         else:
-            asked = split_count(count, pool_sizes(self.client, self.shard_keys(visit_type)))
+            asked = split_count(count, self.pool_counts(visit_type))
         return pop_across(pop_from, asked, count, peek=peek, returned=(cooled, lost))
 
     def due_order(
@@ -280,7 +277,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         keys = self.keys(visit_type, shard or 0)
         limit = -most if peek else most
         args = [repr(now_s), limit, *ids]
-        flat = self._fenced("claim", keys, script_keys=keys.data_keys(), args=args)
+        script_keys = [*keys.data_keys(), keys.meta]
+        flat = self._fenced("claim", keys, script_keys=script_keys, args=args)
         return [
             Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
             for i in range(0, len(flat), 3)
@@ -307,33 +305,39 @@ class Mirror(PickBookkeeping, MirrorReads):
         """Whether the mirror of ``visit_type`` exists (it is lost when Redis restarts
         empty) with as many shards as configured (else it must be rebuilt)."""
         every = self.shard_keys(visit_type)
-        metas = [self.client.hmget(keys.meta, ["shards", "versions"]) for keys in every]
-        # Each swap writes the shard count and the generation of the version
-        # buckets into its shard's meta. Rebuilt must be: a meta gone, one of
+        metas = [self.client.hmget(keys.meta, ["shards", "versions", "layout"]) for keys in every]
+        # Each swap writes the shard count, the generation of its keys and the
+        # layout into its shard's meta. Rebuilt must be: a meta gone, one of
         # another count (a rebuild into a new split stopped between two swaps;
         # no count is shard 0's, which counts as one shard), one naming no
-        # generation (a mirror from before the version buckets, a repaired meta).
+        # generation (a repaired meta) or another layout (a mirror from before
+        # the bucketed pools).
         first = metas[0][0]
         return all(
-            versions is not None and int(shards or first or 1) == len(every)
-            for shards, versions in metas
+            versions is not None
+            and layout is not None
+            and _text(layout) == LAYOUT
+            and int(shards or first or 1) == len(every)
+            for shards, versions, layout in metas
         )
 
     def remove_corruptions(self, visit_type: str, found: Iterable[Corruption]) -> None:
         """Delete each key of the wrong type and remove each member that is no id
-        (``corruptions``' findings). A meta hash deleted is written again with
-        its shard count only: without the generation of its version buckets,
-        the mirror counts as not built, and the scheduler rebuilds it."""
+        (``corruptions``' findings), then count the pools again. A meta hash
+        deleted is written again with its shard count only: without the
+        generation of its keys, the mirror counts as not built, and the
+        scheduler rebuilds it."""
         every = self.shard_keys(visit_type)
+        found = list(found)
         for corruption in found:
             if corruption.member is None:
                 self.client.delete(corruption.key)
                 if corruption.key in {keys.meta for keys in every}:
                     self.client.hset(corruption.key, "shards", len(every))
-            elif corruption.what.startswith("member"):
-                self.client.zrem(corruption.key, corruption.member)
             else:
-                self.client.hdel(corruption.key, corruption.member)
+                self.client.zrem(corruption.key, corruption.member)
+        if found and self.is_built(visit_type):
+            self.recount(visit_type)
 
     def begin_rebuild(self, visit_type: str) -> str:
         """Empty the staging keys of every shard and mark a rebuild in progress,
@@ -367,10 +371,32 @@ class Mirror(PickBookkeeping, MirrorReads):
     def stage(self, visit_type: str, placements: Iterable[Placement]) -> None:
         """Write ``placements`` into the staging keys of a rebuild in its 'bulk'
         phase, with plain variadic writes (no version check: nothing else
-        writes those keys then). The swap counts what they hold.
+        writes those keys then): the entries, inflight and cooling as they
+        come; each pool's origins, sorted by score, last, in buckets of
+        ``STAGED_BUCKET`` (room for placements before a split). The swap
+        counts what they hold. A second call places through place.lua.
         """
         staging = {keys.shard: keys.staging() for keys in self.shard_keys(visit_type)}
-        self._write(visit_type, staging, placements)
+        generations = {shard: self._generation(keys) for shard, keys in staging.items()}
+        if any(
+            self.client.exists(keys.pool_counts(generations[shard]))
+            for shard, keys in staging.items()
+        ):
+            for shard, part in self._split(visit_type, placements).items():
+                self._place_chunks(staging[shard], "force", part)
+            return
+        pools: dict[int, dict[str, list[tuple[float, int]]]] = {
+            shard: {name: [] for name in POOLS} for shard in staging
+        }
+        for chunk in _chunks(placements, REBUILD_CHUNK):
+            pipe = self.client.pipeline(transaction=False)
+            for shard, part in self._split(visit_type, chunk).items():
+                _stage(pipe, staging[shard], part, generations[shard], pools[shard])
+            pipe.execute()
+            self._progressed(visit_type)
+        for shard, keys in staging.items():
+            _stage_pools(self.client, keys, generations[shard], pools.pop(shard))
+            self._progressed(visit_type)
 
     def end_bulk(self, visit_type: str, token: str) -> set[int]:
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
@@ -441,9 +467,12 @@ class Mirror(PickBookkeeping, MirrorReads):
     def abort_rebuild(self, visit_type: str, token: str) -> None:
         """Drop a failed rebuild's staging keys and release its marker (where it
         still holds it), so that the next rebuild need not wait for it to lapse."""
+        generation = token.rsplit(":", 1)[-1]
         for live in self.shard_keys(visit_type):
             self._rebuild_step(live, "abort", token)
-            self._drop_versions(live, only=token.rsplit(":", 1)[-1])
+            # A shard it swapped already keeps its keys: they are the live ones.
+            if self.generation(live) != generation:
+                self._drop_versions(live, only=generation)
 
     def place_staged(self, visit_type: str, placements: Iterable[Placement]) -> int:
         """Apply ``placements`` to the staging keys of a rebuild past its 'bulk'
@@ -467,7 +496,8 @@ class Mirror(PickBookkeeping, MirrorReads):
         every = self.shard_keys(visit_type)
         built = int(self.client.hget(every[0].meta, "shards") or 1)
         for gone in range(len(every), built):
-            for key in [*_versioned(self.keys(visit_type, gone)), self.keys(visit_type, gone).meta]:
+            gone_keys = self.keys(visit_type, gone)
+            for key in [*gone_keys.data_keys(), *gone_keys.legacy_keys(), gone_keys.meta]:
                 self.client.delete(key)
             self._drop_versions(self.keys(visit_type, gone))
         replaced = [self._generation(live) for live in every]
@@ -485,29 +515,24 @@ class Mirror(PickBookkeeping, MirrorReads):
         return origins
 
     def _generation(self, keys: VisitTypeKeys) -> str:
-        """The generation of the version buckets of ``keys``: for live keys, the
-        one their meta names ('0' before any rebuild); for staging keys, the
-        one of the rebuild in progress (the end of its marker), as place.lua
-        reads them."""
-        if keys.prefix:
-            marker = self.client.get(keys.meta)
-            if marker is None:
-                raise RebuildLost(f"{keys.visit_type}: no rebuild in progress")
-            return _text(marker).rsplit(" ", 1)[-1].rsplit(":", 1)[-1]
-        generation = self.client.hget(keys.meta, "versions")
-        return "0" if generation is None else _text(generation)
+        """``generation``, for a rebuild: ``RebuildLost`` once its marker is gone."""
+        try:
+            return self.generation(keys)
+        except LookupError as exc:
+            raise RebuildLost(str(exc)) from exc
 
     def _drop_versions(
         self, keys: VisitTypeKeys, *, keep: Collection[str] = (), only: str | None = None
     ) -> None:
-        """Delete the version buckets of one shard (those of generation ``only``,
-        or of every generation but ``keep``): garbage, of the generation a swap
-        replaced or of a rebuild that was aborted or died; a batch at a time."""
+        """Delete the keys of a generation (version buckets, pools) of one shard
+        (those of generation ``only``, or of every generation but ``keep``):
+        garbage, of the generation a swap replaced or of a rebuild that was
+        aborted or died; a batch at a time."""
         start = len(keys.versions) + 1
         match = f"{keys.versions}:{'*' if only is None else only + ':*'}"
         batch: list[bytes] = []
         for key in self.client.scan_iter(match=match, count=5000):
-            if _text(key)[start:].rsplit(":", 1)[0] not in keep:
+            if _text(key)[start:].split(":", 1)[0] not in keep:
                 batch.append(key)
             if len(batch) >= 1000:
                 self.client.unlink(*batch)
@@ -518,24 +543,9 @@ class Mirror(PickBookkeeping, MirrorReads):
     def _rebuild_step(self, live: VisitTypeKeys, step: str, token: str, *args: Any) -> Any:
         """Run one step of rebuild.lua on one shard (``live``: its keys)."""
         staging = live.staging()
-        keys = [*_versioned(live), *_versioned(staging), live.meta, staging.meta, staging.touched]
+        keys = [*live.data_keys(), *staging.data_keys(), live.meta, staging.meta, staging.touched]
+        keys += [*live.legacy_keys(), *staging.legacy_keys()]
         return self._rebuild(keys=keys, args=[step, token, *args])
-
-    def _write(
-        self, visit_type: str, into: Mapping[int, VisitTypeKeys], placements: Iterable[Placement]
-    ) -> int:
-        """Write ``placements`` into the keys ``into`` of their shard with plain
-        pipelined writes (no version check); return how many."""
-        generations = {shard: self._generation(keys) for shard, keys in into.items()}
-        count = 0
-        for chunk in _chunks(placements, REBUILD_CHUNK):
-            pipe = self.client.pipeline(transaction=False)
-            for shard, part in self._split(visit_type, chunk).items():
-                _stage(pipe, into[shard], part, generations[shard])
-            pipe.execute()
-            count += len(chunk)
-            self._progressed(visit_type)
-        return count
 
 
 def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
@@ -553,11 +563,6 @@ def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
             back = parked_value(p) if every or where != "absent" else ""
             args += [p.id, p.version, PLACE_INDEX[where], repr(p.score), back]
     return args
-
-
-def _versioned(keys: VisitTypeKeys) -> list[str]:
-    """The keys place.lua writes: the data keys and the version hash."""
-    return [*keys.data_keys(), keys.versions]
 
 
 def _is_id(member: Any) -> bool:
@@ -589,25 +594,64 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _stage(pipe: Any, keys: VisitTypeKeys, chunk: list[Placement], generation: str) -> None:
+def _stage(
+    pipe: Any,
+    keys: VisitTypeKeys,
+    chunk: list[Placement],
+    generation: str,
+    pools: dict[str, list[tuple[float, int]]],
+) -> None:
     """Queue on ``pipe`` the plain writes of ``chunk`` into ``keys``: one ZADD per
-    place, one HSET of the parked values and one per version bucket."""
-    key_of = dict(places_of(keys))
-    by_key: defaultdict[str, dict[str, float]] = defaultdict(dict)
-    versions: defaultdict[str, dict[int, int]] = defaultdict(dict)
-    parked: dict[str, str] = {}
+    resting place and one HSET of entries per version bucket; keep each pool's
+    origins in ``pools`` for ``_stage_pools``."""
+    resting: defaultdict[str, dict[str, float]] = defaultdict(dict)
+    entries: defaultdict[str, dict[int, str]] = defaultdict(dict)
     for p in chunk:
-        if p.version:
-            bucket, field = keys.version_bucket(generation, p.id)
-            versions[bucket][field] = p.version
+        bucket, field = keys.version_bucket(generation, p.id)
         if p.where == "absent":
+            if p.version:
+                entries[bucket][field] = str(p.version)
             continue
-        if p.where != "pool":
-            parked[str(p.id)] = parked_value(p)
-        by_key[key_of[p.pool if p.where == "pool" else p.where]][str(p.id)] = p.score
-    for key, members in by_key.items():
+        score = p.score if p.where == "pool" else p.pool_score
+        entries[bucket][field] = f"{p.version} {POOL_INDEX[p.pool]} {score!r}"
+        if p.where == "pool":
+            pools[p.pool].append((p.score, p.id))
+        else:
+            resting[keys.inflight if p.where == "inflight" else keys.cooling][str(p.id)] = p.score
+    for key, members in resting.items():
         pipe.zadd(key, members)
-    if parked:
-        pipe.hset(keys.parked, mapping=parked)
-    for bucket, fields in versions.items():
+    for bucket, fields in entries.items():
         pipe.hset(bucket, mapping=fields)
+
+
+def _stage_pools(
+    client: Any, keys: VisitTypeKeys, generation: str, pools: dict[str, list[tuple[float, int]]]
+) -> None:
+    """Write each pool's origins, in the order Redis keeps them (by score, then
+    by member: the id's text), into buckets of ``STAGED_BUCKET``, with the
+    pool's index (entries ``<bound member> <bucket>``) and size."""
+    numbered = 0
+    counts: dict[str, int] = {}
+    for name, members in pools.items():
+        ordered = sorted((score, str(origin)) for score, origin in members)
+        members.clear()
+        counts[str(pool_number(name))] = len(ordered)
+        pipe = client.pipeline(transaction=False)
+        bounds: dict[str, float] = {}
+        for start in range(0, len(ordered), STAGED_BUCKET):
+            numbered += 1
+            part = ordered[start : start + STAGED_BUCKET]
+            # Highest first: Redis inserts each into the listpack from its head.
+            pipe.zadd(
+                keys.pool_bucket(generation, name, numbered),
+                {origin: score for score, origin in reversed(part)},
+            )
+            bounds[f"{part[0][1]} {numbered}"] = part[0][0]
+            if len(bounds) >= REBUILD_CHUNK // STAGED_BUCKET:
+                pipe.zadd(keys.pool_index(generation, name), bounds)
+                pipe.execute()
+                pipe, bounds = client.pipeline(transaction=False), {}
+        if bounds:
+            pipe.zadd(keys.pool_index(generation, name), bounds)
+        pipe.execute()
+    client.hset(keys.pool_counts(generation), mapping={**counts, "next": numbered})

@@ -3,22 +3,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 import redis
 
 from app.domain.placement import POOLS, PoolName, Where
-from queues.keys import VisitTypeKeys, shard_of
+from queues import lua
+from queues.keys import VisitTypeKeys, pool_number, shard_of
 
 
-def parse_parked(value: str | None) -> tuple[str, float] | None:
-    """The (pool name, score) a parked value says an origin returns to."""
+def parse_entry(value: bytes | str | None) -> tuple[str, float] | None:
+    """The (pool name, score) an entry says an origin is in, or returns to
+    (``<version> <pool index> <score>``; None: no pool)."""
     if value is None:
         return None
-    index, _, score = value.partition("|")
-    return POOLS[int(index) - 1], float(score)
+    parts = (value.decode() if isinstance(value, bytes) else value).split(" ")
+    if len(parts) != 3:
+        return None
+    return POOLS[int(parts[1]) - 1], float(parts[2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +45,6 @@ class Flight:
     """Whether it is cooling down: a visit of it ended since it was sent."""
 
 
-def places_of(keys: VisitTypeKeys) -> list[tuple[str, str]]:
-    """Each place that holds origins (pools by name, inflight, cooling) and its key."""
-    return [
-        *((name, keys.pool(name)) for name in POOLS),
-        ("inflight", keys.inflight),
-        ("cooling", keys.cooling),
-    ]
-
-
 @dataclass(frozen=True, slots=True)
 class Corruption:
     """A mirror key no revisit write makes (a hand-made mistake): a key of the
@@ -63,11 +58,14 @@ class Corruption:
         return f"{self.key}: {self.what} (`revisit mirror repair` or `mirror rebuild` fixes it)"
 
 
-def key_types(keys: VisitTypeKeys) -> list[tuple[str, str]]:
-    """Each key of one shard and the Redis type it must have."""
+def key_types(keys: VisitTypeKeys, generation: str) -> list[tuple[str, str]]:
+    """Each key of one shard (its pools' indexes, of ``generation``) and the Redis
+    type it must have."""
     return [
-        *((key, "zset") for _, key in places_of(keys)),
-        (keys.parked, "hash"),
+        (keys.inflight, "zset"),
+        (keys.cooling, "zset"),
+        *((keys.pool_index(generation, name), "zset") for name in POOLS),
+        (keys.pool_counts(generation), "hash"),
         (keys.meta, "hash"),
         (keys.lateness, "list"),
     ]
@@ -102,32 +100,71 @@ class MirrorKeys:
         """Key names of every shard of one visit type."""
         return [self.keys(visit_type, k) for k in range(self.shards(visit_type))]
 
+    def generation(self, keys: VisitTypeKeys) -> str:
+        """The generation of the keys under the prefix of ``keys``: for live keys,
+        the one their meta names ('0' before any rebuild); for staging keys, the
+        one of the rebuild in progress (the end of its marker), as the Lua
+        scripts read them."""
+        if keys.prefix:
+            marker = self.client.get(keys.meta)
+            if marker is None:
+                raise LookupError(f"{keys.visit_type}: no rebuild in progress")
+            return _text(marker).rsplit(" ", 1)[-1].rsplit(":", 1)[-1]
+        try:
+            generation = self.client.hget(keys.meta, "versions")
+        except redis.ResponseError:  # a meta of the wrong type (``corruptions``)
+            generation = None
+        return "0" if generation is None else _text(generation)
+
+    def pool_counts(self, visit_type: str, pools: Sequence[str] = POOLS) -> list[int]:
+        """How many origins wait in the ``pools`` of each shard."""
+        every = self.shard_keys(visit_type)
+        pipe = self.client.pipeline(transaction=False)
+        for keys in every:
+            pipe.hmget(keys.pool_counts(self.generation(keys)), [pool_number(p) for p in pools])
+        return [sum(int(n or 0) for n in got) for got in pipe.execute()]
+
 
 class MirrorReads(MirrorKeys):
     """What reads the mirror's places without moving anything."""
 
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        namespace: str,
+        shards: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(client, namespace, shards)
+        self._read = client.register_script(lua("bulk") + lua("read"))
+
     def corruptions(self, visit_type: str, members: bool = True) -> list[Corruption]:
         """The keys of the mirror of ``visit_type`` of the wrong type and, with
-        ``members``, the members of its places and fields of its id hashes that
-        are no stats id (a scan of every key, as long as ``mirror check``)."""
+        ``members``, the members of its places that are no stats id (a scan of
+        every key, as long as ``mirror check``)."""
         found: list[Corruption] = []
         for keys in self.shard_keys(visit_type):
-            expected = key_types(keys)
+            expected = key_types(keys, self.generation(keys))
             pipe = self.client.pipeline(transaction=False)
             for key, _ in expected:
                 pipe.type(key)
             for (key, want), got in zip(expected, pipe.execute(), strict=True):
-                kind = got.decode() if isinstance(got, bytes) else str(got)
+                kind = _text(got)
                 if kind not in ("none", want):
                     found.append(Corruption(key, f"a {kind}, expected a {want}"))
                 elif members and kind == "zset":
-                    for member, _ in self.client.zscan_iter(key, match=_NOT_AN_ID, count=5000):
-                        found.append(Corruption(key, f"member {member!r} is no id", member))
-                elif members and kind == "hash" and key != keys.meta:
-                    for field in self.client.hscan_iter(key, match=_NOT_AN_ID, count=5000):
-                        name = field[0] if isinstance(field, tuple) else field
-                        found.append(Corruption(key, f"field {name!r} is no id", name))
+                    if key in (keys.inflight, keys.cooling):
+                        found += self._not_ids(key)
+                    else:  # a pool's index: its entries are '<bound> <bucket>'
+                        buckets: Any = self.client.zrange(key, 0, -1)
+                        for bucket in buckets:
+                            found += self._not_ids(f"{key}:{_text(bucket).rsplit(' ', 1)[-1]}")
         return found
+
+    def _not_ids(self, key: str) -> list[Corruption]:
+        return [
+            Corruption(key, f"member {member!r} is no id", member)
+            for member, _ in self.client.zscan_iter(key, match=_NOT_AN_ID, count=5000)
+        ]
 
     def contents(self, visit_type: str) -> dict[int, tuple[str, float]]:
         """Every origin of the mirror with its place (a pool name, 'inflight' or
@@ -141,41 +178,88 @@ class MirrorReads(MirrorKeys):
     def snapshot(
         self, visit_type: str
     ) -> tuple[dict[int, list[tuple[str, float]]], dict[int, tuple[str, float] | None]]:
-        """Every place of every origin, and the parked hash, read in one MULTI/EXEC per
-        shard so no move by another process falls between two keys. An origin may
-        show up in several places (a fault): each is listed, for ``mirror check``."""
+        """Every place of every origin, and where each origin in flight or cooling
+        returns to, read in one script per shard (read.lua) so no move by another
+        process falls between two keys. An origin may show up in several places
+        (a fault): each is listed, for ``mirror check``."""
         found: dict[int, list[tuple[str, float]]] = {}
         parked: dict[int, tuple[str, float] | None] = {}
         for keys in self.shard_keys(visit_type):
-            places = places_of(keys)
-            pipe = self.client.pipeline(transaction=True)
-            for _, key in places:
-                pipe.zrange(key, 0, -1, withscores=True)
-            pipe.hgetall(keys.parked)
-            *members, raw_parked = pipe.execute()
-            for (place, _), pairs in zip(places, members, strict=True):
-                for member, score in pairs:
-                    found.setdefault(int(member), []).append((place, float(score)))
-            parked.update({int(k): parse_parked(v.decode()) for k, v in raw_parked.items()})
+            *members, backs = self._read(keys=[*keys.data_keys(), keys.meta], args=["snapshot"])
+            for place, pairs in zip([*POOLS, "inflight", "cooling"], members, strict=True):
+                for k in range(0, len(pairs), 2):
+                    found.setdefault(int(pairs[k]), []).append((place, float(pairs[k + 1])))
+            parked.update(
+                {int(backs[k]): parse_entry(backs[k + 1]) for k in range(0, len(backs), 2)}
+            )
         return found, parked
+
+    def recount(self, visit_type: str) -> list[int]:
+        """Set each pool's size to what its buckets hold, after a hand-made change
+        (``mirror repair``); return how many each shard's pools hold."""
+        return [
+            sum(int(n) for n in self._read(keys=[*keys.data_keys(), keys.meta], args=["recount"]))
+            for keys in self.shard_keys(visit_type)
+        ]
+
+    def _bucket_of(
+        self, keys: VisitTypeKeys, generation: str, pool: str, score: float, member: bytes
+    ) -> tuple[str | None, int]:
+        """The bucket of ``pool`` whose range holds (``score``, ``member``), in the
+        order Redis keeps a sorted set, and how many members the buckets before
+        it hold."""
+        index: Any = self.client.zrange(keys.pool_index(generation, pool), 0, -1, withscores=True)
+        before = [e for e, bound in index if (bound, e.rsplit(b" ", 1)[0]) <= (score, member)]
+        if not before:
+            return None, 0
+        pipe = self.client.pipeline(transaction=False)
+        for entry in before[:-1]:
+            pipe.zcard(keys.pool_bucket(generation, pool, entry))
+        return keys.pool_bucket(generation, pool, before[-1]), sum(pipe.execute())
+
+    def _pool_score(
+        self, keys: VisitTypeKeys, generation: str, origin_id: int
+    ) -> tuple[str, float] | None:
+        """The pool and score ``origin_id``'s entry names (in it, or to return to)."""
+        key, field = keys.version_bucket(generation, origin_id)
+        return parse_entry(self.client.hget(key, str(field)))
 
     def locate(self, visit_type: str, origin_id: int) -> Location:
         """Where one origin is, with its score and rank (across every shard: the
         origins of its place with a lower score)."""
         shards = self.shards(visit_type)
         keys = self.keys(visit_type, shard_of(origin_id, shards))
-        for index, (place, key) in enumerate(places_of(keys)):
+        resting: list[tuple[Where, str]] = [("inflight", keys.inflight), ("cooling", keys.cooling)]
+        for place, key in resting:
             score = self.client.zscore(key, origin_id)
             if score is not None:
-                rank = cast(int | None, self.client.zrank(key, origin_id))
+                found: Any = self.client.zrank(key, origin_id)
+                rank = int(found or 0)
                 for other in self.shard_keys(visit_type):
-                    if rank is not None and other.shard != keys.shard:
-                        below = places_of(other)[index][1]
+                    if other.shard != keys.shard:
+                        below = other.inflight if place == "inflight" else other.cooling
                         rank += int(self.client.zcount(below, "-inf", f"({score!r}"))
-                where: Where = place if place in ("inflight", "cooling") else "pool"  # type: ignore[assignment]
-                pool = place if where == "pool" else None
-                return Location(where, pool, float(score), rank)
+                return Location(place, None, float(score), rank)
+        generation = self.generation(keys)
+        entry = self._pool_score(keys, generation, origin_id)
+        if entry is not None:
+            pool, score = entry
+            bucket, before = self._bucket_of(keys, generation, pool, score, b"%d" % origin_id)
+            own: Any = None if bucket is None else self.client.zrank(bucket, origin_id)
+            if own is not None:
+                rank = before + int(own)
+                for other in self.shard_keys(visit_type):
+                    if other.shard != keys.shard:
+                        rank += self._below(other, pool, score)
+                return Location("pool", pool, score, rank)
         return Location("absent", None, None, None)
+
+    def _below(self, keys: VisitTypeKeys, pool: str, score: float) -> int:
+        """How many origins of one shard's pool have a lower score than ``score``."""
+        bucket, before = self._bucket_of(keys, self.generation(keys), pool, score, b"")
+        if bucket is None:
+            return 0
+        return before + int(self.client.zcount(bucket, "-inf", f"({score!r}"))
 
     def flight(self, visit_type: str, origin_id: int) -> Flight:
         """Where the origin stands since it was last sent to a worker, read in
@@ -190,22 +274,32 @@ class MirrorReads(MirrorKeys):
 
     def sizes(self, visit_type: str) -> dict[str, int]:
         """How many origins each place holds (pools by name, inflight, cooling)."""
-        pipe = self.client.pipeline(transaction=False)
-        names: list[str] = []
+        totals: dict[str, int] = dict.fromkeys([*POOLS, "inflight", "cooling"], 0)
         for keys in self.shard_keys(visit_type):
-            for place, key in places_of(keys):
-                pipe.zcard(key)
-                names.append(place)
-        totals: dict[str, int] = {}
-        for place, n in zip(names, pipe.execute(), strict=True):
-            totals[place] = totals.get(place, 0) + int(n)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.pool_counts(self.generation(keys)), [1, 2, 3, 4])
+            pipe.zcard(keys.inflight)
+            pipe.zcard(keys.cooling)
+            counts, inflight, cooling = pipe.execute()
+            for pool, n in zip(POOLS, counts, strict=True):
+                totals[pool] += int(n or 0)
+            totals["inflight"] += int(inflight)
+            totals["cooling"] += int(cooling)
         return totals
 
     def head_score(self, visit_type: str, pool: PoolName) -> float | None:
         """The score of the first origin of a pool, across every shard (None: empty)."""
-        heads = [
-            self.client.zrange(keys.pool(pool), 0, 0, withscores=True)
-            for keys in self.shard_keys(visit_type)
-        ]
-        scores = [float(head[0][1]) for head in heads if head]
+        scores: list[float] = []
+        for keys in self.shard_keys(visit_type):
+            generation = self.generation(keys)
+            first: Any = self.client.zrange(keys.pool_index(generation, pool), 0, 0)
+            if first:
+                head = self.client.zrange(
+                    keys.pool_bucket(generation, pool, first[0]), 0, 0, withscores=True
+                )
+                scores += [float(h[1]) for h in head]
         return min(scores) if scores else None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

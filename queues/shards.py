@@ -28,10 +28,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from app.domain.placement import POOLS, Placement, PoolName
-from queues.keys import VisitTypeKeys, shard_of
+from queues.keys import shard_of
 
 #: Pool weights of a pop: one per pool in POOLS order, or a mode ('auto', 'due').
 Weights = Sequence[float] | str
@@ -88,18 +88,6 @@ class DueRank(NamedTuple):
     dues: list[float]
     cooled: int
     lost: int
-
-
-def pool_sizes(
-    client: Any, shard_keys: Sequence[VisitTypeKeys], pools: Sequence[PoolName] = POOLS
-) -> list[int]:
-    """How many origins wait in the ``pools`` of each shard."""
-    pipe = client.pipeline(transaction=False)
-    for keys in shard_keys:
-        for pool in pools:
-            pipe.zcard(keys.pool(pool))
-    counts = [int(n) for n in pipe.execute()]
-    return [sum(counts[i : i + len(pools)]) for i in range(0, len(counts), len(pools))]
 
 
 def first_visit_parts(count: int, never_visited: Sequence[int]) -> list[float]:

@@ -223,7 +223,6 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
     actual, parked = ctx.mirror.snapshot(visit_type)
     early_return_s = max(0.0, ctx.cooldowns.scheduled.total_seconds() - LOST_VISIT_GRACE_S)
     lost_before_s = epoch_s(now) - LOST_VISIT_GRACE_S
-    resting = {i for i, places in actual.items() if any(p in RESTING for p, _ in places)}
     differences: list[Difference] = []
     with conn.transaction():
         for p in expected_placements(conn, ctx, visit_type, now):
@@ -236,13 +235,7 @@ def check(conn: DictConnection, ctx: Context, visit_type: str, now: datetime) ->
             if difference is not None:
                 differences.append(difference)
         differences.extend(Difference(i, "absent", _names(f)) for i, f in actual.items())
-        differences.extend(
-            Difference(i, "not parked", "parked") for i in parked if i not in resting
-        )
         return _with_urls(conn, differences)
-
-
-RESTING = ("inflight", "cooling")
 
 
 def _names(found: list[tuple[str, float]]) -> str:
@@ -291,4 +284,7 @@ def repair(
     ids = {d.origin_id for d in differences}
     if not ids:
         return 0
-    return ctx.mirror.place(visit_type, list(placements_of(conn, ctx, visit_type, ids, now)))
+    moved = ctx.mirror.place(visit_type, list(placements_of(conn, ctx, visit_type, ids, now)))
+    # An origin found nowhere (or twice) left the pools' sizes wrong.
+    ctx.mirror.recount(visit_type)
+    return moved

@@ -1,13 +1,16 @@
 -- Pop a weighted batch of origins to visit, atomically, for one visit type.
 --
--- KEYS[1..4] pools     zset  stats id -> score in the pool (never_visited, lagging,
---                            no_last_update, up_to_date: app.domain.placement.POOLS)
--- KEYS[5] inflight     zset  stats id -> when it was scheduled (unix s)
--- KEYS[6] cooling      zset  stats id -> when it may be visited again (unix s)
--- KEYS[7] parked       hash  stats id -> '<pool index>|<pool score>' to return to
--- KEYS[8] meta         hash  'credit:<pool index>' -> share owed to a pool by past
+-- KEYS[1] inflight     zset  stats id -> when it was scheduled (unix s)
+-- KEYS[2] cooling      zset  stats id -> when it may be visited again (unix s)
+-- KEYS[3] prefix       of the generation's keys (bulk.lua's Mirror): the four
+--                            bucketed pools (1-4: never_visited, lagging,
+--                            no_last_update, up_to_date, app.domain.placement.POOLS)
+--                            and the entries, which say the pool and score an
+--                            origin in flight or cooling returns to
+-- KEYS[4] meta         hash  'credit:<pool index>' -> share owed to a pool by past
 --                            batches (weights hold over time, not per batch);
---                            only written while the mirror exists (meta present)
+--                            only written while the mirror exists (meta present);
+--                            'versions': the live generation
 -- ARGV[1] now (unix s)
 -- ARGV[2] how many origins to pop
 -- ARGV[3] scheduled cooldown (s): an origin in flight longer than this is presumed lost
@@ -60,9 +63,10 @@
 -- came back from cooling and from lost visits, then, for each pool popped from
 -- (in pool order), its index and its origins with their scores in the order
 -- ZPOPMIN gave them (a compact reply: no pool index repeated per origin). They
--- are now in flight with their pool and score parked.
+-- are now in flight; their entries still say the pool and score they return to.
 
-local inflight, cooling, parked, meta = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local inflight, cooling, meta = KEYS[1], KEYS[2], KEYS[4]
+local pools = Mirror(KEYS[3], generation(meta))
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local scheduled_cooldown = tonumber(ARGV[3])
@@ -70,18 +74,17 @@ local max_moves = tonumber(ARGV[4])
 
 local function unpark(from, upto)
   local ids = redis.call('ZRANGEBYSCORE', from, '-inf', upto, 'LIMIT', 0, max_moves)
+  pools.read_entries(ids)
   for _, id in ipairs(ids) do
-    local back = redis.call('HGET', parked, id)
-    local pool, score = 4, now
-    if back then
-      local sep = string.find(back, '|', 1, true)
-      pool = tonumber(string.sub(back, 1, sep - 1))
-      score = string.sub(back, sep + 1)
+    local version, pool, score = pools.entry(id)
+    if pool == 0 then
+      -- no entry says where it returns: up_to_date, due now
+      pool, score = 4, string.format('%.17g', now)
+      pools.set_entry(id, version or '0', pool, score)
     end
-    redis.call('ZADD', KEYS[pool], score, id)
-    redis.call('HDEL', parked, id)
-    redis.call('ZREM', from, id)
+    pools.add(pool, id, score)
   end
+  bulk('ZREM', from, ids)
   return #ids
 end
 
@@ -94,7 +97,7 @@ if not peek then
 end
 
 local avail, weight = {}, {}
-for i = 1, 4 do avail[i] = redis.call('ZCARD', KEYS[i]) end
+avail = pools.counts()
 local take = {0, 0, 0, 0}
 
 -- Age-optimal: merge the heads of the four pools by due time.
@@ -103,7 +106,7 @@ local function by_due(first)
   if n <= 0 then return end  -- ZRANGE 0 -1 would read whole pools
   local heads, pos = {}, {}
   for i = 1, 4 do
-    heads[i] = redis.call('ZRANGE', KEYS[i], 0, n - 1, 'WITHSCORES')
+    heads[i] = pools.head(i, n)
     pos[i] = 1
   end
   take[1] = first
@@ -152,7 +155,10 @@ if ARGV[5] == 'due' then
     first = got
   end
   by_due(first)
-  if rank then return {cooled, lost, {}, dues, first} end
+  if rank then
+    pools.flush()
+    return {cooled, lost, {}, dues, first}
+  end
   for i = 1, 4 do weight[i] = 0 end
 elseif ARGV[5] == 'auto' then
   local b = avail[1] + avail[2] + avail[4]
@@ -238,7 +244,7 @@ if ARGV[5] ~= 'due' then
   end
 end
 
--- Each pool's origins go in flight with one ZADD and one HSET (bulk.lua).
+-- Each pool's origins go in flight with one ZADD (bulk.lua).
 -- The in-flight score, formatted once (%.17g reads back as the same double):
 -- given the Lua number, Redis formatted it again for each origin.
 local now_arg = string.format('%.17g', now)
@@ -247,20 +253,18 @@ for i = 1, 4 do
   if take[i] > 0 then
     local got
     if peek then
-      got = redis.call('ZRANGE', KEYS[i], 0, take[i] - 1, 'WITHSCORES')
+      got = pools.head(i, take[i])
     else
-      got = redis.call('ZPOPMIN', KEYS[i], take[i])
-      local times, backs, back = {}, {}, i .. '|'
+      got = pools.pop(i, take[i])
+      local times = {}
       for j = 1, #got, 2 do
-        local id = got[j]
-        times[j], times[j + 1] = now_arg, id
-        backs[j], backs[j + 1] = id, back .. got[j + 1]
+        times[j], times[j + 1] = now_arg, got[j]
       end
       bulk('ZADD', inflight, times)
-      bulk('HSET', parked, backs)
     end
     popped[#popped + 1] = i
     popped[#popped + 1] = got
   end
 end
+pools.flush()
 return {cooled, lost, popped}

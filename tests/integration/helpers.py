@@ -25,6 +25,7 @@ from app.services.context import Context
 from app.services.listing import record_listed_origins
 from app.settings import Settings
 from queues.keys import DramatiqQueueKeys
+from queues.mirror import Mirror
 from tests.processes import running, wait_for
 
 
@@ -165,3 +166,30 @@ class WatchedPublisher(StatusPublisher):
     def publish(self, origin: str, visit_type: str, visit: int, status: str, *rest: Any) -> None:
         super().publish(origin, visit_type, visit, status, *rest)
         self.statuses.append(status)
+
+
+def pool_buckets(mirror: Mirror, visit_type: str, pool: str, shard: int = 0) -> list[str]:
+    """The bucket keys of one pool of the live mirror, lowest scores first."""
+    keys = mirror.keys(visit_type, shard)
+    generation = mirror.generation(keys)
+    index: Any = mirror.client.zrange(keys.pool_index(generation, pool), 0, -1)
+    return [keys.pool_bucket(generation, pool, b) for b in index]
+
+
+def pool_members(
+    mirror: Mirror, visit_type: str, pool: str, shard: int = 0
+) -> list[tuple[bytes, float]]:
+    """Every member of one pool with its score, in the pool's order (what a
+    ZRANGE 0 -1 WITHSCORES of the pool gave before the buckets)."""
+    members: list[tuple[bytes, float]] = []
+    for bucket in pool_buckets(mirror, visit_type, pool, shard):
+        members += mirror.client.zrange(bucket, 0, -1, withscores=True)  # type: ignore[arg-type]
+    return members
+
+
+def bucket_of(mirror: Mirror, visit_type: str, pool: str, origin_id: int, shard: int = 0) -> str:
+    """The bucket key of ``pool`` that holds ``origin_id``."""
+    for bucket in pool_buckets(mirror, visit_type, pool, shard):
+        if mirror.client.zscore(bucket, str(origin_id)) is not None:
+            return bucket
+    raise LookupError(f"origin {origin_id} is not in {pool}")

@@ -15,7 +15,7 @@ from app.services.context import Context
 from app.services.mirror_sync import check, rebuild
 from app.settings import Settings
 from queues.keys import VisitTypeKeys
-from tests.integration.helpers import cli, list_origins
+from tests.integration.helpers import cli, list_origins, pool_buckets
 
 URLS = [f"https://c.example/{i}" for i in range(6)]
 
@@ -25,9 +25,10 @@ def keys(settings: Settings) -> VisitTypeKeys:
 
 
 def pool_of_wrong_type(ctx: Context, k: VisitTypeKeys) -> str:
-    ctx.redis.delete(k.pool("never_visited"))
-    ctx.redis.set(k.pool("never_visited"), "oops")
-    return k.pool("never_visited")
+    index = k.pool_index(ctx.mirror.generation(k), "never_visited")
+    ctx.redis.delete(index)
+    ctx.redis.set(index, "oops")
+    return index
 
 
 def meta_of_wrong_type(ctx: Context, k: VisitTypeKeys) -> str:
@@ -37,8 +38,9 @@ def meta_of_wrong_type(ctx: Context, k: VisitTypeKeys) -> str:
 
 
 def member_not_an_id(ctx: Context, k: VisitTypeKeys) -> str:
-    ctx.redis.zadd(k.pool("never_visited"), {"not-an-id": 1.0})
-    return k.pool("never_visited")
+    [bucket, *_] = pool_buckets(ctx.mirror, "git", "no_last_update")
+    ctx.redis.zadd(bucket, {"not-an-id": 1.0})
+    return bucket
 
 
 CORRUPTIONS: dict[str, Callable[[Context, VisitTypeKeys], str]] = {

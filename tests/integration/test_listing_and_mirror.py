@@ -9,7 +9,7 @@ from app.services.context import Context
 from app.services.mirror_sync import LOST_VISIT_GRACE_S, check, ensure_built, rebuild
 from app.services.scheduling import schedule_step
 from app.settings import Settings
-from tests.integration.helpers import cli, list_origins, stats_by_url
+from tests.integration.helpers import bucket_of, cli, list_origins, pool_members, stats_by_url
 
 pytestmark = pytest.mark.every_mirror
 
@@ -76,9 +76,8 @@ def test_mirror_check_reports_an_origin_missing_from_redis(
 ) -> None:
     list_origins(conn, ctx, URLS[:2], now=NOW)
     rebuild(conn, ctx, "git", NOW)
-    pool = ctx.mirror.keys("git").pool("no_last_update")
-    member = ctx.mirror.client.zrange(pool, 0, 0)[0]
-    ctx.mirror.client.zrem(pool, member)
+    [(member, _), *_] = pool_members(ctx.mirror, "git", "no_last_update")
+    ctx.mirror.client.zrem(bucket_of(ctx.mirror, "git", "no_last_update", int(member)), member)
     differences = check(conn, ctx, "git", NOW)
     assert [(d.origin_id, d.expected, d.actual) for d in differences] == [
         (int(member), "no_last_update", "nothing")
@@ -89,8 +88,7 @@ def test_new_origins_are_targeted_no_later_than_the_queue_position(
     conn: DictConnection, ctx: Context
 ) -> None:
     list_origins(conn, ctx, URLS[:1], now=NOW)
-    score = ctx.mirror.client.zscore(ctx.mirror.keys("git").pool("no_last_update"), 1)
-    assert score == epoch_s(NOW)
+    assert pool_members(ctx.mirror, "git", "no_last_update") == [(b"1", epoch_s(NOW))]
 
 
 def test_import_with_a_malformed_line_names_line_and_field_and_writes_nothing(

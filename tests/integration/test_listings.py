@@ -11,7 +11,7 @@ from app.services.listing import finish_listing, record_listed_origins, start_li
 from app.services.mirror_sync import check
 from app.services.scheduling import schedule_step
 from app.settings import Settings
-from tests.integration.helpers import cli
+from tests.integration.helpers import cli, pool_members
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 
@@ -116,7 +116,7 @@ def test_newer_last_update_moves_a_visited_origin_to_the_lagging_pool(
     )
     record_listed_origins(conn, ctx, lister, rows([url], last_update=NOW - timedelta(days=1)), NOW)
     assert ctx.mirror.sizes("git")["lagging"] == 1
-    assert ctx.redis.zscore(ctx.mirror.keys("git").pool("lagging"), 1) == -4 * 86400
+    assert pool_members(ctx.mirror, "git", "lagging") == [(b"1", -4 * 86400)]
     assert check(conn, ctx, "git", NOW) == []
 
 

@@ -10,7 +10,7 @@ import pytest
 from app.db.connection import DictConnection
 from app.services.context import Context
 from app.services.mirror_sync import check, check_settled, rebuild
-from tests.integration.helpers import cli, list_origins, stats_by_url
+from tests.integration.helpers import bucket_of, cli, list_origins, pool_members, stats_by_url
 
 pytestmark = pytest.mark.every_mirror
 
@@ -27,7 +27,7 @@ def test_an_origin_in_two_places_is_reported_by_url_and_repaired(
     twice = int(str(stats_by_url(conn)[URLS[0]]["id"]))
     missing = int(str(stats_by_url(conn)[URLS[1]]["id"]))
     ctx.mirror.client.zadd(keys.inflight, {str(twice): 1.0})
-    ctx.mirror.client.zrem(keys.pool("no_last_update"), str(missing))
+    ctx.mirror.client.zrem(bucket_of(ctx.mirror, "git", "no_last_update", missing), str(missing))
 
     found = cli("mirror", "check", "git")
     assert found.returncode == 1, found.stderr
@@ -42,6 +42,7 @@ def test_an_origin_in_two_places_is_reported_by_url_and_repaired(
     assert "git: 2 origin(s) repaired" in repaired.stdout
     assert check(conn, ctx, "git", datetime.now(tz=UTC)) == []
     assert cli("mirror", "check", "git").returncode == 0
+    assert ctx.mirror.sizes("git")["no_last_update"] == len(URLS)
 
 
 def test_a_difference_that_resolves_within_the_settling_time_is_not_reported(
@@ -49,8 +50,8 @@ def test_a_difference_that_resolves_within_the_settling_time_is_not_reported(
 ) -> None:
     list_origins(conn, ctx, URLS, now=NOW)
     rebuild(conn, ctx, "git", NOW)
-    pool = ctx.mirror.keys("git").pool("no_last_update")
-    moving = ctx.mirror.client.zrange(pool, 0, 0, withscores=True)[0]
+    moving = pool_members(ctx.mirror, "git", "no_last_update")[0]
+    pool = bucket_of(ctx.mirror, "git", "no_last_update", int(moving[0]))
     ctx.mirror.client.zrem(pool, moving[0])  # as if another process were moving it
     threading.Timer(0.2, lambda: ctx.mirror.client.zadd(pool, {moving[0]: moving[1]})).start()
     assert len(check(conn, ctx, "git", NOW)) == 1

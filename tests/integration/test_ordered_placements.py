@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -39,7 +40,15 @@ def mirror_version(ctx: Context, origin_id: int) -> int | None:
     generation = ctx.mirror.client.hget(keys.meta, "versions")
     bucket, field = keys.version_bucket(generation.decode() if generation else "0", origin_id)
     value = ctx.mirror.client.hget(bucket, str(field))
-    return int(value) if value is not None else None
+    # an entry: '<version>[ <pool> <score>]'
+    return int(value.split()[0]) if value is not None else None
+
+
+def version_buckets(ctx: Context) -> list[bytes]:
+    """The version buckets of every generation (not the pools beside them)."""
+    prefix = ctx.mirror.keys("git").versions
+    found = ctx.mirror.client.scan_iter(match=f"{prefix}*")
+    return [k for k in found if re.fullmatch(rb"[^:]+:\d+", k[len(prefix) + 1 :])]
 
 
 def test_an_older_placement_reaching_redis_last_is_refused(ctx: Context) -> None:
@@ -322,9 +331,8 @@ def test_the_versions_are_kept_in_compact_hashes_and_a_rebuild_drops_the_older_o
     ctx.mirror.place("git", [Placement(i, "pool", 1.0, "lagging", 1.0, 1) for i in ids])
     rebuilt_at_version(ctx, ids, 2)
     client = ctx.mirror.client
-    keys = ctx.mirror.keys("git")
 
-    buckets = list(client.scan_iter(match=f"{keys.versions}*"))
+    buckets = version_buckets(ctx)
 
     assert len(buckets) == 12  # 3,000 ids, 256 a bucket, of the rebuild's generation only
     assert {client.object("encoding", key) for key in buckets} == {b"listpack"}
@@ -360,7 +368,6 @@ def test_the_next_rebuild_drops_the_version_buckets_of_a_rebuild_that_died(
 
     rebuilt_at_version(ctx, ids[:10], 4)
 
-    keys = ctx.mirror.keys("git")
-    left = list(ctx.mirror.client.scan_iter(match=f"{keys.versions}*"))
+    left = version_buckets(ctx)
     assert left and not [k for k in left if dead.rsplit(":", 1)[-1] in k.decode()]
     assert len(left) == 1  # ids 1-10, the live generation's one bucket

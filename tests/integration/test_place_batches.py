@@ -37,20 +37,29 @@ def state(mirror: Mirror) -> list[Any]:
 
 def written(mirror: Mirror, keys: Any, generation: str) -> list[Any]:
     client = mirror.client
-    zsets = [keys.pool(p) for p in POOLS] + [keys.inflight, keys.cooling]
-    return [client.zrange(z, 0, -1, withscores=True) for z in zsets] + [
-        sorted(client.hgetall(keys.parked).items()),
-        sorted(versions(mirror, keys, generation).items()),
-    ]
+    pools = []
+    for p in POOLS:
+        members: list[Any] = []
+        for bucket in client.zrange(keys.pool_index(generation, p), 0, -1):
+            members += client.zrange(
+                keys.pool_bucket(generation, p, bucket), 0, -1, withscores=True
+            )
+        pools.append(members)
+    resting = [client.zrange(z, 0, -1, withscores=True) for z in (keys.inflight, keys.cooling)]
+    return [*pools, *resting, sorted(entries(mirror, keys, generation).items())]
 
 
-def versions(mirror: Mirror, keys: Any, generation: str) -> dict[int, int]:
-    """Every origin's version in one generation of the version buckets."""
-    found: dict[int, int] = {}
-    for key in mirror.client.scan_iter(match=f"{keys.versions}:{generation}:*"):
-        bucket = int(key.rsplit(b":", 1)[1])
-        for field, version in mirror.client.hgetall(key).items():
-            found[bucket * VERSION_BUCKET + int(field)] = int(version)
+def entries(mirror: Mirror, keys: Any, generation: str) -> dict[int, bytes]:
+    """Every origin's entry (its version and the pool it is in or returns to) in
+    one generation of the version buckets."""
+    found: dict[int, bytes] = {}
+    prefix = f"{keys.versions}:{generation}:".encode()
+    for key in mirror.client.scan_iter(match=prefix + b"*"):
+        bucket = key[len(prefix) :]
+        if not bucket.isdigit():
+            continue  # a pool's index, bucket or sizes
+        for field, entry in mirror.client.hgetall(key).items():
+            found[int(bucket) * VERSION_BUCKET + int(field)] = entry
     return found
 
 

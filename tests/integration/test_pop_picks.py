@@ -11,15 +11,18 @@ import pytest
 from app.domain.placement import POOLS, Placement
 from app.services.context import Context
 from queues.mirror import Mirror, Weights
+from tests.integration.helpers import pool_members
 
 pytestmark = pytest.mark.every_mirror
 
 NOW = 1_788_000_000.123456
 COOLDOWN_S = 86400.0
 
-#: sha256 of ``trace()`` as the pop of main at b6a8224 (before issue 13's pop
-#: changes) gave it: picks, counts, in-flight scores and parked values.
-PINNED_DIGEST = "19f6dbcec8b0df1b284179bb5fac9f1ece7def9c33681b68ebd357bd35f496bb"
+#: sha256 of ``trace()`` as the pop of main at d7e811a (one sorted set per pool,
+#: before the bucketed pools of issue 35; it gave b6a8224's digest, before issue
+#: 13's pop changes, with the parked hash read raw) gave it: picks, counts,
+#: in-flight scores and where resting origins return (``Mirror.snapshot``).
+PINNED_DIGEST = "aa7c0da6002b61a5ace3acc68d61d13cc9e3f6e3bd94522c244bccc756a420b8"
 
 
 def fill(mirror: Mirror, rng: random.Random) -> None:
@@ -69,7 +72,7 @@ def trace(mirror: Mirror) -> list[Any]:
         out.append([result.cooled, result.lost, [(p.id, p.pool, p.score) for p in result.popped]])
     keys = mirror.keys("git")
     out.append(mirror.client.zrange(keys.inflight, 0, -1, withscores=True))
-    out.append(sorted(mirror.client.hgetall(keys.parked).items()))
+    out.append(sorted(mirror.snapshot("git")[1].items()))
     out.append(sorted(mirror.client.hgetall(keys.meta).items()))
     return out
 
@@ -86,10 +89,7 @@ def test_pops_take_park_and_report_what_they_did_before(ctx: Context) -> None:
 def test_each_pool_gives_its_lowest_scores_in_ascending_order(ctx: Context) -> None:
     fill(ctx.mirror, random.Random(7))
     ctx.mirror.pop("git", 0, NOW, COOLDOWN_S, [49.0, 49.0, 2.0, 0.0])  # the rested return
-    keys = ctx.mirror.keys("git")
-    before = {
-        pool: ctx.mirror.client.zrange(keys.pool(pool), 0, -1, withscores=True) for pool in POOLS
-    }
+    before = {pool: pool_members(ctx.mirror, "git", pool) for pool in POOLS}
     result = ctx.mirror.pop("git", 500, NOW, COOLDOWN_S, [49.0, 49.0, 2.0, 0.0])
     for pool in POOLS:
         picks = [(p.id, p.score) for p in result.popped if p.pool == pool]

@@ -58,7 +58,7 @@ def test_visits_scheduled_while_a_rebuild_writes_are_in_flight_after_it(
 
 def test_the_rebuild_command_rebuilds_a_lost_mirror(conn: DictConnection, ctx: Context) -> None:
     list_origins(conn, ctx, urls(40))
-    ctx.mirror.client.delete(*ctx.mirror.keys("git").data_keys())
+    ctx.mirror.client.delete(*ctx.mirror.keys("git").data_keys(), ctx.mirror.keys("git").meta)
 
     result = cli("mirror", "rebuild", "git")
 
@@ -81,7 +81,10 @@ def test_a_second_rebuild_is_refused_while_one_is_in_progress(
         rebuild(conn, ctx, "git", datetime.now(tz=UTC))
 
     # The first one's staging keys are untouched, and it can still finish.
-    assert ctx.mirror.client.zscore(staging.pool("no_last_update"), str(300_000_000)) == 1.0
+    generation = ctx.mirror.generation(staging)
+    [bucket] = ctx.mirror.client.zrange(staging.pool_index(generation, "no_last_update"), 0, -1)
+    bucket_key = staging.pool_bucket(generation, "no_last_update", bucket)
+    assert ctx.mirror.client.zscore(bucket_key, str(300_000_000)) == 1.0
     ctx.mirror.end_bulk("git", first)
     assert ctx.mirror.finish_rebuild("git", first) == 1
 
