@@ -158,28 +158,16 @@ def corrected_multiplier(
     had room), by a factor exp(weight · lateness / reference interval), the
     ratio clamped to ±1. At equilibrium
     planned visits are made when due: the allocation spends the capacity. μ
-    stays where it still moves something: √(2 μ) at most the floor, and at
-    least half the minimum interval. Below min_interval²/2 the fastest changers
-    stay at the minimum interval (no origin is planned sooner,
-    ``visit_stats``), but the slower ones' intervals (about (3μ/λ)^{1/3}) and
-    the delays after reported changes still shorten: held at min_interval²/2,
-    μ left the workers idle while planned visits were served early (on
-    ``loader_cap``, git, 30 days: μ at that clamp nearly all the time, 12 % of
-    the workers' time idle). Not lower, so that μ climbs back within days
-    when the load rises.
+    stays where it still moves something: √(2 μ) between the minimum interval
+    and the floor.
     """
     if not math.isfinite(multiplier_s2) or multiplier_s2 <= 0:
         return multiplier_s2
     reference = lateness_reference_s(multiplier_s2, floor_s)
     ratio = max(-1.0, min(1.0, lateness_s / reference))
     corrected = multiplier_s2 * math.exp(weight * ratio)
-    low = (min_interval_s * LOWEST_COMMON_INTERVAL_SHARE) ** 2 / 2
-    return max(low, min(floor_s**2 / 2, corrected))
-
-
-#: The shortest common interval of the fastest changers, √(2μ), that the
-#: controller keeps, as a share of the minimum interval (``corrected_multiplier``).
-LOWEST_COMMON_INTERVAL_SHARE = 0.5
+    low, high = min_interval_s**2 / 2, floor_s**2 / 2
+    return max(low, min(high, corrected))
 
 
 def reported_change_delay_s(rate_per_s: float, multiplier_s2: float, floor_s: float) -> float:

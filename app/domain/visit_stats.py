@@ -200,10 +200,6 @@ def next_target(
             return tally.last_final_date + policy.min_interval
         if multiplier_s2 is not None:
             interval = _age_optimal_interval(stats, tally, policy, rate_per_s, multiplier_s2)
-            # never sooner than the minimum interval, which the rest after a visit
-            # enforces anyway: a target before it would be served late and push
-            # μ up for nothing (``corrected_multiplier``)
-            interval = max(interval * factor, policy.min_interval) / factor
         # Real time from the visit, never the queue position: until the first
         # multiplier is measured the ladder's interval stands in, and the
         # re-planning sweep (``replanned_target``) corrects it once μ is known.
