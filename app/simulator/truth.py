@@ -34,6 +34,11 @@ from app.simulator.world import DAY_S, Origin
 HOUR_S = 3600.0
 PENDING_LIMIT_S = 30 * DAY_S
 FIRST_VISIT_LIMIT_S = 7 * DAY_S
+#: Bounds (changes a day) of the true-rate classes the report splits the age and the
+#: visits by (a dormant origin by its rate once awake): where a policy's age comes from.
+RATE_CLASS_BOUNDS_PER_DAY = (0.01, 0.1, 1.0)
+RATE_CLASSES = ("below_0.01", "0.01_0.1", "0.1_1", "from_1")
+_CLASS_COUNTS = ("visits", "useless", "worker_s")
 
 
 def percentiles(values: list[float], scale: float, *qs: float) -> dict[str, float | None]:
@@ -71,6 +76,11 @@ class Sample:
     age_days_without_flaky: float = 0.0
     """Mean age of the live origins that are not flaky: what the scheduling
     controls, the failed cooldown of flaky origins aside."""
+    age_days_by_rate_class: tuple[float, ...] = ()
+    """Per true-rate class (``RATE_CLASSES``), its origins' summed age over the
+    live origins: its share of ``mean_age_days`` (the shares add up to it)."""
+    live_by_rate_class: tuple[int, ...] = ()
+    """Live origins per true-rate class."""
 
 
 @dataclass
@@ -106,6 +116,9 @@ class Truth:
     busy_by_kind_s: dict[str, float] = field(default_factory=dict)
     """Worker seconds of the measured visits by what they were: ``first`` (no
     success yet), else ``last_update`` or ``no_last_update`` (the origin's lister)."""
+    by_rate_class: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Measured recurrent visits per true-rate class: ``visits``, ``useless``,
+    ``worker_s`` (their duration)."""
 
     def __post_init__(self) -> None:
         n = len(self.origins)
@@ -117,6 +130,8 @@ class Truth:
             [bool(flags) and flags[o.lister] for o in self.origins], dtype=bool
         )
         self.kinds = np.array([o.kind for o in self.origins], dtype=object)
+        rates = np.array([o.rate_per_day for o in self.origins], dtype=np.float64)
+        self.rate_class = np.digitize(rates, RATE_CLASS_BOUNDS_PER_DAY)
         self.pending_since = np.array([o.changes[0] for o in self.origins])
         self.archived = np.zeros(n, dtype=np.int64)
         self.listed_at = np.full(n, math.inf)
@@ -191,6 +206,11 @@ class Truth:
             kind = "first" if self.archived[index] == 0 else reported
             self.busy_by_kind_s[kind] = self.busy_by_kind_s.get(kind, 0.0) + duration_s
             self.first_fetch_busy_s += duration_s if first_fetch else 0.0
+            counts = self.by_rate_class.setdefault(
+                RATE_CLASSES[self.rate_class[index]], dict.fromkeys(_CLASS_COUNTS, 0.0)
+            )
+            for key, value in zip(_CLASS_COUNTS, (1.0, float(useless), duration_s), strict=True):
+                counts[key] += value
             self.fetch_busy_s += fetch_s if success and not first_fetch else 0.0
         if success:
             self._archive(index, start, end, reach)
@@ -235,6 +255,11 @@ class Truth:
         kinds = self.kinds[live]
         by_kind = {str(k): float(np.mean(age[kinds == k])) / DAY_S for k in np.unique(kinds) if k}
         steady = kinds != "flaky"
+        classes = self.rate_class[live]
+        total = max(1, int(live.sum()))
+        by_class = tuple(
+            float(np.sum(age[classes == c])) / total / DAY_S for c in range(len(RATE_CLASSES))
+        )
         sample = Sample(
             t,
             float(np.mean(age == 0)) if age.size else 1.0,
@@ -247,6 +272,8 @@ class Truth:
             float(np.mean(age[~reported])) / DAY_S if (~reported).any() else 0.0,
             by_kind,
             float(np.mean(age[steady])) / DAY_S if steady.any() else 0.0,
+            by_class,
+            tuple(int(n) for n in np.bincount(classes, minlength=len(RATE_CLASSES))),
         )
         self.samples.append(sample)
         return sample
@@ -272,6 +299,7 @@ class Truth:
                 for kind in sorted({k for s in measured for k in s.age_days_by_kind})
             },
             "age_days_without_flaky": mean("age_days_without_flaky"),
+            "by_rate_class": self._by_rate_class(measured, days),
             "lag_days": {
                 **percentiles(self.lags_s, DAY_S, 95, 99),
                 "changes_archived": len(self.lags_s),
@@ -314,6 +342,26 @@ class Truth:
                 "to_start": percentiles(self.request_waits_s, HOUR_S, 50, 99),
             },
         }
+
+    def _by_rate_class(self, measured: list[Sample], days: float) -> dict[str, Any]:
+        """Per true-rate class: its live origins, their mean age, its share of the
+        mean age (the shares add up to ``age_days``), and the measured recurrent
+        visits a day, their useless share and their worker seconds a day."""
+        out: dict[str, Any] = {}
+        for c, name in enumerate(RATE_CLASSES):
+            live = float(np.mean([s.live_by_rate_class[c] for s in measured])) if measured else 0
+            share = float(np.mean([s.age_days_by_rate_class[c] for s in measured])) if live else 0
+            everyone = float(np.mean([s.live for s in measured])) if measured else 0
+            counts = self.by_rate_class.get(name, dict.fromkeys(_CLASS_COUNTS, 0.0))
+            out[name] = {
+                "live": live,
+                "age_days": share * everyone / live if live else None,
+                "age_share_days": share,
+                "visits_per_day": counts["visits"] / days,
+                "useless_ratio": counts["useless"] / counts["visits"] if counts["visits"] else None,
+                "worker_s_per_day": counts["worker_s"] / days,
+            }
+        return out
 
     def drift(self, start_s: float, end_s: float) -> dict[str, dict[str, float | None]]:
         """Mean age and freshness over the middle and the last third of the run, and

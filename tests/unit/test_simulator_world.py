@@ -203,6 +203,24 @@ def test_useless_visits_are_counted_apart_where_the_lister_reports_last_update()
     assert figures["ratio_where_last_update"] == 0.5
 
 
+def test_the_age_and_the_visits_are_split_by_the_true_rate_class() -> None:
+    fast = _origin([0.0])  # 1 change a day: class from_1
+    slow = replace(_origin([0.0]), index=1, rate_per_day=0.05)
+    truth = Truth([fast, slow], measure_from_s=0.0, starvation_bound_s=30 * DAY_S)
+    truth.visited(0, 10.0, 20.0, "full", 10.0, "p")
+    truth.visited(0, 30.0, 40.0, "full", 30.0, "p")
+    sample = truth.sample(DAY_S)  # origin 0 fresh, origin 1 a day old
+    assert sample.mean_age_days == pytest.approx(0.5)
+    classes = truth.summary(0.0, DAY_S)["by_rate_class"]
+    assert classes["0.01_0.1"]["age_days"] == pytest.approx(1.0)
+    assert classes["0.01_0.1"]["age_share_days"] == pytest.approx(0.5)
+    assert classes["from_1"]["age_days"] == 0.0
+    assert classes["from_1"]["visits_per_day"] == 2
+    assert classes["from_1"]["useless_ratio"] == 0.5
+    assert classes["from_1"]["worker_s_per_day"] == 40.0
+    assert classes["below_0.01"]["age_days"] is None  # no origin
+
+
 def test_an_origin_without_a_successful_visit_beyond_the_bound_is_starved() -> None:
     truth = Truth([_origin([0.0])], measure_from_s=0.0, starvation_bound_s=DAY_S)
     truth.listed(0, 0.0)
