@@ -26,6 +26,7 @@ from app.domain.latency import estimated_wait_s
 from app.domain.placement import POOLS
 from app.domain.queue_names import API_QUEUE, first_visits_queue, lane_queue
 from app.services.context import Context
+from app.services.mirror_sync import LOST_VISIT_GRACE_S, return_unsent
 from app.services.scheduler_step import plan_step
 from app.services.scheduling import StepResult
 from app.settings import Settings
@@ -57,6 +58,7 @@ from queues.dramatiq_broker import (
     return_dead_workers_messages,
     visit_message,
 )
+from queues.dramatiq_queues import origins_held
 from queues.lease import LeaseLost, Leases, holder_name
 from queues.workers import Capacity, capacities
 
@@ -68,6 +70,9 @@ LEASE_S = 10.0
 
 log = logging.getLogger("revisit.scheduler")
 CONFIG_REFRESH_S = 30.0
+#: How often (of the steps' clock) each visit type's in-flight origins are
+#: checked for a message the broker no longer holds (``return_unsent``).
+UNSENT_CHECK_S = 60.0
 #: Weight of the latest step in the pick rate behind ETAs.
 RATE_SMOOTHING = 0.1
 #: Errors that say a server is away, not that a visit type's step is wrong.
@@ -98,6 +103,9 @@ class SchedulerLoop:
         #: visit type: their origins are stamped and in flight, so they are sent
         #: first at the visit type's next step (a broker restart strands no pick).
         self._unsent: dict[str, list[dramatiq.Message[Any]]] = {}
+        #: When (the steps' clock, unix s) each visit type was last checked for
+        #: origins in flight with no message (``_return_unsent``).
+        self._unsent_checked: dict[str, float] = {}
         self.leases = Leases(
             self.ctx.mirror.client,
             settings.redis_namespace,
@@ -263,10 +271,31 @@ class SchedulerLoop:
             SCHEDULER_BATCH_SIZE.labels(visit_type, lane).observe(len(sent))
             QUEUE_DEPTH.labels(visit_type, queue, lane).set(depth + len(sent))
         REQUESTS_SCHEDULED.labels(visit_type).inc(plan.count("priority"))
+        self._return_unsent(conn, visit_type, now)
         if config.age_multiplier_s2 is not None and math.isfinite(config.age_multiplier_s2):
             AGE_MULTIPLIER.labels(visit_type).set(config.age_multiplier_s2)
         self._observe(plan.recurrent)
         return plan.recurrent
+
+    def _return_unsent(self, conn: DictConnection, visit_type: str, now: datetime) -> None:
+        """Every ``UNSENT_CHECK_S``, return early the origins whose message a dead
+        scheduler never sent or a broker restart lost (``return_unsent``)."""
+        if now.timestamp() - self._unsent_checked.get(visit_type, -math.inf) < UNSENT_CHECK_S:
+            return
+        self._unsent_checked[visit_type] = now.timestamp()
+        queues = [q for vt, q, _ in self.known_queues() if vt == visit_type]
+        held = origins_held(self.broker.client, queues)
+        returned = return_unsent(conn, self.ctx, visit_type, held, now)
+        RETURNED_ORIGINS.labels(visit_type, "unsent").inc(returned)
+        if returned:
+            log.warning(
+                "%s: %d origins in flight have no message in the broker (a scheduler died "
+                "before sending them, or the broker lost them); they return to their pools "
+                "in %.0f s",
+                visit_type,
+                returned,
+                LOST_VISIT_GRACE_S,
+            )
 
     def _send(self, visit_type: str, messages: Sequence[dramatiq.Message[Any]]) -> None:
         """Enqueue ``messages``; kept for the visit type's next step if the broker is

@@ -179,7 +179,7 @@ SCHEDULER_OWNED: tuple[Collector, ...] = (
     RETURNED_ORIGINS := Counter(
         "revisit_returned_origins_total",
         "Origins returned to their pool: 'cooled' after a cooldown, 'lost' when a visit never "
-        "reported",
+        "reported, 'unsent' when in flight with no message in the broker",
         ["visit_type", "reason"],
     ),
     MIRROR_REBUILDS := Counter(

@@ -78,6 +78,21 @@ def depths(client: redis.Redis, queues: list[str]) -> dict[str, QueueDepth]:
     return found
 
 
+def origins_held(client: redis.Redis, queues: list[str]) -> set[int]:
+    """The origins (``origin_id`` of the visits) that ``queues`` hold a message
+    for: waiting, running, delayed for a retry or dead-lettered."""
+    held: set[int] = set()
+    for q in queues:
+        keys = DramatiqQueueKeys(DRAMATIQ_NAMESPACE, q)
+        for key in (keys.messages, keys.delayed_messages, keys.dead_messages):
+            for _, raw in client.hscan_iter(key, count=1000):
+                message = _decoded(raw)
+                origin = message.kwargs.get("origin_id") if message else None
+                if isinstance(origin, int):
+                    held.add(origin)
+    return held
+
+
 def dead_letter_queues(client: redis.Redis) -> list[str]:
     """Every queue holding dead letters."""
     suffix = DRAMATIQ_DEAD_SUFFIX

@@ -18,7 +18,7 @@ from queues import lua
 from queues.keys import LAYOUT, STAGED_BUCKET, VisitTypeKeys, pool_number, scheduler_lease
 from queues.lease import LeaseLost, holder_name
 from queues.mirror_meta import PickBookkeeping
-from queues.mirror_read import Corruption, MirrorReads
+from queues.mirror_read import Corruption, MirrorReads, is_id
 from queues.mirror_read import Location as Location
 from queues.shards import (
     DueRank,
@@ -282,7 +282,7 @@ class Mirror(PickBookkeeping, MirrorReads):
         return [
             Popped(int(flat[i]), POOLS[int(flat[i + 1]) - 1], float(flat[i + 2]))
             for i in range(0, len(flat), 3)
-            if _is_id(flat[i])
+            if is_id(flat[i])
         ]
 
     def _fenced(
@@ -565,12 +565,6 @@ def _place_args(mode: str, chunk: Iterable[Placement]) -> list[Any]:
     return args
 
 
-def _is_id(member: Any) -> bool:
-    """A member that is no stats id is a hand-made mistake (``mirror check``
-    names it, ``mirror repair`` removes it): skipped, not a failed step."""
-    return isinstance(member, int) or bytes(member).isdigit()
-
-
 def _popped_by_pool(reply: list[Any]) -> list[Popped]:
     """The origins of pop.lua's compact reply: per pool, its index then its
     (id, score) pairs."""
@@ -581,7 +575,7 @@ def _popped_by_pool(reply: list[Any]) -> list[Popped]:
         try:
             ids = list(map(int, flat[0::2]))
         except ValueError:
-            ids = [int(m) if _is_id(m) else -1 for m in flat[0::2]]
+            ids = [int(m) if is_id(m) else -1 for m in flat[0::2]]
         popped += (
             Popped(origin, pool, float(score))
             for origin, score in zip(ids, flat[1::2], strict=True)

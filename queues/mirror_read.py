@@ -76,7 +76,7 @@ _NOT_AN_ID = "*[^0-9]*"
 
 
 class MirrorKeys:
-    """The mirror's client and the key names of each visit type's shards."""
+    """The mirror's client, its read script and the key names of each visit type's shards."""
 
     def __init__(
         self,
@@ -87,6 +87,7 @@ class MirrorKeys:
         self.client = client
         self.namespace = namespace
         self._shards = dict(shards or {})
+        self._read = client.register_script(lua("bulk") + lua("read"))
 
     def keys(self, visit_type: str, shard: int = 0) -> VisitTypeKeys:
         """Key names of one visit type (of one of its shards)."""
@@ -111,31 +112,25 @@ class MirrorKeys:
                 raise LookupError(f"{keys.visit_type}: no rebuild in progress")
             return _text(marker).rsplit(" ", 1)[-1].rsplit(":", 1)[-1]
         try:
-            generation = self.client.hget(keys.meta, "versions")
+            return _live_generation(self.client.hget(keys.meta, "versions"))
         except redis.ResponseError:  # a meta of the wrong type (``corruptions``)
-            generation = None
-        return "0" if generation is None else _text(generation)
+            return "0"
 
     def pool_counts(self, visit_type: str, pools: Sequence[str] = POOLS) -> list[int]:
         """How many origins wait in the ``pools`` of each shard."""
         every = self.shard_keys(visit_type)
         pipe = self.client.pipeline(transaction=False)
         for keys in every:
-            pipe.hmget(keys.pool_counts(self.generation(keys)), [pool_number(p) for p in pools])
+            pipe.hget(keys.meta, "versions")
+        generations = [_live_generation(g) for g in pipe.execute(raise_on_error=False)]
+        pipe = self.client.pipeline(transaction=False)
+        for keys, generation in zip(every, generations, strict=True):
+            pipe.hmget(keys.pool_counts(generation), [pool_number(p) for p in pools])
         return [sum(int(n or 0) for n in got) for got in pipe.execute()]
 
 
 class MirrorReads(MirrorKeys):
     """What reads the mirror's places without moving anything."""
-
-    def __init__(
-        self,
-        client: redis.Redis | redis.RedisCluster,
-        namespace: str,
-        shards: Mapping[str, int] | None = None,
-    ) -> None:
-        super().__init__(client, namespace, shards)
-        self._read = client.register_script(lua("bulk") + lua("read"))
 
     def corruptions(self, visit_type: str, members: bool = True) -> list[Corruption]:
         """The keys of the mirror of ``visit_type`` of the wrong type and, with
@@ -272,6 +267,14 @@ class MirrorReads(MirrorKeys):
         sent_at, cooling = pipe.execute()
         return Flight(None if sent_at is None else float(sent_at), cooling is not None)
 
+    def sent_between(self, visit_type: str, after_s: float, until_s: float) -> list[int]:
+        """The origins in flight sent after ``after_s`` and by ``until_s`` (unix s):
+        the in-flight scores, across every shard."""
+        pipe = self.client.pipeline(transaction=False)
+        for keys in self.shard_keys(visit_type):
+            pipe.zrangebyscore(keys.inflight, f"({after_s!r}", repr(until_s))
+        return [int(m) for members in pipe.execute() for m in members if is_id(m)]
+
     def sizes(self, visit_type: str) -> dict[str, int]:
         """How many origins each place holds (pools by name, inflight, cooling)."""
         totals: dict[str, int] = dict.fromkeys([*POOLS, "inflight", "cooling"], 0)
@@ -299,6 +302,18 @@ class MirrorReads(MirrorKeys):
                 )
                 scores += [float(h[1]) for h in head]
         return min(scores) if scores else None
+
+
+def is_id(member: Any) -> bool:
+    """A member that is no stats id is a hand-made mistake (``mirror check``
+    names it, ``mirror repair`` removes it): skipped, not a failed step."""
+    return isinstance(member, int) or bytes(member).isdigit()
+
+
+def _live_generation(versions: Any) -> str:
+    """The live generation a meta's ``versions`` field names ('0' when it has none,
+    or the meta is of the wrong type: ``corruptions``)."""
+    return _text(versions) if isinstance(versions, bytes | str) else "0"
 
 
 def _text(value: bytes | str) -> str:

@@ -37,10 +37,16 @@ def mirror_rows_of_ids(conn: DictConnection, visit_type: str, ids: list[int]) ->
     return [mirror_row(r) for r in conn.execute(query("mirror_rows_of_ids"), params)]
 
 
-def unstarted_ids(conn: DictConnection, visit_type: str) -> set[int]:
-    """The origins of ``visit_type`` sent to a worker whose visit never started
-    (no ``created`` status since they were sent)."""
-    rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
+def unstarted_ids(
+    conn: DictConnection, visit_type: str, among: list[int] | None = None
+) -> set[int]:
+    """The origins of ``visit_type`` (of ``among``, when given) sent to a worker
+    whose visit never started (no ``created`` status since they were sent)."""
+    if among is None:
+        rows = conn.execute(query("unstarted_visits"), {"visit_type": visit_type}).fetchall()
+    else:
+        params = {"visit_type": visit_type, "ids": among}
+        rows = conn.execute(query("unstarted_visits_of_ids"), params).fetchall()
     return {int(r["id"]) for r in rows}
 
 

@@ -123,6 +123,32 @@ def requeue_unstarted(
         yield p
 
 
+def return_unsent(
+    conn: DictConnection, ctx: Context, visit_type: str, held: set[int], now: datetime
+) -> int:
+    """Return early the origins in flight whose message was lost before any worker
+    took it; return how many.
+
+    Those sent at least ``LOST_VISIT_GRACE_S`` ago (and not returned early
+    already) whose visit never started, for which the broker holds no message
+    (``held``: the origins of every message of the visit type's queues), were
+    stamped and popped by a scheduler that died before it sent them, or lost
+    with a broker that restarted empty: they return after the grace, as after
+    a Redis wipe (``requeue_unstarted``), instead of the scheduled cooldown.
+    """
+    now_s = epoch_s(now)
+    after_s = now_s - ctx.cooldowns.scheduled.total_seconds() + LOST_VISIT_GRACE_S
+    sent = ctx.mirror.sent_between(visit_type, after_s, now_s - LOST_VISIT_GRACE_S)
+    lost = sorted(i for i in sent if i not in held)
+    unstarted = unstarted_ids(conn, visit_type, lost) if lost else set()
+    if not unstarted:
+        return 0
+    placements = placements_of(conn, ctx, visit_type, unstarted, now)
+    early = [p for p in requeue_unstarted(ctx, placements, unstarted, now) if p.id in unstarted]
+    ctx.mirror.place(visit_type, early)
+    return len(early)
+
+
 def place_rows(
     ctx: Context,
     rows: Iterable[MirrorRow],

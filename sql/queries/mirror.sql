@@ -40,3 +40,10 @@ select id from origin_visit_stats
 where visit_type = %(visit_type)s and listed and last_scheduled is not null
   and (last_visit is null or last_visit < last_scheduled)
   and (last_final_date is null or last_final_date <= last_scheduled)
+
+-- name: unstarted_visits_of_ids
+-- As unstarted_visits, among some origins (those the broker holds no message for).
+select id from origin_visit_stats
+where visit_type = %(visit_type)s and id = any(%(ids)s) and listed and last_scheduled is not null
+  and (last_visit is null or last_visit < last_scheduled)
+  and (last_final_date is null or last_final_date <= last_scheduled)

@@ -474,3 +474,69 @@ def test_a_batch_the_broker_refused_is_sent_at_the_next_step(
     messages = loop.broker.client.hvals(express.messages)
     assert sorted(json.loads(m)["kwargs"]["url"] for m in messages) == sorted(URLS[:5])
     assert check(conn, ctx, "git", NOW + timedelta(seconds=2)) == []
+
+
+@pytest.mark.every_mirror(sharded=True)
+def test_origins_a_dead_scheduler_popped_but_never_sent_return_after_the_grace(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import redis
+
+    import actors.scheduler
+
+    list_origins(conn, ctx, URLS[:5], "git", now=NOW)
+    real_enqueue = actors.scheduler.enqueue_many
+
+    def dying(broker: Any, messages: Any) -> Any:
+        raise redis.ConnectionError("the scheduler dies before its enqueue")
+
+    monkeypatch.setattr(actors.scheduler, "enqueue_many", dying)
+    dead = SchedulerLoop(settings)
+    with pytest.raises(redis.ConnectionError):
+        dead.step(NOW + timedelta(seconds=1))
+    dead.leases.release_all()  # as its leases expire
+    monkeypatch.setattr(actors.scheduler, "enqueue_many", real_enqueue)
+    # The one whose visit started (its created status applied) is not lost.
+    visited(conn, ctx, URLS[:1], "created", NOW + timedelta(seconds=2))
+    restarted = SchedulerLoop(settings)  # the dead one's unsent batch died with it
+    express = DramatiqQueueKeys("dramatiq", visit_queue("git"))
+
+    def sent() -> list[str]:
+        messages = restarted.broker.client.hvals(express.messages)
+        return sorted(json.loads(m)["kwargs"]["url"] for m in messages)
+
+    grace = mirror_sync.LOST_VISIT_GRACE_S
+    restarted.step(NOW + timedelta(seconds=3))
+    assert sent() == [] and ctx.mirror.sizes("git")["inflight"] == 5  # within the grace
+    restarted.step(NOW + timedelta(seconds=grace + 3))  # found: back after another grace
+    assert sent() == []
+    restarted.step(NOW + timedelta(seconds=2 * grace + 5))
+    assert sent() == sorted(URLS[1:5])
+    assert check(conn, ctx, "git", NOW + timedelta(seconds=2 * grace + 5)) == []
+    # Sent again and held by the broker (no worker runs): never returned again.
+    restarted.step(NOW + timedelta(seconds=3 * grace + 10))
+    restarted.step(NOW + timedelta(seconds=4 * grace + 20))
+    assert sent() == sorted(URLS[1:5]) and ctx.mirror.sizes("git")["inflight"] == 5
+
+
+@pytest.mark.every_mirror
+def test_visits_a_broker_restart_lost_are_sent_again_after_the_grace(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:3], "git", now=NOW)
+    loop = SchedulerLoop(settings)
+    express = DramatiqQueueKeys("dramatiq", visit_queue("git"))
+
+    def sent() -> list[str]:
+        messages = loop.broker.client.hvals(express.messages)
+        return sorted(json.loads(m)["kwargs"]["url"] for m in messages)
+
+    loop.step(NOW + timedelta(seconds=1))
+    assert sent() == sorted(URLS[:3])
+    loop.broker.client.delete(express.messages, express.waiting)  # restarted empty
+    grace = mirror_sync.LOST_VISIT_GRACE_S
+    loop.step(NOW + timedelta(seconds=grace + 3))
+    assert sent() == []
+    loop.step(NOW + timedelta(seconds=2 * grace + 5))
+    assert sent() == sorted(URLS[:3])
+    assert check(conn, ctx, "git", NOW + timedelta(seconds=2 * grace + 5)) == []
