@@ -291,7 +291,7 @@ class SchedulerLoop:
             log.warning(
                 "%s: %d origins in flight have no message in the broker (a scheduler died "
                 "before sending them, or the broker lost them); they return to their pools "
-                "in %.0f s",
+                "within %.0f s",
                 visit_type,
                 returned,
                 LOST_VISIT_GRACE_S,

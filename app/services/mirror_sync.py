@@ -126,27 +126,36 @@ def requeue_unstarted(
 def return_unsent(
     conn: DictConnection, ctx: Context, visit_type: str, held: set[int], now: datetime
 ) -> int:
-    """Return early the origins in flight whose message was lost before any worker
+    """Put back the origins in flight whose message was lost before any worker
     took it; return how many.
 
-    Those sent at least ``LOST_VISIT_GRACE_S`` ago (and not returned early
-    already) whose visit never started, for which the broker holds no message
-    (``held``: the origins of every message of the visit type's queues), were
-    stamped and popped by a scheduler that died before it sent them, or lost
-    with a broker that restarted empty: they return after the grace, as after
-    a Redis wipe (``requeue_unstarted``), instead of the scheduled cooldown.
+    Of those the mirror has had in flight for at least ``LOST_VISIT_GRACE_S``
+    (and not returned early already) and for which the broker holds no message
+    (``held``: the origins of every message of the visit type's queues):
+
+    - those whose send PostgreSQL never recorded (a scheduler died between its
+      pop and its stamp) go where PostgreSQL says, back to their pool;
+    - those sent whose visit never started (no ``created`` status: a scheduler
+      died before its enqueue, or a broker restarted empty lost the message)
+      return after the grace, as after a Redis wipe (``requeue_unstarted``),
+      instead of the scheduled cooldown.
+
+    A visit that started reports its result; it is left alone.
     """
     now_s = epoch_s(now)
     after_s = now_s - ctx.cooldowns.scheduled.total_seconds() + LOST_VISIT_GRACE_S
     sent = ctx.mirror.sent_between(visit_type, after_s, now_s - LOST_VISIT_GRACE_S)
     lost = sorted(i for i in sent if i not in held)
-    unstarted = unstarted_ids(conn, visit_type, lost) if lost else set()
-    if not unstarted:
+    if not lost:
         return 0
-    placements = placements_of(conn, ctx, visit_type, unstarted, now)
-    early = [p for p in requeue_unstarted(ctx, placements, unstarted, now) if p.id in unstarted]
-    ctx.mirror.place(visit_type, early)
-    return len(early)
+    unstarted = unstarted_ids(conn, visit_type, lost)
+    stranded = [
+        p
+        for p in placements_of(conn, ctx, visit_type, lost, now)
+        if p.id in unstarted or p.where != "inflight"
+    ]
+    ctx.mirror.place(visit_type, list(requeue_unstarted(ctx, iter(stranded), unstarted, now)))
+    return len(stranded)
 
 
 def place_rows(

@@ -18,7 +18,7 @@ from app.db.listings import register_lister
 from app.db.policies import set_policies
 from app.db.scheduling import mark_scheduled, visit_type_configs
 from app.domain.journal_event import VisitStatusEvent
-from app.domain.placement import Placement
+from app.domain.placement import Placement, epoch_s
 from app.domain.queue_names import visit_queue
 from app.inputs.listing import ListedOriginIn
 from app.services import mirror_sync
@@ -540,3 +540,22 @@ def test_visits_a_broker_restart_lost_are_sent_again_after_the_grace(
     loop.step(NOW + timedelta(seconds=2 * grace + 5))
     assert sent() == sorted(URLS[:3])
     assert check(conn, ctx, "git", NOW + timedelta(seconds=2 * grace + 5)) == []
+
+
+@pytest.mark.every_mirror
+def test_origins_popped_by_a_scheduler_that_died_before_stamping_them_go_back_after_the_grace(
+    settings: Settings, conn: DictConnection, ctx: Context
+) -> None:
+    list_origins(conn, ctx, URLS[:3], "git", now=NOW)
+    ensure_built(conn, ctx, "git", NOW)
+    cooldown_s = ctx.cooldowns.scheduled.total_seconds()
+    popped = ctx.mirror.pop("git", 3, epoch_s(NOW), cooldown_s, "due").popped
+    assert len(popped) == 3  # in flight in Redis; the process died: nothing in Postgres
+    loop = SchedulerLoop(settings)
+    express = DramatiqQueueKeys("dramatiq", visit_queue("git"))
+    grace = mirror_sync.LOST_VISIT_GRACE_S
+    loop.step(NOW + timedelta(seconds=grace + 1))  # found: back in its pool
+    loop.step(NOW + timedelta(seconds=grace + 2))
+    messages = loop.broker.client.hvals(express.messages)
+    assert sorted(json.loads(m)["kwargs"]["url"] for m in messages) == sorted(URLS[:3])
+    assert check(conn, ctx, "git", NOW + timedelta(seconds=grace + 2)) == []
