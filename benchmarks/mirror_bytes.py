@@ -8,7 +8,9 @@ placements with the pool shares of the 1M growth run (20 / 15 / 50 / 15 %),
 consecutive ids and scores with microseconds (as ``epoch_s`` gives; the worst
 case for a listpack); then the same after placing a tenth of them again
 (``Mirror.place``, new scores: the buckets split as placements arrive). It
-gives the growth run's figure without the hour of a 10M import.
+gives the growth run's figure without the hour of a 10M import, and how much
+the rebuild grew this process's peak memory (the placements are made as the
+rebuild reads them, so that is the rebuild's own).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import tempfile
 import time
 from collections.abc import Iterator
@@ -53,6 +56,11 @@ def placements(count: int, seed: int, version: int, every: int = 1) -> Iterator[
         yield Placement(origin, "pool", score, bounds[k][1], score, version)
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def used(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
@@ -65,12 +73,14 @@ def main() -> None:
         client = redis.Redis.from_url(url)
         mirror = Mirror(client, "revisit")
         before = used(client)
+        rss_before = peak_rss_mb()
         started = time.perf_counter()
         token = mirror.begin_rebuild(VISIT_TYPE)
         mirror.stage(VISIT_TYPE, placements(args.origins, 1, 1))
         mirror.end_bulk(VISIT_TYPE, token)
         held = mirror.finish_rebuild(VISIT_TYPE, token)
         rebuilt_s = time.perf_counter() - started
+        rebuild_mb = peak_rss_mb() - rss_before
         rebuilt = used(client)
         started = time.perf_counter()
         again = list(placements(args.origins, 2, 2, every=10))
@@ -78,7 +88,8 @@ def main() -> None:
         placed_us = (time.perf_counter() - started) / len(again) * 1e6
         after = used(client)
         print(
-            f"{held:,} origins: rebuilt in {rebuilt_s:.1f} s,"
+            f"{held:,} origins: rebuilt in {rebuilt_s:.1f} s"
+            f" (its peak Python memory +{rebuild_mb:.0f} MB),"
             f" {(rebuilt - before) / args.origins:.1f} B/origin;"
             f" after placing {len(again):,} again ({placed_us:.1f} us each):"
             f" {(after - before) / args.origins:.1f} B/origin;"

@@ -32,6 +32,7 @@ from queues.shards import (
 from queues.shards import Popped as Popped
 from queues.shards import PopResult as PopResult
 from queues.shards import Weights as Weights
+from queues.sorted_runs import SortedRuns
 
 PLACE_CHUNK = 2000
 #: Placements per pipeline of plain writes (a rebuild's bulk, new origins).
@@ -385,18 +386,19 @@ class Mirror(PickBookkeeping, MirrorReads):
             for shard, part in self._split(visit_type, placements).items():
                 self._place_chunks(staging[shard], "force", part)
             return
-        pools: dict[int, dict[str, list[tuple[float, int]]]] = {
-            shard: {name: [] for name in POOLS} for shard in staging
-        }
-        for chunk in _chunks(placements, REBUILD_CHUNK):
-            pipe = self.client.pipeline(transaction=False)
-            for shard, part in self._split(visit_type, chunk).items():
-                _stage(pipe, staging[shard], part, generations[shard], pools[shard])
-            pipe.execute()
-            self._progressed(visit_type)
-        for shard, keys in staging.items():
-            _stage_pools(self.client, keys, generations[shard], pools.pop(shard))
-            self._progressed(visit_type)
+        runs = SortedRuns()  # each pool's members, by (shard, pool)
+        try:
+            for chunk in _chunks(placements, REBUILD_CHUNK):
+                pipe = self.client.pipeline(transaction=False)
+                for shard, part in self._split(visit_type, chunk).items():
+                    _stage(pipe, staging[shard], part, generations[shard], runs)
+                pipe.execute()
+                self._progressed(visit_type)
+            for shard, keys in staging.items():
+                _stage_pools(self.client, keys, generations[shard], runs)
+                self._progressed(visit_type)
+        finally:
+            runs.close()
 
     def end_bulk(self, visit_type: str, token: str) -> set[int]:
         """End a rebuild's 'bulk' phase: from now on ``place`` applies to the
@@ -593,11 +595,11 @@ def _stage(
     keys: VisitTypeKeys,
     chunk: list[Placement],
     generation: str,
-    pools: dict[str, list[tuple[float, int]]],
+    runs: SortedRuns,
 ) -> None:
     """Queue on ``pipe`` the plain writes of ``chunk`` into ``keys``: one ZADD per
     resting place and one HSET of entries per version bucket; keep each pool's
-    origins in ``pools`` for ``_stage_pools``."""
+    origins in ``runs`` (by shard and pool) for ``_stage_pools``."""
     resting: defaultdict[str, dict[str, float]] = defaultdict(dict)
     entries: defaultdict[str, dict[int, str]] = defaultdict(dict)
     for p in chunk:
@@ -609,7 +611,7 @@ def _stage(
         score = p.score if p.where == "pool" else p.pool_score
         entries[bucket][field] = f"{p.version} {POOL_INDEX[p.pool]} {score!r}"
         if p.where == "pool":
-            pools[p.pool].append((p.score, p.id))
+            runs.add((keys.shard, p.pool), p.score, str(p.id))
         else:
             resting[keys.inflight if p.where == "inflight" else keys.cooling][str(p.id)] = p.score
     for key, members in resting.items():
@@ -618,23 +620,19 @@ def _stage(
         pipe.hset(bucket, mapping=fields)
 
 
-def _stage_pools(
-    client: Any, keys: VisitTypeKeys, generation: str, pools: dict[str, list[tuple[float, int]]]
-) -> None:
+def _stage_pools(client: Any, keys: VisitTypeKeys, generation: str, runs: SortedRuns) -> None:
     """Write each pool's origins, in the order Redis keeps them (by score, then
     by member: the id's text), into buckets of ``STAGED_BUCKET``, with the
     pool's index (entries ``<bound member> <bucket>``) and size."""
     numbered = 0
     counts: dict[str, int] = {}
-    for name, members in pools.items():
-        ordered = sorted((score, str(origin)) for score, origin in members)
-        members.clear()
-        counts[str(pool_number(name))] = len(ordered)
+    for name in POOLS:
+        counts[str(pool_number(name))] = runs.count((keys.shard, name))
+        ordered = runs.ordered((keys.shard, name))
         pipe = client.pipeline(transaction=False)
         bounds: dict[str, float] = {}
-        for start in range(0, len(ordered), STAGED_BUCKET):
+        while part := list(islice(ordered, STAGED_BUCKET)):
             numbered += 1
-            part = ordered[start : start + STAGED_BUCKET]
             # Highest first: Redis inserts each into the listpack from its head.
             pipe.zadd(
                 keys.pool_bucket(generation, name, numbered),

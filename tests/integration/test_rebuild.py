@@ -176,3 +176,26 @@ def test_a_failed_rebuild_releases_its_marker_so_the_next_one_need_not_wait(
     for keys in ctx.mirror.shard_keys("git"):
         assert not ctx.mirror.client.exists(keys.staging().meta, *keys.staging().data_keys())
     assert rebuild(conn, ctx, "git", datetime.now(tz=UTC)) == 20
+
+
+def test_a_rebuild_that_spills_its_pools_to_sorted_runs_orders_them_as_one_held_in_memory(
+    conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queues.sorted_runs
+
+    now = datetime.now(tz=UTC)
+    every = urls(300)
+    list_origins(conn, ctx, every[:150], now=now - timedelta(hours=1))
+    list_origins(conn, ctx, every[150:], now=now)  # 150 equal scores: ordered by id text
+
+    def pop_order() -> list[int]:
+        cooldown_s = ctx.cooldowns.scheduled.total_seconds()
+        popped = ctx.mirror.pop("git", 300, now.timestamp(), cooldown_s, "due", peek=True)
+        return [p.id for p in popped.popped]
+
+    rebuild(conn, ctx, "git", now)
+    in_memory = pop_order()
+    monkeypatch.setattr(queues.sorted_runs, "RUN", 7)
+    rebuild(conn, ctx, "git", now)
+    assert len(in_memory) == 300 and pop_order() == in_memory
+    assert check(conn, ctx, "git", now) == []
