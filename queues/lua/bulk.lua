@@ -31,6 +31,9 @@ local SPLIT = 120
 local STAGED = 96
 -- Pool buckets read at a time from a pool's index by head().
 local INDEX_PAGE = 16
+-- Redis keeps a sorted set of at most this many members as a listpack
+-- (zset-max-listpack-entries); past it, as a skiplist for good.
+local INDEX_LISTPACK = 128
 
 -- version, pool index (0: none) and score text of an entry (nil: none)
 local function parse_entry(raw)
@@ -135,6 +138,19 @@ local function Mirror(prefix, g)
     end
     if tonumber(got[2]) < tonumber(score) or bound_of(got[1]) <= id then return got[1], got[2] end
     -- among the buckets bounded at this very score: the last bound <= id
+    if redis.call('ZCARD', idx) > INDEX_LISTPACK then
+      -- Redis finds it: a probe member sorts right after every entry bounded
+      -- by id or less ('<bound> <n>': a space sorts before '!') and before
+      -- any other, so the entry before it is the one. The index is a skiplist
+      -- already, so the probe, taken out at once, leaves it as it was.
+      local probe = id .. '!'
+      redis.call('ZADD', idx, score, probe)
+      local rank = redis.call('ZRANK', idx, probe)
+      redis.call('ZREM', idx, probe)
+      local r = rank > 0 and rank - 1 or 0
+      got = redis.call('ZRANGE', idx, r, r, 'WITHSCORES')
+      return got[1], got[2]
+    end
     local high = redis.call('ZRANK', idx, got[1])
     local low = high - redis.call('ZCOUNT', idx, score, score) + 1
     local a, z, found = low, high - 1, nil

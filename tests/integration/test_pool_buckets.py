@@ -94,6 +94,30 @@ def test_a_run_of_more_than_128_equal_scores_splits_by_member_and_moves_as_any(
     assert members == sorted(members, key=lambda m: (m[1], m[0]))
 
 
+def test_a_run_of_equal_scores_over_more_than_128_buckets_moves_by_member(
+    ctx: Context,
+) -> None:
+    """A listing puts thousands of origins at one score: the index of their pool
+    then holds a long run of buckets bounded at that score, searched by member."""
+    total = 20_000
+    ctx.mirror.add_new("git", [in_pool(i, 0.0) for i in range(1, total + 1)])
+    ctx.mirror.place("git", [in_pool(i, float(i)) for i in range(total + 1, total + 101)])
+    assert len(pool_buckets(ctx.mirror, "git", "lagging")) > 128
+
+    moved = range(7, total + 1, 3)
+    ctx.mirror.place("git", [in_pool(i, 5.5, "up_to_date", 2) for i in moved])
+
+    kept = sorted(str(i) for i in set(range(1, total + 1)) - set(moved))
+    members = pool_members(ctx.mirror, "git", "lagging")
+    assert [m.decode() for m, s in members if s == 0.0] == kept
+    assert ctx.mirror.sizes("git")["lagging"] == total + 100 - len(moved)
+    assert_well_formed(ctx)
+    assert_well_formed(ctx, "up_to_date")
+    assert ctx.mirror.claim("git", [2, 19_998], NOW, 2)[0].score == 0.0
+    assert ctx.mirror.sizes("git")["lagging"] == total + 100 - len(moved) - 2
+    assert_well_formed(ctx)
+
+
 def test_an_emptied_bucket_leaves_the_index_and_its_range_goes_to_the_bucket_below(
     ctx: Context,
 ) -> None:
