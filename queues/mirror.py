@@ -118,14 +118,22 @@ class Mirror(PickBookkeeping, MirrorReads):
         return {0: placements} if shards == 1 else by_shard(placements, shards)
 
     def place(
-        self, visit_type: str, placements: Iterable[Placement], *, keep_inflight: bool = False
+        self,
+        visit_type: str,
+        placements: Iterable[Placement],
+        *,
+        keep_inflight: bool = False,
+        repair: bool = False,
     ) -> int:
         """Move origins to the places given; return how many moved.
 
         ``keep_inflight`` leaves origins that Redis has in flight alone (for
-        writers that do not know about a pop still being recorded).
+        writers that do not know about a pop still being recorded). ``repair``
+        also takes an origin out of its pool when it was in flight or cooling
+        too (a mirror damaged by hand); otherwise an origin is trusted to be in
+        one place.
         """
-        mode = "keep_inflight" if keep_inflight else "force"
+        mode = "keep_inflight" if keep_inflight else "repair" if repair else "force"
         return sum(
             self._place_chunks(self.keys(visit_type, shard), mode, part)
             for shard, part in self._split(visit_type, placements).items()

@@ -319,7 +319,8 @@ def repair(
     ids = {d.origin_id for d in differences}
     if not ids:
         return 0
-    moved = ctx.mirror.place(visit_type, list(placements_of(conn, ctx, visit_type, ids, now)))
+    placements = list(placements_of(conn, ctx, visit_type, ids, now))
+    moved = ctx.mirror.place(visit_type, placements, repair=True)
     # An origin found nowhere (or twice) left the pools' sizes wrong.
     ctx.mirror.recount(visit_type)
     return moved

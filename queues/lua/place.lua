@@ -23,7 +23,10 @@
 -- KEYS[9] meta of KEYS[1..3]: the live meta, hash whose 'versions' names the
 --                            live generation ('0' before any rebuild); or, when
 --                            KEYS[1..3] are a rebuild's staging keys, its marker.
--- ARGV[1] mode: 'force' moves every origin; 'keep_inflight' leaves an origin
+-- ARGV[1] mode: 'force' moves every origin; 'repair' too, and also looks for
+--         it in its pool when it was in flight or cooling (an origin found in
+--         two places: ``mirror repair``), where 'force' trusts that an origin
+--         is in one place; 'keep_inflight' leaves an origin
 --         that Redis has in flight where it is (a listing must not undo a pop
 --         whose Postgres bookkeeping is still under way) and only updates
 --         where it returns to; 'new' puts origins that cannot be in the
@@ -44,6 +47,7 @@
 -- Returns how many origins were moved in the live keys.
 
 local mode = ARGV[1]
+local repairing = mode == 'repair'
 local phase = redis.call('GET', KEYS[7])
 local touching = phase and string.sub(phase, 1, 5) == 'bulk '
 local rebuilding = phase and not touching
@@ -73,18 +77,18 @@ local function apply(m, id, version, where, score, back)
   if where == 5 or where == 6 then
     local into, other = m.inflight, m.cooling
     if where == 6 then into, other = other, into end
-    -- Already there (the scheduler confirming its pop): in no pool, since an
-    -- origin is in one place.
+    -- Already there (the scheduler confirming its pop), or taken out of the
+    -- other resting place (a final status ending a flight): in no pool, since
+    -- an origin is in one place ('repair' looks all the same).
     local fresh = redis.call('ZADD', into, score, id) == 1
-    if fresh and pool >= 1 then m.remove(pool, id, at) end
-    redis.call('ZREM', other, id)
+    local rested = redis.call('ZREM', other, id) == 1
+    if fresh and pool >= 1 and (repairing or not rested) then m.remove(pool, id, at) end
     local sep = string.find(back, '|', 1, true)
     m.set_entry(id, version, tonumber(string.sub(back, 1, sep - 1)), string.sub(back, sep + 1))
     return true
   end
-  if pool >= 1 then m.remove(pool, id, at) end
-  redis.call('ZREM', m.inflight, id)
-  redis.call('ZREM', m.cooling, id)
+  local rested = redis.call('ZREM', m.inflight, id) + redis.call('ZREM', m.cooling, id) > 0
+  if pool >= 1 and (repairing or not rested) then m.remove(pool, id, at) end
   if where >= 1 then
     m.add(where, id, score)
     m.set_entry(id, version, where, score)

@@ -223,3 +223,25 @@ def test_new_origins_added_in_bulk_leave_every_bucket_a_listpack(ctx: Context) -
     assert ctx.mirror.sizes("git")["lagging"] == 9000
     for key in pool_buckets(ctx.mirror, "git", "lagging"):
         assert ctx.mirror.client.object("encoding", key) == b"listpack"
+
+
+def test_a_final_status_ending_a_flight_looks_for_no_pool_bucket(ctx: Context) -> None:
+    now_s = 1e9
+    ctx.mirror.place(
+        "git", [Placement(i, "pool", now_s + i, "lagging", now_s + i, 1) for i in range(50)]
+    )
+    sent = [Placement(i, "inflight", now_s, "lagging", now_s + i, 2) for i in range(50)]
+    ctx.mirror.place("git", sent)
+    ctx.mirror.client.config_resetstat()
+    rested = [Placement(i, "cooling", now_s + 3600, "lagging", now_s + i, 3) for i in range(50)]
+    assert ctx.mirror.place("git", rested) == 50
+    stats = ctx.mirror.client.info("commandstats")
+    assert "cmdstat_zrange" not in stats  # no bucket looked up: an origin is in one place
+    assert ctx.mirror.sizes("git") == {
+        "never_visited": 0,
+        "lagging": 0,
+        "no_last_update": 0,
+        "up_to_date": 0,
+        "inflight": 0,
+        "cooling": 50,
+    }
