@@ -2,10 +2,13 @@
 
 Per batch: decode and validate, fold into the stats in one Postgres
 transaction, dead-letter what is malformed, re-place the written origins in
-Redis, and only then commit the Kafka offsets (DESIGN invariant 4). A crash
-anywhere re-processes at most the uncommitted batch, which the fold absorbs
-(invariant 3). Losing PostgreSQL pauses the client, which reconnects with
-backoff and retries the same batch, rather than exiting.
+Redis, and only then commit the Kafka offsets (DESIGN invariant 4). While a
+batch is re-placed in Redis, the next one is read and written to PostgreSQL
+(the two servers work at once); placements and commits keep the batches'
+order. A crash anywhere re-processes at most the uncommitted batches, which
+the fold absorbs (invariant 3). Losing PostgreSQL or Redis pauses the client,
+which reconnects with backoff and retries where it stopped, rather than
+exiting.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import gc
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TypeVar
@@ -25,6 +30,7 @@ import psycopg
 from actors.journal_consumer import JournalConsumer
 from actors.loop import run_every
 from app.db.connection import Connections, DictConnection
+from app.domain.placement import MirrorRow
 from app.kafka.client import Consumer, Message, Record, ResilientProducer, is_kafka_error
 from app.kafka.codec import without_credentials
 from app.services.context import Context
@@ -84,6 +90,17 @@ def reason_label(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
+@dataclass
+class WrittenBatch:
+    """A batch committed to PostgreSQL, its origins not yet re-placed in Redis
+    nor its offsets committed."""
+
+    messages: list[Message]
+    outcome: BatchOutcome
+    rows: list[MirrorRow]
+    started: float
+
+
 class JournalClient:
     """Consumes the journal topic in batches within a consumer group."""
 
@@ -102,6 +119,8 @@ class JournalClient:
         self.after_transaction = after_transaction
         self.kafka = JournalConsumer(settings)
         self.dead_letters = ResilientProducer(settings, self.stop)
+        #: Re-places a written batch in Redis while the next one is written.
+        self._placer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-place")
 
     def _run(self, work: Callable[[DictConnection], T]) -> T:
         """Run ``work`` on a connection of its own, waiting out a PostgreSQL outage."""
@@ -116,19 +135,41 @@ class JournalClient:
         """The Kafka consumer now in use (the watchdog may replace it)."""
         return self.kafka.consumer
 
-    def poll_batch(self) -> list[Message]:
-        """The next batch of messages (possibly empty)."""
-        return self.kafka.poll()
+    def poll_batch(self, timeout_s: float | None = None) -> list[Message]:
+        """The next batch of messages (possibly empty), waiting at most ``timeout_s``
+        (by default the consumer's) for a full one."""
+        return self.kafka.poll(timeout_s)
 
     def process(self, messages: list[Message], now: datetime) -> BatchOutcome:
         """Apply one batch, dead-letter its bad messages, re-place, then commit offsets."""
+        written = self.write(messages, now)
+        written.outcome.placed = self.place(written, now)
+        self.finish(written)
+        return written.outcome
+
+    def write(self, messages: list[Message], now: datetime) -> WrittenBatch:
+        """Fold one batch into PostgreSQL and dead-letter its bad messages."""
+        started = time.monotonic()
         outcome, rows = self.batch.write([m.value() for m in messages], now)
         self.after_transaction()
         self._dead_letter([(messages[bad.index], bad.reason) for bad in outcome.rejected])
-        outcome.placed = place_rows(self.ctx, rows, now)
-        self.kafka.commit(messages)
-        self._count(outcome, len(messages))
-        return outcome
+        return WrittenBatch(messages, outcome, rows, started)
+
+    def place(self, written: WrittenBatch, now: datetime) -> int:
+        """Re-place a written batch's origins in Redis; how many moved."""
+        return place_rows(self.ctx, written.rows, now)
+
+    def finish(self, written: WrittenBatch) -> None:
+        """Commit a placed batch's offsets and count what it did."""
+        self.kafka.commit(written.messages)
+        self._count(written.outcome, len(written.messages))
+        JOURNAL_BATCH_SECONDS.observe(time.monotonic() - written.started)
+        log.info(
+            "applied %d statuses (%d origins written, %d dead-lettered)",
+            len(written.outcome.applied),
+            len(written.outcome.written),
+            len(written.outcome.rejected),
+        )
 
     def _count(self, outcome: BatchOutcome, size: int) -> None:
         JOURNAL_BATCH_MESSAGES.observe(size)
@@ -177,39 +218,63 @@ class JournalClient:
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set, then leave the group cleanly.
 
-        A batch that fails because PostgreSQL, Redis or the broker is away is
-        retried, the same messages, with bounded backoff (``actors.loop``): its
-        offsets are not committed, and no later batch is taken before it is applied.
+        Each step re-places the oldest written batch in Redis (on the placer
+        thread) while it reads and writes the next batch to PostgreSQL, at most
+        two batches ahead of the last commit. A step that fails because
+        PostgreSQL, Redis or the broker is away is retried with bounded backoff
+        (``actors.loop``) from where it stopped: a polled batch not yet written
+        is written, a written batch not yet placed is placed, and no offset is
+        committed before its batch and every earlier one are placed.
         """
         self.stop = self.dead_letters.stop = stop
         pending: list[Message] = []
+        written: deque[WrittenBatch] = deque()
 
         def step(now: datetime) -> None:
             nonlocal pending
-            pending = pending or self.poll_batch()
-            if pending:
-                self._apply(pending)
-                pending = []
+            placing: Future[int] | None = None
+            if written:
+                placing = self._placer.submit(self.place, written[0], now)
+            try:
+                if len(written) < 2:
+                    # What has arrived, without waiting while a batch waits for
+                    # its commit: at a low rate the commit would wait for the poll.
+                    pending = pending or self.poll_batch(0.0 if placing else None)
+                    if pending:
+                        written.append(self._failing_counted(self.write, pending, now))
+                        pending = []
+            finally:
+                if placing is not None:
+                    done = written[0]
+                    done.outcome.placed = self._failing_counted(placing.result)
+                    written.popleft()
+                    self.finish(done)
 
         try:
             run_every(step, 0.0, stop, log, "batch", server_of=fault_label)
+            self._drain(written)
         finally:
             self.close()
 
-    def _apply(self, messages: list[Message]) -> None:
-        started = time.monotonic()
+    @staticmethod
+    def _failing_counted(work: Callable[..., T], *args: object) -> T:
+        """``work(*args)``, counting its failure in JOURNAL_BATCH_RETRIES."""
         try:
-            outcome = self.process(messages, datetime.now(tz=UTC))
+            return work(*args)
         except Exception as exc:
             JOURNAL_BATCH_RETRIES.labels(fault_label(exc) or "error").inc()
             raise
-        JOURNAL_BATCH_SECONDS.observe(time.monotonic() - started)
-        log.info(
-            "applied %d statuses (%d origins written, %d dead-lettered)",
-            len(outcome.applied),
-            len(outcome.written),
-            len(outcome.rejected),
-        )
+
+    def _drain(self, written: deque[WrittenBatch]) -> None:
+        """Place and commit the written batches at stop (once: whatever fails is
+        read again after the restart)."""
+        try:
+            while written:
+                done = written.popleft()
+                done.outcome.placed = self.place(done, datetime.now(tz=UTC))
+                self.finish(done)
+        except Exception as exc:
+            log.warning("written batches left uncommitted at stop (%s); they will be replayed", exc)
 
     def close(self) -> None:
         """Leave the consumer group and release the connections."""
@@ -218,4 +283,5 @@ class JournalClient:
         # not committed: it is read again after the restart, so they can go.
         self.dead_letters.discard()
         self.batch.close()
+        self._placer.shutdown(wait=True)
         self.connections.close()

@@ -115,10 +115,12 @@ class JournalConsumer:
         except Exception as exc:
             log.warning("could not ensure the Kafka topics (%s); will try again", exc)
 
-    def poll(self) -> list[Message]:
-        """The next batch of messages (possibly empty)."""
+    def poll(self, timeout_s: float | None = None) -> list[Message]:
+        """The next batch of messages (possibly empty), waiting at most ``timeout_s``
+        (by default ``BATCH_TIMEOUT_S``) for a full one."""
         self.replace_if_unassigned()
-        messages = self.consumer.consume(BATCH_SIZE, timeout=BATCH_TIMEOUT_S)
+        wait_s = BATCH_TIMEOUT_S if timeout_s is None else timeout_s
+        messages = self.consumer.consume(BATCH_SIZE, timeout=wait_s)
         good = [m for m in messages if m.error() is None]
         if len(good) == len(messages):
             return good

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from actors.journal import JournalClient, tune_gc
 from app.settings import Settings
@@ -26,17 +25,18 @@ POLL_S = 0.05
 def _client(stop: Any, first: Any) -> None:
     client = JournalClient(Settings())
     tune_gc()
-    try:
-        while not stop.is_set():
-            batch = client.poll_batch()
-            if not batch:
-                continue
+    poll = client.poll_batch
+
+    def first_poll(timeout_s: float | None = None) -> list[Message]:
+        batch = poll(timeout_s)
+        if batch:
             with first.get_lock():
                 if first.value == 0.0:
                     first.value = time.time()
-            client.process(batch, datetime.now(tz=UTC))
-    finally:
-        client.close()
+        return batch
+
+    client.poll_batch = first_poll  # type: ignore[method-assign]
+    client.run(stop)  # as ``revisit journal`` runs it; closes the client when stopped
 
 
 def committed(settings: Settings, partitions: int) -> int:

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import importlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.journal import JOURNAL_WRITERS, JournalClient, tune_gc
+from actors.journal import JOURNAL_WRITERS, JournalClient, WrittenBatch, tune_gc
 from actors.journal_consumer import BATCH_SIZE
 from app.db.connection import connect
 from app.db.listings import register_lister
@@ -117,65 +118,79 @@ def prefill(
         raise SystemExit("prefill: the broker did not acknowledge every message")
 
 
-def backend_cpu_s(client: JournalClient) -> float | None:
-    """CPU seconds used so far by the PostgreSQL backends of ``client``'s
-    connections (None when the server does not run on this host)."""
-    total = 0.0
+def backend_pids(client: JournalClient) -> list[int]:
+    """The PostgreSQL backends of ``client``'s connections (opened here)."""
     with contextlib.ExitStack() as stack:
-        for _ in range(JOURNAL_WRITERS):
-            pid = stack.enter_context(client.connections.borrow()).info.backend_pid
-            proc = Path(f"/proc/{pid}")
-            try:
-                if proc.joinpath("comm").read_text().strip() != "postgres":
-                    return None
-                # utime and stime, the 14th and 15th fields, after the command
-                fields = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
+        return [
+            stack.enter_context(client.connections.borrow()).info.backend_pid
+            for _ in range(JOURNAL_WRITERS)
+        ]
+
+
+def backend_cpu_s(pids: list[int]) -> float | None:
+    """CPU seconds used so far by the PostgreSQL backends ``pids`` (None when the
+    server does not run on this host)."""
+    total = 0.0
+    for pid in pids:
+        proc = Path(f"/proc/{pid}")
+        try:
+            if proc.joinpath("comm").read_text().strip() != "postgres":
                 return None
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            # utime and stime, the 14th and 15th fields, after the command
+            fields = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 
 def consume_all(
     settings: Settings, messages: int, profile: str | None
-) -> tuple[float, int, float, float | None]:
-    """Seconds from the first batch to the last commit, batches, and the CPU seconds
-    this process spent meanwhile (all its threads: the figure the load moves least),
+) -> tuple[float, float, float | None]:
+    """Seconds from the first batch to the commit of the last, as ``revisit
+    journal`` runs the client (``JournalClient.run``), and the CPU seconds this
+    process spent meanwhile (all its threads: the figure the load moves least)
     and those of its PostgreSQL backends (None: not measured)."""
     client = JournalClient(settings)
     tune_gc()
-    done = batches = 0
-    started: float | None = None
-    cpu_started = time.process_time()
-    profiler = None
-    if profile:
-        import cProfile
+    pids = backend_pids(client)
+    stop = threading.Event()
+    marks: dict[str, float] = {}
+    done = 0
+    profiler = cProfile.Profile() if profile else None
+    poll, finish = client.poll_batch, client.finish
 
-        profiler = cProfile.Profile()
+    def first_poll(timeout_s: float | None = None) -> list[Message]:
+        batch = poll(timeout_s)
+        if batch and not marks:
+            marks.update(started=time.perf_counter(), cpu=time.process_time())
+            marks["postgres"] = backend_cpu_s(pids) or 0.0
+            if profiler:
+                profiler.enable()
+        return batch
+
+    def counted_finish(written: WrittenBatch) -> None:
+        nonlocal done
+        finish(written)  # the offsets committed
+        done += len(written.messages)
+        if done >= messages and not stop.is_set():
+            marks.update(finished=time.perf_counter(), cpu_end=time.process_time())
+            postgres = backend_cpu_s(pids)
+            marks["postgres_end"] = -1.0 if postgres is None else postgres
+            stop.set()
+
+    client.poll_batch = first_poll  # type: ignore[method-assign]
+    client.finish = counted_finish  # type: ignore[method-assign]
     try:
-        while done < messages:
-            batch = client.poll_batch()
-            if not batch:
-                continue
-            if started is None:
-                started = time.perf_counter()
-                cpu_started = time.process_time()
-                if profiler:
-                    profiler.enable()
-            client.process(batch, datetime.now(tz=UTC))
-            done += len(batch)
-            batches += 1
-        elapsed = time.perf_counter() - (started or time.perf_counter())
-        cpu_s = time.process_time() - cpu_started
-        # The backends start with the first batch: what they used before is
-        # the opening of the connections.
-        postgres_cpu_s = backend_cpu_s(client)
+        client.run(stop)  # closes the client when stopped
     finally:
         if profiler and profile:
             profiler.disable()
             profiler.dump_stats(profile)
-        client.close()
-    return elapsed, batches, cpu_s, postgres_cpu_s
+    postgres_cpu_s = None
+    if marks["postgres_end"] >= 0:
+        postgres_cpu_s = marks["postgres_end"] - marks["postgres"]
+    return marks["finished"] - marks["started"], marks["cpu_end"] - marks["cpu"], postgres_cpu_s
 
 
 def stats_row_writes(settings: Settings) -> int:
@@ -218,13 +233,13 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     writes_before = stats_row_writes(settings)
     if args.clients > 1:
         elapsed = consume_with_processes(settings, args.messages, args.clients, args.partitions)
-        batches, cpu_s, postgres_cpu_s = -1, None, None
+        cpu_s, postgres_cpu_s = None, None
     else:
-        elapsed, batches, cpu_s, postgres_cpu_s = consume_all(settings, args.messages, args.profile)
+        elapsed, cpu_s, postgres_cpu_s = consume_all(settings, args.messages, args.profile)
     rate = args.messages / elapsed
     print(
         f"journal client: {args.messages} messages in {elapsed:.2f}s = {rate:,.0f} messages/s "
-        f"({batches} batches of up to {args.batch_size or BATCH_SIZE}, "
+        f"(batches of up to {args.batch_size or BATCH_SIZE}, "
         f"{args.partitions} partitions, {args.clients} client processes)"
     )
     with psycopg.connect(settings.database_dsn()) as conn:

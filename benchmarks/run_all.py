@@ -137,9 +137,9 @@ def main() -> None:
     parser.add_argument("--journal-messages", type=int, default=1_000_000)
     parser.add_argument(
         "--journal-clients",
-        type=int,
-        default=2,
-        help="journal client processes in the group (the Procfile's; one per core)",
+        default="1,2",
+        help="journal client processes in the group, comma-separated: one figure each"
+        " (1 is the reference's set-up, 2 the Procfile's: one per core)",
     )
     parser.add_argument(
         "--parts",
@@ -151,18 +151,31 @@ def main() -> None:
     if unknown := parts - {"journal", "workers", "growth"}:
         parser.error(f"--parts: unknown {', '.join(sorted(unknown))} (journal, workers, growth)")
 
-    journal_command = [
-        "benchmarks.journal_throughput",
-        "--messages",
-        str(args.journal_messages),
-        "--origins",
-        str(args.journal_messages // 5),
-        "--clients",
-        str(args.journal_clients),
-    ]
+    try:
+        clients = [int(c) for c in args.journal_clients.split(",")]
+    except ValueError:
+        parser.error(
+            f"--journal-clients: not a comma-separated list of counts: {args.journal_clients}"
+        )
+    reference = []
     if not args.skip_reference and "journal" in parts:
-        journal_command += ["--reference", reference_python(args.reference_venv)]
-    journal = run(journal_command, args.runs) if "journal" in parts else None
+        reference = ["--reference", reference_python(args.reference_venv)]
+    journals = {
+        count: run(
+            [
+                "benchmarks.journal_throughput",
+                "--messages",
+                str(args.journal_messages),
+                "--origins",
+                str(args.journal_messages // 5),
+                "--clients",
+                str(count),
+                *reference,
+            ],
+            args.runs,
+        )
+        for count in (clients if "journal" in parts else [])
+    }
     workers = (
         run(["benchmarks.workers", "--seconds", "0"], args.runs) if "workers" in parts else None
     )
@@ -171,8 +184,8 @@ def main() -> None:
         runs = args.runs if size <= 1_000_000 else args.runs_above_1m
         sizes[size] = run(["benchmarks.growth", "--origins", str(size)], runs)
 
-    if journal:
-        print_journal(journal, args.journal_messages, args.journal_clients)
+    for count, journal in journals.items():
+        print_journal(journal, args.journal_messages, count)
     if workers:
         print(
             f"worker: {fmt(workers.median('noop_visits_per_s'), 'no-op visits/s')} per process"

@@ -1,10 +1,13 @@
 import random
+import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
+import actors.journal
 from actors.journal import JournalClient
 from app.db.connection import DictConnection
 from app.inputs.api import RequestVisit
@@ -150,3 +153,66 @@ def test_a_batch_retried_message_by_message_still_reports_the_requests_it_finish
     assert get_request(conn, request_id)["status"] == "succeeded"
     assert request_latencies_observed() == before + 1
     client.close()
+
+
+def committed_offsets(settings: Settings) -> int:
+    """Messages of the journal topic the client's group has committed."""
+    consumer = Consumer(
+        {"bootstrap.servers": settings.kafka_brokers, "group.id": settings.journal_group_id}
+    )
+    try:
+        topic = consumer.list_topics(settings.journal_topic, timeout=10).topics
+        partitions = topic[settings.journal_topic].partitions
+        asked = [TopicPartition(settings.journal_topic, p) for p in partitions]
+        return sum(max(0, tp.offset) for tp in consumer.committed(asked, timeout=10))
+    finally:
+        consumer.close()
+
+
+def test_the_next_batch_is_written_while_one_is_placed_and_offsets_wait_for_its_placement(
+    settings: Settings, conn: DictConnection, ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(tz=UTC)
+    list_origins(conn, ctx, URLS[:2], now=now)
+    ids = {url: int(str(row["id"])) for url, row in stats_by_url(conn).items()}
+    listed = ctx.mirror.contents("git")
+    placing, release = threading.Event(), threading.Event()
+    real_place_rows = actors.journal.place_rows
+
+    def held_place_rows(*args: Any, **kwargs: Any) -> int:
+        if not placing.is_set():  # the first batch's placement waits
+            placing.set()
+            assert release.wait(60)
+        return real_place_rows(*args, **kwargs)
+
+    monkeypatch.setattr("actors.journal.place_rows", held_place_rows)
+    publisher = StatusPublisher(settings)
+    publisher.publish(URLS[0], "git", 1, "full", SNAP[0], date=now)
+    client = JournalClient(settings)
+    poll = client.poll_batch
+    # The one poll made while the first batch is placed waits for the second
+    # status, even on a slow host (the client only takes what has arrived).
+    monkeypatch.setattr(client, "poll_batch", lambda timeout_s=None: poll(3.0))
+    stop = threading.Event()
+    running = threading.Thread(target=client.run, args=(stop,), daemon=True)
+    running.start()
+    try:
+        assert placing.wait(60), "the first batch was never placed"
+        publisher.publish(URLS[1], "git", 1, "full", SNAP[1], date=now)
+        wait_for(
+            lambda: stats_by_url(conn)[URLS[1]]["last_visit_number"] == 1,
+            30,
+            "the second batch written while the first is placed",
+        )
+        assert committed_offsets(settings) == 0
+        assert ctx.mirror.contents("git")[ids[URLS[1]]] == listed[ids[URLS[1]]]
+        release.set()
+        wait_for(lambda: committed_offsets(settings) == 2, 30, "both batches committed")
+        placed = ctx.mirror.contents("git")
+        assert all(placed[ids[url]] != listed[ids[url]] for url in URLS[:2])
+        assert check(conn, ctx, "git", datetime.now(tz=UTC)) == []
+    finally:
+        release.set()
+        stop.set()
+        running.join(30)
+    assert not running.is_alive()

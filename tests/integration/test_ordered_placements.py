@@ -9,15 +9,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import Producer
 
-from actors.journal import JournalClient
+from actors.journal import JournalClient, WrittenBatch
 from app.db.connection import DictConnection
 from app.domain.placement import Placement
 from app.kafka.client import ensure_topics, producer_config
 from app.kafka.codec import encode, visit_status_key, visit_status_value
 from app.services.context import Context
-from app.services.journal import BatchOutcome
 from app.services.mirror_sync import check, rebuild
 from app.services.scheduling import schedule_step
 from app.settings import Settings
@@ -238,15 +237,15 @@ def test_a_journal_client_delayed_before_placing_cannot_leave_the_older_place(
         )
         clients.append(client)
     placed_late = threading.Event()
-    process = clients[0].process
+    place = clients[0].place
 
-    def process_then_note(messages: list[Message], now: datetime) -> BatchOutcome:
-        outcome = process(messages, now)
+    def place_then_note(written: WrittenBatch, now: datetime) -> int:
+        moved = place(written, now)
         if resumed.is_set():
             placed_late.set()
-        return outcome
+        return moved
 
-    clients[0].process = process_then_note  # type: ignore[method-assign]
+    clients[0].place = place_then_note  # type: ignore[method-assign]
     threads = [threading.Thread(target=c.run, args=(stop,), daemon=True) for c in clients]
     for thread in threads:
         thread.start()
