@@ -18,7 +18,7 @@ from datetime import datetime
 import psycopg
 
 from app.db import listings as db
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.domain.placement import MirrorRow
 from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_last_updates
 from app.services.context import Context
@@ -48,9 +48,13 @@ def _write_postgres(
     conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[NumberedRow], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
     check_last_updates(rows, now)
-    with conn.transaction():
+
+    def write(conn: DictConnection) -> list[tuple[MirrorRow, bool]]:
         add_listed_visit_types(conn, {r.visit_type for _, r in rows}, now)
         return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
+
+    # A deadlock with a scheduling step (which stamps rows by id) is run again.
+    return in_transaction(conn, write)
 
 
 def place_recorded(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:

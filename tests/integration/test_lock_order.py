@@ -1,15 +1,28 @@
-"""A scheduling step and a journal batch that lock shared rows in opposite orders."""
+"""Writers that lock shared stats rows: a scheduling step and a journal batch in
+opposite orders, a listing and a journal batch in one order whatever the
+database's collation."""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+import pytest
+from pydantic import SecretStr
+
 from app.db.connection import DictConnection, connect
+from app.db.listings import register_lister
+from app.db.migrate import migrate
 from app.db.stats import lock_stats
+from app.inputs.listing import ListedOriginIn
+from app.listers.interface import ListerInterface
 from app.services.context import Context
+from app.services.listing import record_listed_origins
 from app.services.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins
@@ -30,6 +43,41 @@ def _waiting_on_a_lock(conn: DictConnection, pid: int, timeout_s: float = 10.0) 
     return False
 
 
+def _crossed(
+    holder: DictConnection,
+    first: Callable[[], object],
+    waiter: DictConnection,
+    work: Callable[[], object],
+    second: Callable[[], object],
+    observer: DictConnection,
+) -> dict[str, Any]:
+    """In ``holder``'s transaction run ``first``; then ``work`` on a thread, with
+    ``waiter``, until it waits on a lock; then ``second``, and commit. What
+    ``work`` returned (``done``) or raised (``error``); both connections closed."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["done"] = work()
+        except Exception as exc:
+            outcome["error"] = exc
+
+    try:
+        first()
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert _waiting_on_a_lock(observer, waiter.info.backend_pid)
+        second()
+        holder.commit()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    finally:
+        holder.close()
+        waiter.close()
+    assert "error" not in outcome, outcome.get("error")
+    return outcome
+
+
 def test_a_step_that_deadlocks_with_a_journal_batch_still_stamps_and_sends_its_picks(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
@@ -39,29 +87,112 @@ def test_a_step_that_deadlocks_with_a_journal_batch_still_stamps_and_sends_its_p
     list_origins(conn, ctx, [A], now=NOW)
     journal = connect(settings, autocommit=False)
     scheduler = connect(settings)
-    outcome: dict[str, Any] = {}
-
-    def schedule() -> None:
-        try:
-            outcome["step"] = schedule_step(scheduler, ctx, "git", 10, NOW)
-        except Exception as exc:
-            outcome["error"] = exc
-
-    try:
-        lock_stats(journal, [(A, "git")])  # the journal's batch locks a...
-        thread = threading.Thread(target=schedule)
-        thread.start()
-        assert _waiting_on_a_lock(conn, scheduler.info.backend_pid)
-        lock_stats(journal, [(B, "git")])  # ...then b, held by the waiting step
-        journal.commit()
-        thread.join(timeout=60)
-        assert not thread.is_alive()
-    finally:
-        journal.close()
-        scheduler.close()
-    assert "error" not in outcome, outcome.get("error")
-    assert sorted(o.url for o in outcome["step"].orders) == [A, B]
+    outcome = _crossed(
+        journal,
+        lambda: lock_stats(journal, [(A, "git")]),  # the journal's batch locks a...
+        scheduler,
+        lambda: schedule_step(scheduler, ctx, "git", 10, NOW),
+        lambda: lock_stats(journal, [(B, "git")]),  # ...then b, held by the waiting step
+        conn,
+    )
+    assert sorted(o.url for o in outcome["done"].orders) == [A, B]
     stamped = conn.execute(
         "select count(*) as n from origin_visit_stats where last_scheduled = %s", (NOW,)
     ).fetchone()
     assert stamped is not None and stamped["n"] == 2
+
+
+@pytest.fixture
+def en_us_settings(settings: Settings) -> Iterator[Settings]:
+    """The test's settings on a migrated database collated as en_US.UTF-8 (the
+    locale scripts/setup generates), where 'Zed' sorts after 'abc' (in byte
+    order, before it)."""
+    admin = settings.database_dsn()
+    name = f"t_en_us_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            f"create database {name} template template0 encoding 'UTF8' locale 'en_US.UTF-8'"
+        )
+    info = psycopg.conninfo.conninfo_to_dict(admin)
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    try:
+        migrate(url)
+        yield settings.model_copy(update={"database_url": SecretStr(url)})
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"drop database if exists {name} with (force)")
+
+
+def test_a_listing_and_a_journal_batch_lock_shared_rows_in_one_order_whatever_the_collation(
+    en_us_settings: Settings, ctx: Context
+) -> None:
+    upper, lower = "https://x.example/Zed.git", "https://x.example/abc.git"
+    setup = connect(en_us_settings)
+    order = setup.execute(
+        "select u from (values (%s), (%s)) v(u) order by u", (upper, lower)
+    ).fetchall()
+    assert [r["u"] for r in order] == [lower, upper], "the database does not collate as en_US"
+    list_origins(setup, ctx, [upper, lower], now=NOW)
+    journal = connect(en_us_settings, autocommit=False)
+    # Short, so that a deadlock is found by the journal's wait, not the listing's.
+    journal.execute("set deadlock_timeout = '100ms'")
+    listing = connect(en_us_settings)
+    # The journal locks its keys in byte order: Zed, then abc; the waiting
+    # listing must not hold abc (no deadlock: the journal goes on).
+    _crossed(
+        journal,
+        lambda: lock_stats(journal, [(upper, "git")]),
+        listing,
+        lambda: list_origins(listing, ctx, [upper, lower], now=NOW),
+        lambda: lock_stats(journal, [(lower, "git")]),
+        setup,
+    )
+    setup.close()
+
+
+@pytest.mark.parametrize("entry", ["import", "lister_api"])
+def test_a_listing_that_deadlocks_with_a_step_locking_by_id_is_run_again_and_recorded(
+    settings: Settings, conn: DictConnection, ctx: Context, entry: str
+) -> None:
+    # Listed b first: the later id has the earlier url, so a writer by id (as
+    # the step stamps) and the listing (by key) lock the two rows in opposite orders.
+    list_origins(conn, ctx, [B], now=NOW)
+    list_origins(conn, ctx, [A], now=NOW)
+    ids = {r["url"]: r["id"] for r in conn.execute("select url, id from origin_visit_stats")}
+    step = connect(settings, autocommit=False)
+    # Long, so that the deadlock is found by the listing's wait: it is the one aborted.
+    step.execute("set deadlock_timeout = '10s'")
+    listing = connect(settings)
+    listing.execute("set deadlock_timeout = '100ms'")
+    later = datetime(2026, 11, 2, tzinfo=UTC)
+
+    def relist() -> None:
+        lister = register_lister(listing, "test", "forge", None)
+        if entry == "import":
+            rows = [
+                (i + 1, ListedOriginIn(url=u, visit_type="git", last_update=later))
+                for i, u in enumerate([A, B])
+            ]
+            record_listed_origins(listing, ctx, lister, rows, later)
+        else:
+            ListerInterface(listing, ctx, lambda: later).record_listed_origins(
+                [
+                    {"lister_id": lister, "url": u, "visit_type": "git", "last_update": later}
+                    for u in [A, B]
+                ]
+            )
+
+    lock = "select id from origin_visit_stats where id = %s for update"
+    _crossed(
+        step,
+        lambda: step.execute(lock, (ids[B],)),  # the step locks b (the lower id)...
+        listing,
+        relist,
+        lambda: step.execute(lock, (ids[A],)),  # ...then a, which the waiting listing holds
+        conn,
+    )
+    updated = conn.execute(
+        "select count(*) as n from origin_visit_stats where last_update = %s", (later,)
+    ).fetchone()
+    assert updated is not None and updated["n"] == 2
