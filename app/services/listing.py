@@ -204,10 +204,15 @@ def finish_listing(
     if not full:
         db.finish_listing(conn, lister_id, now)
         return 0
-    with conn.transaction():
+
+    def disable(conn: DictConnection) -> list[MirrorRow]:
         unseen, enabled = db.count_unseen(conn, lister_id, started)
         if unseen and unseen > max_disable_share * enabled:
             raise MassDisable(unseen, enabled, max_disable_share)
-        changed = db.disable_unseen(conn, lister_id, started, now)
+        return db.disable_unseen(conn, lister_id, started, now)
+
+    # Its rows are updated in no set order: a deadlock with a journal batch or a
+    # scheduling step is run again.
+    changed = in_transaction(conn, disable)
     place_rows(ctx, changed, now)
     return len(changed)

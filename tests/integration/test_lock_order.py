@@ -22,7 +22,7 @@ from app.db.stats import lock_stats
 from app.inputs.listing import ListedOriginIn
 from app.listers.interface import ListerInterface
 from app.services.context import Context
-from app.services.listing import record_listed_origins
+from app.services.listing import finish_listing, record_listed_origins, start_listing
 from app.services.scheduling import schedule_step
 from app.settings import Settings
 from tests.integration.helpers import list_origins
@@ -76,6 +76,17 @@ def _crossed(
         waiter.close()
     assert "error" not in outcome, outcome.get("error")
     return outcome
+
+
+def _holder_and_victim(settings: Settings) -> tuple[DictConnection, DictConnection]:
+    """Two connections, the first in a transaction: should the second wait in a
+    deadlock with it, the second finds it first (after 1 s, long enough for the
+    first to have asked for its second lock) and is the one aborted."""
+    holder = connect(settings, autocommit=False)
+    holder.execute("set deadlock_timeout = '20s'")
+    victim = connect(settings)
+    victim.execute("set deadlock_timeout = '1s'")
+    return holder, victim
 
 
 def test_a_step_that_deadlocks_with_a_journal_batch_still_stamps_and_sends_its_picks(
@@ -160,11 +171,7 @@ def test_a_listing_that_deadlocks_with_a_step_locking_by_id_is_run_again_and_rec
     list_origins(conn, ctx, [B], now=NOW)
     list_origins(conn, ctx, [A], now=NOW)
     ids = {r["url"]: r["id"] for r in conn.execute("select url, id from origin_visit_stats")}
-    step = connect(settings, autocommit=False)
-    # Long, so that the deadlock is found by the listing's wait: it is the one aborted.
-    step.execute("set deadlock_timeout = '10s'")
-    listing = connect(settings)
-    listing.execute("set deadlock_timeout = '100ms'")
+    step, listing = _holder_and_victim(settings)
     later = datetime(2026, 11, 2, tzinfo=UTC)
 
     def relist() -> None:
@@ -196,3 +203,28 @@ def test_a_listing_that_deadlocks_with_a_step_locking_by_id_is_run_again_and_rec
         "select count(*) as n from origin_visit_stats where last_update = %s", (later,)
     ).fetchone()
     assert updated is not None and updated["n"] == 2
+
+
+@pytest.mark.parametrize("first", [A, B])
+def test_a_full_listing_that_disables_origins_runs_again_after_a_deadlock(
+    settings: Settings, conn: DictConnection, ctx: Context, first: str
+) -> None:
+    # Whichever row the other writer locks first, the disabling locks the two
+    # in one order of its own: in one of the cases they cross.
+    list_origins(conn, ctx, [A, B], now=NOW)
+    lister = register_lister(conn, "test", "forge", None)
+    later = datetime(2026, 11, 2, tzinfo=UTC)
+    started = start_listing(conn, lister, later)
+    journal, listing = _holder_and_victim(settings)
+    second = B if first == A else A
+    outcome = _crossed(
+        journal,
+        lambda: lock_stats(journal, [(first, "git")]),
+        listing,
+        lambda: finish_listing(listing, ctx, lister, started, later, full=True),
+        lambda: lock_stats(journal, [(second, "git")]),
+        conn,
+    )
+    assert outcome == {"done": 2}
+    listed = conn.execute("select count(*) as n from origin_visit_stats where listed").fetchone()
+    assert listed is not None and listed["n"] == 0
