@@ -21,6 +21,7 @@ from app.db.migrate import migrate
 from app.db.stats import lock_stats
 from app.inputs.listing import ListedOriginIn
 from app.listers.interface import ListerInterface
+from app.listers.tasks import TaskInterface
 from app.services.context import Context
 from app.services.listing import finish_listing, record_listed_origins, start_listing
 from app.services.scheduling import schedule_step
@@ -78,6 +79,15 @@ def _crossed(
     return outcome
 
 
+def _listed_b_then_a(conn: DictConnection, ctx: Context) -> dict[str, int]:
+    """List b, then a: the later id has the earlier url, so a writer by id (as a
+    step stamps) and one by key (the journal, listings) lock the two rows in
+    opposite orders. Their ids by url."""
+    list_origins(conn, ctx, [B], now=NOW)
+    list_origins(conn, ctx, [A], now=NOW)
+    return {r["url"]: r["id"] for r in conn.execute("select url, id from origin_visit_stats")}
+
+
 def _holder_and_victim(settings: Settings) -> tuple[DictConnection, DictConnection]:
     """Two connections, the first in a transaction: should the second wait in a
     deadlock with it, the second finds it first (after 1 s, long enough for the
@@ -92,10 +102,7 @@ def _holder_and_victim(settings: Settings) -> tuple[DictConnection, DictConnecti
 def test_a_step_that_deadlocks_with_a_journal_batch_still_stamps_and_sends_its_picks(
     settings: Settings, conn: DictConnection, ctx: Context
 ) -> None:
-    # Listed b first: the later id has the earlier url, so the step (by id)
-    # and the journal (by key) lock the two rows in opposite orders.
-    list_origins(conn, ctx, [B], now=NOW)
-    list_origins(conn, ctx, [A], now=NOW)
+    _listed_b_then_a(conn, ctx)
     journal = connect(settings, autocommit=False)
     scheduler = connect(settings)
     outcome = _crossed(
@@ -166,11 +173,7 @@ def test_a_listing_and_a_journal_batch_lock_shared_rows_in_one_order_whatever_th
 def test_a_listing_that_deadlocks_with_a_step_locking_by_id_is_run_again_and_recorded(
     settings: Settings, conn: DictConnection, ctx: Context, entry: str
 ) -> None:
-    # Listed b first: the later id has the earlier url, so a writer by id (as
-    # the step stamps) and the listing (by key) lock the two rows in opposite orders.
-    list_origins(conn, ctx, [B], now=NOW)
-    list_origins(conn, ctx, [A], now=NOW)
-    ids = {r["url"]: r["id"] for r in conn.execute("select url, id from origin_visit_stats")}
+    ids = _listed_b_then_a(conn, ctx)
     step, listing = _holder_and_victim(settings)
     later = datetime(2026, 11, 2, tzinfo=UTC)
 
@@ -228,3 +231,41 @@ def test_a_full_listing_that_disables_origins_runs_again_after_a_deadlock(
     assert outcome == {"done": 2}
     listed = conn.execute("select count(*) as n from origin_visit_stats where listed").fetchone()
     assert listed is not None and listed["n"] == 0
+
+
+@pytest.mark.parametrize("other", ["journal", "step"])
+def test_a_visit_stats_upsert_neither_deadlocks_with_the_journal_nor_fails_on_a_step(
+    settings: Settings, conn: DictConnection, ctx: Context, other: str
+) -> None:
+    ids = _listed_b_then_a(conn, ctx)  # the journal locks a then b, a step b then a
+    holder, upsert = _holder_and_victim(settings)
+    if other == "journal":
+        # The journal's wait finds a deadlock first: it would be the one aborted.
+        holder.execute("set deadlock_timeout = '100ms'")
+
+    def take(url: str) -> object:
+        if other == "journal":
+            return lock_stats(holder, [(url, "git")])
+        return holder.execute(
+            "select from origin_visit_stats where id = %s for update", (ids[url],)
+        )
+
+    order = [A, B] if other == "journal" else [B, A]
+    visited = datetime(2026, 11, 2, tzinfo=UTC)
+    stats = [
+        {"url": u, "visit_type": "git", "last_visit": visited, "last_visit_status": "failed"}
+        for u in [B, A]  # given out of the journal's order
+    ]
+    api = TaskInterface(upsert, ctx, lambda: visited)
+    _crossed(
+        holder,
+        lambda: take(order[0]),
+        upsert,
+        lambda: api.origin_visit_stats_upsert(stats),
+        lambda: take(order[1]),
+        conn,
+    )
+    written = conn.execute(
+        "select count(*) as n from origin_visit_stats where last_visit = %s", (visited,)
+    ).fetchone()
+    assert written is not None and written["n"] == 2
