@@ -22,7 +22,7 @@ from pydantic import Field, StrictBool, StrictStr
 
 from app.db import lister_api as sql
 from app.db import listings as db
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.db.errors import refusal
 from app.inputs.listing import ListedOriginIn, ListingInputError, check_last_updates
 from app.listers.models import (
@@ -150,16 +150,17 @@ class ListerInterface:
     ) -> list[ListedOrigin]:
         now = self.clock()
 
-        def write() -> tuple[list[Any], list[dict[str, Any]]]:
-            with self.conn.transaction():
-                add_listed_visit_types(self.conn, {r.visit_type for _, r in rows}, now)
-                changed = db.upsert_listed_origins(
-                    self.conn, lister_id, [r for _, r in rows], now, update_last_seen
-                )
-                stored = sql.recorded_origins(self.conn, lister_id)
-            return changed, stored
+        def write(conn: DictConnection) -> tuple[list[Any], list[dict[str, Any]]]:
+            add_listed_visit_types(conn, {r.visit_type for _, r in rows}, now)
+            changed = db.upsert_listed_origins(
+                conn, lister_id, [r for _, r in rows], now, update_last_seen
+            )
+            return changed, sql.recorded_origins(conn, lister_id)
 
-        changed, stored = refusing_bad_values(write, "listed_origins")
+        # A deadlock with a scheduling step (which stamps rows by id) is run again.
+        changed, stored = refusing_bad_values(
+            lambda: in_transaction(self.conn, write), "listed_origins"
+        )
         place_recorded(self.ctx, changed, now)
         return [ListedOrigin.model_validate(r) for r in stored]
 

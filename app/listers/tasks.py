@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -32,6 +33,7 @@ from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, Stri
 
 from app.db import lister_api as sql
 from app.db import tasks as db
+from app.db.connection import DictConnection, in_transaction
 from app.db.lister_runs import enable_schedule
 from app.db.listings import known_visit_types
 from app.db.visit_types import list_visit_types
@@ -476,18 +478,26 @@ class TaskInterface(ListerInterface):
         ]
         for i, stats in enumerate(given):
             _visit_type(stats.visit_type, f"origin_visit_stats[{i}].visit_type")
-        rows = [
-            s.model_dump() | {"last_visit_status": STATUS_OF_REFERENCE[s.last_visit_status]}
-            for s in given
-        ]
+        # In byte order of the key, as the journal locks rows (a stable sort: a
+        # later entry of an origin is still written last).
+        rows = sorted(
+            (
+                s.model_dump() | {"last_visit_status": STATUS_OF_REFERENCE[s.last_visit_status]}
+                for s in given
+            ),
+            key=itemgetter("url", "visit_type"),
+        )
         now = self.clock()
 
-        def write() -> list[MirrorRow]:
-            with self.conn.transaction():
-                add_listed_visit_types(self.conn, {s.visit_type for s in given}, now)
-                return db.upsert_visit_stats(self.conn, rows)
+        def write(conn: DictConnection) -> list[MirrorRow]:
+            add_listed_visit_types(conn, {s.visit_type for s in given}, now)
+            return db.upsert_visit_stats(conn, rows)
 
-        place_rows(self.ctx, refusing_bad_values(write, "origin_visit_stats"), now)
+        # A deadlock with a scheduling step (which stamps rows by id) is run again.
+        written = refusing_bad_values(
+            lambda: in_transaction(self.conn, write), "origin_visit_stats"
+        )
+        place_rows(self.ctx, written, now)
 
     @checked
     def get_metrics(

@@ -18,7 +18,7 @@ from datetime import datetime
 import psycopg
 
 from app.db import listings as db
-from app.db.connection import DictConnection
+from app.db.connection import DictConnection, in_transaction
 from app.domain.placement import MirrorRow
 from app.inputs.listing import ListingInputError, NumberedRow, RowError, check_last_updates
 from app.services.context import Context
@@ -48,9 +48,13 @@ def _write_postgres(
     conn: DictConnection, lister_id: uuid.UUID, rows: Sequence[NumberedRow], now: datetime
 ) -> list[tuple[MirrorRow, bool]]:
     check_last_updates(rows, now)
-    with conn.transaction():
+
+    def write(conn: DictConnection) -> list[tuple[MirrorRow, bool]]:
         add_listed_visit_types(conn, {r.visit_type for _, r in rows}, now)
         return db.upsert_listed_origins(conn, lister_id, [r for _, r in rows], now)
+
+    # A deadlock with a scheduling step (which stamps rows by id) is run again.
+    return in_transaction(conn, write)
 
 
 def place_recorded(ctx: Context, changed: list[tuple[MirrorRow, bool]], now: datetime) -> None:
@@ -200,10 +204,15 @@ def finish_listing(
     if not full:
         db.finish_listing(conn, lister_id, now)
         return 0
-    with conn.transaction():
+
+    def disable(conn: DictConnection) -> list[MirrorRow]:
         unseen, enabled = db.count_unseen(conn, lister_id, started)
         if unseen and unseen > max_disable_share * enabled:
             raise MassDisable(unseen, enabled, max_disable_share)
-        changed = db.disable_unseen(conn, lister_id, started, now)
+        return db.disable_unseen(conn, lister_id, started, now)
+
+    # Its rows are updated in no set order: a deadlock with a journal batch or a
+    # scheduling step is run again.
+    changed = in_transaction(conn, disable)
     place_rows(ctx, changed, now)
     return len(changed)

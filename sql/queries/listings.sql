@@ -46,9 +46,11 @@ copy listing_staging (url, visit_type, extra_loader_arguments, last_update, is_f
 -- writer inserts after the snapshot makes the plain insert fail with a
 -- unique violation: the caller then runs this statement again with
 -- plain_inserts false, all by the upsert. Both statements write in key
--- order, so concurrent writers of one listing lock rows in the same order.
+-- order, so concurrent writers of one listing lock rows in the same order:
+-- byte order (collate "C"), the journal's and the stats upsert's below,
+-- whatever the database's collation.
 with batch as materialized (
-  select distinct on (url, visit_type)
+  select distinct on (url collate "C", visit_type collate "C")
          url, visit_type, extra_loader_arguments, enabled, last_update, is_fork,
          forked_from_url,
          -- a scalar subquery, one primary-key probe a row: an EXISTS here may be
@@ -57,14 +59,14 @@ with batch as materialized (
                                 where lo.url = s.url and lo.visit_type = s.visit_type
                                   and lo.lister_id = %(lister_id)s) is null as fresh
   from listing_staging s
-  order by url, visit_type, seq desc
+  order by url collate "C", visit_type collate "C", seq desc
 ), added as (
   insert into listed_origins (lister_id, url, visit_type, extra_loader_arguments, enabled,
                               first_seen, last_seen, last_update, is_fork, forked_from_url)
   select %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
          last_update, is_fork, forked_from_url
   from batch where fresh
-  order by url, visit_type
+  order by url collate "C", visit_type collate "C"
 )
 insert into listed_origins as lo (lister_id, url, visit_type, extra_loader_arguments,
                                   enabled, first_seen, last_seen, last_update, is_fork,
@@ -75,7 +77,7 @@ insert into listed_origins as lo (lister_id, url, visit_type, extra_loader_argum
 select %(lister_id)s, url, visit_type, extra_loader_arguments, enabled, %(now)s, %(now)s,
        last_update, is_fork, forked_from_url
 from batch where not fresh
-order by url, visit_type
+order by url collate "C", visit_type collate "C"
 on conflict (url, visit_type, lister_id) do update
   set extra_loader_arguments = excluded.extra_loader_arguments,
       enabled = excluded.enabled,
@@ -95,8 +97,10 @@ on conflict (url, visit_type, lister_id) do update
 -- listed_origins upsert, this statement sees it).
 -- As upsert_listed_origins: rows new at the snapshot by a plain insert (a
 -- unique violation: run again with plain_inserts false), the others by the
--- upsert, each in key order (concurrent writers of one listing then lock
--- shared rows in the same order and cannot deadlock).
+-- upsert, each in byte order of the key (collate "C", as the journal locks
+-- its rows: a listing and a journal batch, or concurrent writers of one
+-- listing, then lock shared rows in the same order and cannot deadlock,
+-- whatever the database's collation).
 -- The returned columns are in the order of app.domain.placement.MirrorRow.
 with batch as materialized (
   select s.url, s.visit_type, least(%(now)s::timestamptz, q.position) as position,
@@ -112,13 +116,13 @@ with batch as materialized (
   from listing_staging s
   left join visit_scheduler_queue_position q on q.visit_type = s.visit_type
   group by s.url, s.visit_type, q.position
-  order by s.url, s.visit_type
+  order by s.url collate "C", s.visit_type collate "C"
 ), added as (
   insert into origin_visit_stats as st (url, visit_type, next_visit_queue_position,
                                         last_update, listed)
   select url, visit_type, position, last_update, listed
   from batch where fresh
-  order by url, visit_type
+  order by url collate "C", visit_type collate "C"
   returning {{mirror_columns}},
             true as inserted
 ), changed as (
@@ -126,7 +130,7 @@ with batch as materialized (
                                         last_update, listed)
   select url, visit_type, position, last_update, listed
   from batch where not fresh
-  order by url, visit_type
+  order by url collate "C", visit_type collate "C"
   on conflict (url, visit_type) do update
     set last_update = greatest(st.last_update, excluded.last_update),
         -- an origin an operator disabled stays unlisted whatever listers say
