@@ -64,9 +64,16 @@ local function Mirror(prefix, g)
   M.index, M.bucket, M.counts_key = index, bucket, counts
   M.number = function(entry) return string.match(entry, ' (%d+)$') end
 
+  local entry_keys = {}  -- by id div BUCKET: a string made once, not once an origin
   function M.entry_key(id)
     local n = tonumber(id)
-    return base .. math.floor(n / BUCKET), n % BUCKET
+    local b = math.floor(n / BUCKET)
+    local key = entry_keys[b]
+    if not key then
+      key = base .. b
+      entry_keys[b] = key
+    end
+    return key, n % BUCKET
   end
 
   -- The entries of `ids`, one HMGET per version bucket, kept for entry().
@@ -236,12 +243,38 @@ local function Mirror(prefix, g)
     end
   end
 
+  -- {score number, score text, id} members sorted as Redis orders them: by
+  -- score, then id as a string. Grouped by score first (a listing brings long
+  -- runs of equal scores), so that the sorts compare plain values in C
+  -- instead of calling a Lua comparator n log n times.
+  local function sorted(members)
+    local ids, scores = {}, {}
+    for _, m in ipairs(members) do
+      local group = ids[m[1]]
+      if not group then
+        group = {text = m[2]}
+        ids[m[1]] = group
+        scores[#scores + 1] = m[1]
+      end
+      group[#group + 1] = m[3]
+    end
+    table.sort(scores)
+    local out = {}
+    for _, score in ipairs(scores) do
+      local group = ids[score]
+      local text = group.text
+      table.sort(group)
+      for _, id in ipairs(group) do out[#out + 1] = {score, text, id} end
+    end
+    return out
+  end
+
   -- Add origins that are in no bucket of pool p, given as {score number,
   -- score text, id}: sorted as Redis orders them, those of one bucket's
   -- range go in with one ZADD, or, past SPLIT, with the bucket's members into
   -- as many buckets as they fill.
   function M.add_many(p, members)
-    table.sort(members, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[3] < y[3]) end)
+    members = sorted(members)
     local i = 1
     while i <= #members do
       local entry, bound = find(p, members[i][2], members[i][3])
@@ -254,10 +287,19 @@ local function Mirror(prefix, g)
       end
       local rank = redis.call('ZRANK', index(p), entry)
       local next = redis.call('ZRANGE', index(p), rank + 1, rank + 1, 'WITHSCORES')
-      local j = i
-      while j < #members and (not next[1] or
-          before(members[j + 1][2], members[j + 1][3], next[2], bound_of(next[1]))) do
-        j = j + 1
+      -- the members below the next bucket's bound (read once, not once a member)
+      local j, last = i, #members
+      if not next[1] then
+        j = last
+      else
+        local bound_score, bound_member = tonumber(next[2]), bound_of(next[1])
+        while j < last do
+          local m = members[j + 1]
+          if not (m[1] < bound_score or (m[1] == bound_score and m[3] < bound_member)) then
+            break
+          end
+          j = j + 1
+        end
       end
       local key = bucket(p, number(entry))
       local held = redis.call('ZCARD', key)
@@ -273,7 +315,7 @@ local function Mirror(prefix, g)
         local old = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
         for k = 1, #old, 2 do merged[#merged + 1] = {tonumber(old[k + 1]), old[k + 1], old[k]} end
         for k = i, j do merged[#merged + 1] = members[k] end
-        table.sort(merged, function(x, y) return x[1] < y[1] or (x[1] == y[1] and x[3] < y[3]) end)
+        merged = sorted(merged)
         redis.call('DEL', key)
         cut(p, merged, 1, #merged, entry)
       end

@@ -210,6 +210,34 @@ def test_new_origins_go_to_their_buckets_and_one_given_twice_ends_in_its_last_pl
     assert ctx.mirror.locate("git", 301).pool == "up_to_date"
 
 
+def test_new_origins_in_runs_of_equal_scores_across_id_lengths_keep_redis_order(
+    ctx: Context,
+) -> None:
+    """Members of equal score sort as strings ('10' before '9'), as Redis orders
+    them; every origin is then found where its entry says, and moves."""
+    rng = random.Random(5)
+    ids = list(range(1, 5001))
+    rng.shuffle(ids)
+    expected: dict[int, float] = {}
+    for batch in (ids[:1500], ids[1500:3000], ids[3000:]):
+        placements = [in_pool(i, float(rng.randrange(10))) for i in batch]
+        expected |= {p.id: p.score for p in placements}
+        ctx.mirror.add_new("git", placements)
+
+    def in_redis_order() -> list[tuple[bytes, float]]:
+        return sorted(
+            ((str(i).encode(), s) for i, s in expected.items()), key=lambda m: (m[1], m[0])
+        )
+
+    assert_well_formed(ctx)
+    assert pool_members(ctx.mirror, "git", "lagging") == in_redis_order()
+    moved = rng.sample(sorted(expected), 500)
+    ctx.mirror.place("git", [in_pool(i, 100.0 + i % 3, version=2) for i in moved])
+    expected |= {i: 100.0 + i % 3 for i in moved}
+    assert_well_formed(ctx)
+    assert pool_members(ctx.mirror, "git", "lagging") == in_redis_order()
+
+
 def test_new_origins_added_in_bulk_leave_every_bucket_a_listpack(ctx: Context) -> None:
     """A sorted set that once passed 128 members stays a skiplist when it shrinks:
     a bucket filled in bulk is written again whole instead of split after."""
