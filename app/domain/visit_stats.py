@@ -22,12 +22,14 @@ Two ways to space visits, per visit type (``StatsPolicy.spacing``):
   visit type's current multiplier, in real time from the newest final visit;
   an origin whose forge reports ``last_update`` waits for the lister to
   report a change (the lagging pool), so its target is only the floor,
-  ``max_interval``.
+  ``max_interval``, unless the workers have room and its visits show it changes faster
+  than the lister reports (``_workers_have_room``, ``_blind_visits_pay``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,6 +64,14 @@ DAY_S = 86400.0
 FLOOR_MARGIN = 0.9
 #: The most an origin's visit cost may weigh its multiplier, up or down.
 MAX_COST_WEIGHT = 50.0
+#: An origin whose lister reports last_update is visited without waiting for a
+#: reported change only while at most this share of its recent visits (decayed,
+#: ``change_rate.DECAY``) found nothing ...
+BLIND_USELESS_SHARE = 0.02
+#: ... and it showed at least this many changes (decayed) ...
+BLIND_MIN_CHANGES = 3.0
+#: ... and the common interval √(2μ) is at most this many times min_interval.
+BLIND_ROOM = 1.5
 Spacing = Literal["ladder", "age_optimal"]
 
 Fudge = Callable[[str, str, int], float]
@@ -217,14 +227,46 @@ def _age_optimal_interval(
     stats: OriginStats, tally: Tally, policy: StatsPolicy, rate_per_s: float, multiplier_s2: float
 ) -> timedelta:
     """The age-optimal interval of the learned rate, made optimistic while the
-    history is thin (the floor alone for an origin whose lister reports its
-    changes: the lagging pool brings it back)."""
+    history is thin. For an origin whose lister reports its changes, the floor
+    (the lagging pool brings it back), or the interval of its learned rate as
+    it is when visiting without waiting for the lister pays."""
+    max_s = policy.max_interval.total_seconds()
     if stats.reports_last_update:
+        interval_s = optimal_interval_s(rate_per_s, multiplier_s2, max_s)
+        if _workers_have_room(policy) and _blind_visits_pay(tally, rate_per_s * interval_s):
+            return timedelta(seconds=interval_s)
         return policy.max_interval
     known = policy.known_rate_per_s is not None
     rate = rate_per_s if known else rate_per_s * optimism(tally.change_observations)
-    interval_s = optimal_interval_s(rate, multiplier_s2, policy.max_interval.total_seconds())
+    interval_s = optimal_interval_s(rate, multiplier_s2, max_s)
     return timedelta(seconds=max(interval_s, 0.0))
+
+
+def _workers_have_room(policy: StatsPolicy) -> bool:
+    """Whether the visit type's μ sits near its lower clamp (``√(2μ)`` within
+    ``BLIND_ROOM`` of ``min_interval``): the workers have more time than planning
+    by rate can use, so a visit that does not wait for the lister displaces no
+    other."""
+    mu = policy.age_multiplier_s2
+    if mu is None:
+        return False
+    return math.sqrt(2 * mu) <= BLIND_ROOM * policy.min_interval.total_seconds()
+
+
+def _blind_visits_pay(tally: Tally, expected_changes: float) -> bool:
+    """Whether an origin whose lister reports last_update is visited at its
+    age-optimal interval rather than when the lister reports a change: when it
+    expects a change within that interval and its own recent visits nearly all
+    found one. Each visit that finds nothing raises its useless share past
+    ``BLIND_USELESS_SHARE`` and holds it to the lister's reports until enough
+    eventful visits follow, so a learned rate that is wrong (bursts, a slowdown)
+    costs a bounded share of its visits, whatever the rate says."""
+    obs = tally.change_observations
+    return (
+        expected_changes >= 1.0
+        and obs.changed >= BLIND_MIN_CHANGES
+        and obs.unchanged <= BLIND_USELESS_SHARE * (obs.changed + obs.unchanged)
+    )
 
 
 def visit_cost_s(history: VisitHistory) -> float | None:

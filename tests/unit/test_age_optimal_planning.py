@@ -38,6 +38,7 @@ DAY_S = 86400.0
 FLOOR_S = 57.6 * DAY_S
 MIN_S = 0.5 * DAY_S
 MU = 1e11  # s²: sqrt(2 mu) is about 5.2 days
+ROOM = MIN_S**2 / 2  # μ at its lower clamp: sqrt(2 mu) is min_interval
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
 FUDGE = keyed_fudge()
@@ -322,3 +323,48 @@ def test_a_partial_visit_that_saved_something_is_followed_up_at_the_minimum_inte
     same = VisitStatusEvent(URL, "git", 3, cut_at, "partial", bytes(20))
     usual = apply_events(stats, [same], cut_at, policy(MU), FUDGE).stats.next_visit_queue_position
     assert usual is not None and usual > cut_at + 2 * timedelta(seconds=MIN_S)
+
+
+def reported(events: list[VisitStatusEvent], multiplier: float = ROOM) -> OriginStats:
+    """The stats of an origin whose lister reports last_update, after ``events``."""
+    stats = OriginStats(url=URL, visit_type="git", reports_last_update=True)
+    return apply_events(stats, events, T0, policy(multiplier), FUDGE).stats
+
+
+def planned_in_days(stats: OriginStats, last: VisitStatusEvent) -> float:
+    assert stats.next_visit_queue_position is not None
+    return (stats.next_visit_queue_position - last.date) / DAY
+
+
+def test_with_workers_to_spare_a_reported_fast_changer_does_not_wait_for_its_lister() -> None:
+    events = visits(12, 1.0, changed=True)  # a change every day, seen by every visit
+    in_days = planned_in_days(reported(events), events[-1])
+    assert 0.5 * 0.9 <= in_days < 5  # its age-optimal interval, far from the floor
+    unreported = fold(events, ROOM)  # planned as an origin without last_update would be
+    assert unreported.next_visit_queue_position is not None
+    assert in_days >= planned_in_days(unreported, events[-1]) * 0.8  # with no optimism
+
+
+def test_with_workers_scarce_a_reported_fast_changer_waits_for_its_lister() -> None:
+    events = visits(12, 1.0, changed=True)
+    assert planned_in_days(reported(events, multiplier=MU), events[-1]) > 50
+
+
+def test_a_visit_that_found_nothing_holds_a_reported_origin_to_its_lister_till_changes_follow() -> (
+    None
+):
+    events = visits(12, 1.0, changed=True)
+    useless = VisitStatusEvent(URL, "git", 13, T0 + 12 * DAY, "full", events[-1].snapshot)
+    held = reported([*events, useless])
+    assert planned_in_days(held, useless) == pytest.approx(0.9 * 64, rel=0.11)  # the floor
+    after = [
+        VisitStatusEvent(URL, "git", 14 + k, T0 + (13 + k) * DAY, "full", bytes([100 + k]) * 20)
+        for k in range(20)
+    ]
+    assert planned_in_days(reported([*events, useless, *after[:5]]), after[4]) > 50
+    assert planned_in_days(reported([*events, useless, *after]), after[-1]) < 5
+
+
+def test_a_reported_origin_expecting_no_change_within_its_interval_waits_for_its_lister() -> None:
+    events = visits(12, 20.0, changed=True)  # a change every 20 days or so
+    assert planned_in_days(reported(events), events[-1]) > 50
