@@ -56,6 +56,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+# This checkout's revisit, not the one a shared virtualenv was installed from
+# (an editable install maps ``app`` to its own checkout): comparing two commits
+# from two checkouts with one virtualenv would otherwise run the same code twice.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from app.domain.policies import check_policies
 from app.services.context import Tuning
 from app.simulator.config import WorldConfig, load_config
