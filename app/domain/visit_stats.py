@@ -23,13 +23,12 @@ Two ways to space visits, per visit type (``StatsPolicy.spacing``):
   an origin whose forge reports ``last_update`` waits for the lister to
   report a change (the lagging pool), so its target is only the floor,
   ``max_interval``, unless the workers have room and its visits show it changes faster
-  than the lister reports (``_workers_have_room``, ``_blind_visits_pay``).
+  than the lister reports (``_blind_interval_s``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -39,7 +38,11 @@ from typing import Literal
 import msgspec
 
 from app.domain import ladder
-from app.domain.allocation import known_change_delay_s, optimal_interval_s
+from app.domain.allocation import (
+    known_change_delay_s,
+    optimal_interval_s,
+    past_known_change_cap,
+)
 from app.domain.change_rate import estimate_per_s, optimism
 from app.domain.journal_event import VisitStatusEvent
 from app.domain.visit_history import (
@@ -228,45 +231,39 @@ def _age_optimal_interval(
 ) -> timedelta:
     """The age-optimal interval of the learned rate, made optimistic while the
     history is thin. For an origin whose lister reports its changes, the floor
-    (the lagging pool brings it back), or the interval of its learned rate as
-    it is when visiting without waiting for the lister pays."""
-    max_s = policy.max_interval.total_seconds()
+    (the lagging pool brings it back), unless ``_blind_interval_s`` gives one."""
     if stats.reports_last_update:
-        interval_s = optimal_interval_s(rate_per_s, multiplier_s2, max_s)
-        if _workers_have_room(policy) and _blind_visits_pay(tally, rate_per_s * interval_s):
-            return timedelta(seconds=interval_s)
-        return policy.max_interval
+        blind_s = _blind_interval_s(tally, policy, rate_per_s, multiplier_s2)
+        return policy.max_interval if blind_s is None else timedelta(seconds=blind_s)
     known = policy.known_rate_per_s is not None
     rate = rate_per_s if known else rate_per_s * optimism(tally.change_observations)
-    interval_s = optimal_interval_s(rate, multiplier_s2, max_s)
+    interval_s = optimal_interval_s(rate, multiplier_s2, policy.max_interval.total_seconds())
     return timedelta(seconds=max(interval_s, 0.0))
 
 
-def _workers_have_room(policy: StatsPolicy) -> bool:
-    """Whether the visit type's μ sits near its lower clamp (``√(2μ)`` within
-    ``BLIND_ROOM`` of ``min_interval``): the workers have more time than planning
-    by rate can use, so a visit that does not wait for the lister displaces no
-    other."""
+def _blind_interval_s(
+    tally: Tally, policy: StatsPolicy, rate_per_s: float, multiplier_s2: float
+) -> float | None:
+    """The age-optimal interval (no optimism) at which an origin whose lister
+    reports last_update is visited without waiting for a reported change, or
+    None (it waits). Only while the workers have room (μ at most
+    ``BLIND_ROOM`` times min_interval's clamp, ``√(2μ)`` measured: a visit then
+    displaces no other), its own recent visits nearly all found a change, and
+    the rate expects one within the interval. Each visit that finds nothing
+    raises its useless share past ``BLIND_USELESS_SHARE`` and holds it to the
+    lister's reports until enough eventful visits follow, so a learned rate that
+    is wrong (bursts, a slowdown) costs a bounded share of its visits."""
     mu = policy.age_multiplier_s2
-    if mu is None:
-        return False
-    return math.sqrt(2 * mu) <= BLIND_ROOM * policy.min_interval.total_seconds()
-
-
-def _blind_visits_pay(tally: Tally, expected_changes: float) -> bool:
-    """Whether an origin whose lister reports last_update is visited at its
-    age-optimal interval rather than when the lister reports a change: when it
-    expects a change within that interval and its own recent visits nearly all
-    found one. Each visit that finds nothing raises its useless share past
-    ``BLIND_USELESS_SHARE`` and holds it to the lister's reports until enough
-    eventful visits follow, so a learned rate that is wrong (bursts, a slowdown)
-    costs a bounded share of its visits, whatever the rate says."""
     obs = tally.change_observations
-    return (
-        expected_changes >= 1.0
-        and obs.changed >= BLIND_MIN_CHANGES
-        and obs.unchanged <= BLIND_USELESS_SHARE * (obs.changed + obs.unchanged)
-    )
+    if (
+        mu is None
+        or past_known_change_cap(mu, BLIND_ROOM * policy.min_interval.total_seconds())
+        or obs.changed < BLIND_MIN_CHANGES
+        or obs.unchanged > BLIND_USELESS_SHARE * (obs.changed + obs.unchanged)
+    ):
+        return None
+    interval_s = optimal_interval_s(rate_per_s, multiplier_s2, policy.max_interval.total_seconds())
+    return interval_s if rate_per_s * interval_s >= 1.0 else None
 
 
 def visit_cost_s(history: VisitHistory) -> float | None:
