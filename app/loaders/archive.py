@@ -44,10 +44,11 @@ from typing import IO, Any, ClassVar
 from app.domain.visit_status import FINAL_STATUSES
 from app.inputs.rules import check_url
 from app.loaders.base import MAX_ERROR_CHARS, VisitResult
+from app.loaders.below import Held, nameservers
 from app.loaders.git import SCHEMES as GIT_SCHEMES
 from app.loaders.git import resolved_addresses, url_scheme
 from app.loaders.outbound import hold_connections_to_rules, service_addresses, service_hosts
-from app.loaders.subversion import Reach, subversion_held
+from app.loaders.subversion import CheckingProxy, Reach, subversion_held
 from app.loaders.zygote import KILL_WAIT_S, Forked, ForkServer, ShuttingDown, ZygoteGone, serve
 
 #: The archive's variable naming its loaders' configuration (YAML, ``storage:`` key).
@@ -339,10 +340,15 @@ def _visit(request: dict[str, Any], report: IO[str]) -> None:
     errors = _LastError()
     logging.getLogger().addHandler(errors)
     reach = Reach()
-    with subversion_held(reach) as subversion:
-        try:
-            config = _config()
-            hold_connections_to_rules(request["url"], config)
+    below: Held | None = None
+    proxy: CheckingProxy | None = None
+    try:
+        config = _config()
+        below = Held(hold_connections_to_rules(request["url"], config))  # before any thread
+        with subversion_held(reach) as proxy:
+            # What connects from C (Subversion) and the programs started, held to
+            # the same rules, the proxy and the resolver let through.
+            below.start([("127.0.0.1", proxy.port), *nameservers()])
             storage = _Recorder(_storage(config), report)
             loader = _loader_class(request["worker"])(
                 storage=storage, url=request["url"], **request["arguments"]
@@ -350,10 +356,13 @@ def _visit(request: dict[str, Any], report: IO[str]) -> None:
             # Where the svn loaders mount their local copies (file:// URLs).
             reach.local_roots.append(str(getattr(loader, "temp_directory", "")))
             loader.load()
-        except Exception as exc:
-            errors.error = _describe(exc)
-    if subversion.refused:  # why Subversion failed, if it did: what it was refused
-        errors.error = f"{subversion.refused[0]} (asked by Subversion)"
+    except Exception as exc:
+        errors.error = _describe(exc)
+    # Why Subversion or a program failed, if it did: what it was refused.
+    refused = [f"{r} (asked by Subversion)" for r in (proxy.refused if proxy else [])]
+    refused += [f"{r} (asked from C or by a program)" for r in (below.refused() if below else [])]
+    if refused:
+        errors.error = refused[0]
     if errors.error:
         _say(report, error=errors.error)
 

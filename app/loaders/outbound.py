@@ -11,9 +11,10 @@ services the archive's loader configuration names (its storage, a database,
 Kafka brokers) and the environment's HTTP proxies, these resolved once by the
 fork server for all its children (again by a child that meets an address they
 do not know). The programs the loaders start (``git`` for the checkout loader)
-are not seen by this check: git is held by its configuration instead
-(``hold_git_subprocesses``). Subversion's C library and ``svnrdump`` are held
-by their own configuration (``app.loaders.subversion``).
+are not seen by this check: the same rule holds them below the process
+(``app.loaders.below``), git also by its configuration
+(``hold_git_subprocesses``), Subversion's C library and ``svnrdump`` also by
+their own (``app.loaders.subversion``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies
 
 from app.inputs.rules import check_addresses, strings_in
+from app.loaders.below import Check
 from app.loaders.git import pinning, resolved_addresses, url_scheme
 
 #: ``host:port`` (a Kafka broker), the host an IPv6 literal in brackets.
@@ -41,24 +43,23 @@ _LIBPQ_HOST = re.compile(r"(?:^|\s)host\s*=\s*([^\s']+)")
 _INET = (socket.AF_INET, socket.AF_INET6)
 
 
-def hold_connections_to_rules(url: str, config: Any) -> None:
+def hold_connections_to_rules(url: str, config: Any) -> Check:
     """From now on in this process, refuse (ValueError) a TCP connection to an
     internal address not allowed, but to the addresses of the visited ``url``
     (held to the rules), of the services the loader's ``config`` names and of
     the HTTP proxies the environment names (``https_proxy``...: what lies behind
     a proxy is the proxy's to hold); hold the git it runs to the addresses of
-    ``url`` (``hold_git_subprocesses``)."""
+    ``url`` (``hold_git_subprocesses``). Returns the rule, for
+    ``app.loaders.below`` to hold what connects from C and the programs started."""
     visited: list[str] | None = None
     with suppress(OSError):  # a name that stopped resolving is the loader's to report
         visited = resolved_addresses(url, url_scheme(url))
     hold_git_subprocesses(url, visited)
     services = service_hosts(config)
     exempt = set(visited or ()) | service_addresses(services)
-    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
-    def check(sock: socket.socket, address: Any) -> None:
-        host = str(address[0])
-        if sock.family not in _INET or host in exempt:
+    def check(host: str, port: int = 0) -> None:
+        if host in exempt:
             return
         try:
             check_addresses(host, [host])
@@ -68,16 +69,21 @@ def hold_connections_to_rules(url: str, config: Any) -> None:
             if host not in exempt:
                 raise
 
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
     def checked(self: socket.socket, address: Any) -> None:
-        check(self, address)
+        if self.family in _INET:
+            check(str(address[0]))
         connect(self, address)
 
     def checked_ex(self: socket.socket, address: Any) -> int:
-        check(self, address)
+        if self.family in _INET:
+            check(str(address[0]))
         return connect_ex(self, address)
 
     socket.socket.connect = checked  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = checked_ex  # type: ignore[method-assign,assignment]
+    return check
 
 
 def hold_git_subprocesses(url: str, addresses: Sequence[str] | None) -> None:

@@ -23,10 +23,10 @@ allow it); the externals an export or checkout would fetch (and theirs,
 ``MAX_EXTERNALS_DEPTH`` levels down) are read and checked first, all left out
 when one is refused. ``svnrdump`` gets the configuration and, for ``svn://``,
 the checked address instead of the host name (svnserve serves every host
-name alike). Not held (README, Security): an ``svn://`` URL an ``http(s)``
-server redirects a session to (Subversion's client follows it itself), the
-second resolution of an ``svn://`` host in the C library, externals deeper
-than read.
+name alike). What this cannot see (an ``svn://`` URL an ``http(s)`` server
+redirects a session to, which Subversion's client follows itself, the second
+resolution of an ``svn://`` host in the C library, externals deeper than
+read) is held below the process by ``app.loaders.below``.
 """
 
 from __future__ import annotations

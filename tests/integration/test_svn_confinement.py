@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,10 +23,11 @@ import pytest
 
 from app.devtools.embedded import free_port
 from app.loaders.archive import ArchiveSvnLoader
-from app.loaders.subversion import Reach, subversion_held
+from app.loaders.subversion import MAX_EXTERNALS_DEPTH, Reach, subversion_held
 from app.loaders.zygote import ForkServer
 from tests.integration.test_archive_loaders import svn_tools
 from tests.processes import wait_for
+from tests.unit.test_below import Counting, run_held
 
 REFUSED = "resolves to a loopback address (127.0.0.2)"
 
@@ -61,16 +63,14 @@ def inside() -> Iterator[Inside]:
     server.sock.close()
 
 
-@pytest.fixture
-def redirecting(inside: Inside) -> Iterator[str]:
-    """The URL of a repository on 127.0.0.1 whose server redirects every request
-    to the same path on the refused server."""
+def _redirector(target: str) -> http.server.ThreadingHTTPServer:
+    """A server on 127.0.0.1 that redirects every request to the same path under ``target``."""
 
     class Redirect(http.server.BaseHTTPRequestHandler):
         def answer(self) -> None:
             self.send_response(301)
             path = urlsplit(self.path).path  # absolute-form through a proxy
-            self.send_header("Location", f"http://127.0.0.2:{inside.port}{path}")
+            self.send_header("Location", f"{target}{path}")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -81,9 +81,25 @@ def redirecting(inside: Inside) -> Iterator[str]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/repo"
-    server.shutdown()
-    server.server_close()
+    return server
+
+
+@contextmanager
+def _redirecting(scheme: str, inside: Inside) -> Iterator[str]:
+    """The URL of a repository on 127.0.0.1 whose server redirects every request
+    to the same path on the refused server, an ``http`` or ``svn`` URL."""
+    server = _redirector(f"{scheme}://127.0.0.2:{inside.port}")
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/repo"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def redirecting(inside: Inside) -> Iterator[str]:
+    with _redirecting("http", inside) as url:
+        yield url
 
 
 @pytest.fixture
@@ -112,12 +128,15 @@ def _repository(root: Path, externals: str = "") -> str:
     return url
 
 
+@pytest.mark.parametrize("scheme", ["http", "svn"])
 def test_the_archives_svn_loader_follows_no_redirect_to_an_internal_address(
-    redirecting: str, inside: Inside, fork_server: ForkServer
+    scheme: str, inside: Inside, fork_server: ForkServer
 ) -> None:
-    result = ArchiveSvnLoader().load(redirecting, {}, 60)
-    # The archive's loader takes a repository it cannot reach for one not found.
-    assert result.status == "not_found"
+    with _redirecting(scheme, inside) as url:
+        result = ArchiveSvnLoader().load(url, {}, 60)
+    # The archive's loader takes a repository it cannot reach for one not found;
+    # Subversion follows a redirect to svn:// itself, refused below the process.
+    assert result.status in ("not_found", "failed")
     assert REFUSED in (result.error or "")
     assert inside.accepted == 0
 
@@ -130,6 +149,23 @@ def test_the_archives_svn_loader_exports_no_external_on_an_internal_address(
     url = _repository(tmp_path, external)
     result = ArchiveSvnLoader().load(url, {}, 60)
     assert (result.status, result.error) == ("full", None)  # the external left out
+    assert inside.accepted == 0
+
+
+def test_the_archives_svn_loader_reaches_no_internal_address_through_externals_deeper_than_read(
+    tmp_path: Path, svnserve: int, inside: Inside, fork_server: ForkServer
+) -> None:
+    # Externals are read MAX_EXTERNALS_DEPTH levels down before an export; the
+    # chain's last link, deeper, is Subversion's own to fetch: held below it.
+    link = f"svn://127.0.0.2:{inside.port}/repo/trunk inside"
+    for level in range(MAX_EXTERNALS_DEPTH + 2, 0, -1):
+        (tmp_path / f"level{level}").mkdir()
+        _repository(tmp_path / f"level{level}", link)
+        link = f"svn://127.0.0.1:{svnserve}/level{level}/repo/trunk level{level}"
+    (tmp_path / "top").mkdir()
+    url = _repository(tmp_path / "top", link)
+    result = ArchiveSvnLoader().load(url, {}, 60)
+    assert result.status in ("full", "partial", "failed"), result
     assert inside.accepted == 0
 
 
@@ -256,6 +292,30 @@ def test_an_export_takes_no_file_external_outside_the_loaders_directories(
         _export(f"{inner}/trunk", tmp_path / "work" / "out")
     assert (tmp_path / "work" / "out" / "file").exists()
     assert not (tmp_path / "work" / "out" / "secret").exists()
+
+
+def test_subversion_resolving_a_name_itself_reaches_no_refused_address(svnserve: int) -> None:
+    # The C library resolves localhost (127.0.0.1, ::1) after any check made in
+    # Python: the filter below the process sees the address it connects to.
+    unused, other = Counting("127.0.0.2"), Counting("127.0.0.3")
+    try:
+        result = run_held(
+            f"""
+            ran = subprocess.run(
+                ["svn", "info", "--non-interactive", "svn://localhost:{svnserve}/repo"],
+                capture_output=True, text=True,
+            )
+            result["svn"] = ran.returncode, ran.stderr
+            """,
+            unused,
+            other,
+            refuse=("127.0.0.1", "::1"),
+        )
+    finally:
+        unused.close()
+        other.close()
+    assert result["svn"][0] != 0, result  # svnserve answers there, unheld
+    assert f"127.0.0.1 is inside ({svnserve})" in result["refused"]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
