@@ -5,8 +5,10 @@ The check of ``app.loaders.outbound`` sees the sockets Python opens; C libraries
 ``git``) connect by themselves. Here a seccomp filter (Linux, x86_64 and
 aarch64) sends every ``connect(2)`` of the thread that puts it in place, of the
 threads it starts later and of every program they run, and every ``sendto``,
-``sendmsg`` and ``sendmmsg`` that names an address, to a supervisor process
-forked before the filter. The supervisor reads the address from the caller's
+``sendmsg`` and ``sendmmsg`` that names an address, to a supervisor: the
+process that asks to be held forks, becomes the supervisor and waits, while
+its child goes on held (an ancestor may read its descendants' memory where
+Yama restricts it). The supervisor reads the address from the caller's
 memory and lets the call go on when ``check(host, port)`` accepts it; when
 ``check`` raises ValueError the call fails with EACCES before any packet leaves,
 and the refusal's text comes back to the held process (``Held.refused``).
@@ -17,7 +19,12 @@ thread of the held process that rewrote the address in between would connect
 elsewhere (the caveat of ``SECCOMP_USER_NOTIF_FLAG_CONTINUE``). That holds
 against what the network answers (a redirect, a second DNS answer, an external
 on another host), not against the held process's own code, which is the
-loader's.
+loader's (nor, for the same reason, its SCTP ``connectx`` socket options).
+Threads running before ``start`` are not held (in a visit's child, the
+Subversion proxy's, which checks what it connects to itself). The loader's own
+services are held like the rest: one reached at an internal address its
+configuration does not name (a Kafka broker advertised under another name)
+needs REVISIT_ALLOWED_INTERNAL_HOSTS.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import struct
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import NoReturn
 
 #: Refuses (ValueError, its text the reason) a connection to ``host`` (an address) at ``port``.
 Check = Callable[[str, int], None]
@@ -54,7 +62,7 @@ _NOTIF_ID_VALID = 0x40082102  # _IOW('!', 2, __u64)
 _NOTIF_ID_VALID_BEFORE_5_9 = 0x80082102  # _IOR, as kernels before 5.9 name it
 _FLAG_CONTINUE = 1
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_PTRACER = 0x59616D61
+_PR_SET_PDEATHSIG = 1
 #: pidfd_getfd(2), the same number on every architecture.
 _SYS_PIDFD_GETFD = 438
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
@@ -63,6 +71,7 @@ _X32_BIT = 0x40000000
 #: Most addresses ``sendmmsg`` may name in one call (UIO_MAXIOV).
 _MAX_MESSAGES = 1024
 _SOCKADDR_MAX = 128
+_U32 = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,12 @@ _ARCHES = {
 
 
 class Held:
-    """The held process's end. Made, it has forked the supervisor (do it before
-    starting threads: the supervisor runs Python); ``start`` puts the filter in place."""
+    """The held process's end. Making it forks: this process becomes the supervisor
+    (an ancestor of every task it reads: Yama lets ancestors read their
+    descendants), waits for its child, the held process, and exits with its exit
+    code; the child returns from here and goes on (make it before starting
+    threads). ``start`` puts the filter in place; the held process dies with its
+    supervisor."""
 
     def __init__(self, check: Check) -> None:
         self._arch = arch = _ARCHES.get(platform.machine())
@@ -94,31 +107,32 @@ class Held:
         if arch is None:
             return
         ours, theirs = socket.socketpair()
-        held = os.getpid()
+        supervisor = os.getpid()
         pid = os.fork()
-        if pid == 0:  # the supervisor
-            code = 0
-            try:
-                ours.close()
-                _supervise(theirs, held, check, arch)
-            except BaseException:
-                code = 1
-            os._exit(code)
+        if pid != 0:
+            probe = ours.fileno()  # the child's end, open there till the handshake
+            ours.close()
+            _supervisor(theirs, pid, probe, check, arch)
         theirs.close()
         self._sock = ours
-        with suppress(Exception):  # Yama: let the supervisor, a child, read this process
-            ctypes.CDLL(None).prctl(_PR_SET_PTRACER, pid, 0, 0, 0)
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != supervisor:
+            os._exit(1)  # the supervisor died before the death signal was set
 
     def start(self, also: Iterable[tuple[str, int]] = ()) -> bool:
         """Hold this thread, the threads it starts and the programs they run;
         ``also`` lists the (address, port) pairs let through unchecked. False
-        (with a warning) where the kernel or the machine cannot."""
+        (with a warning) where the kernel, the machine or the sandbox cannot."""
         sock, arch = self._sock, self._arch
         if sock is None or arch is None:
             machine = platform.machine()
             log.warning("connections made from C are not held: no filter for %s", machine)
             return False
+        probe = _line(sock)  # whether the supervisor may read this process
+        listener = -1
         try:
+            if probe != "ok":
+                raise OSError(errno.EPERM, probe or "the connection supervisor is gone")
             listener = _install(arch)
         except OSError as exc:
             sock.close()
@@ -128,8 +142,8 @@ class Held:
         try:  # send, not sendmsg: the filter would hold a sendmsg for the supervisor
             pairs = sorted({(str(host), int(port)) for host, port in also})
             sock.sendall(json.dumps({"listener": listener, "also": pairs}).encode() + b"\n")
-            if sock.recv(1) != b"k":  # the supervisor took its copy of the listener
-                raise OSError("the connection supervisor is gone")
+            if (answer := _line(sock)) != "ok":  # the supervisor took its copy
+                raise OSError(f"the connection supervisor failed: {answer or 'gone'}")
         finally:
             os.close(listener)
         return True
@@ -209,24 +223,48 @@ def _install(arch: _Arch) -> int:
     return fd
 
 
-def _supervise(sock: socket.socket, held: int, check: Check, arch: _Arch) -> None:
-    """The supervisor: answer the held tasks' calls until none is left."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    keep = sock.fileno()
-    os.closerange(3, keep)  # hold none of the held process's pipes open
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    message = b""
-    while not message.endswith(b"\n"):
-        if not (chunk := sock.recv(1 << 16)):
-            return  # the held process gave up before the filter
-        message += chunk
+def _supervisor(sock: socket.socket, held: int, probe: int, check: Check, arch: _Arch) -> NoReturn:
+    """This process as the supervisor of its child ``held``: answer the held
+    tasks' calls until none is left, then exit with the child's exit code."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        keep = sock.fileno()
+        os.closerange(3, keep)  # hold none of the visit's pipes open
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        try:
+            _supervise(sock, held, probe, check, arch)
+        except Exception as exc:  # closing the listener fails every held call
+            with suppress(OSError):
+                sock.sendall(f"the connection supervisor failed: {exc}\n".encode())
+        sock.close()
+        code = os.waitstatus_to_exitcode(os.waitpid(held, 0)[1])
+        code = code if code >= 0 else 128 - code
+    finally:
+        os._exit(code)
+
+
+def _supervise(sock: socket.socket, held: int, probe: int, check: Check, arch: _Arch) -> None:
+    """Answer the held tasks' calls until none is left (``probe``: a file
+    descriptor the held process has open, to try reading it with)."""
+    try:  # what Yama, the sandbox or the kernel let this process do to its child
+        with open(f"/proc/{held}/mem", "rb"):
+            pass
+        os.close(_take_fd(held, probe))
+    except OSError as exc:
+        sock.sendall(f"the connection supervisor cannot read its child: {exc}\n".encode())
+        return
+    sock.sendall(b"ok\n")
+    message = _line(sock)
+    if not message:
+        return  # the held process went on without the filter
     sent = json.loads(message)
     listener = _take_fd(held, int(sent["listener"]))
-    sock.sendall(b"k")
+    sock.sendall(b"ok\n")
     also = {(str(host), int(port)) for host, port in sent["also"]}
     poller = select.poll()
     poller.register(listener, select.POLLIN)
@@ -254,6 +292,21 @@ def _supervise(sock: socket.socket, held: int, check: Check, arch: _Arch) -> Non
         )
         with suppress(OSError):
             fcntl.ioctl(listener, _NOTIF_SEND, response)
+    os.close(listener)
+
+
+def _line(sock: socket.socket) -> str:
+    """The next line from ``sock``, "" at its end (lines are small, one at a time)."""
+    received = b""
+    while not received.endswith(b"\n"):
+        try:
+            chunk = sock.recv(1)
+        except OSError:
+            return ""
+        if not chunk:
+            return ""
+        received += chunk
+    return received[:-1].decode(errors="replace")
 
 
 def _take_fd(pid: int, fd: int) -> int:
@@ -289,7 +342,9 @@ def _judge(
 ) -> str | None:
     """None to let the call go on, else why it is refused."""
     try:
-        targets = [t for raw in _addresses(arch, pid, nr, args) if (t := _inet(raw)) is not None]
+        sending = nr != arch.connect
+        raw_addresses = _addresses(arch, pid, nr, args)
+        targets = [t for raw in raw_addresses if (t := _inet(raw, sending)) is not None]
     except OSError as exc:
         return f"connection refused: its address could not be read ({exc})"
     for host, port in targets:
@@ -297,8 +352,8 @@ def _judge(
             continue
         try:
             check(host, port)
-        except ValueError as exc:
-            return str(exc)
+        except Exception as exc:  # a rule that failed refuses, naming why
+            return str(exc) if isinstance(exc, ValueError) else f"connection refused: {exc!r}"
     return None
 
 
@@ -310,14 +365,15 @@ def _addresses(arch: _Arch, pid: int, nr: int, args: tuple[int, ...]) -> list[by
         def read(at: int, size: int) -> bytes:
             return os.pread(fd, size, at) if at and size > 0 else b""
 
-        if nr == arch.connect:
-            return [read(args[1], min(args[2], _SOCKADDR_MAX))]
+        if nr == arch.connect:  # socklen_t and unsigned int: 32 bits of their registers
+            return [read(args[1], min(args[2] & _U32, _SOCKADDR_MAX))]
         if nr == arch.sendto:
-            return [read(args[4], min(args[5], _SOCKADDR_MAX))]
+            return [read(args[4], min(args[5] & _U32, _SOCKADDR_MAX))]
         if nr == arch.sendmsg:
             headers = [read(args[1], 16)]
         elif nr == arch.sendmmsg:
-            headers = [read(args[1] + 64 * k, 16) for k in range(min(args[2], _MAX_MESSAGES))]
+            count = min(args[2] & _U32, _MAX_MESSAGES)
+            headers = [read(args[1] + 64 * k, 16) for k in range(count)]
         else:
             return []
         names = []
@@ -330,12 +386,13 @@ def _addresses(arch: _Arch, pid: int, nr: int, args: tuple[int, ...]) -> list[by
         os.close(fd)
 
 
-def _inet(raw: bytes) -> tuple[str, int] | None:
-    """(address, port) of an IPv4 or IPv6 socket address, None for another family."""
+def _inet(raw: bytes, sending: bool) -> tuple[str, int] | None:
+    """(address, port) of an IPv4 or IPv6 socket address, None for another family.
+    A datagram sent to an ``AF_UNSPEC`` address goes to its IPv4 address."""
     if len(raw) < 2:
         return None
     family = struct.unpack_from("=H", raw)[0]
-    if family == socket.AF_INET and len(raw) >= 8:
+    if (family == socket.AF_INET or (sending and family == socket.AF_UNSPEC)) and len(raw) >= 8:
         return socket.inet_ntop(socket.AF_INET, raw[4:8]), struct.unpack_from(">H", raw, 2)[0]
     if family == socket.AF_INET6 and len(raw) >= 24:
         port = struct.unpack_from(">H", raw, 2)[0]

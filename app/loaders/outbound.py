@@ -25,6 +25,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
@@ -39,6 +40,8 @@ from app.loaders.git import pinning, resolved_addresses, url_scheme
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$")
 #: libpq's ``host=`` in a key/value connection string (several, comma separated).
 _LIBPQ_HOST = re.compile(r"(?:^|\s)host\s*=\s*([^\s']+)")
+#: Shortest time between two resolutions of the services in a visit.
+RESOLVE_AGAIN_S = 5.0
 #: The families whose connections are checked (a Unix socket is no visit).
 _INET = (socket.AF_INET, socket.AF_INET6)
 
@@ -58,14 +61,19 @@ def hold_connections_to_rules(url: str, config: Any) -> Check:
     services = service_hosts(config)
     exempt = set(visited or ()) | service_addresses(services)
 
+    resolved_at = [-RESOLVE_AGAIN_S]  # the first refusal asks at once
+
     def check(host: str, port: int = 0) -> None:
         if host in exempt:
             return
         try:
             check_addresses(host, [host])
         except ValueError:
-            # A service may have moved since the fork server resolved it.
-            exempt.update(_resolve(services))
+            # A service may have moved since the fork server resolved it (asked
+            # again at most every RESOLVE_AGAIN_S: a slow DNS holds every call).
+            if time.monotonic() - resolved_at[0] >= RESOLVE_AGAIN_S:
+                resolved_at[0] = time.monotonic()
+                exempt.update(_resolve(services))
             if host not in exempt:
                 raise
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.loaders import archive
+from app.loaders import archive, outbound
 from app.loaders.outbound import hold_connections_to_rules
 from tests.conftest import IN_CI
 
@@ -45,3 +45,21 @@ def test_the_fork_server_resolves_the_configured_services_once_for_every_visit(
     for _ in range(3):  # three visits' children
         hold_connections_to_rules("http://192.0.2.1/x.git", config)  # a literal: no DNS
     assert asked == ["storage.example"]
+
+
+def test_refused_connections_ask_the_resolver_again_at_most_every_few_seconds(
+    asked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = {"storage": {"cls": "remote", "url": "http://storage.example:5002/"}}
+    clock = [1000.0]
+    monkeypatch.setattr(outbound.time, "monotonic", lambda: clock[0])
+    check = hold_connections_to_rules("http://192.0.2.1/x.git", config)
+    before = asked.count("storage.example")
+    for _ in range(3):
+        with pytest.raises(ValueError, match="loopback address"):
+            check("127.0.0.9")
+    assert asked.count("storage.example") == before + 1  # the first refusal asked, not the others
+    clock[0] += outbound.RESOLVE_AGAIN_S
+    with pytest.raises(ValueError, match="loopback address"):
+        check("127.0.0.9")
+    assert asked.count("storage.example") == before + 2

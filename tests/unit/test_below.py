@@ -14,7 +14,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,8 @@ let_through = [tuple(pair) for pair in json.loads(sys.argv[3])]
 refuse = set(json.loads(sys.argv[4]))
 
 def check(host, port):
+    if None in refuse:
+        raise TypeError("a broken rule")
     if host in refuse:
         raise ValueError(f"{host} is inside ({port})")
 
@@ -118,7 +122,7 @@ def run_held(
     inside: Counting,
     outside: Counting,
     let_through: tuple[tuple[str, int], ...] = (),
-    refuse: tuple[str, ...] = ("127.0.0.2",),
+    refuse: tuple[str | None, ...] = ("127.0.0.2",),
 ) -> dict[str, Any]:
     """``body`` run in a held process of its own, whose rule refuses the addresses
     ``refuse``: its ``result``."""
@@ -205,28 +209,88 @@ def test_a_held_process_cannot_set_up_io_uring_to_connect_around_the_filter(
     assert (result["fd"], result["errno"]) == (-1, 38)  # ENOSYS
 
 
-def test_with_its_supervisor_gone_a_held_process_connects_nowhere(
+def test_with_its_supervisor_gone_a_held_process_dies_and_its_programs_connect_nowhere(
+    inside: Counting, outside: Counting, tmp_path: Path
+) -> None:
+    # The held process kills its supervisor (its parent) and dies with it; the
+    # program it started lives on, held, with no one to answer for it.
+    report = tmp_path / "program"
+    program = f"""
+import os, socket, time
+time.sleep(0.5)
+try:
+    socket.create_connection(("127.0.0.1", {outside.port}))
+    result = "connected"
+except OSError as exc:
+    result = str(exc.errno)
+with open({str(report)!r}, "w") as out:
+    out.write(result)
+"""
+    body = f"""
+        import signal, time
+        subprocess.Popen([sys.executable, "-c", {program!r}], start_new_session=True)
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(5)
+        result["survived"] = True
+        """
+    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
+    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port), "[]"]
+    done = subprocess.run([*argv, '["127.0.0.2"]'], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -9  # the supervisor, killed
+    assert "survived" not in done.stdout
+    for _ in range(100):
+        if report.exists() and report.read_text():
+            break
+        time.sleep(0.05)
+    assert report.read_text() == "38"  # ENOSYS: the filter fails closed
+    assert outside.accepted == 0
+
+
+def test_the_supervisor_exits_with_its_held_process_exit_code(
     inside: Counting, outside: Counting
 ) -> None:
+    code = PRELUDE + "sys.stdout.flush()\nos._exit(3)\n"
+    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port), "[]"]
+    done = subprocess.run([*argv, "[]"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+
+
+def test_a_datagram_to_an_unspecified_family_address_is_held_as_ipv4(
+    inside: Counting, outside: Counting
+) -> None:
+    # Linux sends a UDP datagram addressed AF_UNSPEC to its IPv4 address.
     result = run_held(
         """
-        import signal, time
-        mine = os.getpid()
-        found = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-        for pid in found:
-            try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == mine:
-                        os.kill(pid, signal.SIGKILL)  # the supervisor, this process's child
-                        os.waitpid(pid, 0)
-            except OSError:
-                pass
-        result["outside"] = attempt(lambda: socket.create_connection(("127.0.0.1", outside)))
+        import ctypes, struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        name = struct.pack("=H", 0) + struct.pack(">H", inside) + socket.inet_aton("127.0.0.2")
+        name += bytes(8)
+        sent = libc.sendto(udp.fileno(), b"x", 1, 0, name, len(name))
+        result["sendto"] = sent, ctypes.get_errno()
         """,
         inside,
         outside,
     )
-    assert result["outside"] == 38  # ENOSYS: the filter fails closed
+    assert result["sendto"] == [-1, 13]
+    assert inside.datagrams() == 0
+
+
+def test_a_rule_that_fails_refuses_the_connection_naming_why(
+    inside: Counting, outside: Counting
+) -> None:
+    result = run_held(
+        """
+        result["first"] = attempt(lambda: socket.create_connection(("127.0.0.1", outside)))
+        result["second"] = attempt(lambda: socket.create_connection(("127.0.0.1", outside)))
+        """,
+        inside,
+        outside,
+        refuse=("127.0.0.1", None),  # None makes the rule raise TypeError
+    )
+    assert (result["first"], result["second"]) == (13, 13)
+    assert len(result["refused"]) == 2
+    assert all(r.startswith("connection refused: TypeError") for r in result["refused"])
     assert outside.accepted == 0
 
 
