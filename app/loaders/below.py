@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -115,7 +116,7 @@ class Held:
             _supervisor(theirs, pid, probe, check, arch)
         theirs.close()
         self._sock = ours
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != supervisor:
             os._exit(1)  # the supervisor died before the death signal was set
 
@@ -205,10 +206,17 @@ def _program(arch: _Arch) -> bytes:
     )
 
 
-def _install(arch: _Arch) -> int:
-    """Put the filter in place on this thread: its listener's file descriptor."""
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, its ``syscall`` returning a long, errno kept."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _install(arch: _Arch) -> int:
+    """Put the filter in place on this thread: its listener's file descriptor."""
+    libc = _libc()
     program = _program(arch)
     instructions = ctypes.create_string_buffer(program, len(program))
     fprog = ctypes.create_string_buffer(
@@ -311,8 +319,7 @@ def _line(sock: socket.socket) -> str:
 
 def _take_fd(pid: int, fd: int) -> int:
     """A copy of process ``pid``'s file descriptor ``fd`` (pidfd_getfd)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc = _libc()
     pidfd = os.pidfd_open(pid)
     try:
         copy = int(libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0))

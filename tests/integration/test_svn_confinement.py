@@ -37,30 +37,12 @@ def _svn_tools() -> None:
     svn_tools()
 
 
-class Inside:
-    """A server on 127.0.0.2 that accepts connections, counts them and closes them."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.2", 0))
-        self.port = int(self.sock.getsockname()[1])
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-
 @pytest.fixture
-def inside() -> Iterator[Inside]:
-    server = Inside()
+def inside() -> Iterator[Counting]:
+    """A server on 127.0.0.2 counting the connections it accepts."""
+    server = Counting("127.0.0.2")
     yield server
-    server.sock.close()
+    server.close()
 
 
 def _redirector(target: str) -> http.server.ThreadingHTTPServer:
@@ -85,7 +67,7 @@ def _redirector(target: str) -> http.server.ThreadingHTTPServer:
 
 
 @contextmanager
-def _redirecting(scheme: str, inside: Inside) -> Iterator[str]:
+def _redirecting(scheme: str, inside: Counting) -> Iterator[str]:
     """The URL of a repository on 127.0.0.1 whose server redirects every request
     to the same path on the refused server, an ``http`` or ``svn`` URL."""
     server = _redirector(f"{scheme}://127.0.0.2:{inside.port}")
@@ -97,7 +79,7 @@ def _redirecting(scheme: str, inside: Inside) -> Iterator[str]:
 
 
 @pytest.fixture
-def redirecting(inside: Inside) -> Iterator[str]:
+def redirecting(inside: Counting) -> Iterator[str]:
     with _redirecting("http", inside) as url:
         yield url
 
@@ -130,7 +112,7 @@ def _repository(root: Path, externals: str = "") -> str:
 
 @pytest.mark.parametrize("scheme", ["http", "svn"])
 def test_the_archives_svn_loader_follows_no_redirect_to_an_internal_address(
-    scheme: str, inside: Inside, fork_server: ForkServer
+    scheme: str, inside: Counting, fork_server: ForkServer
 ) -> None:
     with _redirecting(scheme, inside) as url:
         result = ArchiveSvnLoader().load(url, {}, 60)
@@ -143,7 +125,7 @@ def test_the_archives_svn_loader_follows_no_redirect_to_an_internal_address(
 
 @pytest.mark.parametrize("scheme", ["http", "svn"])
 def test_the_archives_svn_loader_exports_no_external_on_an_internal_address(
-    scheme: str, tmp_path: Path, inside: Inside, fork_server: ForkServer
+    scheme: str, tmp_path: Path, inside: Counting, fork_server: ForkServer
 ) -> None:
     external = f"{scheme}://127.0.0.2:{inside.port}/repo/trunk outside"
     url = _repository(tmp_path, external)
@@ -153,7 +135,7 @@ def test_the_archives_svn_loader_exports_no_external_on_an_internal_address(
 
 
 def test_the_archives_svn_loader_reaches_no_internal_address_through_externals_deeper_than_read(
-    tmp_path: Path, svnserve: int, inside: Inside, fork_server: ForkServer
+    tmp_path: Path, svnserve: int, inside: Counting, fork_server: ForkServer
 ) -> None:
     # Externals are read MAX_EXTERNALS_DEPTH levels down before an export; the
     # chain's last link, deeper, is Subversion's own to fetch: held below it.
@@ -214,7 +196,7 @@ def _answering(address: str) -> Reach:
 
 
 def test_svnrdump_reaches_an_svn_host_at_the_address_checked_for_it(
-    svnserve: int, inside: Inside, held: None
+    svnserve: int, inside: Counting, held: None
 ) -> None:
     url = f"svn://forge.example:{svnserve}/repo"
     with subversion_held(_answering("127.0.0.1")):
@@ -230,7 +212,7 @@ def test_svnrdump_reaches_an_svn_host_at_the_address_checked_for_it(
 
 
 def test_subversion_reaches_an_http_host_only_at_an_address_the_proxy_checked(
-    redirecting: str, inside: Inside, held: None
+    redirecting: str, inside: Counting, held: None
 ) -> None:
     with subversion_held(_answering("127.0.0.2")) as proxy:
         asked = subprocess.run(
@@ -259,7 +241,7 @@ def _export(url: str, to: Path) -> None:
 
 
 def test_an_export_fetches_its_externals_only_when_none_is_refused(
-    svnserve: int, inside: Inside, held: None, tmp_path: Path
+    svnserve: int, inside: Counting, held: None, tmp_path: Path
 ) -> None:
     allowed = f"svn://127.0.0.1:{svnserve}/repo/trunk allowed"
     refused = f"svn://127.0.0.2:{inside.port}/repo/trunk refused"

@@ -117,6 +117,19 @@ def outside() -> Iterator[Counting]:
     server.close()
 
 
+def run_script(
+    code: str,
+    inside: Counting,
+    outside: Counting,
+    let_through: tuple[tuple[str, int], ...] = (),
+    refuse: tuple[str | None, ...] = ("127.0.0.2",),
+) -> subprocess.CompletedProcess[str]:
+    """``code`` (the prelude's arguments given) run to its end."""
+    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port)]
+    argv += [json.dumps(let_through), json.dumps(refuse)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
 def run_held(
     body: str,
     inside: Counting,
@@ -127,9 +140,7 @@ def run_held(
     """``body`` run in a held process of its own, whose rule refuses the addresses
     ``refuse``: its ``result``."""
     code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port)]
-    argv += [json.dumps(let_through), json.dumps(refuse)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    done = run_script(code, inside, outside, let_through, refuse)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     assert result["started"] is True
@@ -233,9 +244,7 @@ with open({str(report)!r}, "w") as out:
         time.sleep(5)
         result["survived"] = True
         """
-    code = PRELUDE + textwrap.dedent(body) + EPILOGUE
-    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port), "[]"]
-    done = subprocess.run([*argv, '["127.0.0.2"]'], capture_output=True, text=True, timeout=60)
+    done = run_script(PRELUDE + textwrap.dedent(body) + EPILOGUE, inside, outside)
     assert done.returncode == -9  # the supervisor, killed
     assert "survived" not in done.stdout
     for _ in range(100):
@@ -249,9 +258,7 @@ with open({str(report)!r}, "w") as out:
 def test_the_supervisor_exits_with_its_held_process_exit_code(
     inside: Counting, outside: Counting
 ) -> None:
-    code = PRELUDE + "sys.stdout.flush()\nos._exit(3)\n"
-    argv = [sys.executable, "-P", "-c", code, str(inside.port), str(outside.port), "[]"]
-    done = subprocess.run([*argv, "[]"], capture_output=True, text=True, timeout=60)
+    done = run_script(PRELUDE + "sys.stdout.flush()\nos._exit(3)\n", inside, outside)
     assert done.returncode == 3
 
 
