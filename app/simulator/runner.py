@@ -46,7 +46,7 @@ def throwaway_services() -> Iterator[tuple[DictConnection, Settings]]:
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="revisit-sim-")))
         # Thrown away at the end, so its commits need not wait for the disk: a
-        # simulation spends a fifth of its time on those waits otherwise.
+        # simulation spends about a seventh of its time on those waits otherwise.
         dsn = make_conninfo(
             stack.enter_context(embedded.postgres(workdir)),
             options="-c synchronous_commit=off",
