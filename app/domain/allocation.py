@@ -21,15 +21,18 @@ the capacity can pay for (``multiplier_for_capacity``), recomputed as workers
 come and go. This module is the one copy of that rule; the simulator's
 ``oracle`` baseline plans with it from the true rates.
 
-Known changes before guesses: a change the forge reports is planned with μ
-(``reported_change_delay_s``) but never with more than ``bound²/2``, ``bound``
-a delay fixed by the visit type's spacing (``known_change_delay_s``). A rate
-guess can wait as long as the capacity asks, up to the floor; a reported
-change waits at most ``bound``, and a rare one hardly at all, however far
-the workers are behind and however high μ has gone.
+Known changes before guesses: a change the forge reports is planned as if
+the workers had room to spare, with μ at its lower clamp ``soon²/2``
+(``soon`` the visit type's ``min_interval``), whatever μ the rate guesses
+are planned with (``known_change_delay_s``). A rate guess can wait as long as
+the capacity asks, up to the floor; a reported change is due at most ``soon``
+after the first change the archive misses, and a rare one hardly at all:
+the origins whose forge reports their changes are never left behind the
+others' guesses.
 
-Quiet origins first: once μ passes that cap (the workers cannot visit even
-the fastest changers within ``bound``), the changes the forges report are
+Quiet origins first: once μ passes a cap, ``bound²/2`` (``bound`` the
+floor's margin, ``max_interval`` less the floor: the workers cannot visit
+even the fastest changers within it), the changes the forges report are
 more than the workers can fetch, and a visit costs worker time in proportion
 to the changes it fetches. The delay is then counted from the *latest*
 reported change instead of the first missed one (a negative delay says so,
@@ -196,19 +199,19 @@ def reported_change_delay_s(rate_per_s: float, multiplier_s2: float, floor_s: fl
 
 
 def known_change_delay_s(
-    rate_per_s: float, multiplier_s2: float, floor_s: float, bound_s: float
+    rate_per_s: float, multiplier_s2: float, floor_s: float, bound_s: float, soon_s: float
 ) -> float:
-    """``reported_change_delay_s`` with μ at most ``bound_s²/2`` (infinite μ
-    included: the capacity cannot even pay for the floor), so at most
-    ``bound_s`` and, for a change rarer than that, about λ bound²/2: a
-    reported change never waits behind the floor-level planning of an
-    overloaded visit type.
+    """``reported_change_delay_s`` with μ at most ``soon_s²/2`` while μ is under
+    the cap ``bound_s²/2``: at most ``soon_s`` and, for a change rarer than
+    that, about λ soon²/2, however high the rate guesses' μ has gone (known
+    changes before guesses, the module's docstring).
 
-    Past that cap the delay comes negated (at least a second): it counts from
-    the latest reported change, quiet origins first (the module's docstring,
-    ``counts_from_latest_change``)."""
+    Past the cap (infinite μ included: the capacity cannot even pay for the
+    floor) the delay is the one of μ = ``bound_s²/2``, at most ``bound_s``,
+    negated (at least a second): it counts from the latest reported change,
+    quiet origins first (``counts_from_latest_change``)."""
     if not past_known_change_cap(multiplier_s2, bound_s):
-        return reported_change_delay_s(rate_per_s, multiplier_s2, floor_s)
+        return reported_change_delay_s(rate_per_s, min(multiplier_s2, soon_s * soon_s / 2), floor_s)
     delay = reported_change_delay_s(rate_per_s, bound_s * bound_s / 2, floor_s)
     return -max(delay, LATEST_CHANGE_MIN_DELAY_S)
 

@@ -314,14 +314,17 @@ def change_delay_s(
     """How long after its first missed change the origin is due when its forge
     reports a change (the lagging pool's due time, ``app.domain.placement``):
     the age-optimal delay of its learned rate under its multiplier
-    (``planning_multiplier_s2``), at most ``known_change_bound`` (known
-    changes before guesses, ``app.domain.allocation``). None without a
-    multiplier (the lagging pool is then ordered by lag)."""
+    (``planning_multiplier_s2``) capped at its lower clamp, so at most
+    ``min_interval`` (known changes before guesses), and past the cap of
+    ``known_change_bound`` the delay from the latest change
+    (``app.domain.allocation``). None without a multiplier (the lagging pool
+    is then ordered by lag)."""
     if multiplier_s2 is None:
         return None
     floor_s = _floor(policy).total_seconds()
     bound_s = known_change_bound(policy).total_seconds()
-    return known_change_delay_s(rate_per_s, multiplier_s2, floor_s, bound_s)
+    soon_s = policy.min_interval.total_seconds()
+    return known_change_delay_s(rate_per_s, multiplier_s2, floor_s, bound_s, soon_s)
 
 
 def known_change_bound(policy: StatsPolicy) -> timedelta:

@@ -218,19 +218,37 @@ def test_a_fast_changer_waits_the_common_interval_and_a_rare_change_is_chased_at
     rate_per_day=st.floats(0.0, 1e3),
     multiplier_s2=st.one_of(st.floats(1.0, 1e16), st.just(math.inf)),
     bound_days=st.floats(0.01, 60.0),
+    soon_days=st.floats(0.01, 60.0),
 )
-def test_a_known_change_waits_at_most_the_bound_and_never_longer_than_planned_by_rate(
-    rate_per_day: float, multiplier_s2: float, bound_days: float
+def test_a_known_change_waits_at_most_min_interval_and_the_bound_and_never_longer_than_by_rate(
+    rate_per_day: float, multiplier_s2: float, bound_days: float, soon_days: float
 ) -> None:
-    rate, bound = rate_per_day / DAY_S, bound_days * DAY_S
-    known = known_change_delay_s(rate, multiplier_s2, FLOOR_S, bound)
+    rate, bound, soon = rate_per_day / DAY_S, bound_days * DAY_S, soon_days * DAY_S
+    known = known_change_delay_s(rate, multiplier_s2, FLOOR_S, bound, soon)
     planned = reported_change_delay_s(rate, multiplier_s2, FLOOR_S)
-    if multiplier_s2 <= bound * bound / 2:  # below the bound, the age-optimal delay
-        assert known == planned
+    if multiplier_s2 <= bound * bound / 2:  # below the cap, at most min_interval
+        assert known == reported_change_delay_s(rate, min(multiplier_s2, soon * soon / 2), FLOOR_S)
+        assert 0 <= known <= min(soon, FLOOR_S, planned) * (1 + 1e-12)
     else:  # past it, from the latest reported change (negated), at least a second
         assert counts_from_latest_change(known)
         known = abs(known) if abs(known) > LATEST_CHANGE_MIN_DELAY_S else 0.0
-    assert 0 <= known <= min(bound, FLOOR_S, planned) * (1 + 1e-12)
+        assert 0 <= known <= min(bound, FLOOR_S, planned) * (1 + 1e-12)
+
+
+def test_while_the_workers_keep_up_a_reported_change_waits_at_most_min_interval() -> None:
+    busy = policy(MU)  # the guesses' common interval sqrt(2 mu) is about 5.2 days
+    for per_day in (0.01, 0.1, 1.0, 10.0, 100.0):
+        rate = per_day / DAY_S
+        by_mu = reported_change_delay_s(rate, MU, FLOOR_S)
+        delay = change_delay_s(busy, rate, MU)
+        assert delay is not None and not counts_from_latest_change(delay)
+        assert delay == reported_change_delay_s(rate, ROOM, FLOOR_S)  # μ at its lower clamp
+        assert delay <= MIN_S
+        assert delay < by_mu  # sooner than the guesses' multiplier would plan it
+    # with room to spare already, the multiplier decides
+    assert change_delay_s(policy(ROOM / 2), 1 / DAY_S, ROOM / 2) == reported_change_delay_s(
+        1 / DAY_S, ROOM / 2, FLOOR_S
+    )
 
 
 def test_under_overload_a_reported_change_is_due_within_days_not_at_the_floor() -> None:
@@ -244,10 +262,6 @@ def test_under_overload_a_reported_change_is_due_within_days_not_at_the_floor() 
             delay = change_delay_s(replace(overloaded, age_multiplier_s2=mu), per_day / DAY_S, mu)
             assert delay is not None and counts_from_latest_change(delay)
             assert -delay <= within_days * DAY_S
-    # under normal load the multiplier decides, as before
-    assert change_delay_s(policy(MU), 1 / DAY_S, MU) == reported_change_delay_s(
-        1 / DAY_S, MU, FLOOR_S
-    )
 
 
 def test_past_the_cap_on_mu_a_known_change_is_due_its_delay_after_the_latest_change() -> None:
@@ -256,16 +270,16 @@ def test_past_the_cap_on_mu_a_known_change_is_due_its_delay_after_the_latest_cha
     for per_day in (0.01, 1.0, 10.0):
         rate = per_day / DAY_S
         # under the cap (the fastest changers visited within the bound): as planned
-        below = known_change_delay_s(rate, cap / 2, FLOOR_S, bound)
-        assert below == reported_change_delay_s(rate, cap / 2, FLOOR_S)
+        below = known_change_delay_s(rate, cap / 2, FLOOR_S, bound, MIN_S)
+        assert below == reported_change_delay_s(rate, ROOM, FLOOR_S)
         assert not counts_from_latest_change(below)
         # past it, at the cap's delay, counted from the latest reported change
         for mu in (cap * 1.01, FLOOR_S**2 / 2, math.inf):
-            past = known_change_delay_s(rate, mu, FLOOR_S, bound)
+            past = known_change_delay_s(rate, mu, FLOOR_S, bound, MIN_S)
             assert counts_from_latest_change(past)
             assert -past == max(1.0, reported_change_delay_s(rate, cap, FLOOR_S))
     # an origin not known to change keeps the sign: a delay of a second
-    assert known_change_delay_s(0.0, math.inf, FLOOR_S, bound) == -LATEST_CHANGE_MIN_DELAY_S
+    assert known_change_delay_s(0.0, math.inf, FLOOR_S, bound, MIN_S) == -LATEST_CHANGE_MIN_DELAY_S
 
 
 def test_a_failed_visit_near_the_floor_is_due_by_the_floor_counted_from_the_last_success() -> None:
