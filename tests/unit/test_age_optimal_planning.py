@@ -269,7 +269,8 @@ def test_past_the_cap_on_mu_a_known_change_is_due_its_delay_after_the_latest_cha
     cap = bound * bound / 2
     for per_day in (0.01, 1.0, 10.0):
         rate = per_day / DAY_S
-        # under the cap (the fastest changers visited within the bound): as planned
+        # under the cap (the fastest changers visited within the bound): planned
+        # with μ at its lower clamp
         below = known_change_delay_s(rate, cap / 2, FLOOR_S, bound, MIN_S)
         assert below == reported_change_delay_s(rate, ROOM, FLOOR_S)
         assert not counts_from_latest_change(below)
